@@ -1,0 +1,122 @@
+/* struct conf: a YAML file (twemproxy's format plus ringleader's keys), validated and immutable. */
+#ifndef RL_CONF_H
+#define RL_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hash/hash.h"
+#include "dist/dist.h"
+
+enum conf_proto { CONF_PROTO_MEMCACHE, CONF_PROTO_REDIS };
+enum conf_on_down { CONF_ON_DOWN_FAILOVER, CONF_ON_DOWN_MISS, CONF_ON_DOWN_ERROR };
+enum conf_read_from { CONF_READ_PRIMARY, CONF_READ_ANY_LIVE, CONF_READ_LOCAL_ZONE };
+enum conf_write_to { CONF_WRITE_PRIMARY, CONF_WRITE_ALL, CONF_WRITE_ALL_ASYNC };
+
+/* A place to listen or connect: TCP host:port or a unix socket path. */
+struct conf_addr {
+    char    *text;      /* as written, e.g. "127.0.0.1:22121" or "/tmp/rl.sock" */
+    char    *host;      /* TCP host (name or literal), NULL for unix */
+    uint16_t port;
+    char    *path;      /* unix socket path, NULL for TCP */
+    int      perm;      /* unix listen permissions (e.g. 0666), -1 if not given */
+};
+
+struct conf_server {
+    struct conf_addr addr;
+    uint32_t weight;    /* > 0 */
+    char    *name;      /* NULL when not given */
+    char    *ident;     /* name, else host:port, else host when port 11211 (twemproxy) */
+    char    *label;     /* name, else host:port (what the vectors and the tool print) */
+    char    *zone;      /* NULL when not given */
+    int      line, col; /* where it was written, for messages */
+};
+
+struct conf_route {
+    char *prefix;       /* key prefix */
+    char *pool;         /* target pool name */
+};
+
+struct conf_pool {
+    char    *name;
+    int      line, col;
+    struct conf_addr listen;
+    enum conf_proto protocol;     /* `redis: true` or `protocol: redis` */
+    enum hash_type hash;          /* default fnv1a_64 for ketama/modula/random, else xxh3 */
+    int      has_hash_seed;
+    uint64_t hash_seed;
+    int      has_hash_tag;
+    char     hash_tag[2];
+    enum dist_type dist;          /* default ketama */
+    int      timeout_ms;          /* -1: none (twemproxy's default) */
+    int      backlog;             /* 512 */
+    int      preconnect;
+    char    *redis_auth;          /* NULL: none */
+    int      redis_db;            /* 0 */
+    uint32_t server_connections;  /* 1 */
+    int      auto_eject_hosts;    /* 0 */
+    int      server_retry_timeout_ms; /* 30000 */
+    uint32_t server_failure_limit;    /* 2 */
+    int      tcpkeepalive;
+    uint32_t client_connections;  /* 0: unlimited */
+    /* ringleader extensions */
+    uint32_t vnodes;              /* ketama points per server at equal weight: 160 */
+    uint32_t maglev_table_size;   /* 65537 */
+    uint32_t probes;              /* multiprobe: 21 */
+    uint32_t *slot_map;           /* slots: 16384 entries, or NULL for an even split */
+    double   balance_factor;      /* 0: off; else > 1.0 */
+    uint32_t replicas;            /* 1 */
+    enum conf_read_from read_from;
+    enum conf_write_to write_to;
+    enum conf_on_down on_down;
+    uint32_t warmup_s;            /* 0: off */
+    uint32_t item_size_max;       /* memcached value limit: 1 MiB */
+    int      allow_flush;         /* broadcast flush_all / FLUSHALL / FLUSHDB */
+    struct conf_route *routes;
+    uint32_t nroutes;
+    struct conf_server *servers;  /* YAML order */
+    uint32_t nservers;
+};
+
+struct conf_global {
+    uint32_t workers;             /* 0: one per CPU */
+    struct conf_addr stats_listen;  /* default 127.0.0.1:22222 (overridden by -s/-a) */
+    int      stats_interval_ms;   /* 30000 (-i) */
+    struct conf_addr admin_listen;  /* default none (text NULL) */
+    char    *admin_token;         /* NULL: POSTs allowed without a token */
+    char    *log_file;            /* NULL: stderr */
+    int      log_level;           /* 5 (LOG_NOTICE) like nutcracker's default */
+    int      watch;               /* reload when the file changes */
+    char    *zone;                /* this proxy's zone for read_from: local-zone */
+    int      drain_timeout_ms;    /* graceful shutdown/reload drain: 5000 */
+    uint32_t client_output_limit; /* pause a client beyond this many queued reply bytes: 8 MiB */
+};
+
+struct conf {
+    char    *path;
+    struct conf_global global;
+    struct conf_pool *pools;      /* file order */
+    uint32_t npools;
+};
+
+/*
+ * Load and validate a YAML file. Pure: reads the file, opens no socket and
+ * resolves no name. Returns 0 and a conf owned by the caller, or -1 with a
+ * message "FILE:LINE:COL: key 'K': reason" in err.
+ */
+int conf_load(const char *path, struct conf **out, char *err, size_t errlen);
+
+/* The same from memory; `name` stands for the file name in messages. */
+int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
+                     char *err, size_t errlen);
+
+void conf_free(struct conf *conf);
+
+const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name);
+
+/* Parse "host:port", "host:port:weight", "/path", "/path:weight" etc. into addr
+ * (allocating its strings); 0 or -1 with a reason. Shared with the CLI. */
+int conf_parse_addr(const char *text, struct conf_addr *addr, char *err, size_t errlen);
+void conf_addr_free(struct conf_addr *addr);
+
+#endif

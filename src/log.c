@@ -1,0 +1,99 @@
+/* Logging to stderr or a file, one write(2) per message so lines from workers never interleave. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+atomic_int log_level_current = LOG_NOTICE_;
+static int log_fd = STDERR_FILENO;          /* set once at start, reopened on rotation */
+static char log_path[1024];
+
+int log_init(int level, const char *path)
+{
+    atomic_store(&log_level_current, level);
+    if (path == NULL || *path == '\0') {
+        log_fd = STDERR_FILENO;
+        log_path[0] = '\0';
+        return 0;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    snprintf(log_path, sizeof(log_path), "%s", path);
+    log_fd = fd;
+    return 0;
+}
+
+void log_reopen(void)
+{
+    if (log_path[0] == '\0')
+        return;
+    int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    int old = log_fd;
+    log_fd = fd;
+    if (old != STDERR_FILENO)
+        close(old);
+}
+
+void log_set_level(int level)
+{
+    if (level < LOG_EMERG_)
+        level = LOG_EMERG_;
+    if (level > LOG_PVERB_)
+        level = LOG_PVERB_;
+    atomic_store(&log_level_current, level);
+}
+
+void log_write(int level, const char *file, int line, const char *fmt, ...)
+{
+    char msg[2048];
+    struct timeval tv;
+    struct tm tm;
+    const char *base = strrchr(file, '/');
+
+    (void)level;
+    gettimeofday(&tv, NULL);
+    localtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(msg, sizeof(msg), "[%Y-%m-%d %H:%M:%S", &tm);
+    n += (size_t)snprintf(msg + n, sizeof(msg) - n, ".%03ld] %s:%d ", (long)tv.tv_usec / 1000,
+                          base ? base + 1 : file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(msg + n, sizeof(msg) - n - 1, fmt, ap);
+    va_end(ap);
+    if (m < 0)
+        return;
+    n += (size_t)m;
+    if (n > sizeof(msg) - 2)
+        n = sizeof(msg) - 2;
+    msg[n++] = '\n';
+    ssize_t w = write(log_fd, msg, n);
+    (void)w;
+}
+
+void log_hexdump(int level, const char *file, int line, const char *what, const char *p, size_t n)
+{
+    char clean[161];
+    size_t k = 0;
+
+    for (size_t i = 0; i < n && k + 4 < sizeof(clean); i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\') {
+            clean[k++] = (char)c;
+        } else {
+            k += (size_t)snprintf(clean + k, sizeof(clean) - k, "\\x%02x", c);
+        }
+    }
+    clean[k] = '\0';
+    log_write(level, file, line, "%s (%zu bytes): \"%s%s\"", what, n, clean, k + 4 >= sizeof(clean) ? "..." : "");
+}

@@ -1,0 +1,36 @@
+/* Logging: level-gated macros that skip evaluating their arguments, file:line on each message. */
+#ifndef RL_LOG_H
+#define RL_LOG_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+enum log_level {
+    LOG_EMERG_ = 0, LOG_ALERT_, LOG_CRIT_, LOG_ERR_, LOG_WARN_, LOG_NOTICE_, LOG_INFO_,
+    LOG_DEBUG_, LOG_VERB_, LOG_VVERB_, LOG_VVVERB_, LOG_PVERB_
+};
+
+extern atomic_int log_level_current;   /* the only process-wide setting: read-mostly */
+
+int  log_init(int level, const char *path);  /* 0 or -errno */
+void log_reopen(void);                         /* SIGHUP/SIGUSR1 rotation */
+void log_set_level(int level);
+void log_write(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Append a sanitized, truncated copy of protocol bytes to a message. */
+void log_hexdump(int level, const char *file, int line, const char *what, const char *p, size_t n);
+
+#define log_enabled(lvl) ((lvl) <= atomic_load_explicit(&log_level_current, memory_order_relaxed))
+#define log_at(lvl, ...)                                                    \
+    do {                                                                    \
+        if (log_enabled(lvl))                                               \
+            log_write((lvl), __FILE__, __LINE__, __VA_ARGS__);              \
+    } while (0)
+
+#define log_error(...)  log_at(LOG_ERR_, __VA_ARGS__)
+#define log_warn(...)   log_at(LOG_WARN_, __VA_ARGS__)
+#define log_notice(...) log_at(LOG_NOTICE_, __VA_ARGS__)
+#define log_info(...)   log_at(LOG_INFO_, __VA_ARGS__)
+#define log_debug(...)  log_at(LOG_DEBUG_, __VA_ARGS__)
+
+#endif

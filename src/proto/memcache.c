@@ -1,0 +1,4 @@
+/* The memcache protocol: STUB. */
+#include "config.h"
+
+#include "proto/memcache.h"

@@ -1,0 +1,187 @@
+/* Protocol ops: the contract between the forwarding core and a wire protocol (memcached, Redis). */
+#ifndef RL_PROTO_H
+#define RL_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/*
+ *  client bytes --parse_req--> struct proto_req --(core routes by keys)-->
+ *     SINGLE/SAME : forward() writes the header to the server's output,
+ *                   then the core copies body_len more bytes verbatim
+ *     FANOUT      : frag_write() once per server with that server's keys
+ *     BROADCAST   : forward() to every server of the pool
+ *     LOCAL       : local() writes the reply itself
+ *     ERROR       : err is the reply; body_len more bytes are swallowed
+ *  server bytes --parse_rsp--> struct proto_rsp units (a VALUE item, an END,
+ *     a status line, a whole RESP reply) until one carries PROTO_SF_FINAL;
+ *     fragments are joined by merge() in the client's key order.
+ *
+ * Parsers are pure: no sockets, no allocation on the common path (the key
+ * array grows once per connection, then is reused), resumable (0 = need
+ * more and nothing consumed; a parser may remember how far it scanned in
+ * its struct proto_parser), offsets rather than pointers.
+ */
+
+enum proto_kind {
+    PROTO_REQ_SINGLE,     /* one key: routed by keys[0] */
+    PROTO_REQ_SAME,       /* several keys that must share one server, else CROSSSLOT */
+    PROTO_REQ_FANOUT,     /* several keys split per server, replies merged */
+    PROTO_REQ_BROADCAST,  /* sent to every server, replies merged (flush_all ...) */
+    PROTO_REQ_LOCAL,      /* answered by the proxy */
+    PROTO_REQ_ERROR       /* answered with err; body_len bytes swallowed */
+};
+
+/* Request flags. */
+#define PROTO_RF_NOREPLY    0x0001  /* client wants no reply: the core discards the server's */
+#define PROTO_RF_QUIET      0x0002  /* meta q flag: parse_rsp marks suppressed units */
+#define PROTO_RF_RETRIEVAL  0x0004  /* get/gets/gat/gats/mg: count hits and misses */
+#define PROTO_RF_WRITE      0x0008  /* modifies data (replicas, on_down: miss) */
+#define PROTO_RF_CLOSE      0x0010  /* close the connection after this reply (quit, fatal) */
+#define PROTO_RF_KEYB64     0x0020  /* meta b flag: keys are base64; hash the decoded bytes */
+#define PROTO_RF_NOKEY      0x0040  /* SINGLE request routed by a non-key argument (EVAL 0) */
+
+struct proto_key {
+    uint32_t off;   /* from the start of the request's buffer */
+    uint32_t len;
+};
+
+struct proto_req {
+    enum proto_kind kind;
+    uint16_t cmd;          /* the protocol's own command id */
+    uint16_t flags;        /* PROTO_RF_* */
+    uint32_t hdr_len;      /* bytes of buf this request consumed (memcached: the line) */
+    uint64_t body_len;     /* bytes following the header: forwarded (or swallowed for ERROR) */
+    uint32_t nkeys;
+    struct proto_key *keys;        /* owned by the parser; valid until its next call */
+    const char *err;       /* ERROR: the complete reply, e.g. "CLIENT_ERROR bad format\r\n" */
+    uint32_t err_len;
+    /* Protocol-private annotations the same protocol's forward() may use. */
+    uint32_t aux[4];
+};
+
+/* Reply unit flags. */
+#define PROTO_SF_FINAL     0x0001  /* last unit of the reply to the request */
+#define PROTO_SF_ITEM      0x0002  /* one value of a retrieval (a hit) */
+#define PROTO_SF_MISS      0x0004  /* a single-key miss (EN, nil) */
+#define PROTO_SF_ERROR     0x0008  /* an error reply (SERVER_ERROR, -ERR ...) */
+#define PROTO_SF_SUPPRESS  0x0010  /* not for the client (quiet mode) */
+
+struct proto_rsp {
+    uint32_t hdr_len;      /* bytes of this unit in buf */
+    uint64_t body_len;     /* bytes following it, passed verbatim */
+    uint16_t flags;        /* PROTO_SF_* */
+    struct proto_key key;  /* ITEM: the key, relative to buf */
+};
+
+/* Per-connection parser state (client or server side). */
+struct proto_parser {
+    uint32_t scan;          /* resume offset of an incomplete scan */
+    uint32_t state;         /* protocol-private */
+    uint64_t aux[4];        /* protocol-private */
+    struct proto_key *keys; /* grows to the largest request seen on this connection */
+    uint32_t keycap;
+    uint32_t item_size_max; /* memcached: values above this are refused */
+    uint32_t flags;         /* PROTO_PF_* */
+};
+
+#define PROTO_PF_ALLOW_FLUSH  0x0001  /* broadcast flush_all / FLUSHALL / FLUSHDB */
+#define PROTO_PF_AUTHED       0x0002  /* Redis: client passed AUTH (or none needed) */
+
+/* Per-client state the proxy keeps for local commands. */
+struct proto_client {
+    uint64_t    id;
+    char        name[64];         /* CLIENT SETNAME */
+    const char *auth;             /* pool password, NULL if none */
+    int         db;               /* pool redis_db */
+    int         authed;
+    char        peer[64];         /* "ip:port" */
+    uint64_t    created_ms;
+};
+
+/* What the proxy offers local commands (version, stats, INFO, TIME ...). */
+struct proto_env {
+    const char *version;              /* PACKAGE_VERSION */
+    uint64_t    uptime_s;
+    uint64_t    now_us;               /* wall clock */
+    const char *pool_name;
+    uint32_t    nservers;
+    uint64_t    curr_connections;
+    uint64_t    total_connections;
+    /* Render the proxy's own counters (memcached `stats`, Redis INFO
+     * stats section); may be NULL. Appends to out. */
+    void      (*render_stats)(void *ctx, int redis, struct buf *out);
+    void       *ctx;
+};
+
+/* Errors the core asks the protocol to phrase. */
+enum proto_err {
+    PROTO_ERR_SERVER,      /* backend failed: reason given */
+    PROTO_ERR_TIMEOUT,     /* backend timed out */
+    PROTO_ERR_CROSSSLOT,   /* keys on different servers */
+    PROTO_ERR_NOMEM,       /* proxy out of memory */
+    PROTO_ERR_TOO_LARGE,   /* request over a limit */
+    PROTO_ERR_DOWN         /* no live server (on_down: error) */
+};
+
+#define PROTO_LOCAL_CLOSE 1
+
+struct proto_ops {
+    const char *name;     /* "memcache", "redis" */
+
+    /* Parse the next request in buf[0..len).
+     * >0: bytes consumed (== req->hdr_len); req filled in.
+     *  0: incomplete, nothing consumed.
+     * <0: fatal (line too long, garbage that cannot be resynchronised):
+     *     req->err is the reply to send before the connection is closed. */
+    int (*parse_req)(struct proto_parser *p, const char *buf, size_t len, struct proto_req *req);
+
+    /* Parse the next reply unit for a request with command `cmd` and flags
+     * `rflags`. >0 consumed (== rsp->hdr_len), 0 incomplete, <0 garbage from
+     * the server (the core closes that server connection). */
+    int (*parse_rsp)(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
+                     uint16_t rflags, struct proto_rsp *rsp);
+
+    /* Write the request header (buf[0..hdr_len)) to a server's output,
+     * rewritten as the protocol needs (noreply and q stripped so that
+     * every request gets a reply the core can match). 0 or -ENOMEM. */
+    int (*forward)(const struct proto_req *req, const char *buf, struct buf *out);
+
+    /* FANOUT: write one server's fragment carrying keys idx[0..n) of req.
+     * For Redis MSET the values travel with their keys. 0 or -ENOMEM. */
+    int (*frag_write)(const struct proto_req *req, const char *buf, const uint32_t *idx,
+                      uint32_t n, struct buf *out);
+
+    /* FANOUT/BROADCAST: join the fragments' complete replies frag[0..nfrag)
+     * into the client's reply. key_frag[i] is the fragment that carried key
+     * i (NULL for BROADCAST); keys/reqbuf are the request's keys and a copy
+     * of its header. 0, or -1 if a fragment reply is malformed. */
+    int (*merge)(uint16_t cmd, const char *reqbuf, const struct proto_key *keys, uint32_t nkeys,
+                 const uint32_t *key_frag, struct buf *const *frag, uint32_t nfrag,
+                 struct buf *out);
+
+    /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, or -ENOMEM. */
+    int (*local)(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
+                 const char *buf, const struct proto_env *env, struct buf *out);
+
+    /* Phrase an error for the client. 0 or -ENOMEM. */
+    int (*error_reply)(enum proto_err code, const char *reason, struct buf *out);
+
+    /* Request a server connection sends when it opens (Redis AUTH/SELECT);
+     * returns how many replies to swallow. */
+    int (*server_hello)(const char *auth, int db, struct buf *out);
+
+    /* Health probe request (memcached "version", Redis PING). */
+    const char *probe;
+};
+
+extern const struct proto_ops proto_memcache_ops;
+extern const struct proto_ops proto_redis_ops;
+
+/* Key array growth shared by the parsers: room for n keys; 0 or -ENOMEM. */
+int proto__keys_reserve(struct proto_parser *p, uint32_t n);
+void proto_parser_free(struct proto_parser *p);
+
+#endif

@@ -1,0 +1,4 @@
+/* The redis protocol: STUB. */
+#include "config.h"
+
+#include "proto/redis.h"
