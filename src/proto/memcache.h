@@ -4,4 +4,7 @@
 
 #include "proto/proto.h"
 
+/* Decode a base64 key (meta b flag) for hashing; decoded length or -1. */
+int memcache_key_decode(const char *b64, size_t len, char *out, size_t cap);
+
 #endif
