@@ -46,6 +46,7 @@ static void client_on_close(uv_handle_t *h)
 {
     struct client *c = h->data;
 
+    wpool_unref(c->pool);
     buf_free(&c->ibuf);
     buf_free(&c->obuf);
     buf_free(&c->wbuf);
@@ -688,6 +689,7 @@ void client_accept(struct listener *l)
     if (w->clients)
         w->clients->prev = c;
     w->clients = c;
+    pool->refs++;
     w->curr_connections++;
     w->total_connections++;
     STAT_ADD(&pool->stats, client_connections, 1);

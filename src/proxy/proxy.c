@@ -10,6 +10,7 @@
 #include "log.h"
 #include "proxy/proxy.h"
 #include "proxy/worker.h"
+#include "reload.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ snapshots */
@@ -26,6 +27,10 @@ void snapshot_unref(struct snapshot *s)
     for (uint32_t i = 0; s->rings != NULL && i < s->conf->npools; i++)
         if (s->rings[i] != NULL)
             ring_unref(s->rings[i]);
+    for (uint32_t i = 0; s->unix_fds != NULL && i < s->conf->npools; i++)
+        if (s->unix_fds[i] >= 0)
+            close(s->unix_fds[i]);
+    free(s->unix_fds);
     free(s->rings);
     free(s->shared);
     conf_free(s->conf);
@@ -59,7 +64,17 @@ static struct pool_shared *proxy_shared(struct proxy *p, const char *name)
     return sh;
 }
 
-struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf, char *err, size_t errlen)
+/* Pool `name` of protocol `proto` in a snapshot, or -1. */
+static int snapshot_pool(const struct snapshot *s, const char *name, enum conf_proto proto)
+{
+    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
+        if (strcmp(s->conf->pools[i].name, name) == 0 && s->conf->pools[i].protocol == proto)
+            return (int)i;
+    return -1;
+}
+
+struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
+                                      const struct snapshot *old, char *err, size_t errlen)
 {
     struct snapshot *s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -69,23 +84,60 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf, char *
     }
     atomic_init(&s->refs, 1);
     s->conf = conf;
-    s->rings = calloc(conf->npools ? conf->npools : 1, sizeof(*s->rings));
-    s->shared = calloc(conf->npools ? conf->npools : 1, sizeof(*s->shared));
-    if (s->rings == NULL || s->shared == NULL) {
+    s->generation = old ? old->generation + 1 : 1;
+    uint32_t n = conf->npools ? conf->npools : 1;
+    s->rings = calloc(n, sizeof(*s->rings));
+    s->shared = calloc(n, sizeof(*s->shared));
+    s->unix_fds = malloc(n * sizeof(*s->unix_fds));
+    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
+    for (uint32_t i = 0; i < n; i++)
+        s->unix_fds[i] = -1;
     for (uint32_t i = 0; i < conf->npools; i++) {
+        const struct conf_pool *cp = &conf->pools[i];
         char rerr[256] = "";
-        s->rings[i] = ring_build(&conf->pools[i], rerr, sizeof(rerr));
+        s->rings[i] = ring_build(cp, rerr, sizeof(rerr));
         if (s->rings[i] == NULL) {
-            snprintf(err, errlen, "pool '%s': %s", conf->pools[i].name, rerr);
+            snprintf(err, errlen, "pool '%s': %s", cp->name, rerr);
             goto fail;
         }
-        s->shared[i] = proxy_shared(p, conf->pools[i].name);
+        /* Same placement as before: keep the old ring, its epoch with it. */
+        int j = snapshot_pool(old, cp->name, cp->protocol);
+        if (j >= 0) {
+            struct ring *or = old->rings[j];
+            if (or->checksum == s->rings[i]->checksum) {
+                ring_unref(s->rings[i]);
+                ring_ref(or);
+                s->rings[i] = or;
+            } else {
+                s->rings[i]->epoch = or->epoch + 1;
+            }
+        }
+        s->shared[i] = proxy_shared(p, cp->name);
         if (s->shared[i] == NULL) {
             snprintf(err, errlen, "out of memory");
             goto fail;
+        }
+        if (cp->listen.path == NULL)
+            continue;
+        /* A unix socket already open for this path is passed on as is. */
+        for (uint32_t k = 0; old != NULL && k < old->conf->npools; k++) {
+            const struct conf_addr *oa = &old->conf->pools[k].listen;
+            if (oa->path != NULL && strcmp(oa->path, cp->listen.path) == 0 && old->unix_fds[k] >= 0) {
+                s->unix_fds[i] = dup(old->unix_fds[k]);
+                break;
+            }
+        }
+        if (s->unix_fds[i] < 0) {
+            char lerr[512] = "";
+            s->unix_fds[i] = worker_listen_unix(&cp->listen, cp->backlog > 0 ? cp->backlog : 512,
+                                                lerr, sizeof(lerr));
+            if (s->unix_fds[i] < 0) {
+                snprintf(err, errlen, "pool '%s': %s", cp->name, lerr);
+                goto fail;
+            }
         }
     }
     return s;
@@ -95,6 +147,11 @@ fail:
 }
 
 /* ------------------------------------------------------------------ signals */
+
+static void proxy_reload_ack_cb(uv_async_t *a)
+{
+    reload_on_ack(a->data);
+}
 
 static void proxy_stop(struct proxy *p, int force)
 {
@@ -119,10 +176,12 @@ static void proxy_signal_cb(uv_signal_t *h, int signum)
         log_notice("signal %d: stopping (draining in-flight requests)", signum);
         proxy_stop(p, 0);
         break;
-    case SIGHUP:
-        log_notice("SIGHUP: configuration reload is not available in this build");
+    case SIGHUP: {
+        char err[1024];
         log_reopen();
+        reload_run(p, "SIGHUP", err, sizeof(err));
         break;
+    }
     default:
         break;
     }
@@ -142,7 +201,6 @@ int proxy_run(struct proxy_options *opt)
     char err[1024] = "";
     struct conf *conf = NULL;
     int status = 1;
-    int *unix_fds = NULL;
 
     if (p == NULL)
         return 1;
@@ -157,7 +215,7 @@ int proxy_run(struct proxy_options *opt)
                                                               : 8u << 20;
     p->nworkers = opt->workers ? opt->workers
                                : (conf->global.workers ? conf->global.workers : proxy_cpus());
-    struct snapshot *snap = proxy_snapshot_build(p, conf, err, sizeof(err));
+    struct snapshot *snap = proxy_snapshot_build(p, conf, NULL, err, sizeof(err));
     if (snap == NULL) {
         fprintf(stderr, "ringleader: %s\n", err);
         goto out;
@@ -165,29 +223,17 @@ int proxy_run(struct proxy_options *opt)
     atomic_store(&p->current, snap);
     conf = snap->conf;
 
-    unix_fds = calloc(conf->npools ? conf->npools : 1, sizeof(*unix_fds));
-    if (unix_fds == NULL)
-        goto out_snap;
-    for (uint32_t i = 0; i < conf->npools; i++) {
-        unix_fds[i] = -1;
-        if (conf->pools[i].listen.path == NULL)
-            continue;
-        unix_fds[i] = worker_listen_unix(&conf->pools[i].listen, conf->pools[i].backlog > 0 ?
-                                         conf->pools[i].backlog : 512, err, sizeof(err));
-        if (unix_fds[i] < 0) {
-            fprintf(stderr, "ringleader: pool '%s': %s\n", conf->pools[i].name, err);
-            goto out_fds;
-        }
-    }
-
     uv_loop_init(&p->loop);
     p->loop.data = p;
+    uv_async_init(&p->loop, &p->reload_async, proxy_reload_ack_cb);
+    p->reload_async.data = p;
+    reload_init(p, conf->global.watch);
     p->workers = calloc(p->nworkers, sizeof(*p->workers));
     if (p->workers == NULL)
-        goto out_fds;
+        goto out_snap;
     uint32_t inited = 0;
     for (; inited < p->nworkers; inited++) {
-        if (worker_init(&p->workers[inited], p, inited, snap, unix_fds, err, sizeof(err)) < 0) {
+        if (worker_init(&p->workers[inited], p, inited, snap, err, sizeof(err)) < 0) {
             fprintf(stderr, "ringleader: %s\n", err);
             log_error("%s", err);
             inited++;
@@ -237,16 +283,16 @@ out_workers:
     uv_close((uv_handle_t *)&p->sigterm, NULL);
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
+    uv_close((uv_handle_t *)&p->reload_async, NULL);
+    reload_close(p);
     uv_run(&p->loop, UV_RUN_DEFAULT);
     uv_loop_close(&p->loop);
     free(p->workers);
-out_fds:
-    for (uint32_t i = 0; unix_fds && i < conf->npools; i++)
-        if (unix_fds[i] >= 0)
-            close(unix_fds[i]);
-    free(unix_fds);
+    reload_free(p);
 out_snap:
-    atomic_store(&p->current, NULL);
+    if (p->reload_old != NULL)
+        snapshot_unref(p->reload_old);
+    snap = atomic_exchange(&p->current, NULL);
     snapshot_unref(snap);
 out:
     for (uint32_t i = 0; i < p->nshared; i++) {

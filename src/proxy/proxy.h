@@ -10,6 +10,7 @@
 #include "ring.h"
 
 struct worker;
+struct reload_state;
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 struct pool_shared {
@@ -27,6 +28,7 @@ struct snapshot {
     struct conf      *conf;
     struct ring     **rings;      /* [conf->npools] */
     struct pool_shared **shared;  /* [conf->npools], owned by struct proxy */
+    int              *unix_fds;   /* [conf->npools]: listening unix socket or -1 (owned) */
 };
 
 void snapshot_ref(struct snapshot *s);
@@ -59,13 +61,24 @@ struct proxy {
     uv_tcp_t                 stats_server;
     int                      stats_open;
     uv_timer_t               stop_timer;
+    /* reload: one at a time; workers acknowledge adoption */
+    uv_async_t               reload_async;
+    atomic_uint              reload_acks;
+    atomic_uint              reload_worker_errors;
+    struct snapshot         *reload_old;     /* released once every worker moved on */
+    int                      reload_pending; /* another reload asked while one runs */
+    struct reload_state     *reload;         /* history and per-pool report (reload.c) */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs
  * until a stop signal, then drains. Returns the process exit status. */
 int proxy_run(struct proxy_options *opt);
 
-/* Build a snapshot from a loaded conf (takes ownership of conf). NULL with err. */
-struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf, char *err, size_t errlen);
+/* Build a snapshot from a loaded conf (takes ownership of conf): rings,
+ * shared pool records, unix listening sockets (reused from `old` for paths
+ * it already listens on). Pools whose ring is unchanged against `old`
+ * keep its ring and epoch; changed ones get epoch + 1. NULL with err. */
+struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
+                                      const struct snapshot *old, char *err, size_t errlen);
 
 #endif

@@ -74,6 +74,7 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
     }
     s->next = w->servers;
     w->servers = s;
+    pool->refs++;
     return s;
 }
 
@@ -89,19 +90,26 @@ static void server_free_if_idle(struct server *s)
         pp = &(*pp)->next;
     if (*pp == s)
         *pp = s->next;
+    struct wpool *wp = s->pool;
     addr_release(&s->addr);
     free(s->conns);
     free(s->ident);
     free(s->label);
     free(s);
+    wpool_unref(wp);
 }
 
-void server_destroy(struct server *s)
+void server_destroy(struct server *s, int now)
 {
     s->removed = 1;
-    for (uint32_t i = 0; i < s->nconns; i++)
-        if (s->conns[i] != NULL)
-            sconn_close(s->conns[i], "server removed", 0);
+    for (uint32_t i = 0; i < s->nconns; i++) {
+        struct sconn *c = s->conns[i];
+        if (c == NULL)
+            continue;
+        if (now || c->head == NULL)
+            sconn_close(c, "server removed", 0);
+        /* else: closed by sconn_reply_done once its last reply is in */
+    }
     server_free_if_idle(s);
 }
 
@@ -581,6 +589,8 @@ static void sconn_reply_done(struct sconn *s)
         }
     }
     msg_done(w, m);
+    if (srv->removed && s->head == NULL)
+        sconn_close(s, "server removed by a reload, drained", 0);
 }
 
 static void sconn_process(struct sconn *s)
@@ -588,7 +598,7 @@ static void sconn_process(struct sconn *s)
     struct server *srv = s->server;
     const struct proto_ops *ops = srv->pool->ops;
 
-    while (buf_len(&s->ibuf) > 0 && s->state == SCONN_CONNECTED) {
+    while (s->state == SCONN_CONNECTED && buf_len(&s->ibuf) > 0) {
         const char *p = buf_rptr(&s->ibuf);
         size_t len = buf_len(&s->ibuf);
 

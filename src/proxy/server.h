@@ -61,8 +61,10 @@ struct server {
 };
 
 struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs);
-/* Close every connection (in-flight messages fail) and free when closed. */
-void server_destroy(struct server *s);
+/* The server left its pool: with `now`, close every connection (in-flight
+ * messages fail); else let each finish its in-flight requests, then close.
+ * Freed when its last connection is closed. */
+void server_destroy(struct server *s, int now);
 
 /* A connection to send to: connected or connecting (hint picks one of
  * server_connections, so one key always uses one connection and its

@@ -190,45 +190,261 @@ static int worker_listen(struct worker *w, struct wpool *pool, int unix_fd, char
 
 /* ------------------------------------------------------------------ pools */
 
-static int worker_build_pools(struct worker *w, struct snapshot *snap, const int *unix_fds,
+static void wpool_free(struct wpool *wp)
+{
+    struct worker *w = wp->w;
+    struct wpool **pp = &w->retired;
+    while (*pp != NULL && *pp != wp)
+        pp = &(*pp)->next;
+    if (*pp == wp)
+        *pp = wp->next;
+    if (wp->hold != NULL)
+        snapshot_unref(wp->hold);
+    free(wp->servers);
+    free(wp);
+}
+
+void wpool_unref(struct wpool *wp)
+{
+    if (--wp->refs == 0 && wp->retired)
+        wpool_free(wp);
+}
+
+/* Point a pool at pool i of a snapshot (config, protocol, ring). */
+static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
+{
+    const struct conf_pool *cp = &snap->conf->pools[i];
+    wp->index = i;
+    wp->cp = cp;
+    wp->ops = cp->protocol == CONF_PROTO_REDIS ? &proto_redis_ops : &proto_memcache_ops;
+    wp->ring = snap->rings[i];
+    wp->shared = snap->shared[i];
+}
+
+/*
+ * Give the pool its server array for its (new) config: servers present
+ * before (same identity and address) keep their object and connections;
+ * new ones are created; the others drain their in-flight requests and close.
+ */
+static int wpool_servers(struct worker *w, struct wpool *wp)
+{
+    const struct conf_pool *cp = wp->cp;
+    struct server **nsrv = calloc(cp->nservers ? cp->nservers : 1, sizeof(*nsrv));
+    if (nsrv == NULL)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < cp->nservers; i++) {
+        const struct conf_server *cs = &cp->servers[i];
+        for (uint32_t j = 0; j < wp->nservers; j++) {
+            struct server *old = wp->servers[j];
+            if (old != NULL && strcmp(old->ident, cs->ident) == 0 &&
+                strcmp(old->addr.text, cs->addr.text) == 0) {
+                nsrv[i] = old;
+                wp->servers[j] = NULL;
+                break;
+            }
+        }
+        if (nsrv[i] == NULL) {
+            nsrv[i] = server_create(w, wp, cs);
+            if (nsrv[i] == NULL) {
+                /* keep what we had: put the reused ones back */
+                for (uint32_t k = 0; k < i; k++)
+                    for (uint32_t j = 0; j < wp->nservers; j++)
+                        if (wp->servers[j] == NULL) {
+                            wp->servers[j] = nsrv[k];
+                            break;
+                        }
+                free(nsrv);
+                return -ENOMEM;
+            }
+            if (w->started && cp->preconnect)
+                server_preconnect(nsrv[i]);
+        }
+    }
+    for (uint32_t j = 0; j < wp->nservers; j++)
+        if (wp->servers[j] != NULL)
+            server_destroy(wp->servers[j], 0);
+    free(wp->servers);
+    wp->servers = nsrv;
+    wp->nservers = cp->nservers;
+    return 0;
+}
+
+static int worker_listen_pool(struct worker *w, struct wpool *wp, struct snapshot *snap,
                               char *err, size_t errlen)
+{
+    int unix_fd = snap->unix_fds ? snap->unix_fds[wp->index] : -1;
+    return worker_listen(w, wp, unix_fd, err, errlen);
+}
+
+static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint32_t i,
+                                  char *err, size_t errlen)
+{
+    struct wpool *wp = calloc(1, sizeof(*wp));
+    if (wp == NULL)
+        return NULL;
+    wp->w = w;
+    wpool_bind(wp, snap, i);
+    if (wpool_servers(w, wp) < 0 || worker_listen_pool(w, wp, snap, err, errlen) < 0) {
+        for (uint32_t s = 0; s < wp->nservers; s++)
+            server_destroy(wp->servers[s], 1);
+        free(wp->servers);
+        free(wp);
+        return NULL;
+    }
+    return wp;
+}
+
+static void listener_close(struct wpool *wp)
+{
+    if (wp->listener != NULL) {
+        uv_close(&wp->listener->h.handle, (uv_close_cb)free);
+        wp->listener = NULL;
+    }
+}
+
+/* A pool the new config no longer has: stop accepting, let its clients
+ * finish what they asked (they read nothing more), close them after the
+ * drain timeout; its servers drain and close. */
+static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *old)
+{
+    listener_close(wp);
+    wp->retired = 1;
+    snapshot_ref(old);
+    wp->hold = old;
+    wp->retired_at = uv_now(&w->loop);
+    for (struct client *c = w->clients, *next; c != NULL; c = next) {
+        next = c->next;
+        if (c->pool != wp)
+            continue;
+        c->eof = 1;
+        if (!uv_is_closing(&c->h.handle))
+            uv_read_stop(&c->h.stream);
+        if (c->head == NULL && buf_len(&c->obuf) == 0 && !c->writing)
+            client_close(c);
+    }
+    for (uint32_t s = 0; s < wp->nservers; s++)
+        server_destroy(wp->servers[s], 0);
+    wp->nservers = 0;
+    wp->next = w->retired;
+    w->retired = wp;
+    wp->refs++;           /* the retired list's own reference, dropped below */
+    wpool_unref(wp);
+}
+
+/* Clients of a pool that stays: settings that live in the client. */
+static void wpool_refresh_clients(struct worker *w, struct wpool *wp)
+{
+    for (struct client *c = w->clients; c != NULL; c = c->next) {
+        if (c->pool != wp)
+            continue;
+        c->parser.item_size_max = wp->cp->item_size_max;
+        c->parser.flags &= ~(uint32_t)PROTO_PF_ALLOW_FLUSH;
+        if (wp->cp->allow_flush)
+            c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
+        c->pc.auth = wp->cp->redis_auth;
+        c->pc.db = wp->cp->redis_db;
+    }
+}
+
+static int worker_build_pools(struct worker *w, struct snapshot *snap, char *err, size_t errlen)
 {
     const struct conf *conf = snap->conf;
 
-    w->pools = calloc(conf->npools, sizeof(*w->pools));
+    w->pools = calloc(conf->npools ? conf->npools : 1, sizeof(*w->pools));
     if (w->pools == NULL)
         return -ENOMEM;
     w->npools = conf->npools;
     for (uint32_t i = 0; i < conf->npools; i++) {
-        struct wpool *wp = &w->pools[i];
-        const struct conf_pool *cp = &conf->pools[i];
-        wp->w = w;
-        wp->index = i;
-        wp->cp = cp;
-        wp->ops = cp->protocol == CONF_PROTO_REDIS ? &proto_redis_ops : &proto_memcache_ops;
-        wp->ring = snap->rings[i];
-        wp->shared = snap->shared[i];
-        wp->nservers = cp->nservers;
-        wp->servers = calloc(cp->nservers, sizeof(*wp->servers));
-        if (wp->servers == NULL)
-            return -ENOMEM;
-        for (uint32_t s = 0; s < cp->nservers; s++) {
-            wp->servers[s] = server_create(w, wp, &cp->servers[s]);
-            if (wp->servers[s] == NULL)
-                return -ENOMEM;
-        }
-        int rc = worker_listen(w, wp, unix_fds ? unix_fds[i] : -1, err, errlen);
-        if (rc < 0)
-            return rc;
+        w->pools[i] = wpool_create(w, snap, i, err, errlen);
+        if (w->pools[i] == NULL)
+            return err[0] ? -EINVAL : -ENOMEM;
     }
     return 0;
 }
 
+/*
+ * Switch to the proxy's current snapshot if it changed: called at safe
+ * points (the worker's async callback), never in the middle of a request.
+ * Requests already sent finish where they went; requests parsed from now
+ * on route by the new rings. Acknowledges to the main thread.
+ */
 void worker_adopt_snapshot(struct worker *w)
 {
-    /* Reload (a new snapshot while running) is handled in reload.c once it
-     * exists; until then the snapshot never changes. */
-    (void)w;
+    struct proxy *p = w->proxy;
+    struct snapshot *snap = atomic_load_explicit(&p->current, memory_order_acquire);
+
+    if (snap == NULL || snap == w->snap)
+        return;
+    snapshot_ref(snap);
+    struct snapshot *old = w->snap;
+    const struct conf *nc = snap->conf;
+    struct wpool **npools = calloc(nc->npools ? nc->npools : 1, sizeof(*npools));
+    char err[512] = "";
+    int failed = 0;
+
+    uv_mutex_lock(&w->mu);
+    if (npools == NULL) {
+        failed = 1;
+        goto out;
+    }
+    for (uint32_t i = 0; i < nc->npools; i++) {
+        const struct conf_pool *cp = &nc->pools[i];
+        struct wpool *wp = NULL;
+        for (uint32_t j = 0; j < w->npools; j++) {
+            struct wpool *o = w->pools[j];
+            if (o != NULL && strcmp(o->cp->name, cp->name) == 0 && o->cp->protocol == cp->protocol) {
+                wp = o;
+                w->pools[j] = NULL;
+                break;
+            }
+        }
+        if (wp == NULL) {
+            wp = wpool_create(w, snap, i, err, sizeof(err));
+            if (wp == NULL) {
+                log_error("worker %u: pool '%s' not opened: %s", w->id, cp->name,
+                          err[0] ? err : "out of memory");
+                continue;
+            }
+            npools[i] = wp;
+            continue;
+        }
+        int listen_changed = strcmp(wp->cp->listen.text, cp->listen.text) != 0;
+        wpool_bind(wp, snap, i);
+        if (wpool_servers(w, wp) < 0)
+            log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);
+        wpool_refresh_clients(w, wp);
+        if (listen_changed || wp->listener == NULL) {
+            listener_close(wp);
+            if (worker_listen_pool(w, wp, snap, err, sizeof(err)) < 0)
+                log_error("worker %u: pool '%s': %s", w->id, cp->name, err);
+        }
+        if (wp->listener != NULL)
+            wp->listener->pool = wp;
+        npools[i] = wp;
+    }
+    for (uint32_t j = 0; j < w->npools; j++)
+        if (w->pools[j] != NULL)
+            wpool_retire(w, w->pools[j], old);
+    free(w->pools);
+    w->pools = npools;
+    w->npools = nc->npools;
+    /* A pool that failed to open is left out of this worker. */
+    for (uint32_t i = 0; i < w->npools; i++)
+        if (w->pools[i] == NULL)
+            failed = 1;
+out:
+    uv_mutex_unlock(&w->mu);
+    if (npools == NULL) {
+        snapshot_unref(snap);
+        log_error("worker %u: out of memory adopting a new configuration", w->id);
+    } else {
+        w->snap = snap;
+        snapshot_unref(old);
+    }
+    atomic_fetch_add(&p->reload_acks, 1);
+    if (failed)
+        atomic_fetch_add(&p->reload_worker_errors, 1);
+    uv_async_send(&p->reload_async);
 }
 
 /* ------------------------------------------------------------------ shutdown */
@@ -254,7 +470,7 @@ static void worker_finish(struct worker *w)
         client_close(w->clients);
     for (struct server *s = w->servers, *next; s != NULL; s = next) {
         next = s->next;
-        server_destroy(s);
+        server_destroy(s, 1);
     }
     uv_timer_stop(&w->drain_timer);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
@@ -279,13 +495,9 @@ static void worker_async_cb(uv_async_t *a)
 
     if (stop && !w->closing) {
         w->closing = 1;
-        for (uint32_t i = 0; i < w->npools; i++) {
-            struct listener *l = w->pools[i].listener;
-            if (l != NULL) {
-                uv_close(&l->h.handle, (uv_close_cb)free);
-                w->pools[i].listener = NULL;
-            }
-        }
+        for (uint32_t i = 0; i < w->npools; i++)
+            if (w->pools[i] != NULL)
+                listener_close(w->pools[i]);
         /* Idle clients are closed now; busy ones when answered. */
         for (struct client *c = w->clients, *next; c != NULL; c = next) {
             next = c->next;
@@ -300,14 +512,14 @@ static void worker_async_cb(uv_async_t *a)
         uv_timer_start(&w->drain_timer, worker_drain_cb, 0, 20);
         return;
     }
-    if (!stop)
+    if (!stop && !w->closing)
         worker_adopt_snapshot(w);
 }
 
 /* ------------------------------------------------------------------ lifecycle */
 
 int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
-                const int *unix_fds, char *err, size_t errlen)
+                char *err, size_t errlen)
 {
     memset(w, 0, sizeof(*w));
     w->proxy = p;
@@ -325,9 +537,10 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     uv_check_start(&w->flush, worker_flush_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
+    uv_mutex_init(&w->mu);
     snapshot_ref(snap);
     w->snap = snap;
-    rc = worker_build_pools(w, snap, unix_fds, err, errlen);
+    rc = worker_build_pools(w, snap, err, errlen);
     if (rc < 0) {
         if (err[0] == '\0')
             snprintf(err, errlen, "worker %u: %s", id, uv_strerror(rc));
@@ -342,10 +555,10 @@ static void worker_main(void *arg)
     struct worker *w = arg;
 
     for (uint32_t i = 0; i < w->npools; i++) {
-        if (!w->pools[i].cp->preconnect)
+        if (!w->pools[i]->cp->preconnect)
             continue;
-        for (uint32_t s = 0; s < w->pools[i].nservers; s++)
-            server_preconnect(w->pools[i].servers[s]);
+        for (uint32_t s = 0; s < w->pools[i]->nservers; s++)
+            server_preconnect(w->pools[i]->servers[s]);
     }
     uv_run(&w->loop, UV_RUN_DEFAULT);
 }
@@ -370,9 +583,16 @@ void worker_join(struct worker *w)
     int rc = uv_loop_close(&w->loop);
     if (rc != 0)
         log_warn("worker %u: loop not closed cleanly: %s", w->id, uv_strerror(rc));
-    for (uint32_t i = 0; i < w->npools; i++)
-        free(w->pools[i].servers);
+    for (uint32_t i = 0; i < w->npools; i++) {
+        if (w->pools[i] == NULL)
+            continue;
+        w->pools[i]->retired = 1;
+        wpool_free(w->pools[i]);
+    }
     free(w->pools);
+    while (w->retired != NULL)
+        wpool_free(w->retired);
+    uv_mutex_destroy(&w->mu);
     while (w->free_msgs != NULL) {
         struct msg *m = w->free_msgs;
         w->free_msgs = m->cnext;

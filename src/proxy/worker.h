@@ -33,9 +33,17 @@ struct listener {
     int               is_unix;
 };
 
-/* A pool as one worker runs it. */
+/* A pool as one worker runs it. A reload updates it in place when the pool
+ * keeps its name and protocol (clients stay attached and route by the new
+ * ring); a pool the reload removed is retired and freed when its last
+ * client and server are gone. */
 struct wpool {
     struct worker          *w;
+    struct wpool           *next;       /* retired list */
+    uint32_t                refs;       /* clients + server objects pointing here */
+    int                     retired;
+    struct snapshot        *hold;       /* retired: the snapshot its cp lives in */
+    uint64_t                retired_at;
     uint32_t                index;
     const struct conf_pool *cp;
     const struct proto_ops *ops;
@@ -57,8 +65,10 @@ struct worker {
     uv_timer_t        drain_timer;
     atomic_int        stop;           /* 1: drain; 2: close now */
     struct snapshot  *snap;
-    struct wpool     *pools;
+    struct wpool    **pools;          /* [npools], in config order */
     uint32_t          npools;
+    struct wpool     *retired;        /* removed by a reload, draining */
+    uv_mutex_t        mu;             /* held while pools change and while stats are read */
     struct msg       *free_msgs;
     uint32_t          nfree_msgs;
     struct client    *clients;        /* every open client */
@@ -75,11 +85,10 @@ struct worker {
 };
 
 /* Set up a worker's loop, pools, servers and listeners (in the calling
- * thread; the loop then runs in the worker's own). unix_fds[i] is the
- * listening socket of pool i when it listens on a unix path (each worker
- * gets a dup). 0, or -errno with a reason in err. */
+ * thread; the loop then runs in the worker's own). A pool listening on a
+ * unix path gets a dup of the snapshot's socket. 0, or -errno with err. */
 int  worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
-                 const int *unix_fds, char *err, size_t errlen);
+                 char *err, size_t errlen);
 
 /* Bind and listen on a unix socket path (permissions from the config). */
 int  worker_listen_unix(const struct conf_addr *a, int backlog, char *err, size_t errlen);
@@ -89,6 +98,9 @@ void worker_wake(struct worker *w);    /* from any thread */
 
 /* Adopt w->proxy->current if it changed (worker thread). */
 void worker_adopt_snapshot(struct worker *w);
+
+/* A client or server stops pointing at a pool. */
+void wpool_unref(struct wpool *wp);
 
 /* Schedule a flush of this connection's output at the end of the iteration. */
 void worker_mark_client(struct worker *w, struct client *c);
