@@ -326,11 +326,11 @@ void ring_shares(const struct ring *r, double *shares, uint32_t samples)
     }
     if (r->dist.type == DIST_KETAMA) {
         /* point i owns (points[i-1], points[i]]; point 0 also owns the wrap */
-        const uint32_t *pt, *own;
-        uint32_t np = dist__ketama_points(&r->dist, &pt, &own);
+        const struct ketama_point *pt;
+        uint32_t np = dist__ketama_points(&r->dist, &pt);
         for (uint32_t i = 1; i < np; i++)
-            shares[own[i]] += (double)(pt[i] - pt[i - 1]);
-        shares[own[0]] += (double)pt[0] + 1.0 + (double)(UINT32_MAX - pt[np - 1]);
+            shares[pt[i].owner] += (double)(pt[i].value - pt[i - 1].value);
+        shares[pt[0].owner] += (double)pt[0].value + 1.0 + (double)(UINT32_MAX - pt[np - 1].value);
         for (uint32_t s = 0; s < r->nservers; s++)
             shares[s] /= 4294967296.0;
         return;
@@ -420,17 +420,17 @@ static double ring_floor(const struct ring *a, const struct ring *b, const uint3
  * compare the owners of every arc of the 2^32 hash space. */
 static double ring_moved_ketama(const struct ring *a, const struct ring *b, const uint32_t *map)
 {
-    const uint32_t *pa, *oa, *pb, *ob;
-    uint32_t na = dist__ketama_points(&a->dist, &pa, &oa);
-    uint32_t nb = dist__ketama_points(&b->dist, &pb, &ob);
+    const struct ketama_point *pa, *pb;
+    uint32_t na = dist__ketama_points(&a->dist, &pa);
+    uint32_t nb = dist__ketama_points(&b->dist, &pb);
     const uint64_t end = UINT64_C(1) << 32;
     uint64_t moved = 0, from = 0;   /* the arc [from, cur] has one owner in each ring */
     uint32_t i = 0, j = 0;
 
     while (i < na || j < nb) {
-        uint64_t ca = i < na ? pa[i] : end, cb = j < nb ? pb[j] : end;
+        uint64_t ca = i < na ? pa[i].value : end, cb = j < nb ? pb[j].value : end;
         uint64_t cur = ca < cb ? ca : cb;
-        uint32_t owner_a = i < na ? oa[i] : oa[0], owner_b = j < nb ? ob[j] : ob[0];
+        uint32_t owner_a = pa[i < na ? i : 0].owner, owner_b = pb[j < nb ? j : 0].owner;
 
         if (cur + 1 > from && map[owner_b] != owner_a)   /* duplicates give empty arcs */
             moved += cur + 1 - from;
@@ -441,7 +441,7 @@ static double ring_moved_ketama(const struct ring *a, const struct ring *b, cons
         if (cb == cur)
             j++;
     }
-    if (from < end && map[ob[0]] != oa[0])              /* past the last point: wrap */
+    if (from < end && map[pb[0].owner] != pa[0].owner)              /* past the last point: wrap */
         moved += end - from;
     return (double)moved / (double)end;
 }

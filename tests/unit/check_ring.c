@@ -144,33 +144,33 @@ END_TEST
 
 static uint32_t count_points(const struct ring *r, uint32_t server)
 {
-    const uint32_t *pt, *own;
-    uint32_t np = dist__ketama_points(&r->dist, &pt, &own), c = 0;
+    const struct ketama_point *pt;
+    uint32_t np = dist__ketama_points(&r->dist, &pt), c = 0;
     for (uint32_t i = 0; i < np; i++)
-        c += own[i] == server;
+        c += pt[i].owner == server;
     return c;
 }
 
 START_TEST(test_ketama_points)
 {
     struct fixture f;
-    const uint32_t *pt, *own;
+    const struct ketama_point *pt;
 
     fx_four(&f, DIST_KETAMA, HASH_MD5, NULL);
     struct ring *r = fx_build(&f);
     for (uint32_t s = 0; s < 4; s++)
         ck_assert_uint_eq(count_points(r, s), 160);
     /* md5("alpha-0") = 094656c1 977d226c 830785ed 9aea98e6: four points of alpha */
-    uint32_t np = dist__ketama_points(&r->dist, &pt, &own);
+    uint32_t np = dist__ketama_points(&r->dist, &pt);
     static const uint32_t alpha0[4] = { 0xc1564609, 0x6c227d97, 0xed850783, 0xe698ea9a };
     for (int x = 0; x < 4; x++) {
         int found = 0;
         for (uint32_t i = 0; i < np; i++)
-            found |= pt[i] == alpha0[x] && own[i] == 0;
+            found |= pt[i].value == alpha0[x] && pt[i].owner == 0;
         ck_assert_msg(found, "point %08x of alpha-0 missing", alpha0[x]);
     }
     for (uint32_t i = 1; i < np; i++)
-        ck_assert_uint_le(pt[i - 1], pt[i]);
+        ck_assert_uint_le(pt[i - 1].value, pt[i].value);
     ring_unref(r);
 
     /* weights 1,1,2,3: twemproxy's float32 formula gives 88, 88, 180, 272 */
@@ -201,23 +201,23 @@ START_TEST(test_ketama_lookup_matches_scan)
     for (int i = 0; i < 20; i++)
         fx_add(&f, NULL, (uint16_t)(20000 + i), 1 + i % 3, NULL);
     struct ring *r = fx_build(&f);
-    const uint32_t *pt, *own;
-    uint32_t np = dist__ketama_points(&r->dist, &pt, &own);
+    const struct ketama_point *pt;
+    uint32_t np = dist__ketama_points(&r->dist, &pt);
 
     for (uint32_t k = 0; k < 200000; k++) {
         uint32_t h;
         if (k < 3 * np)
-            h = pt[k / 3] + (k % 3) - 1;          /* point - 1, point, point + 1 */
+            h = pt[k / 3].value + (k % 3) - 1;    /* point - 1, point, point + 1 */
         else
             h = (uint32_t)hash_mix64(k);
-        uint32_t want = own[0];
+        uint32_t want = pt[0].owner;
         for (uint32_t i = 0; i < np; i++)
-            if (pt[i] >= h) { want = own[i]; break; }
+            if (pt[i].value >= h) { want = pt[i].owner; break; }
         ck_assert_uint_eq(dist_lookup(&r->dist, h), want);
     }
-    ck_assert_uint_eq(dist_lookup(&r->dist, 0), own[0]);
-    ck_assert_uint_eq(dist_lookup(&r->dist, UINT32_MAX), pt[np - 1] == UINT32_MAX ? own[np - 1]
-                                                                                  : own[0]);
+    ck_assert_uint_eq(dist_lookup(&r->dist, 0), pt[0].owner);
+    ck_assert_uint_eq(dist_lookup(&r->dist, UINT32_MAX),
+                      pt[np - 1].value == UINT32_MAX ? pt[np - 1].owner : pt[0].owner);
     ring_unref(r);
 }
 END_TEST
