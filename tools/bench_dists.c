@@ -61,10 +61,15 @@ int main(int argc, char **argv)
         uint64_t sink = 0;
         for (uint32_t i = 0; i < NKEYS; i++)   /* warm up */
             sink += ops->lookup(&d, XXH3_64bits(keys[i], 20));
-        double t0 = now_ns();
-        for (uint32_t i = 0; i < lookups; i++)
-            sink += ops->lookup(&d, XXH3_64bits(keys[i & (NKEYS - 1)], 20));
-        double per = (now_ns() - t0) / lookups;
+        /* Best of 5 runs: the machine may be shared. */
+        double per = 1e30;
+        for (int run = 0; run < 5; run++) {
+            double t0 = now_ns();
+            for (uint32_t i = 0; i < lookups / 5; i++)
+                sink += ops->lookup(&d, XXH3_64bits(keys[i & (NKEYS - 1)], 20));
+            double t = (now_ns() - t0) / (lookups / 5);
+            per = t < per ? t : per;
+        }
         ops->destroy(&d);
 
         double b0 = now_ns();
@@ -83,10 +88,15 @@ int main(int argc, char **argv)
     }
     /* The hash alone, for reference. */
     uint64_t sink = 0;
-    double t0 = now_ns();
-    for (uint32_t i = 0; i < lookups; i++)
-        sink += XXH3_64bits(keys[i & (NKEYS - 1)], 20);
-    printf("%-12s %-14s %12.1f   (%llu)\n", "xxh3 only", "20-byte key", (now_ns() - t0) / lookups,
+    double per = 1e30;
+    for (int run = 0; run < 5; run++) {
+        double t0 = now_ns();
+        for (uint32_t i = 0; i < lookups / 5; i++)
+            sink += XXH3_64bits(keys[i & (NKEYS - 1)], 20);
+        double t = (now_ns() - t0) / (lookups / 5);
+        per = t < per ? t : per;
+    }
+    printf("%-12s %-14s %12.1f   (%llu)\n", "xxh3 only", "20-byte key", per,
            (unsigned long long)(sink & 1));
     return 0;
 }

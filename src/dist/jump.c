@@ -29,7 +29,9 @@ static inline uint32_t jump_bucket(uint64_t key, uint32_t nbuckets)
     while (j < (int64_t)nbuckets) {
         b = j;
         key = key * UINT64_C(2862933555777941757) + 1;
-        j = (int64_t)((double)(b + 1) * ((double)(INT64_C(1) << 31) / (double)((key >> 33) + 1)));
+        /* (key >> 33) + 1 fits in int64: a signed conversion is cheaper. */
+        j = (int64_t)((double)(b + 1) *
+                      ((double)(INT64_C(1) << 31) / (double)(int64_t)((key >> 33) + 1)));
     }
     return (uint32_t)b;
 }

@@ -109,6 +109,17 @@ static uint32_t rendezvous_lookup(const struct dist *d, uint64_t hash)
     const struct rendezvous *r = d->impl;
     uint32_t best = 0;
     uint64_t bkey = rv_key(r, hash, 0);
+    if (r->equal) {
+        /* The hot path, kept free of the weighted branch and of the log. */
+        for (uint32_t i = 1; i < r->n; i++) {
+            uint64_t m = hash_mix64(hash ^ r->s[i].seed);
+            if (m > bkey || (m == bkey && rv_before(r, m, i, bkey, best))) {
+                best = i;
+                bkey = m;
+            }
+        }
+        return best;
+    }
     for (uint32_t i = 1; i < r->n; i++) {
         uint64_t k = rv_key(r, hash, i);
         if (rv_before(r, k, i, bkey, best)) {
