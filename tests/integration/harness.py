@@ -775,6 +775,11 @@ class Runner:
         try:
             try:
                 env = setup()
+            except (StartError, OSError) as e:
+                print("FAIL %s: setup: %s" % (self.name, e))
+                print("0 passed, %d failed, 0 skipped" % len(self.tests))
+                sys.stdout.flush()
+                return 1
             except Skip as e:
                 print("SKIP %s: %s" % (self.name, e))
                 print("0 passed, 0 failed, %d skipped" % len(self.tests))
