@@ -20,6 +20,7 @@
 #include "proxy/proxy.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
+extern const struct proto_ops proto_redis_ops __attribute__((weak)); /* TEMP */
 
 /* ------------------------------------------------------------------ dirty lists */
 
