@@ -612,7 +612,14 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
 
 static const char *type_name(enum stats_type t)
 {
-    return t == STATS_COUNTER ? "counter" : t == STATS_GAUGE ? "gauge" : "timestamp";
+    switch (t) {
+    case STATS_COUNTER:   return "counter";
+    case STATS_GAUGE:     return "gauge";
+    case STATS_TIMESTAMP: return "timestamp";
+    case STATS_STRING:    return "string";
+    case STATS_LIST:      return "list";
+    }
+    return "?";
 }
 
 #define STATS_DESCRIBE_EXT(n, t, d) fprintf(f, "  %-20s %-10s \"%s\"\n", #n, type_name(STATS_##t), d);

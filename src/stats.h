@@ -63,7 +63,10 @@ struct stats_server {
 
 /* ---- the field tables, generated from the lists (renderers, -D, docs test) */
 
-enum stats_type { STATS_COUNTER, STATS_GAUGE, STATS_TIMESTAMP };
+enum stats_type {
+    STATS_COUNTER, STATS_GAUGE, STATS_TIMESTAMP,
+    STATS_STRING, STATS_LIST                /* only in the *_EXT_CODEC lists */
+};
 
 struct stats_field {
     const char     *name;
@@ -81,15 +84,15 @@ extern const size_t stats_server_nfields;
  * as (JSON name, type, description): printed by -D and kept in docs/stats.md. */
 #define STATS_POOL_EXT_CODEC(ACTION)                                                        \
     ACTION(epoch,          GAUGE,     "ring generation: grows by one whenever the pool's ring changes") \
-    ACTION(ring_checksum,  GAUGE,     "hex checksum of the ring's canonical inputs: equal checksums place every key alike") \
-    ACTION(distribution,   GAUGE,     "the distribution (placement algorithm) of the pool") \
+    ACTION(ring_checksum,  STRING,     "hex checksum of the ring's canonical inputs: equal checksums place every key alike") \
+    ACTION(distribution,   STRING,     "the distribution (placement algorithm) of the pool") \
     ACTION(reloads,        COUNTER,   "# reloads that changed the pool's ring")          \
-    ACTION(last_reload,    GAUGE,     "result of the last reload: ok or the error")      \
+    ACTION(last_reload,    STRING,     "result of the last reload: ok or the error")      \
     ACTION(last_reload_at, TIMESTAMP, "time of the last reload in seconds since epoch")  \
-    ACTION(hot_keys,       GAUGE,     "top keys by estimated requests over the hot-key window: key, count, error, owner") \
+    ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
-    ACTION(state,           GAUGE, "up or down (health; down is not removed)")           \
+    ACTION(state,           STRING, "up or down (health; down is not removed)")           \
     ACTION(latency_p50_us,  GAUGE, "median request latency in usec")                     \
     ACTION(latency_p99_us,  GAUGE, "99th percentile request latency in usec")            \
     ACTION(latency_p999_us, GAUGE, "99.9th percentile request latency in usec")          \
