@@ -43,16 +43,6 @@ static void usage(FILE *f)
             LOG_NOTICE_, RL_DEFAULT_CONF);
 }
 
-static void describe_stats(void)
-{
-    printf("This is ringleader-%s\n\npool stats:\n", PACKAGE_VERSION);
-#define DESCRIBE(name, type, desc) printf("  %-20s\"%s\"\n", #name, desc);
-    STATS_POOL_CODEC(DESCRIBE)
-    printf("\nserver stats:\n");
-    STATS_SERVER_CODEC(DESCRIBE)
-#undef DESCRIBE
-}
-
 static int daemonize(void)
 {
     pid_t pid = fork();
@@ -132,7 +122,7 @@ int main(int argc, char **argv)
             daemon = 1;
             break;
         case 'D':
-            describe_stats();
+            stats_describe(stdout);
             return 0;
         case 'v':
             if (parse_int(optarg, 0, 11, &level) < 0) {

@@ -152,7 +152,9 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     atomic_store(&p->reload_acks, 0);
     atomic_store(&p->reload_worker_errors, 0);
     p->reload_old = old;
+    uv_mutex_lock(&p->snap_mu);
     atomic_store_explicit(&p->current, snap, memory_order_release);
+    uv_mutex_unlock(&p->snap_mu);
     for (uint32_t i = 0; i < p->nworkers; i++)
         worker_wake(&p->workers[i]);
 

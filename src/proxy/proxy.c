@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "proxy/proxy.h"
+#include "proxy/observe.h"
 #include "proxy/worker.h"
 #include "reload.h"
 #include "util.h"
@@ -206,6 +207,7 @@ int proxy_run(struct proxy_options *opt)
         return 1;
     p->opt = *opt;
     p->start_wall_us = util_wall_us();
+    uv_mutex_init(&p->snap_mu);
     if (conf_load(opt->conf_path, &conf, err, sizeof(err)) < 0) {
         log_error("configuration: %s", err);
         fprintf(stderr, "ringleader: %s\n", err);
@@ -249,6 +251,16 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
 
+    /* The stats port: -a/-s win over ringleader.stats_listen, else 127.0.0.1:22222. */
+    const struct conf_addr *sl = &conf->global.stats_listen;
+    const char *shost = opt->stats_addr ? opt->stats_addr : (sl->host ? sl->host : "127.0.0.1");
+    int sport = opt->stats_port ? opt->stats_port : (sl->port ? sl->port : 22222);
+    if (observe_stats_listen(p, shost, sport, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: %s\n", err);
+        log_error("%s", err);
+        goto out_workers;
+    }
+
     for (uint32_t i = 0; i < p->nworkers; i++) {
         if (worker_start(&p->workers[i]) != 0) {
             log_error("cannot start worker thread %u", i);
@@ -284,6 +296,7 @@ out_workers:
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
     uv_close((uv_handle_t *)&p->reload_async, NULL);
+    observe_stats_close(p);
     reload_close(p);
     uv_run(&p->loop, UV_RUN_DEFAULT);
     uv_loop_close(&p->loop);
@@ -301,6 +314,7 @@ out:
     }
     free(p->shared);
     free(p->shared_names);
+    uv_mutex_destroy(&p->snap_mu);
     free(p);
     return status;
 }

@@ -47,6 +47,7 @@ struct proxy {
     uv_loop_t                loop;          /* main thread: signals, stats port, reload */
     struct proxy_options     opt;
     _Atomic(struct snapshot *) current;
+    uv_mutex_t               snap_mu;       /* publish vs readers taking a reference */
     uint32_t                 nworkers;
     struct worker           *workers;
     uint64_t                 start_wall_us;

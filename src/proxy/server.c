@@ -579,6 +579,8 @@ static void sconn_reply_done(struct sconn *s)
         return;
     }
     STAT_ADD(&srv->stats, responses, 1);
+    uint64_t now_us = uv_hrtime() / 1000;
+    histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     if (m->rflags & PROTO_RF_RETRIEVAL) {
         STAT_ADD(&srv->stats, hits, m->items);
         STAT_ADD(&srv->stats, misses, (m->nkeys > m->items) ? m->nkeys - m->items : 0);

@@ -8,6 +8,7 @@
 #include "buf.h"
 #include "conf.h"
 #include "proto/proto.h"
+#include "histogram.h"
 #include "stats.h"
 #include "proxy/worker.h"
 
@@ -58,6 +59,7 @@ struct server {
     uint32_t           backoff_ms;
     int                removed;         /* dropped by a reload: drain then free */
     struct stats_server stats;
+    struct histogram   latency;         /* send to reply, usec (single writer) */
 };
 
 struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs);

@@ -202,6 +202,7 @@ static void wpool_free(struct wpool *wp)
     if (wp->hold != NULL)
         snapshot_unref(wp->hold);
     free(wp->servers);
+    free(wp->hot_pub);
     free(wp);
 }
 
@@ -277,18 +278,27 @@ static int worker_listen_pool(struct worker *w, struct wpool *wp, struct snapsho
     return worker_listen(w, wp, unix_fd, err, errlen);
 }
 
+#define WORKER_HOTKEY_WINDOW_MS 60000
+
 static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint32_t i,
                                   char *err, size_t errlen)
 {
     struct wpool *wp = calloc(1, sizeof(*wp));
     if (wp == NULL)
         return NULL;
+    wp->hot_pub = calloc(1, sizeof(*wp->hot_pub));
+    if (wp->hot_pub == NULL) {
+        free(wp);
+        return NULL;
+    }
+    hotkeys_init(&wp->hot, WORKER_HOTKEY_WINDOW_MS, uv_now(&w->loop));
     wp->w = w;
     wpool_bind(wp, snap, i);
     if (wpool_servers(w, wp) < 0 || worker_listen_pool(w, wp, snap, err, errlen) < 0) {
         for (uint32_t s = 0; s < wp->nservers; s++)
             server_destroy(wp->servers[s], 1);
         free(wp->servers);
+        free(wp->hot_pub);
         free(wp);
         return NULL;
     }
@@ -475,6 +485,7 @@ static void worker_finish(struct worker *w)
     }
     uv_timer_stop(&w->drain_timer);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
+    uv_close((uv_handle_t *)&w->stats_timer, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
     (void)worker_close_walk;
@@ -519,6 +530,20 @@ static void worker_async_cb(uv_async_t *a)
 
 /* ------------------------------------------------------------------ lifecycle */
 
+/* Publish each pool's hot keys for the stats reader (the sketch itself is
+ * this thread's alone). */
+static void worker_stats_cb(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+    uint64_t now = uv_now(&w->loop);
+
+    uv_mutex_lock(&w->mu);
+    for (uint32_t i = 0; i < w->npools; i++)
+        if (w->pools[i] != NULL)
+            hotkeys_snapshot(&w->pools[i]->hot, now, w->pools[i]->hot_pub);
+    uv_mutex_unlock(&w->mu);
+}
+
 int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
                 char *err, size_t errlen)
 {
@@ -538,6 +563,9 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     uv_check_start(&w->flush, worker_flush_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
+    uv_timer_init(&w->loop, &w->stats_timer);
+    w->stats_timer.data = w;
+    uv_timer_start(&w->stats_timer, worker_stats_cb, 1000, 1000);
     uv_mutex_init(&w->mu);
     snapshot_ref(snap);
     w->snap = snap;

@@ -9,6 +9,7 @@
 #include "conf.h"
 #include "proto/proto.h"
 #include "ring.h"
+#include "hotkeys.h"
 #include "stats.h"
 
 struct proxy;
@@ -53,6 +54,8 @@ struct wpool {
     struct listener        *listener;
     struct pool_shared     *shared;
     struct stats_pool       stats;
+    struct hotkeys          hot;        /* this worker's hot keys (single writer) */
+    struct hotkeys_snapshot *hot_pub;   /* published every second under w->mu */
 };
 
 struct worker {
@@ -63,6 +66,7 @@ struct worker {
     uv_async_t        async;          /* main -> worker: new snapshot, stop */
     uv_check_t        flush;          /* batched writes, after each round of I/O */
     uv_timer_t        drain_timer;
+    uv_timer_t        stats_timer;    /* publishes hot-key snapshots */
     atomic_int        stop;           /* 1: drain; 2: close now */
     struct snapshot  *snap;
     struct wpool    **pools;          /* [npools], in config order */
