@@ -471,7 +471,8 @@ static int parse_inline(struct proto_parser *p, const char *buf, size_t len, siz
             return req_fatal(p, req, ERR_OOM);
         p->keys[argc++] = tok;
     }
-    /* argc == 0 (a blank line) is handled by the caller before we get here */
+    if (argc == 0)              /* the caller skips blank lines: cannot happen */
+        return req_fatal(p, req, ERR_UNBALANCED);
     return req_done(p, buf, pos, eol + 1, argc, 1, req);
 }
 
@@ -512,8 +513,8 @@ static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
             return 0;
         if (buf[pos] != '*') {
             size_t i = pos;
-            while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r'))
-                i++;
+            while (i < len && buf[i] != '\n' && is_space(buf[i]))
+                i++;        /* the same whitespace inline_token skips */
             if (i < len && buf[i] == '\n') {
                 pos = i + 1;    /* a blank line: Redis ignores it */
                 continue;
@@ -546,14 +547,15 @@ args:
         if (pos >= len)
             goto more;
         if (buf[pos] != '$') {
-            /* Redis's text, with the offending byte (CR or LF shown as a space). */
+            /* Redis's text with the offending byte; a control byte is shown
+             * as '?' so that the reply stays one printable line. */
             static const char fmt[] = "-ERR Protocol error: expected '$', got ' '\r\n";
             if (proto__keys_reserve(p, (uint32_t)done + (uint32_t)REDIS_ERR_SLOTS) < 0)
                 return req_fatal(p, req, ERR_OOM);
             char *s = (char *)(p->keys + done);
-            char ch = buf[pos];
+            unsigned char ch = (unsigned char)buf[pos];
             memcpy(s, fmt, sizeof(fmt));
-            s[sizeof(fmt) - 5] = (ch == '\r' || ch == '\n') ? ' ' : ch;
+            s[sizeof(fmt) - 5] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
             req_fatal(p, req, s);
             return -1;
         }
