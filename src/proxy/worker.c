@@ -20,7 +20,6 @@
 #include "proxy/proxy.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-extern const struct proto_ops proto_redis_ops __attribute__((weak)); /* TEMP */
 
 /* ------------------------------------------------------------------ dirty lists */
 
