@@ -155,7 +155,8 @@ def meta_commands(env):
         c.send(b"mg " + k + b" v f t s k O99\r\n")
         eq(c.read_meta(), (b"VA 3 f5 t-1 s3 k" + k + b" O99", b"abc"))
         c.send(b"mg " + k + b"miss v k O7\r\n")
-        eq(c.read_meta(), (b"EN", None))
+        # memcached 1.6.18 echoes k and O on a miss; the proxy passes it through
+        eq(c.read_meta(), (b"EN k" + k + b"miss O7", None))
         # quiet mode: a miss says nothing; mn flushes the pipeline
         c.send(b"mg " + k + b"miss v q\r\nmg " + k + b" v q\r\nmn\r\n")
         eq(c.read_meta(), (b"VA 3", b"abc"))
@@ -533,9 +534,11 @@ def pymemcache_client(env):
 # `allow_flush: true` (they send flush_all and expect OK), so this runs on such a pool.
 # Under nutcracker none of them pass (it does not answer what memcapable sends first),
 # so the test is ringleader-only. "ascii stat" expects a STAT/END block, which the proxy
-# answers itself.
+# answers itself (and ERROR for `stats noreply`, as memcached does). "ascii quit" is left
+# out: it expects an error for `quit foo bar`, and memcached 1.6.18 itself fails it (it
+# closes the connection, which the proxy does too).
 MEMCAPABLE_TESTS = [
-    "ascii version", "ascii quit", "ascii verbosity", "ascii set", "ascii set noreply",
+    "ascii version", "ascii verbosity", "ascii set", "ascii set noreply",
     "ascii get", "ascii gets", "ascii mget", "ascii flush", "ascii flush noreply",
     "ascii add", "ascii add noreply", "ascii replace", "ascii replace noreply",
     "ascii cas", "ascii cas noreply", "ascii delete", "ascii delete noreply",
