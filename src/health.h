@@ -1,0 +1,55 @@
+/* Server health shared by every worker: consecutive failures, down/up, probes, flap damping. Down is not removed. */
+#ifndef RL_HEALTH_H
+#define RL_HEALTH_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum health_state {
+    HEALTH_UP = 0,
+    HEALTH_DOWN,      /* failed server_failure_limit times in a row; waiting for retry_at */
+    HEALTH_PROBING    /* one worker is probing it (memcached version, Redis PING) */
+};
+
+/*
+ * One backend's health, shared by all workers through atomics (no lock).
+ * The ring never changes on health: a down server keeps its keys, and
+ * requests for them go where the pool's on_down says until it is back.
+ */
+struct health {
+    atomic_int           state;
+    atomic_uint          failures;      /* consecutive */
+    atomic_uint_fast64_t retry_at_ms;   /* DOWN: a probe may start at this monotonic time */
+    atomic_uint_fast64_t up_since_ms;
+    atomic_uint_fast64_t ejected_at_us; /* wall clock of the last transition to down */
+    atomic_uint          flaps;         /* went down again soon after coming up */
+    atomic_uint          ejects;        /* transitions to down */
+    atomic_uint          inflight;      /* requests sent and not answered, all workers */
+};
+
+/* Whether requests may be sent. When the server is down and its retry time
+ * has come, exactly one caller gets *probe = 1 (it must send a probe and
+ * report the outcome); everyone else keeps seeing it down. */
+static inline int health_up(struct health *h)
+{
+    return atomic_load_explicit(&h->state, memory_order_relaxed) == HEALTH_UP;
+}
+int health_try_probe(struct health *h, uint64_t now_ms);
+
+/* A reply arrived (or a probe succeeded): the failure count resets; a down
+ * or probing server is up again. Returns 1 when it came back up. */
+int health_success(struct health *h, uint64_t now_ms);
+
+/*
+ * A failure (connect refused, reset, timeout). With `limit` consecutive
+ * failures an up server goes down for retry_ms, doubled for each recent
+ * flap (down again within HEALTH_FLAP_WINDOW of coming up), capped at
+ * 64 x retry_ms; a failed probe puts it back down with the next doubling.
+ * Returns 1 when this call took the server down.
+ */
+int health_failure(struct health *h, uint64_t now_ms, uint32_t limit, uint32_t retry_ms,
+                   uint64_t wall_us);
+
+#define HEALTH_FLAP_WINDOW_MS 60000
+
+#endif
