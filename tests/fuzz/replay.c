@@ -112,8 +112,10 @@ static size_t mutate(uint8_t *buf, size_t len, size_t cap, const struct seed *se
                 n = len - at;
             if (len + n > cap)
                 break;
+            uint8_t run[64];
+            memcpy(run, buf + at, n);
             memmove(buf + pos + n, buf + pos, len - pos);
-            memcpy(buf + pos, buf + (at < pos ? at : at + n), n);
+            memcpy(buf + pos, run, n);
             len += n;
             break;
         }

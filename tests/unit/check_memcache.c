@@ -170,7 +170,8 @@ static void buf_set(struct buf *b, const char *s)
 
 static int buf_eq(const struct buf *b, const char *s)
 {
-    return buf_len(b) == strlen(s) && memcmp(buf_rptr(b), s, buf_len(b)) == 0;
+    /* An empty buffer may have no storage at all. */
+    return buf_len(b) == strlen(s) && (buf_len(b) == 0 || memcmp(buf_rptr(b), s, buf_len(b)) == 0);
 }
 
 #define ck_assert_buf(b, s) \
