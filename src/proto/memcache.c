@@ -426,7 +426,8 @@ static void mc_req_delete(struct proto_parser *p, const struct mc_line *l, struc
               (n == 3 && TOK_IS(buf, &t[1], "0") && TOK_IS(buf, &t[2], "noreply"));
     if (!ok)
         return mc_refuse(req, S_BAD_DELETE, 0);
-    if (TOK_IS(buf, &t[n - 1], "noreply"))
+    /* n >= 2: "delete noreply" deletes the key "noreply". */
+    if (n >= 2 && TOK_IS(buf, &t[n - 1], "noreply"))
         mc_cut_noreply(req, &t[n - 2], &t[n - 1]);
     mc_single(p, req, &t[0], PROTO_RF_WRITE, 0);
 }
@@ -875,7 +876,8 @@ static size_t mc_strip_eol(const char *s, size_t n)
     return n;
 }
 
-/* BROADCAST (flush_all): OK if every server said OK, else the first other line. */
+/* BROADCAST (flush_all): OK if every server said OK, else the first error
+ * line; -1 if a reply is neither. */
 static int mc_merge_broadcast(struct buf *const *frag, uint32_t nfrag, struct buf *out)
 {
     for (uint32_t f = 0; f < nfrag; f++) {
@@ -883,8 +885,12 @@ static int mc_merge_broadcast(struct buf *const *frag, uint32_t nfrag, struct bu
         size_t n = mc_first_line(s, buf_len(frag[f]));
         if (n == 0)
             return -1;
-        if (!LINE_IS(s, mc_strip_eol(s, n), "OK"))
-            return buf_append(out, s, n);
+        size_t content = mc_strip_eol(s, n);
+        if (LINE_IS(s, content, "OK"))
+            continue;
+        if (!mc_is_error_line(s, content))
+            return -1;
+        return buf_append(out, s, n);
     }
     return buf_append_str(out, "OK\r\n");
 }

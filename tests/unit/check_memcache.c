@@ -170,7 +170,8 @@ static void buf_set(struct buf *b, const char *s)
 
 static int buf_eq(const struct buf *b, const char *s)
 {
-    return buf_len(b) == strlen(s) && memcmp(buf_rptr(b), s, buf_len(b)) == 0;
+    /* An empty buffer may have no storage at all. */
+    return buf_len(b) == strlen(s) && (buf_len(b) == 0 || memcmp(buf_rptr(b), s, buf_len(b)) == 0);
 }
 
 #define ck_assert_buf(b, s) \
@@ -439,6 +440,12 @@ START_TEST(test_delete_incr_touch)
     ck_assert_uint_eq(x->r.flags, PROTO_RF_WRITE | PROTO_RF_NOREPLY);
     x = req("delete foo 0 noreply\r\n");
     ck_assert_uint_eq(x->r.flags, PROTO_RF_WRITE | PROTO_RF_NOREPLY);
+    /* Regression (found by the fuzzer): a lone "noreply" is the key. */
+    x = req("delete noreply\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(x->r.flags, PROTO_RF_WRITE);
+    assert_key(x, "delete noreply\r\n", 0, "noreply");
+    ck_assert_str_eq(fwd("delete noreply\r\n"), "delete noreply\r\n");
     const char *usage = "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
     assert_err(req("delete foo 1\r\n"), usage);
     assert_err(req("delete foo noreply x\r\n"), usage);

@@ -1,0 +1,317 @@
+/* Fuzz target for the memcache protocol: request and reply parsers, forward/frag_write, and multi-get merging. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "proto/memcache.h"
+#include "proto/proto.h"
+
+/*
+ * The first input byte chooses what is exercised and how; the rest is the
+ * wire data. Every invariant failure aborts (so libFuzzer and the replay
+ * driver both report it), independent of NDEBUG:
+ *   - parse_* never consumes more than it was given; >0 == hdr_len;
+ *   - keys (requests) and the item key (replies) lie inside the header;
+ *   - an incomplete input consumes nothing, and a request's header is
+ *     reported complete exactly when its last byte arrives (prefix check);
+ *   - forward() writes the header minus at most the recorded cut, ending in
+ *     '\n'; a fragment written by frag_write() parses back to its keys;
+ *   - merge() either fails or writes a reply that parses as items + END or
+ *     as one error line.
+ */
+
+#define FUZZ_CHECK(cond)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                              \
+        }                                                                         \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const struct proto_ops *ops = &proto_memcache_ops;
+
+/* A heap copy of exactly n bytes, so that any over-read trips ASan. */
+static char *dup_exact(const uint8_t *p, size_t n)
+{
+    char *c = malloc(n ? n : 1);
+    FUZZ_CHECK(c != NULL);
+    if (n)
+        memcpy(c, p, n);
+    return c;
+}
+
+static void check_req(const struct proto_req *r, int rc, size_t len)
+{
+    FUZZ_CHECK((size_t)rc <= len);
+    FUZZ_CHECK(r->hdr_len == (uint32_t)rc);
+    FUZZ_CHECK(r->kind <= PROTO_REQ_ERROR);
+    if (r->kind == PROTO_REQ_ERROR) {
+        FUZZ_CHECK(r->err != NULL && r->err_len >= 2);
+        FUZZ_CHECK(memcmp(r->err + r->err_len - 2, "\r\n", 2) == 0);
+        FUZZ_CHECK(r->nkeys == 0);
+        return;
+    }
+    if (r->kind == PROTO_REQ_SINGLE)
+        FUZZ_CHECK(r->nkeys == 1);
+    if (r->kind == PROTO_REQ_FANOUT)
+        FUZZ_CHECK(r->nkeys > 1);
+    for (uint32_t i = 0; i < r->nkeys; i++) {
+        FUZZ_CHECK(r->keys[i].len >= 1 && r->keys[i].len <= MEMCACHE_KEY_MAX);
+        FUZZ_CHECK((uint64_t)r->keys[i].off + r->keys[i].len <= r->hdr_len);
+    }
+}
+
+/* Same result from a fresh parser on exactly the header, and 0 one byte short. */
+static void check_req_prefix(const char *buf, int rc, uint32_t item_max, uint32_t pflags,
+                             const struct proto_req *want)
+{
+    struct proto_parser p;
+    struct proto_req r;
+    memset(&p, 0, sizeof(p));
+    p.item_size_max = item_max;
+    p.flags = pflags;
+    char *h = dup_exact((const uint8_t *)buf, (size_t)rc);
+    FUZZ_CHECK(ops->parse_req(&p, h, (size_t)rc - 1, &r) == 0);
+    FUZZ_CHECK(p.scan <= (uint32_t)rc - 1);
+    FUZZ_CHECK(ops->parse_req(&p, h, (size_t)rc, &r) == rc);
+    FUZZ_CHECK(r.kind == want->kind && r.cmd == want->cmd && r.flags == want->flags);
+    FUZZ_CHECK(r.body_len == want->body_len && r.nkeys == want->nkeys);
+    free(h);
+    proto_parser_free(&p);
+}
+
+static void check_forward(const struct proto_req *r, const char *buf)
+{
+    struct buf out;
+    buf_init(&out);
+    FUZZ_CHECK(ops->forward(r, buf, &out) == 0);
+    size_t n = buf_len(&out);
+    FUZZ_CHECK(n >= 1 && n <= r->hdr_len);
+    FUZZ_CHECK(r->hdr_len - n == r->aux[1]);
+    FUZZ_CHECK(buf_rptr(&out)[n - 1] == '\n');
+    /* The forwarded line is itself a valid request of the same command. */
+    struct proto_parser p;
+    struct proto_req r2;
+    memset(&p, 0, sizeof(p));
+    p.flags = PROTO_PF_ALLOW_FLUSH;
+    p.item_size_max = UINT32_MAX;
+    int rc = ops->parse_req(&p, buf_rptr(&out), n, &r2);
+    FUZZ_CHECK(rc == (int)n);
+    FUZZ_CHECK(r2.cmd == r->cmd && r2.nkeys == r->nkeys && r2.body_len == r->body_len);
+    FUZZ_CHECK(!(r2.flags & (PROTO_RF_NOREPLY | PROTO_RF_QUIET)));
+    proto_parser_free(&p);
+    buf_free(&out);
+}
+
+static void check_frag(const struct proto_req *r, const char *buf)
+{
+    uint32_t idx[8];
+    uint32_t n = r->nkeys < 8 ? r->nkeys : 8;
+    for (uint32_t i = 0; i < n; i++)
+        idx[i] = r->nkeys - 1 - i;
+    struct buf out;
+    buf_init(&out);
+    FUZZ_CHECK(ops->frag_write(r, buf, idx, n, &out) == 0);
+    struct proto_parser p;
+    struct proto_req r2;
+    memset(&p, 0, sizeof(p));
+    int rc = ops->parse_req(&p, buf_rptr(&out), buf_len(&out), &r2);
+    FUZZ_CHECK(rc == (int)buf_len(&out));
+    FUZZ_CHECK(r2.cmd == r->cmd && r2.nkeys == n);
+    for (uint32_t i = 0; i < n; i++) {
+        const struct proto_key *a = &r->keys[idx[i]], *b = &r2.keys[i];
+        FUZZ_CHECK(a->len == b->len && memcmp(buf + a->off, buf_rptr(&out) + b->off, a->len) == 0);
+    }
+    proto_parser_free(&p);
+    buf_free(&out);
+}
+
+static void fuzz_requests(const uint8_t *data, size_t size, uint8_t mode)
+{
+    uint32_t item_max = (mode & 0x10) ? 64 : 0;
+    uint32_t pflags = (mode & 0x20) ? PROTO_PF_ALLOW_FLUSH : 0;
+    char *buf = dup_exact(data, size);
+    struct proto_parser p;
+    memset(&p, 0, sizeof(p));
+    p.item_size_max = item_max;
+    p.flags = pflags;
+    size_t off = 0;
+    for (int guard = 0; off < size && guard < 4096; guard++) {
+        struct proto_req r;
+        int rc = ops->parse_req(&p, buf + off, size - off, &r);
+        if (rc == 0) {
+            FUZZ_CHECK(p.scan <= size - off);
+            break;
+        }
+        if (rc < 0) {
+            FUZZ_CHECK(r.kind == PROTO_REQ_ERROR && r.err != NULL);
+            FUZZ_CHECK(p.scan == 0);
+            break;
+        }
+        check_req(&r, rc, size - off);
+        FUZZ_CHECK(p.scan == 0);
+        check_req_prefix(buf + off, rc, item_max, pflags, &r);
+        if (r.kind == PROTO_REQ_SINGLE || r.kind == PROTO_REQ_BROADCAST)
+            check_forward(&r, buf + off);
+        if (r.kind == PROTO_REQ_FANOUT || (r.kind == PROTO_REQ_SINGLE &&
+                                           (r.flags & PROTO_RF_RETRIEVAL) &&
+                                           r.cmd != MEMCACHE_CMD_MG))
+            check_frag(&r, buf + off);
+        uint64_t next = (uint64_t)off + (uint64_t)rc + r.body_len;
+        off = next > size ? size : (size_t)next;
+    }
+    proto_parser_free(&p);
+    free(buf);
+}
+
+/* m (0..85) picks the command (an out-of-range id included) and quiet mode. */
+static void fuzz_replies(const uint8_t *data, size_t size, uint8_t m)
+{
+    uint16_t cmd = (uint16_t)(m % (MEMCACHE_CMD_COUNT + 1));
+    uint16_t rflags = (m / (MEMCACHE_CMD_COUNT + 1)) & 1 ? PROTO_RF_QUIET : 0;
+    char *buf = dup_exact(data, size);
+    struct proto_parser p;
+    memset(&p, 0, sizeof(p));
+    size_t off = 0;
+    for (int guard = 0; off < size && guard < 4096; guard++) {
+        struct proto_rsp r;
+        int rc = ops->parse_rsp(&p, buf + off, size - off, cmd, rflags, &r);
+        if (rc <= 0) {
+            if (rc == 0)
+                FUZZ_CHECK(size - off < MEMCACHE_RSP_LINE_MAX);
+            break;
+        }
+        FUZZ_CHECK((size_t)rc <= size - off && r.hdr_len == (uint32_t)rc);
+        if (r.flags & PROTO_SF_ITEM) {
+            FUZZ_CHECK(r.key.len >= 1 && (uint64_t)r.key.off + r.key.len <= r.hdr_len);
+            FUZZ_CHECK(!(r.flags & PROTO_SF_FINAL));
+        } else {
+            FUZZ_CHECK(r.flags & PROTO_SF_FINAL);
+        }
+        if (r.flags & PROTO_SF_SUPPRESS)
+            FUZZ_CHECK(rflags & PROTO_RF_QUIET);
+        /* One byte short is incomplete and consumes nothing. */
+        struct proto_parser q;
+        struct proto_rsp r2;
+        memset(&q, 0, sizeof(q));
+        char *h = dup_exact((const uint8_t *)buf + off, (size_t)rc);
+        FUZZ_CHECK(ops->parse_rsp(&q, h, (size_t)rc - 1, cmd, rflags, &r2) == 0);
+        FUZZ_CHECK(ops->parse_rsp(&q, h, (size_t)rc, cmd, rflags, &r2) == rc);
+        FUZZ_CHECK(r2.flags == r.flags && r2.body_len == r.body_len);
+        free(h);
+        uint64_t next = (uint64_t)off + (uint64_t)rc + r.body_len;
+        off = next > size ? size : (size_t)next;
+    }
+    free(buf);
+}
+
+/* A merged reply is items then END, or exactly one error line. */
+static void check_merged(uint16_t cmd, const struct buf *out)
+{
+    const char *s = buf_rptr(out);
+    size_t n = buf_len(out), off = 0;
+    struct proto_parser p;
+    memset(&p, 0, sizeof(p));
+    for (;;) {
+        struct proto_rsp r;
+        int rc = ops->parse_rsp(&p, s + off, n - off, cmd, 0, &r);
+        FUZZ_CHECK(rc > 0);
+        if (r.flags & PROTO_SF_FINAL) {
+            FUZZ_CHECK(off + (size_t)rc == n);
+            if (r.flags & PROTO_SF_ERROR)
+                FUZZ_CHECK(off == 0);
+            return;
+        }
+        FUZZ_CHECK(r.body_len <= n - off - (size_t)rc);
+        off += (size_t)rc + r.body_len;
+    }
+}
+
+/*
+ * Merge: the input up to the first '\n' is a get request; the rest is split
+ * on 0xff bytes into fragment replies; key i goes to fragment
+ * (byte i of the request line) % nfrag.
+ */
+static void fuzz_merge(const uint8_t *data, size_t size, uint8_t mode)
+{
+    const uint8_t *nl = memchr(data, '\n', size);
+    if (nl == NULL)
+        return;
+    size_t rlen = (size_t)(nl - data) + 1;
+    char *rbuf = dup_exact(data, rlen);
+    struct proto_parser p;
+    struct proto_req r;
+    memset(&p, 0, sizeof(p));
+    int rc = ops->parse_req(&p, rbuf, rlen, &r);
+    if (rc <= 0 || !(r.kind == PROTO_REQ_FANOUT || r.kind == PROTO_REQ_SINGLE) ||
+        !(r.flags & PROTO_RF_RETRIEVAL) || r.cmd == MEMCACHE_CMD_MG)
+        goto out_req;
+
+    struct buf frags[8];
+    struct buf *fp[8];
+    uint32_t nfrag = 0;
+    const uint8_t *s = data + rlen, *end = data + size;
+    while (nfrag < 8) {
+        const uint8_t *sep = memchr(s, 0xff, (size_t)(end - s));
+        const uint8_t *e = sep ? sep : end;
+        buf_init(&frags[nfrag]);
+        /* buf_append of 0 bytes leaves data NULL; keep a valid pointer. */
+        FUZZ_CHECK(buf_reserve(&frags[nfrag], 1) == 0);
+        FUZZ_CHECK(buf_append(&frags[nfrag], s, (size_t)(e - s)) == 0);
+        fp[nfrag] = &frags[nfrag];
+        nfrag++;
+        if (sep == NULL)
+            break;
+        s = sep + 1;
+    }
+    uint32_t *kf = malloc(r.nkeys * sizeof(*kf));
+    FUZZ_CHECK(kf != NULL);
+    for (uint32_t i = 0; i < r.nkeys; i++)
+        kf[i] = (uint32_t)((uint8_t)rbuf[i % rlen] + mode) % nfrag;
+    struct buf out;
+    buf_init(&out);
+    int mrc = ops->merge(r.cmd, rbuf, r.keys, r.nkeys, kf, fp, nfrag, &out);
+    if (mrc == 0)
+        check_merged(r.cmd, &out);
+    buf_free(&out);
+
+    /* Broadcast merge over the same fragments. */
+    buf_init(&out);
+    if (ops->merge(MEMCACHE_CMD_FLUSH_ALL, rbuf, NULL, 0, NULL, fp, nfrag, &out) == 0) {
+        FUZZ_CHECK(buf_len(&out) >= 1 && buf_rptr(&out)[buf_len(&out) - 1] == '\n');
+    }
+    buf_free(&out);
+    free(kf);
+    for (uint32_t f = 0; f < nfrag; f++)
+        buf_free(&frags[f]);
+out_req:
+    proto_parser_free(&p);
+    free(rbuf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    uint8_t mode = data[0];
+    data++;
+    size--;
+    switch (mode % 3) {
+    case 0:
+        fuzz_requests(data, size, mode);
+        break;
+    case 1:
+        fuzz_replies(data, size, (uint8_t)(mode / 3));
+        break;
+    default:
+        fuzz_merge(data, size, mode);
+        break;
+    }
+    return 0;
+}
