@@ -382,9 +382,11 @@ static void mc_req_get(struct proto_parser *p, const struct mc_line *l, struct p
     req->flags |= PROTO_RF_RETRIEVAL;
 }
 
-/* set/add/replace/append/prepend/cas. The byte count is looked at first so
- * that every refusal of a line whose count is usable swallows the data block
- * and the connection stays in step with the client. */
+/* set/add/replace/append/prepend/cas. A malformed line is refused without
+ * swallowing anything, exactly as memcached 1.6 does (the data line that
+ * follows is then read as a command and answered ERROR): clients are written
+ * against that behaviour. A well-formed request over item_size_max swallows
+ * its data block, as memcached does, and the connection stays in step. */
 static void mc_req_store(struct proto_parser *p, const struct mc_line *l, struct proto_req *req)
 {
     const char *buf = l->buf;
@@ -397,11 +399,11 @@ static void mc_req_store(struct proto_parser *p, const struct mc_line *l, struct
     if (n >= 4 && mc_tok_bytes(buf, &t[3], &bytes))
         body = bytes + 2;
     if (n < need || n > need + 1)
-        return mc_refuse(req, S_BAD_FORMAT, body);
+        return mc_refuse(req, S_BAD_FORMAT, 0);
     if (!mc_key_valid(buf, &t[0]) || !mc_tok_u64(buf, &t[1], UINT32_MAX, &v) ||
         !mc_tok_exptime(buf, &t[2]) || body == 0 ||
         (need == 5 && !mc_tok_u64(buf, &t[4], UINT64_MAX, &v)))
-        return mc_refuse(req, S_BAD_FORMAT, body);
+        return mc_refuse(req, S_BAD_FORMAT, 0);
     if (bytes > mc_item_max(p))
         return mc_refuse(req, S_TOO_LARGE, body);
     /* Like memcached, a last token other than "noreply" is ignored. */
@@ -574,6 +576,21 @@ static bool mc_is_retrieval_line(const char *buf, size_t len)
            (mc_cmds[c].syntax == MC_SYN_GET || mc_cmds[c].syntax == MC_SYN_GAT);
 }
 
+/* Whether the unterminated tail of a long retrieval line is already longer
+ * than any key can be (no separator in its last MEMCACHE_KEY_MAX + 1 bytes):
+ * then the line can never become valid and is refused at once. */
+static bool mc_tail_token_too_long(const char *buf, size_t len)
+{
+    size_t n = 0;
+    while (n < len && n <= MEMCACHE_KEY_MAX) {
+        char ch = buf[len - 1 - n];
+        if (ch == ' ' || ch == '\t')
+            return false;
+        n++;
+    }
+    return n > MEMCACHE_KEY_MAX;
+}
+
 /*
  * Find the end of the line starting at buf. Returns the index of its '\n',
  * -1 if it is incomplete (p->scan remembers how far was searched), -2 if it
@@ -603,6 +620,8 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     long eol = mc_find_eol(p, buf, len, MEMCACHE_LINE_MAX);
     if (eol == -2 && mc_is_retrieval_line(buf, len))
         eol = mc_find_eol(p, buf, len, MEMCACHE_RETRIEVAL_LINE_MAX);
+    if (eol == -1 && len >= MEMCACHE_LINE_MAX && mc_tail_token_too_long(buf, len))
+        eol = -2;
     if (eol == -1)
         return 0;
     p->scan = 0;
@@ -661,10 +680,23 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     case MC_SYN_FLUSH:
         mc_req_flush(p, &l, req);
         break;
+    case MC_SYN_STATS: {
+        /* The proxy answers `stats` with its own counters; the backends'
+         * sub-statistics (stats slabs, items ...) are per server and have
+         * no meaning for the pool: ERROR, as memcached answers an unknown
+         * stats argument. */
+        struct mc_tok extra;
+        uint32_t at = l.pos;
+        if (mc_next(buf, &at, l.end, &extra)) {
+            mc_refuse(req, S_ERROR, 0);
+            break;
+        }
+        mc_req_local(req, mc_cmds[l.cmd].rflags);
+        break;
+    }
     case MC_SYN_MN:
     case MC_SYN_VERSION:
     case MC_SYN_QUIT:
-    case MC_SYN_STATS:
         mc_req_local(req, mc_cmds[l.cmd].rflags);
         break;
     }
