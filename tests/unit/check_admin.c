@@ -327,15 +327,16 @@ START_TEST(test_garbage_requests)
         "GET /ring?&&&=&=&pool&key HTTP/1.1\r\nHost: x\r\n\r\n",
         "GET /stats HTTP/1.1\r\nBad Header Without Colon\r\n\r\n",
         "POST /reload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n\r\n",
-        "GET /st\0ats HTTP/1.1\r\n\r\n",
+        NULL,                                          /* nul_req below */
         "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",      /* a TLS ClientHello start */
     };
+    static const char nul_req[] = "GET /st\0ats HTTP/1.1\r\n\r\n";
     struct reply r;
     for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
-        size_t len = strlen(junk[i]);
-        if (i == 12)
-            len = 27;                                  /* includes the NUL */
-        request(port, junk[i], len, &r);
+        if (junk[i] == NULL)
+            request(port, nul_req, sizeof(nul_req) - 1, &r);
+        else
+            request(port, junk[i], strlen(junk[i]), &r);
         ck_assert(r.status == -1 || (r.status >= 200 && r.status < 600));
     }
     /* A long URL and a huge header, random bytes, then a half request closed early. */
