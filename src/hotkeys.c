@@ -48,7 +48,7 @@ static void hk_rotate(struct hotkeys *hk, uint64_t now_ms)
 static inline void heap_set(struct hotkeys_gen *g, unsigned pos, struct hotkeys_heap_node nd)
 {
     g->heap[pos] = nd;
-    g->c[nd.ci].heap_pos = (uint8_t)pos;
+    g->pos[nd.ci] = (uint8_t)pos;
 }
 
 static void heap_down(struct hotkeys_gen *g, unsigned pos)
@@ -84,7 +84,12 @@ static void heap_up(struct hotkeys_gen *g, unsigned pos)
 
 static inline uint64_t counter_count(const struct hotkeys_gen *g, const struct hotkeys_counter *c)
 {
-    return g->heap[c->heap_pos].count;
+    return g->heap[g->pos[c - g->c]].count;
+}
+
+static inline uint8_t hash_tag(uint64_t h)
+{
+    return (uint8_t)(h >> 56);
 }
 
 /* ---- index: linear probing over hash -> counter index + 1 */
@@ -94,16 +99,19 @@ static unsigned index_find(const struct hotkeys_gen *g, uint64_t h, const char *
                            int *found)
 {
     unsigned s = (unsigned)h & HK_MASK;
+    uint8_t t = hash_tag(h);
     for (;;) {
         uint8_t v = g->index[s];
         if (v == 0) {
             *found = 0;
             return s;
         }
-        const struct hotkeys_counter *c = &g->c[v - 1];
-        if (c->hash == h && c->len == len && memcmp(c->key, key, len) == 0) {
-            *found = 1;
-            return s;
+        if (g->tag[s] == t) {
+            const struct hotkeys_counter *c = &g->c[v - 1];
+            if (c->hash == h && c->len == len && memcmp(c->key, key, len) == 0) {
+                *found = 1;
+                return s;
+            }
         }
         s = (s + 1) & HK_MASK;
     }
@@ -119,14 +127,23 @@ static void index_delete(struct hotkeys_gen *g, unsigned s)
         uint8_t v = g->index[j];
         if (v == 0)
             break;
-        unsigned home = (unsigned)g->c[v - 1].hash & HK_MASK;
+        unsigned home = g->home[v - 1];
         /* Move j into the hole unless its home lies cyclically in (hole, j]. */
         if (((j - home) & HK_MASK) >= ((j - hole) & HK_MASK)) {
             g->index[hole] = v;
+            g->tag[hole] = g->tag[j];
             hole = j;
         }
     }
     g->index[hole] = 0;
+}
+
+/* Point slot s at counter ci, which holds a key of hash h. */
+static inline void index_set(struct hotkeys_gen *g, unsigned s, uint8_t ci, uint64_t h)
+{
+    g->index[s] = (uint8_t)(ci + 1);
+    g->tag[s] = hash_tag(h);
+    g->home[ci] = (uint8_t)(h & HK_MASK);
 }
 
 /* Copy a key of at most HOTKEYS_KEY_MAX bytes. GCC inlines memcpy of a bounded variable
@@ -147,7 +164,7 @@ static inline void key_copy(char *dst, const char *src, size_t len)
 /* The slot that holds counter ci (it is there: every counter in use is indexed). */
 static unsigned index_slot_of(const struct hotkeys_gen *g, uint8_t ci)
 {
-    unsigned s = (unsigned)g->c[ci].hash & HK_MASK;
+    unsigned s = g->home[ci];
     while (g->index[s] != ci + 1)
         s = (s + 1) & HK_MASK;
     return s;
@@ -168,8 +185,9 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
 
     if (found) {
         c = &g->c[g->index[s] - 1];
-        g->heap[c->heap_pos].count++;
-        heap_down(g, c->heap_pos);
+        unsigned p = g->pos[c - g->c];
+        g->heap[p].count++;
+        heap_down(g, p);
         return;
     }
     if (g->n < HOTKEYS_CAPACITY) {
@@ -179,7 +197,7 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
         c->hash = h;
         c->len = (uint8_t)len;
         key_copy(c->key, key, len);
-        g->index[s] = (uint8_t)(ci + 1);
+        index_set(g, s, ci, h);
         g->heap[g->n - 1] = (struct hotkeys_heap_node){ 1, ci };
         heap_up(g, g->n - 1);
         return;
@@ -192,7 +210,7 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
     s = (unsigned)h & HK_MASK;
     while (g->index[s] != 0)
         s = (s + 1) & HK_MASK;
-    g->index[s] = (uint8_t)(ci + 1);
+    index_set(g, s, ci, h);
     c->error = g->heap[0].count;
     c->hash = h;
     c->len = (uint8_t)len;

@@ -42,7 +42,6 @@ struct hotkeys_counter {
     uint64_t hash;
     uint64_t error;
     uint8_t  len;                  /* <= HOTKEYS_KEY_MAX */
-    uint8_t  heap_pos;             /* where this counter's count sits in heap[] */
     char     key[HOTKEYS_KEY_MAX];
 };
 
@@ -52,9 +51,14 @@ struct hotkeys_heap_node {
     uint64_t ci;                              /* the counter's index in c[] */
 };
 
+/* The small arrays keep probing, deleting and sifting off the 150-byte counters: they touch
+ * a counter only when its hash tag matches. */
 struct hotkeys_gen {
     uint32_t n;                               /* counters in use */
     uint8_t  index[HOTKEYS_INDEX_SIZE];       /* 0: empty slot; else counter index + 1 */
+    uint8_t  tag[HOTKEYS_INDEX_SIZE];         /* top byte of the hash of index[s]'s key */
+    uint8_t  home[HOTKEYS_CAPACITY];          /* counter -> its home slot (hash & mask) */
+    uint8_t  pos[HOTKEYS_CAPACITY];           /* counter -> its place in heap[] */
     struct hotkeys_heap_node heap[HOTKEYS_CAPACITY];   /* min-heap by count */
     struct hotkeys_counter c[HOTKEYS_CAPACITY];
 };

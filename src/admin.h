@@ -1,0 +1,64 @@
+/* Admin HTTP endpoint (libmicrohttpd, its own thread): /metrics, /stats, /health, /ring, /config, /reload. */
+#ifndef RL_ADMIN_H
+#define RL_ADMIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct buf;
+struct admin;
+
+/*
+ * What the core supplies. Every callback runs on the admin thread (never a worker's), may
+ * be called concurrently with the workers and must take care of that itself (read the
+ * published ring snapshot, sum per-worker counters, post work to the main loop). Each
+ * appends its body to out (empty on entry, owned by the admin module) and returns:
+ *
+ *   get_stats_json, get_metrics, config: 0, or negative errno -> 500;
+ *   health: the HTTP status, 200 (serving) or 503 (not ready / draining);
+ *   ring:   200 with the owner and preference list of key in pool as JSON, 404 with a
+ *           one-line reason (unknown pool); pool is NUL-terminated, key has keylen bytes
+ *           (it may hold any byte, NUL included);
+ *   reload: the HTTP status: 200 applied, 400/422 invalid configuration (old one kept),
+ *           409 a reload already running, 500 other failure; out says what happened.
+ *
+ * Any other return is answered as 500. A NULL callback answers 501.
+ */
+struct admin_ops {
+    int (*get_stats_json)(void *ctx, struct buf *out);
+    int (*get_metrics)(void *ctx, struct buf *out);
+    int (*health)(void *ctx, struct buf *out);
+    int (*ring)(void *ctx, const char *pool, const char *key, size_t keylen, struct buf *out);
+    int (*config)(void *ctx, struct buf *out);
+    int (*reload)(void *ctx, struct buf *out);
+};
+
+/*
+ * Endpoints (HEAD is accepted wherever GET is):
+ *   GET  /metrics                 text/plain; version=0.0.4   Prometheus exposition
+ *   GET  /stats                   application/json            the stats-port document
+ *   GET  /health                  text/plain                  200 or 503
+ *   GET  /ring?pool=P&key=K       application/json            200, 404; 400 if P or K missing
+ *   GET  /config                  application/json            the configuration in effect
+ *   POST /reload                  text/plain                  needs "Authorization: Bearer
+ *                                                             <token>" when a token is set
+ * A known path with another method gets 405 and an Allow header, an unknown path 404, a bad
+ * or missing token 401 (with WWW-Authenticate: Bearer). Error bodies are one line of text.
+ */
+
+/*
+ * Listen on addr ("host:port", "[v6]:port", ":port" meaning 127.0.0.1; port 0 picks a free
+ * one, see admin_port) and serve on a thread of libmicrohttpd. token: NULL or "" for none
+ * (copied). ops and ctx must outlive the server. Returns the server, or NULL with a reason
+ * in err (errlen bytes, always NUL-terminated when errlen > 0).
+ */
+struct admin *admin_start(const char *addr, const char *token, const struct admin_ops *ops,
+                          void *ctx, char *err, size_t errlen);
+
+/* The TCP port actually bound. */
+uint16_t admin_port(const struct admin *a);
+
+/* Stop the thread, close the listener and connections (waits for running callbacks), free. */
+void admin_stop(struct admin *a);
+
+#endif
