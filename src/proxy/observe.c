@@ -256,3 +256,274 @@ void observe_stats_close(struct proxy *p)
         p->stats_open = 0;
     }
 }
+
+/* ------------------------------------------------------------------ admin endpoint */
+
+#include <jansson.h>
+
+#include "admin.h"
+#include "health.h"
+
+static int admin_stats_json(void *ctx, struct buf *out)
+{
+    return observe_render(ctx, 0, out);
+}
+
+static int admin_metrics(void *ctx, struct buf *out)
+{
+    return observe_render(ctx, 1, out);
+}
+
+/* 200 when every pool has a live server, else 503 naming the pools that have none. */
+static int admin_health(void *ctx, struct buf *out)
+{
+    struct proxy *p = ctx;
+    struct snapshot *s = observe_snapshot(p);
+    int status = 200;
+
+    if (s == NULL || atomic_load(&p->stopping)) {
+        buf_append_str(out, "draining\n");
+        if (s)
+            snapshot_unref(s);
+        return 503;
+    }
+    for (uint32_t i = 0; i < s->conf->npools; i++) {
+        uint32_t live = 0;
+        for (uint32_t k = 0; k < s->conf->pools[i].nservers; k++)
+            live += health_up(s->health[i][k]);
+        if (live == 0) {
+            buf_appendf(out, "pool '%s': no live server\n", s->conf->pools[i].name);
+            status = 503;
+        }
+    }
+    if (status == 200)
+        buf_append_str(out, "ok\n");
+    snapshot_unref(s);
+    return status;
+}
+
+static int json_out(json_t *j, struct buf *out)
+{
+    if (j == NULL)
+        return -ENOMEM;
+    char *txt = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (txt == NULL)
+        return -ENOMEM;
+    int rc = buf_append_str(out, txt);
+    buf_append_str(out, "\n");
+    free(txt);
+    return rc;
+}
+
+static int admin_ring(void *ctx, const char *pool, const char *key, size_t keylen, struct buf *out)
+{
+    struct proxy *p = ctx;
+    struct snapshot *s = observe_snapshot(p);
+    if (s == NULL)
+        return 500;
+    int idx = -1;
+    for (uint32_t i = 0; i < s->conf->npools; i++)
+        if (strcmp(s->conf->pools[i].name, pool) == 0)
+            idx = (int)i;
+    if (idx < 0) {
+        buf_appendf(out, "no pool named '%s'\n", pool);
+        snapshot_unref(s);
+        return 404;
+    }
+    const struct conf_pool *cp = &s->conf->pools[idx];
+    const struct ring *r = s->rings[idx];
+    uint32_t pref[RING_MAX_PREF];
+    uint32_t want = cp->nservers < RING_MAX_PREF ? cp->nservers : RING_MAX_PREF;
+    uint32_t n = ring_preference(r, key, keylen, pref, want);
+    char sum[32];
+    snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)r->checksum);
+    json_t *list = json_array();
+    for (uint32_t i = 0; i < n; i++) {
+        json_t *e = json_object();
+        json_object_set_new(e, "server", json_string(cp->servers[pref[i]].label));
+        json_object_set_new(e, "state", json_string(health_up(s->health[idx][pref[i]]) ? "up" : "down"));
+        json_array_append_new(list, e);
+    }
+    json_t *j = json_object();
+    json_object_set_new(j, "pool", json_string(cp->name));
+    json_object_set_new(j, "key", json_stringn_nocheck(key, keylen));
+    json_object_set_new(j, "owner", json_string(cp->servers[pref[0]].label));
+    json_object_set_new(j, "preference", list);
+    json_object_set_new(j, "epoch", json_integer((json_int_t)r->epoch));
+    json_object_set_new(j, "checksum", json_string(sum));
+    snapshot_unref(s);
+    return json_out(j, out) == 0 ? 200 : 500;
+}
+
+static json_t *addr_json(const struct conf_addr *a)
+{
+    return a->text ? json_string(a->text) : json_null();
+}
+
+/* The configuration in effect, secrets masked. */
+static int admin_config(void *ctx, struct buf *out)
+{
+    struct proxy *p = ctx;
+    struct snapshot *s = observe_snapshot(p);
+    if (s == NULL)
+        return -EAGAIN;
+    const struct conf *c = s->conf;
+    json_t *root = json_object();
+    json_t *g = json_object();
+    json_object_set_new(g, "path", json_string(c->path ? c->path : ""));
+    json_object_set_new(g, "workers", json_integer(p->nworkers));
+    json_object_set_new(g, "stats_listen", addr_json(&c->global.stats_listen));
+    json_object_set_new(g, "admin", addr_json(&c->global.admin_listen));
+    json_object_set_new(g, "admin_token", c->global.admin_token ? json_string("********") : json_null());
+    json_object_set_new(g, "watch", json_boolean(c->global.watch));
+    json_object_set_new(g, "zone", c->global.zone ? json_string(c->global.zone) : json_null());
+    json_object_set_new(root, "ringleader", g);
+    json_t *pools = json_object();
+    for (uint32_t i = 0; i < c->npools; i++) {
+        const struct conf_pool *cp = &c->pools[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "listen", addr_json(&cp->listen));
+        json_object_set_new(o, "protocol", json_string(cp->protocol == CONF_PROTO_REDIS ? "redis" : "memcache"));
+        json_object_set_new(o, "hash", json_string(hash_name(cp->hash)));
+        json_object_set_new(o, "distribution", json_string(dist_name(cp->dist)));
+        if (cp->has_hash_tag)
+            json_object_set_new(o, "hash_tag", json_stringn(cp->hash_tag, 2));
+        json_object_set_new(o, "timeout", json_integer(cp->timeout_ms));
+        json_object_set_new(o, "server_connections", json_integer(cp->server_connections));
+        json_object_set_new(o, "auto_eject_hosts", json_boolean(cp->auto_eject_hosts));
+        json_object_set_new(o, "server_failure_limit", json_integer(cp->server_failure_limit));
+        json_object_set_new(o, "server_retry_timeout", json_integer(cp->server_retry_timeout_ms));
+        json_object_set_new(o, "redis_auth", cp->redis_auth ? json_string("********") : json_null());
+        json_object_set_new(o, "redis_db", json_integer(cp->redis_db));
+        static const char *const on_down[] = {"failover", "miss", "error"};
+        json_object_set_new(o, "on_down", json_string(on_down[cp->on_down]));
+        json_object_set_new(o, "replicas", json_integer(cp->replicas));
+        json_object_set_new(o, "balance_factor", json_real(cp->balance_factor));
+        json_object_set_new(o, "epoch", json_integer((json_int_t)s->rings[i]->epoch));
+        char sum[32];
+        snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)s->rings[i]->checksum);
+        json_object_set_new(o, "ring_checksum", json_string(sum));
+        json_t *servers = json_array();
+        for (uint32_t k = 0; k < cp->nservers; k++) {
+            const struct conf_server *cs = &cp->servers[k];
+            json_t *e = json_object();
+            json_object_set_new(e, "address", addr_json(&cs->addr));
+            json_object_set_new(e, "weight", json_integer(cs->weight));
+            json_object_set_new(e, "name", cs->name ? json_string(cs->name) : json_null());
+            json_object_set_new(e, "zone", cs->zone ? json_string(cs->zone) : json_null());
+            json_array_append_new(servers, e);
+        }
+        json_object_set_new(o, "servers", servers);
+        json_object_set_new(pools, cp->name, o);
+    }
+    json_object_set_new(root, "pools", pools);
+    snapshot_unref(s);
+    return json_out(root, out);
+}
+
+/* POST /reload: the reload runs on the main loop; this thread waits for it. */
+static int admin_reload(void *ctx, struct buf *out)
+{
+    struct proxy *p = ctx;
+    int status;
+
+    uv_mutex_lock(&p->admin_mu);
+    while (p->admin_reload_state != 0)         /* one request at a time */
+        uv_cond_wait(&p->admin_cond, &p->admin_mu);
+    p->admin_reload_state = 1;
+    uv_async_send(&p->admin_async);
+    while (p->admin_reload_state != 2)
+        uv_cond_wait(&p->admin_cond, &p->admin_mu);
+    status = p->admin_reload_status;
+    buf_append_str(out, p->admin_reload_text);
+    buf_append_str(out, "\n");
+    p->admin_reload_state = 0;
+    uv_cond_broadcast(&p->admin_cond);
+    uv_mutex_unlock(&p->admin_mu);
+    return status;
+}
+
+static void admin_async_cb(uv_async_t *a)
+{
+    struct proxy *p = a->data;
+    char err[1024] = "";
+
+    uv_mutex_lock(&p->admin_mu);
+    int requested = p->admin_reload_state == 1;
+    uv_mutex_unlock(&p->admin_mu);
+    if (!requested)
+        return;
+    int busy = p->reload_old != NULL;
+    int rc = busy ? 0 : reload_run(p, "admin", err, sizeof(err));
+    uv_mutex_lock(&p->admin_mu);
+    if (busy) {
+        p->admin_reload_status = 409;
+        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text),
+                 "a reload is still being applied; try again");
+    } else if (rc < 0) {
+        p->admin_reload_status = 422;
+        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text),
+                 "configuration refused, the running one keeps serving: %s", err);
+    } else {
+        p->admin_reload_status = 200;
+        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text), "reloaded");
+    }
+    p->admin_reload_state = 2;
+    uv_cond_broadcast(&p->admin_cond);
+    uv_mutex_unlock(&p->admin_mu);
+}
+
+static const struct admin_ops observe_admin_ops = {
+    .get_stats_json = admin_stats_json,
+    .get_metrics = admin_metrics,
+    .health = admin_health,
+    .ring = admin_ring,
+    .config = admin_config,
+    .reload = admin_reload,
+};
+
+int observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
+                        size_t errlen)
+{
+    uv_mutex_init(&p->admin_mu);
+    uv_cond_init(&p->admin_cond);
+    uv_async_init(&p->loop, &p->admin_async, admin_async_cb);
+    p->admin_async.data = p;
+    p->admin_inited = 1;
+    if (addr == NULL)
+        return 0;
+    p->admin = admin_start(addr, token, &observe_admin_ops, p, err, errlen);
+    return p->admin ? 0 : -EINVAL;
+}
+
+void observe_admin_stop(struct proxy *p)
+{
+    if (p->admin_inited) {
+        /* A POST /reload waiting for the main loop would wait forever. */
+        uv_mutex_lock(&p->admin_mu);
+        if (p->admin_reload_state == 1) {
+            p->admin_reload_state = 2;
+            p->admin_reload_status = 503;
+            snprintf(p->admin_reload_text, sizeof(p->admin_reload_text), "shutting down");
+            uv_cond_broadcast(&p->admin_cond);
+        }
+        uv_mutex_unlock(&p->admin_mu);
+    }
+    if (p->admin != NULL) {
+        admin_stop(p->admin);
+        p->admin = NULL;
+    }
+    if (p->admin_inited) {
+        uv_close((uv_handle_t *)&p->admin_async, NULL);
+    }
+}
+
+void observe_admin_free(struct proxy *p)
+{
+    if (p->admin_inited) {
+        uv_mutex_destroy(&p->admin_mu);
+        uv_cond_destroy(&p->admin_cond);
+        p->admin_inited = 0;
+    }
+}

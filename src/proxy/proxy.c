@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "health.h"
 #include "log.h"
 #include "proxy/proxy.h"
 #include "proxy/observe.h"
@@ -32,6 +33,9 @@ void snapshot_unref(struct snapshot *s)
         if (s->unix_fds[i] >= 0)
             close(s->unix_fds[i]);
     free(s->unix_fds);
+    for (uint32_t i = 0; s->health != NULL && i < s->conf->npools; i++)
+        free(s->health[i]);
+    free(s->health);
     free(s->rings);
     free(s->shared);
     conf_free(s->conf);
@@ -74,6 +78,36 @@ static int snapshot_pool(const struct snapshot *s, const char *name, enum conf_p
     return -1;
 }
 
+/* The health record of a server: kept across reloads for the same pool,
+ * identity and address, so a reload never resets a down server to up. */
+static struct health *proxy_health(struct proxy *p, const char *pool, const struct conf_server *cs)
+{
+    char key[1024];
+    snprintf(key, sizeof(key), "%s\n%s\n%s", pool, cs->ident, cs->addr.text);
+    for (uint32_t i = 0; i < p->nhealth; i++)
+        if (strcmp(p->health_keys[i], key) == 0)
+            return p->healths[i];
+    struct health **nh = realloc(p->healths, (p->nhealth + 1) * sizeof(*nh));
+    if (nh == NULL)
+        return NULL;
+    p->healths = nh;
+    char **nk = realloc(p->health_keys, (p->nhealth + 1) * sizeof(*nk));
+    if (nk == NULL)
+        return NULL;
+    p->health_keys = nk;
+    struct health *h = calloc(1, sizeof(*h));
+    char *k = strdup(key);
+    if (h == NULL || k == NULL) {
+        free(h);
+        free(k);
+        return NULL;
+    }
+    p->healths[p->nhealth] = h;
+    p->health_keys[p->nhealth] = k;
+    p->nhealth++;
+    return h;
+}
+
 struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
                                       const struct snapshot *old, char *err, size_t errlen)
 {
@@ -90,7 +124,8 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
     s->rings = calloc(n, sizeof(*s->rings));
     s->shared = calloc(n, sizeof(*s->shared));
     s->unix_fds = malloc(n * sizeof(*s->unix_fds));
-    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL) {
+    s->health = calloc(n, sizeof(*s->health));
+    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -117,9 +152,17 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
             }
         }
         s->shared[i] = proxy_shared(p, cp->name);
-        if (s->shared[i] == NULL) {
+        s->health[i] = calloc(cp->nservers ? cp->nservers : 1, sizeof(**s->health));
+        if (s->shared[i] == NULL || s->health[i] == NULL) {
             snprintf(err, errlen, "out of memory");
             goto fail;
+        }
+        for (uint32_t k = 0; k < cp->nservers; k++) {
+            s->health[i][k] = proxy_health(p, cp->name, &cp->servers[k]);
+            if (s->health[i][k] == NULL) {
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
         }
         if (cp->listen.path == NULL)
             continue;
@@ -261,6 +304,15 @@ int proxy_run(struct proxy_options *opt)
         goto out_workers;
     }
 
+    const struct conf_addr *al = &conf->global.admin_listen;
+    if (observe_admin_start(p, al->text, conf->global.admin_token, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
+        log_error("admin endpoint: %s", err);
+        goto out_workers;
+    }
+    if (p->admin != NULL)
+        log_notice("admin endpoint on %s", al->text);
+
     for (uint32_t i = 0; i < p->nworkers; i++) {
         if (worker_start(&p->workers[i]) != 0) {
             log_error("cannot start worker thread %u", i);
@@ -296,12 +348,14 @@ out_workers:
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
     uv_close((uv_handle_t *)&p->reload_async, NULL);
+    observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);
     uv_run(&p->loop, UV_RUN_DEFAULT);
     uv_loop_close(&p->loop);
     free(p->workers);
     reload_free(p);
+    observe_admin_free(p);
 out_snap:
     if (p->reload_old != NULL)
         snapshot_unref(p->reload_old);
@@ -314,6 +368,12 @@ out:
     }
     free(p->shared);
     free(p->shared_names);
+    for (uint32_t i = 0; i < p->nhealth; i++) {
+        free(p->healths[i]);
+        free(p->health_keys[i]);
+    }
+    free(p->healths);
+    free(p->health_keys);
     uv_mutex_destroy(&p->snap_mu);
     free(p);
     return status;

@@ -11,6 +11,8 @@
 
 struct worker;
 struct reload_state;
+struct health;
+struct admin;
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 struct pool_shared {
@@ -29,6 +31,7 @@ struct snapshot {
     struct ring     **rings;      /* [conf->npools] */
     struct pool_shared **shared;  /* [conf->npools], owned by struct proxy */
     int              *unix_fds;   /* [conf->npools]: listening unix socket or -1 (owned) */
+    struct health  ***health;     /* [pool][server]: shared records, owned by struct proxy */
 };
 
 void snapshot_ref(struct snapshot *s);
@@ -58,6 +61,10 @@ struct proxy {
     struct pool_shared     **shared;
     char                   **shared_names;
     uint32_t                 nshared;
+    /* health records, one per pool/server identity/address ever seen */
+    struct health          **healths;
+    char                   **health_keys;
+    uint32_t                 nhealth;
     uv_signal_t              sigterm, sigint, sighup;
     uv_tcp_t                 stats_server;
     int                      stats_open;
@@ -69,6 +76,15 @@ struct proxy {
     struct snapshot         *reload_old;     /* released once every worker moved on */
     int                      reload_pending; /* another reload asked while one runs */
     struct reload_state     *reload;         /* history and per-pool report (reload.c) */
+    /* admin endpoint: POST /reload waits on the main loop's answer */
+    struct admin            *admin;
+    int                      admin_inited;
+    uv_async_t               admin_async;
+    uv_mutex_t               admin_mu;
+    uv_cond_t                admin_cond;
+    int                      admin_reload_state;   /* 0 idle, 1 asked, 2 answered */
+    int                      admin_reload_status;
+    char                     admin_reload_text[1200];
 };
 
 /* Load the config, build rings, start workers and the stats port; runs
