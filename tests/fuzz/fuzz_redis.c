@@ -7,7 +7,7 @@
  *       ../tests/fuzz/fuzz_redis.c ../src/proto/redis.c ../src/proto/redis_commands.c \
  *       ../src/proto/redis_local.c ../src/proto/proto.c ../src/buf.c ../src/util.c \
  *       -o fuzz_redis
- *   mkdir -p corpus && cp ../tests/fuzz/corpus/redis/* corpus/
+ *   cp -r ../tests/fuzz/corpus/redis corpus
  *   ./fuzz_redis -max_total_time=300 -max_len=4096 corpus
  *
  * `make check` runs the same target without libFuzzer through
