@@ -1147,6 +1147,16 @@ static int redis_server_hello(const char *auth, int db, struct buf *out)
     return n;
 }
 
+/* on_down: miss. A read of a down server's key answers nil; a write is
+ * refused (storing it elsewhere would lose it when the server is back). */
+static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
+{
+    (void)cmd;
+    if (rflags & PROTO_RF_WRITE)
+        return buf_append_str(out, "-ERR server down (on_down: miss refuses writes)\r\n");
+    return buf_append_str(out, "$-1\r\n");
+}
+
 const struct proto_ops proto_redis_ops = {
     .name = "redis",
     .parse_req = redis_parse_req,
@@ -1158,6 +1168,7 @@ const struct proto_ops proto_redis_ops = {
     .error_reply = redis_error_reply,
     .server_hello = redis_server_hello,
     .probe = "*1\r\n$4\r\nPING\r\n",
+    .miss_reply = redis_miss_reply,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
