@@ -211,7 +211,7 @@ static int tool_json_emit(json_t *root)
                 strerror(ENOMEM));
         return TOOL_EXIT_ERROR;
     }
-    int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+    int rc = json_dumpf(root, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
     json_decref(root);
     fputc('\n', stdout);
     return rc == 0 ? TOOL_EXIT_OK : TOOL_EXIT_ERROR;
