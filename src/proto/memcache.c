@@ -1151,5 +1151,6 @@ const struct proto_ops proto_memcache_ops = {
     .error_reply = mc_error_reply,
     .server_hello = mc_server_hello,
     .probe = "version\r\n",
+    .probe_cmd = MEMCACHE_CMD_VERSION,
     .miss_reply = mc_miss_reply,
 };

@@ -173,8 +173,10 @@ struct proto_ops {
      * returns how many replies to swallow. */
     int (*server_hello)(const char *auth, int db, struct buf *out);
 
-    /* Health probe request (memcached "version", Redis PING). */
+    /* Health probe request (memcached "version", Redis PING) and the
+     * command id its reply is parsed as. */
     const char *probe;
+    uint16_t    probe_cmd;
 
     /* on_down: miss — the reply a request gets while its server is down:
      * a miss for a read, a refusal for a write. 0 or -ENOMEM. */

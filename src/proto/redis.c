@@ -1168,6 +1168,7 @@ const struct proto_ops proto_redis_ops = {
     .error_reply = redis_error_reply,
     .server_hello = redis_server_hello,
     .probe = "*1\r\n$4\r\nPING\r\n",
+    .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
 };
 

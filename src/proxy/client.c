@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "health.h"
 #include "log.h"
 #include "proto/memcache.h"
 #include "proxy/client.h"
@@ -268,22 +269,30 @@ static void client_fail(struct client *c, struct msg *m, enum proto_err code, co
     c->held_bytes += buf_len(&m->rsp);
 }
 
-/* The bytes a key is placed by (base64 keys are decoded first). */
+/* The bytes key k is placed by: base64 keys (meta b flag) are decoded
+ * into dec (at least 512 bytes) first. */
+static const char *client_key(const struct proto_req *req, const char *buf, uint32_t k,
+                              char *dec, size_t *len)
+{
+    const char *key = buf + req->keys[k].off;
+    *len = req->keys[k].len;
+    if (req->flags & PROTO_RF_KEYB64) {
+        int n = memcache_key_decode(key, *len, dec, 512);
+        if (n >= 0) {
+            *len = (size_t)n;
+            return dec;
+        }
+    }
+    return key;
+}
+
 static uint32_t client_owner(struct client *c, const struct proto_req *req, const char *buf,
                              uint32_t k, uint64_t *hint)
 {
     const struct ring *r = c->pool->ring;
-    const char *key = buf + req->keys[k].off;
-    size_t len = req->keys[k].len;
     char dec[512];
-
-    if (req->flags & PROTO_RF_KEYB64) {
-        int n = memcache_key_decode(key, len, dec, sizeof(dec));
-        if (n >= 0) {
-            key = dec;
-            len = (size_t)n;
-        }
-    }
+    size_t len;
+    const char *key = client_key(req, buf, k, dec, &len);
     uint64_t h = ring_key_hash(r, key, len);
     if (hint)
         *hint = h;
@@ -317,6 +326,71 @@ static void client_send(struct client *c, struct msg *m, struct server *srv, uin
     STAT_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
     worker_mark_sconn(c->w, s);
+}
+
+/*
+ * The owner of key k is down (down is not removed: the ring is unchanged).
+ * Returns the server to send to, or NULL when m was answered here, as the
+ * pool's on_down says: failover to the next live server of the key's
+ * preference list, a miss, or an error at once. When more than half of the
+ * pool is down the health signal itself is suspect: fail open and send to
+ * the owner anyway. The caller that finds the retry time come sends the
+ * probe that can bring the owner back.
+ */
+static struct server *client_route_down(struct client *c, struct msg *m, const struct proto_req *req,
+                                        const char *buf, uint32_t k, uint32_t owner, int answer)
+{
+    struct wpool *pool = c->pool;
+    struct server *srv = pool->servers[owner];
+
+    if (health_try_probe(srv->health, util_now_ms()))
+        server_probe(srv);
+    uint32_t down = 0;
+    for (uint32_t i = 0; i < pool->nservers; i++)
+        down += !health_up(pool->servers[i]->health);
+    if (down * 2 > pool->nservers) {
+        STAT_ADD(&pool->stats, fail_open, 1);
+        return srv;
+    }
+    switch (pool->cp->on_down) {
+    case CONF_ON_DOWN_FAILOVER: {
+        uint32_t pref[RING_MAX_PREF];
+        char dec[512];
+        size_t len;
+        const char *key = client_key(req, buf, k, dec, &len);
+        uint32_t want = RL_MIN(pool->nservers, RING_MAX_PREF);
+        uint32_t n = ring_preference(pool->ring, key, len, pref, want);
+        for (uint32_t i = 0; i < n; i++) {
+            struct server *alt = pool->servers[pref[i]];
+            if (pref[i] != owner && health_up(alt->health)) {
+                STAT_ADD(&pool->stats, failovers, 1);
+                return alt;
+            }
+        }
+        if (answer)
+            client_fail(c, m, PROTO_ERR_DOWN, "no live server for this key");
+        return NULL;
+    }
+    case CONF_ON_DOWN_MISS:
+        if (!answer)
+            return NULL;
+        m->flags |= MSG_F_DONE;
+        if (m->flags & MSG_F_NOREPLY) {
+            msg_put(c->w, m);
+            return NULL;
+        }
+        pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
+        c->held_bytes += buf_len(&m->rsp);
+        return NULL;
+    case CONF_ON_DOWN_ERROR:
+    default:
+        if (answer) {
+            char reason[300];
+            snprintf(reason, sizeof(reason), "server %s is down", srv->label);
+            client_fail(c, m, PROTO_ERR_DOWN, reason);
+        }
+        return NULL;
+    }
 }
 
 static int client_scratch(struct worker *w, uint32_t n)
@@ -360,6 +434,16 @@ static void client_fanout(struct client *c, struct msg *m, const struct proto_re
     } else {
         for (uint32_t i = 0; i < nkeys; i++) {
             owner[i] = client_owner(c, req, buf, i, NULL);
+            if (!health_up(pool->servers[owner[i]]->health)) {
+                /* failover moves the key to a live server; other policies
+                 * leave it on its owner, whose fragment is answered below */
+                struct server *alt = client_route_down(c, m, req, buf, i, owner[i], 0);
+                if (alt != NULL) {
+                    for (uint32_t s = 0; s < nsrv; s++)
+                        if (pool->servers[s] == alt)
+                            owner[i] = s;
+                }
+            }
             if (slot[owner[i]] == 0)
                 slot[owner[i]] = ++nfrag;
         }
@@ -413,6 +497,20 @@ static void client_fanout(struct client *c, struct msg *m, const struct proto_re
         fm->nkeys = n;
         struct server *srv = target[f];
         fm->server = srv;
+        if (!broadcast && !health_up(srv->health) && pool->cp->on_down != CONF_ON_DOWN_FAILOVER) {
+            /* on_down miss: a memcached multi-get's fragment is all misses;
+             * anything else (and on_down error) fails the fragment at once */
+            if (pool->cp->on_down == CONF_ON_DOWN_MISS && (req->flags & PROTO_RF_RETRIEVAL) &&
+                pool->cp->protocol == CONF_PROTO_MEMCACHE) {
+                pool->ops->miss_reply(req->cmd, req->flags, &fm->rsp);
+                server_msg_done(w, fm);
+            } else {
+                char reason[300];
+                snprintf(reason, sizeof(reason), "server %s is down", srv->label);
+                server_fail_msg(w, fm, PROTO_ERR_DOWN, reason);
+            }
+            continue;
+        }
         const char *reason = NULL;
         struct sconn *s = server_pick(srv, f, &reason);
         if (s == NULL) {
@@ -516,7 +614,13 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
                 goto out;
             }
         }
-        client_send(c, m, pool->servers[owner], hint, req, buf);
+        struct server *srv = pool->servers[owner];
+        if (!health_up(srv->health)) {
+            srv = client_route_down(c, m, req, buf, 0, owner, 1);
+            if (srv == NULL)
+                goto out;
+        }
+        client_send(c, m, srv, hint, req, buf);
         break;
     }
 

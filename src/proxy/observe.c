@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "health.h"
 #include "log.h"
 #include "proxy/observe.h"
 #include "proxy/proxy.h"
@@ -71,7 +72,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         vp->distribution = dist_name(cp->dist);
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
-            vp->servers[s].up = 1;
+            vp->servers[s].up = health_up(snap->health[i][s]);
         }
         if (p->reload != NULL) {
             struct reload_state *rs = p->reload;

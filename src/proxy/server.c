@@ -345,7 +345,11 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
         return NULL;
     }
     if (uv_now(&srv->w->loop) < srv->retry_at_ms) {
+        /* The last connect failed moments ago: this request fails too, and
+         * counts, so the server goes down after server_failure_limit
+         * requests rather than after that many reconnect rounds. */
         *reason = "server unreachable (reconnecting)";
+        server_failed(srv, *reason);
         return NULL;
     }
     s = sconn_open(srv, slot);
@@ -376,6 +380,7 @@ void server_probe(struct server *srv)
         return;
     }
     m->flags = MSG_F_INTERNAL | MSG_F_PROBE;
+    m->cmd = srv->pool->ops->probe_cmd;
     sconn_enqueue(s, m);
     m->deadline_ms = uv_now(&w->loop) + (uint64_t)timeout;
     if (!s->timer_armed) {
@@ -601,6 +606,11 @@ static void msg_answer_error(struct worker *w, struct msg *m, enum proto_err cod
 void server_fail_msg(struct worker *w, struct msg *m, enum proto_err code, const char *reason)
 {
     msg_answer_error(w, m, code, reason);
+}
+
+void server_msg_done(struct worker *w, struct msg *m)
+{
+    msg_done(w, m);
 }
 
 /* ------------------------------------------------------------------ replies */

@@ -78,6 +78,10 @@ struct sconn *server_pick(struct server *s, uint64_t hint, const char **reason);
  * server: it then stays queued as a zombie). Handles fragments. */
 void server_fail_msg(struct worker *w, struct msg *m, enum proto_err code, const char *reason);
 
+/* m (never sent) holds its complete reply: deliver it, or merge its
+ * parent when it was the last fragment. */
+void server_msg_done(struct worker *w, struct msg *m);
+
 /* Queue a message on a connection (the request bytes are already in
  * s->obuf); arms its timeout. */
 void sconn_enqueue(struct sconn *s, struct msg *m);

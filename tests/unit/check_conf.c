@@ -167,6 +167,24 @@ END_TEST
 
 /* ------------------------------------------------------------ defaults */
 
+START_TEST(test_on_down_follows_auto_eject_hosts)
+{
+    const char *base = "p:\n  listen: 127.0.0.1:1\n  servers:\n   - 127.0.0.1:2:1\n";
+    char text[512];
+    struct conf *c = NULL;
+    char err[512];
+
+    snprintf(text, sizeof(text), "%s  auto_eject_hosts: true\n", base);
+    ck_assert_int_eq(conf_load_buffer("t.yml", text, strlen(text), &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c->pools[0].on_down, CONF_ON_DOWN_FAILOVER);
+    conf_free(c);
+    snprintf(text, sizeof(text), "%s  auto_eject_hosts: false\n  on_down: miss\n", base);
+    ck_assert_int_eq(conf_load_buffer("t.yml", text, strlen(text), &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c->pools[0].on_down, CONF_ON_DOWN_MISS);
+    conf_free(c);
+}
+END_TEST
+
 START_TEST(test_defaults)
 {
     struct conf *c = load_ok(POOL_HEAD ONE_SERVER);
@@ -199,7 +217,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(p->replicas, 1);
     ck_assert_int_eq(p->read_from, CONF_READ_PRIMARY);
     ck_assert_int_eq(p->write_to, CONF_WRITE_PRIMARY);
-    ck_assert_int_eq(p->on_down, CONF_ON_DOWN_FAILOVER);
+    /* no on_down and auto_eject_hosts false (twemproxy's default): errors */
+    ck_assert_int_eq(p->on_down, CONF_ON_DOWN_ERROR);
     ck_assert_uint_eq(p->warmup_s, 0);
     ck_assert_uint_eq(p->item_size_max, 1048576);
     ck_assert_int_eq(p->allow_flush, 0);
@@ -739,6 +758,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_twemproxy_vectors);
     tcase_add_test(tc, test_allhash_vectors);
     tcase_add_test(tc, test_defaults);
+    tcase_add_test(tc, test_on_down_follows_auto_eject_hosts);
     tcase_add_test(tc, test_default_hash_follows_distribution);
     tcase_add_test(tc, test_every_key);
     tcase_add_test(tc, test_slots_map);
