@@ -755,8 +755,9 @@ static int conf__server_parse(struct conf_ctx *c, struct conf_server *srv, yaml_
     if (item->type == YAML_SCALAR_NODE) {
         size_t n;
         const char *s = conf__scalar(c, item, &n, 0);
-        if (s == NULL || conf__server_from_string(c, srv, s, n) != NULL)
-            return conf__fail(c, item, "servers", "%s", c->why);
+        const char *why = s == NULL ? c->why : conf__server_from_string(c, srv, s, n);
+        if (why != NULL)
+            return conf__fail(c, item, "servers", "%s", why);
     } else if (item->type == YAML_MAPPING_NODE) {
         enum { N = RL_ARRAY_SIZE(conf_server_commands) };
         yaml_node_t *keys[N], *values[N];

@@ -114,8 +114,11 @@ void conf_free(struct conf *conf);
 
 const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name);
 
-/* Parse "host:port", "host:port:weight", "/path", "/path:weight" etc. into addr
- * (allocating its strings); 0 or -1 with a reason. Shared with the CLI. */
+/* Parse an address: "host:port", "[v6]:port", "/path" or "/path PERM" (octal
+ * unix-listener permissions, nutcracker's `listen: /tmp/s 0666`) into addr,
+ * allocating its strings (free with conf_addr_free); 0, or -1 with a reason in
+ * err and addr zeroed. Server weights and names ("host:port:weight [name]")
+ * are split off by the server parser before it calls this. Shared with the CLI. */
 int conf_parse_addr(const char *text, struct conf_addr *addr, char *err, size_t errlen);
 void conf_addr_free(struct conf_addr *addr);
 

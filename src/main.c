@@ -1,10 +1,220 @@
-/* ringleader: STUB. */
+/* ringleader: command line (nutcracker's flags plus --workers), daemon mode, pid file. */
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-int main(void)
+#include "conf.h"
+#include "log.h"
+#include "proxy/proxy.h"
+#include "stats.h"
+
+#define RL_DEFAULT_CONF "conf/ringleader.yml"
+
+static void usage(FILE *f)
 {
-    printf("This is ringleader-%s\n", PACKAGE_VERSION);
+    fprintf(f,
+            "Usage: ringleader [-?hVdDt] [-v verbosity level] [-o output file]\n"
+            "                  [-c conf file] [-s stats port] [-a stats addr]\n"
+            "                  [-i stats interval] [-p pid file] [-m mbuf size] [--workers N]\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help             : this help\n"
+            "  -V, --version          : show version and exit\n"
+            "  -t, --test-conf        : test configuration for syntax errors and exit\n"
+            "  -d, --daemonize        : run as a daemon\n"
+            "  -D, --describe-stats   : print stats description and exit\n"
+            "  -v, --verbose=N        : set logging level (default: %d, min: 0, max: 11)\n"
+            "  -o, --output=S         : set logging file (default: stderr)\n"
+            "  -c, --conf-file=S      : set configuration file (default: %s)\n"
+            "  -s, --stats-port=N     : set stats monitoring port (default: 22222)\n"
+            "  -a, --stats-addr=S     : set stats monitoring ip (default: 127.0.0.1)\n"
+            "  -i, --stats-interval=N : set stats aggregation interval in msec (default: 30000 msec)\n"
+            "  -p, --pid-file=S       : set pid file (default: off)\n"
+            "  -m, --mbuf-size=N      : set initial I/O buffer size in bytes (default: 16384)\n"
+            "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n",
+            LOG_NOTICE_, RL_DEFAULT_CONF);
+}
+
+static int daemonize(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    if (setsid() < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0)
+        return -errno;
+    if (pid > 0)
+        _exit(0);
+    umask(0);
+    int fd = open("/dev/null", O_RDWR);
+    if (fd >= 0) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO)
+            close(fd);
+    }
     return 0;
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno != 0 || *s == '\0' || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"test-conf", no_argument, NULL, 't'},
+        {"daemonize", no_argument, NULL, 'd'},
+        {"describe-stats", no_argument, NULL, 'D'},
+        {"verbose", required_argument, NULL, 'v'},
+        {"output", required_argument, NULL, 'o'},
+        {"conf-file", required_argument, NULL, 'c'},
+        {"stats-port", required_argument, NULL, 's'},
+        {"stats-interval", required_argument, NULL, 'i'},
+        {"stats-addr", required_argument, NULL, 'a'},
+        {"pid-file", required_argument, NULL, 'p'},
+        {"mbuf-size", required_argument, NULL, 'm'},
+        {"workers", required_argument, NULL, 'W'},
+        {NULL, 0, NULL, 0},
+    };
+    struct proxy_options opt;
+    int test_conf = 0, daemon = 0;
+    long level = LOG_NOTICE_, v;
+    const char *logfile = NULL, *pidfile = NULL;
+
+    memset(&opt, 0, sizeof(opt));
+    opt.conf_path = RL_DEFAULT_CONF;
+    int c;
+    while ((c = getopt_long(argc, argv, "hVtdDv:o:c:s:i:a:p:m:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("This is ringleader-%s\n", PACKAGE_VERSION);
+            return 0;
+        case 't':
+            test_conf = 1;
+            break;
+        case 'd':
+            daemon = 1;
+            break;
+        case 'D':
+            stats_describe(stdout);
+            return 0;
+        case 'v':
+            if (parse_int(optarg, 0, 11, &level) < 0) {
+                fprintf(stderr, "ringleader: option -v requires a number from 0 to 11\n");
+                return 1;
+            }
+            break;
+        case 'o':
+            logfile = optarg;
+            break;
+        case 'c':
+            opt.conf_path = optarg;
+            break;
+        case 's':
+            if (parse_int(optarg, 1, 65535, &v) < 0) {
+                fprintf(stderr, "ringleader: option -s requires a port from 1 to 65535\n");
+                return 1;
+            }
+            opt.stats_port = (int)v;
+            break;
+        case 'i':
+            if (parse_int(optarg, 1, 86400000, &v) < 0) {
+                fprintf(stderr, "ringleader: option -i requires a positive interval in msec\n");
+                return 1;
+            }
+            opt.stats_interval_ms = (int)v;
+            break;
+        case 'a':
+            opt.stats_addr = optarg;
+            break;
+        case 'p':
+            pidfile = optarg;
+            break;
+        case 'm':
+            if (parse_int(optarg, 512, 64 << 20, &v) < 0) {
+                fprintf(stderr, "ringleader: option -m requires a size from 512 to 67108864\n");
+                return 1;
+            }
+            opt.buf_size = (size_t)v;
+            break;
+        case 'W':
+            if (parse_int(optarg, 1, 1024, &v) < 0) {
+                fprintf(stderr, "ringleader: option --workers requires a number from 1 to 1024\n");
+                return 1;
+            }
+            opt.workers = (uint32_t)v;
+            break;
+        default:
+            usage(stderr);
+            return 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ringleader: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 1;
+    }
+
+    if (test_conf) {
+        struct conf *conf = NULL;
+        char err[1024];
+        if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0) {
+            fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n  %s\n",
+                    opt.conf_path, err);
+            return 1;
+        }
+        conf_free(conf);
+        printf("ringleader: configuration file '%s' syntax is ok\n", opt.conf_path);
+        return 0;
+    }
+
+    if (log_init((int)level, logfile) < 0) {
+        fprintf(stderr, "ringleader: cannot open log file '%s': %s\n", logfile, strerror(errno));
+        return 1;
+    }
+    if (daemon && daemonize() < 0) {
+        fprintf(stderr, "ringleader: cannot daemonize: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pidfile != NULL) {
+        FILE *f = fopen(pidfile, "w");
+        if (f == NULL) {
+            fprintf(stderr, "ringleader: cannot write pid file '%s': %s\n", pidfile,
+                    strerror(errno));
+            return 1;
+        }
+        fprintf(f, "%d\n", (int)getpid());
+        fclose(f);
+    }
+    signal(SIGPIPE, SIG_IGN);
+    int status = proxy_run(&opt);
+    if (pidfile != NULL)
+        unlink(pidfile);
+    return status;
 }

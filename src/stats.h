@@ -2,7 +2,14 @@
 #ifndef RL_STATS_H
 #define RL_STATS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#include "histogram.h"
+#include "hotkeys.h"
+
+struct buf;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
@@ -52,5 +59,134 @@ struct stats_pool {
 struct stats_server {
     STATS_SERVER_CODEC(STATS_FIELD)
 };
+
+
+/* ---- the field tables, generated from the lists (renderers, -D, docs test) */
+
+enum stats_type {
+    STATS_COUNTER, STATS_GAUGE, STATS_TIMESTAMP,
+    STATS_STRING, STATS_LIST                /* only in the *_EXT_CODEC lists */
+};
+
+struct stats_field {
+    const char     *name;
+    enum stats_type type;
+    const char     *desc;
+    size_t          offset;             /* of the int64_t in its struct */
+};
+
+extern const struct stats_field stats_pool_fields[];
+extern const size_t stats_pool_nfields;
+extern const struct stats_field stats_server_fields[];
+extern const size_t stats_server_nfields;
+
+/* Fields ringleader adds outside the counter structs (computed or from the ring/health),
+ * as (JSON name, type, description): printed by -D and kept in docs/stats.md. */
+#define STATS_POOL_EXT_CODEC(ACTION)                                                        \
+    ACTION(epoch,          GAUGE,     "ring generation: grows by one whenever the pool's ring changes") \
+    ACTION(ring_checksum,  STRING,     "hex checksum of the ring's canonical inputs: equal checksums place every key alike") \
+    ACTION(distribution,   STRING,     "the distribution (placement algorithm) of the pool") \
+    ACTION(reloads,        COUNTER,   "# reloads that changed the pool's ring")          \
+    ACTION(last_reload,    STRING,     "result of the last reload: ok or the error")      \
+    ACTION(last_reload_at, TIMESTAMP, "time of the last reload in seconds since epoch")  \
+    ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
+
+#define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
+    ACTION(state,           STRING, "up or down (health; down is not removed)")           \
+    ACTION(latency_p50_us,  GAUGE, "median request latency in usec")                     \
+    ACTION(latency_p99_us,  GAUGE, "99th percentile request latency in usec")            \
+    ACTION(latency_p999_us, GAUGE, "99.9th percentile request latency in usec")          \
+
+/* ---- summing per-worker counters (generated from the lists above)
+ *
+ * COUNTER and GAUGE fields add up; a TIMESTAMP takes the latest. The sources may be
+ * written concurrently by their worker: each field is read with a relaxed atomic load
+ * (never torn); the sum is not a snapshot of one instant. */
+void stats_pool_add(struct stats_pool *dst, const struct stats_pool *src);
+void stats_server_add(struct stats_server *dst, const struct stats_server *src);
+/* dst = the sum of n arrays (one per worker) of count elements each; srcs[w][i]. */
+void stats_sum_pool(struct stats_pool *dst, const struct stats_pool *const *srcs, size_t n,
+                    size_t count);
+void stats_sum_server(struct stats_server *dst, const struct stats_server *const *srcs,
+                      size_t n, size_t count);
+
+/* ---- the view: everything a renderer prints, already summed over the workers.
+ *
+ * The core fills it on the reader's thread (stats port, admin): strings point into the
+ * configuration (or any storage outliving the render), arrays belong to the view and are
+ * allocated by stats_view_alloc. Nothing in here is shared with the workers. */
+
+#define STATS_CHECKSUM_MAX 65           /* hex digits + NUL */
+#define STATS_RELOAD_TEXT_MAX 256
+
+struct stats_hot_key {
+    struct hotkeys_entry entry;         /* key bytes, estimated count, error bound */
+    const char *owner;                  /* the server the key maps to (name), or NULL */
+};
+
+struct stats_view_server {
+    const char *name;                   /* twemproxy's identity: the name, else host:port */
+    struct stats_server stats;          /* summed (in_flight: the core may store the
+                                           shared atomic here instead) */
+    int up;                             /* 1 up, 0 down (health) */
+    struct histogram latency;           /* merged over the workers */
+};
+
+struct stats_view_pool {
+    const char *name;
+    struct stats_pool stats;            /* summed */
+    uint64_t epoch;
+    char checksum[STATS_CHECKSUM_MAX];  /* the ring checksum, lower-case hex */
+    const char *distribution;
+    uint64_t reloads;                   /* reloads that changed this pool's ring */
+    char last_reload[STATS_RELOAD_TEXT_MAX]; /* "ok", or the error; "" before any reload */
+    int64_t last_reload_at;             /* unix seconds; 0 before any reload */
+    struct stats_hot_key *hot_keys;     /* nhot_keys entries, hottest first */
+    size_t nhot_keys;
+    struct stats_view_server *servers;
+    size_t nservers;
+};
+
+struct stats_view {
+    const char *service;                /* "ringleader" (twemproxy writes "nutcracker") */
+    const char *source;                 /* hostname */
+    const char *version;
+    int64_t uptime;                     /* seconds */
+    int64_t timestamp;                  /* unix seconds */
+    int64_t total_connections;          /* accepted since start */
+    int64_t curr_connections;
+    struct stats_view_pool *pools;
+    size_t npools;
+};
+
+/*
+ * Allocate a zeroed view with npools pools, pool i having nservers[i] servers and room for
+ * nhot[i] hot keys (all counters zero, histograms empty). Returns 0 or -ENOMEM (view left
+ * empty). Free with stats_view_free.
+ */
+int stats_view_alloc(struct stats_view *v, size_t npools, const size_t *nservers,
+                     const size_t *nhot);
+void stats_view_free(struct stats_view *v);
+
+/*
+ * Append the stats-port JSON document (twemproxy's layout and fields, then ringleader's
+ * extensions; see docs/stats.md) to out. Returns 0, -ENOMEM.
+ */
+int stats_render_json(const struct stats_view *v, struct buf *out);
+
+/* Append the Prometheus text exposition (format 0.0.4) to out. Returns 0, -ENOMEM. */
+int stats_render_prometheus(const struct stats_view *v, struct buf *out);
+
+/* Print every field with its type and description (ringleader -D). */
+void stats_describe(FILE *f);
+
+/*
+ * How a key is shown: printable UTF-8 (valid UTF-8 without C0 controls or DEL) as it is;
+ * otherwise every byte that is not part of printable UTF-8 is written as the four
+ * characters \xHH and the exact bytes are also given in hex (JSON "key_hex", Prometheus
+ * label key_hex). Writes a NUL-terminated string of at most outlen bytes (4 * len + 1
+ * suffice) and returns 1 when the key was printable, 0 when it was shown escaped.
+ */
+int stats_key_display(const char *key, size_t len, char *out, size_t outlen);
 
 #endif

@@ -1,7 +1,62 @@
-/* The memcache protocol: command ids shared by its parser and tests. */
+/* The memcache protocol: command ids shared by its parser, the core and tests. */
 #ifndef RL_PROTO_MEMCACHE_H
 #define RL_PROTO_MEMCACHE_H
 
+#include <stddef.h>
+
 #include "proto/proto.h"
+
+/* Command ids (struct proto_req.cmd). MEMCACHE_CMD_NONE marks a request line
+ * that named no known command (an ERROR request). */
+enum memcache_cmd {
+    MEMCACHE_CMD_NONE = 0,
+    MEMCACHE_CMD_GET,
+    MEMCACHE_CMD_GETS,
+    MEMCACHE_CMD_GAT,
+    MEMCACHE_CMD_GATS,
+    MEMCACHE_CMD_SET,
+    MEMCACHE_CMD_ADD,
+    MEMCACHE_CMD_REPLACE,
+    MEMCACHE_CMD_APPEND,
+    MEMCACHE_CMD_PREPEND,
+    MEMCACHE_CMD_CAS,
+    MEMCACHE_CMD_DELETE,
+    MEMCACHE_CMD_INCR,
+    MEMCACHE_CMD_DECR,
+    MEMCACHE_CMD_TOUCH,
+    MEMCACHE_CMD_MG,
+    MEMCACHE_CMD_MS,
+    MEMCACHE_CMD_MD,
+    MEMCACHE_CMD_MA,
+    MEMCACHE_CMD_MN,
+    MEMCACHE_CMD_ME,
+    MEMCACHE_CMD_VERSION,
+    MEMCACHE_CMD_VERBOSITY,
+    MEMCACHE_CMD_QUIT,
+    MEMCACHE_CMD_STATS,
+    MEMCACHE_CMD_FLUSH_ALL,
+    MEMCACHE_CMD_COUNT
+};
+
+#define MEMCACHE_KEY_MAX        250     /* memcached's KEY_MAX_LENGTH */
+#define MEMCACHE_LINE_MAX       2048    /* a request line, terminator included */
+/* get/gets/gat/gats lines carry many keys: 64 KiB of keys (1,000 keys of 60
+ * bytes) plus the ordinary line allowance. Fixed rather than tied to
+ * item_size_max so that a pool with huge items does not let one client make
+ * the proxy buffer megabytes of unterminated line. */
+#define MEMCACHE_RETRIEVAL_LINE_MAX (65536 + MEMCACHE_LINE_MAX)
+#define MEMCACHE_RSP_LINE_MAX   8192    /* a server's reply line */
+#define MEMCACHE_META_TOKENS_MAX 19     /* memcached 1.6 refuses meta lines with more tokens */
+#define MEMCACHE_ITEM_SIZE_MAX  (1024u * 1024u)  /* default when item_size_max is 0 */
+
+/* Name of a command id ("get"), or NULL. */
+const char *memcache_cmd_name(uint16_t cmd);
+
+/*
+ * Decode a meta command's base64 key (standard alphabet, padded to a
+ * multiple of 4 characters as memcached requires) into out[0..cap). Returns the decoded length, or -1 if the text
+ * is not base64 or the result does not fit in cap.
+ */
+int memcache_key_decode(const char *b64, size_t len, char *out, size_t cap);
 
 #endif

@@ -1,4 +1,1160 @@
-/* The redis protocol: STUB. */
+/* The Redis RESP2 protocol: resumable request/reply parsers, routing by the command table, fragments and merges. */
 #include "config.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "proto/proto.h"
 #include "proto/redis.h"
+#include "util.h"
+
+/*
+ * Requests.
+ *
+ * A request is a RESP array of bulk strings, or an inline line of words
+ * (telnet, nc). Both are parsed in place: every argument is recorded as an
+ * offset/length pair in p->keys (the parser's array, grown once per
+ * connection), then the command table decides the kind and the keys are
+ * compacted in place at the front of that same array.
+ *
+ * Resuming: while a RESP request is incomplete, p->state is REQ_MULTIBULK,
+ * p->aux[0] the argument count, p->aux[1] the arguments already recorded,
+ * p->aux[2] where the request starts (after skipped empty requests) and
+ * p->scan the offset of the next argument. Only the bounded "$<len>" line of
+ * the argument being waited for is re-read; a 100 MB value is not rescanned.
+ *
+ * Annotations for the same protocol's forward/frag_write/local:
+ *   req->aux[0] REDIS_REQ_INLINE if the request was an inline line,
+ *   req->aux[1] where the request starts in buf (empty requests "*0\r\n" or
+ *               blank lines before it are consumed with it and not forwarded),
+ *   req->aux[2] the argument count; for LOCAL requests p->keys[0..argc)
+ *               still holds every argument when local() is called.
+ * Inline requests are forwarded as they came (Redis reads both forms on one
+ * connection); fragments are always written as RESP arrays.
+ *
+ * Error replies that need formatting (unknown command, wrong arity ...) are
+ * written into p->keys past the arguments: memory the parser owns, valid
+ * until its next call, as req->err must be.
+ */
+
+#define REQ_IDLE        0
+#define REQ_MULTIBULK   1
+
+
+#define REDIS_MAX_REQ           (1024u * 1024 * 1024) /* Redis's client-query-buffer-limit */
+#define REDIS_UNAUTH_MAX_ARGS   10u                   /* Redis's limits before AUTH */
+#define REDIS_UNAUTH_MAX_BULK   16384u
+#define REDIS_ERR_ROOM          512                   /* bytes of a formatted error reply */
+#define REDIS_ERR_SLOTS         ((REDIS_ERR_ROOM + sizeof(struct proto_key) - 1) / sizeof(struct proto_key))
+
+#define ERR_OOM         "-ERR out of memory\r\n"
+#define ERR_MBULK       "-ERR Protocol error: invalid multibulk length\r\n"
+#define ERR_BULK        "-ERR Protocol error: invalid bulk length\r\n"
+#define ERR_BIG_MBULK   "-ERR Protocol error: too big mbulk count string\r\n"
+#define ERR_BIG_BULK    "-ERR Protocol error: too big bulk count string\r\n"
+#define ERR_BIG_INLINE  "-ERR Protocol error: too big inline request\r\n"
+#define ERR_BIG_REQ     "-ERR Protocol error: request larger than 1 GiB\r\n"
+#define ERR_UNBALANCED  "-ERR Protocol error: unbalanced quotes in request\r\n"
+#define ERR_ESCAPES     "-ERR Protocol error: quoted inline arguments with escapes are not " \
+                        "supported by ringleader, send RESP instead\r\n"
+#define ERR_UNAUTH_MBULK "-ERR Protocol error: unauthenticated multibulk length\r\n"
+#define ERR_UNAUTH_BULK "-ERR Protocol error: unauthenticated bulk length\r\n"
+#define ERR_NOAUTH      "-NOAUTH Authentication required.\r\n"
+#define ERR_NOTINT      "-ERR value is not an integer or out of range\r\n"
+#define ERR_NK_NEG      "-ERR Number of keys can't be negative\r\n"
+#define ERR_NK_BIG      "-ERR Number of keys can't be greater than number of args\r\n"
+#define ERR_NK_ZERO     "-ERR numkeys should be greater than 0\r\n"
+#define ERR_SYNTAX      "-ERR syntax error\r\n"
+
+static void req_reset(struct proto_parser *p)
+{
+    p->state = REQ_IDLE;
+    p->scan = 0;
+    p->aux[0] = p->aux[1] = p->aux[2] = 0;
+}
+
+static int req_fatal(struct proto_parser *p, struct proto_req *req, const char *msg)
+{
+    req_reset(p);
+    req->kind = PROTO_REQ_ERROR;
+    req->flags |= PROTO_RF_CLOSE;
+    req->err = msg;
+    req->err_len = (uint32_t)strlen(msg);
+    return -1;
+}
+
+static void req_static_error(struct proto_req *req, const char *msg)
+{
+    req->kind = PROTO_REQ_ERROR;
+    req->nkeys = 0;
+    req->err = msg;
+    req->err_len = (uint32_t)strlen(msg);
+}
+
+/*
+ * Format an error reply "-<fmt>\r\n" into the parser's key array past the
+ * argc arguments. CR and LF inside are turned into spaces (as Redis does) so
+ * that a client's argument cannot inject protocol. Never fails: without
+ * memory the reply is a static "-ERR out of memory".
+ */
+static void req_error(struct proto_parser *p, uint32_t argc, struct proto_req *req,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void req_error(struct proto_parser *p, uint32_t argc, struct proto_req *req,
+                      const char *fmt, ...)
+{
+    if (proto__keys_reserve(p, argc + (uint32_t)REDIS_ERR_SLOTS) < 0) {
+        req_static_error(req, ERR_OOM);
+        return;
+    }
+    char *s = (char *)(p->keys + argc);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s + 1, REDIS_ERR_ROOM - 3, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if (n > REDIS_ERR_ROOM - 4)
+        n = REDIS_ERR_ROOM - 4;
+    s[0] = '-';
+    for (int i = 1; i <= n; i++)
+        if (s[i] == '\r' || s[i] == '\n')
+            s[i] = ' ';
+    s[n + 1] = '\r';
+    s[n + 2] = '\n';
+    s[n + 3] = '\0';
+    req->kind = PROTO_REQ_ERROR;
+    req->nkeys = 0;
+    req->err = s;
+    req->err_len = (uint32_t)n + 3;
+}
+
+/* Parse the decimal number of a header line body [s, s+len): an optional
+ * '-' then digits. 0 or -1. */
+static int parse_num(const char *s, size_t len, int64_t *out)
+{
+    return util_parse_i64(s, len, out);
+}
+
+static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
+{
+    size_t n = strlen(upper);
+    if (a->len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)buf[a->off + i];
+        if (ch >= 'a' && ch <= 'z')
+            ch = (unsigned char)(ch - 'a' + 'A');
+        if (ch != (unsigned char)upper[i])
+            return 0;
+    }
+    return 1;
+}
+
+static void lower_name(const char *name, char *out, size_t cap)
+{
+    size_t i = 0;
+    for (; name[i] != '\0' && i + 1 < cap; i++)
+        out[i] = (name[i] >= 'A' && name[i] <= 'Z') ? (char)(name[i] - 'A' + 'a') : name[i];
+    out[i] = '\0';
+}
+
+static int is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/*
+ * Split the inline token starting at or after pos (bounded by end).
+ * Returns 1 with *tok set and *next after it, 0 at the end of the line,
+ * -1 unbalanced quotes (fatal in Redis too), -2 an escape or a quote inside
+ * a word (ringleader keeps arguments in place, so it refuses them).
+ */
+static int inline_token(const char *buf, size_t pos, size_t end, struct proto_key *tok,
+                        size_t *next)
+{
+    while (pos < end && is_space(buf[pos]))
+        pos++;
+    if (pos >= end)
+        return 0;
+    char q = buf[pos];
+    if (q == '"' || q == '\'') {
+        size_t i = pos + 1;
+        while (i < end && buf[i] != q) {
+            if (buf[i] == '\\')
+                return -2;
+            i++;
+        }
+        if (i >= end)
+            return -1;
+        if (i + 1 < end && !is_space(buf[i + 1]))
+            return -1;          /* closing quote must be followed by a space */
+        tok->off = (uint32_t)(pos + 1);
+        tok->len = (uint32_t)(i - pos - 1);
+        *next = i + 1;
+        return 1;
+    }
+    size_t i = pos;
+    while (i < end && !is_space(buf[i])) {
+        if (buf[i] == '"' || buf[i] == '\'')
+            return -2;
+        i++;
+    }
+    tok->off = (uint32_t)pos;
+    tok->len = (uint32_t)(i - pos);
+    *next = i;
+    return 1;
+}
+
+/* ------------------------------------------------------------------ keys */
+
+/* Options of SORT / GEORADIUS that take arguments, so that an argument equal
+ * to "STORE" is not mistaken for the option. */
+static const struct {
+    const char *name;
+    uint8_t nargs;
+} store_opts[] = {
+    { "BY", 1 }, { "GET", 1 }, { "LIMIT", 2 }, { "COUNT", 1 },
+};
+
+/*
+ * Compute the keys of command c from its arguments args[0..argc), writing
+ * them to keys[] (which may be args itself: key k is always read from an
+ * argument index >= k). Returns the number of keys (>= 0), or -1 with
+ * *err a static error reply, or -2 for a wrong argument count.
+ * *nokey is set when a script with numkeys 0 is routed by its body.
+ */
+static int keys_extract(const struct redis_command *c, const struct proto_key *args,
+                        uint32_t argc, const char *buf, struct proto_key *keys,
+                        int *nokey, const char **err)
+{
+    uint32_t n = 0;
+    int64_t store = -1;
+
+    *nokey = 0;
+    if (c->flags & REDIS_CMD_STOREOPT) {
+        uint32_t i = (uint32_t)(c->arity < 0 ? -c->arity : c->arity);
+        while (i < argc) {
+            if (arg_eq(buf, &args[i], "STORE") || arg_eq(buf, &args[i], "STOREDIST")) {
+                if (i + 1 >= argc)
+                    break;      /* the server answers the syntax error */
+                store = i + 1;
+                i += 2;
+                continue;
+            }
+            uint32_t skip = 0;
+            for (size_t o = 0; o < RL_ARRAY_SIZE(store_opts); o++)
+                if (arg_eq(buf, &args[i], store_opts[o].name))
+                    skip = store_opts[o].nargs;
+            i += 1 + skip;
+        }
+    }
+    if (c->first > 0) {
+        int64_t last = c->last >= 0 ? c->last : (int64_t)argc + c->last;
+        int64_t step = c->step > 0 ? c->step : 1;
+        if (last >= (int64_t)argc || last < c->first)
+            return -2;
+        if ((last - c->first + 1) % step != 0)
+            return -2;          /* MSET with a key but no value */
+        for (int64_t i = c->first; i <= last; i += step)
+            keys[n++] = args[i];
+    }
+    if (c->numkeys > 0) {
+        int64_t nk;
+        const struct proto_key *a = &args[c->numkeys];
+        if (c->numkeys >= argc)
+            return -2;
+        if (parse_num(buf + a->off, a->len, &nk) < 0) {
+            *err = ERR_NOTINT;
+            return -1;
+        }
+        if (nk < 0) {
+            *err = ERR_NK_NEG;
+            return -1;
+        }
+        if (nk > (int64_t)argc - c->numkeys - 1) {
+            *err = ERR_NK_BIG;
+            return -1;
+        }
+        if (nk == 0) {
+            if (!(c->flags & REDIS_CMD_NOKEY)) {
+                *err = ERR_NK_ZERO;
+                return -1;
+            }
+            keys[n++] = args[1];
+            *nokey = 1;
+        }
+        for (int64_t i = 0; i < nk; i++)
+            keys[n++] = args[c->numkeys + 1 + i];
+    }
+    if (store >= 0)
+        keys[n++] = args[store];
+    return (int)n;
+}
+
+/* ------------------------------------------------------------ classify */
+
+static void unknown_command(struct proto_parser *p, const char *buf, uint32_t argc,
+                            struct proto_req *req)
+{
+    /* Redis 7's text: each argument quoted and followed by a space, the
+     * list cut once it reaches 128 bytes. */
+    char args[160];
+    size_t al = 0;
+    const struct proto_key *a = p->keys;
+
+    args[0] = '\0';
+    for (uint32_t i = 1; i < argc && al < 128; i++) {
+        size_t room = 128 - al;
+        size_t n = a[i].len < room ? a[i].len : room;
+        args[al++] = '\'';
+        memcpy(args + al, buf + a[i].off, n);
+        al += n;
+        args[al++] = '\'';
+        args[al++] = ' ';
+        args[al] = '\0';
+    }
+    int nl = (int)(a[0].len < 128 ? a[0].len : 128);
+    req_error(p, argc, req, "ERR unknown command '%.*s', with args beginning with: %.*s",
+              nl, buf + a[0].off, (int)al, args);
+}
+
+/* Fill req for the complete request whose arguments are p->keys[0..argc). */
+static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
+                         struct proto_req *req)
+{
+    const struct proto_key *args = p->keys;
+    const struct redis_command *c = redis_command_lookup(buf + args[0].off, args[0].len);
+    char name[REDIS_MAX_NAME * 2 + 2];
+
+    if (c == NULL) {
+        unknown_command(p, buf, argc, req);
+        return;
+    }
+    if (argc >= 2 && (c->flags & (REDIS_CMD_CONTAINER | REDIS_CMD_VARIANTS))) {
+        size_t nl = strlen(c->name);
+        const struct redis_command *sub = NULL;
+        if (args[1].len < REDIS_MAX_NAME) {
+            memcpy(name, c->name, nl);
+            name[nl] = '|';
+            for (uint32_t i = 0; i < args[1].len; i++) {
+                char ch = buf[args[1].off + i];
+                name[nl + 1 + i] = (ch >= 'a' && ch <= 'z') ? (char)(ch - 'a' + 'A') : ch;
+            }
+            name[nl + 1 + args[1].len] = '\0';
+            if (memchr(buf + args[1].off, '\0', args[1].len) == NULL)
+                sub = redis_command_find(name);
+        }
+        if (sub != NULL && (c->flags & REDIS_CMD_VARIANTS) && (uint32_t)sub->arity != argc)
+            sub = NULL;         /* INFO keyspace alone is the variant; INFO x y is local */
+        if (sub == NULL && (c->flags & REDIS_CMD_CONTAINER)) {
+            int sl = (int)(args[1].len < 128 ? args[1].len : 128);
+            req_error(p, argc, req, "ERR unknown subcommand '%.*s'. Try %s HELP.", sl,
+                      buf + args[1].off, c->name);
+            return;
+        }
+        if (sub != NULL)
+            c = sub;
+    }
+    req->cmd = (uint16_t)(c - redis_commands);
+    if ((c->arity > 0 && argc != (uint32_t)c->arity) ||
+        (c->arity < 0 && argc < (uint32_t)-c->arity)) {
+        lower_name(c->name, name, sizeof(name));
+        req_error(p, argc, req, "ERR wrong number of arguments for '%s' command", name);
+        return;
+    }
+    if (!(p->flags & PROTO_PF_AUTHED) && !(c->flags & REDIS_CMD_NOAUTH)) {
+        req_static_error(req, ERR_NOAUTH);
+        return;
+    }
+    if (c->flags & REDIS_CMD_WRITE)
+        req->flags |= PROTO_RF_WRITE;
+    if ((c->flags & REDIS_CMD_REFUSED) ||
+        ((c->flags & REDIS_CMD_FLUSH) && !(p->flags & PROTO_PF_ALLOW_FLUSH))) {
+        size_t i;
+        for (i = 0; c->name[i] != '\0' && i + 1 < sizeof(name); i++)
+            name[i] = c->name[i] == '|' ? ' ' : c->name[i];
+        name[i] = '\0';
+        req_error(p, argc, req, "ERR command '%s' is not supported by ringleader", name);
+        return;
+    }
+    if (c->flags & REDIS_CMD_LOCAL) {
+        req->kind = PROTO_REQ_LOCAL;
+        if (c->local == REDIS_LOCAL_QUIT)
+            req->flags |= PROTO_RF_CLOSE;
+        return;
+    }
+    if (c->flags & (REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH)) {
+        req->kind = PROTO_REQ_BROADCAST;
+        return;
+    }
+
+    const char *err = NULL;
+    int nokey;
+    int n = keys_extract(c, args, argc, buf, p->keys, &nokey, &err);
+    if (n == -2 || n == 0) {
+        lower_name(c->name, name, sizeof(name));
+        req_error(p, argc, req, "ERR wrong number of arguments for '%s' command", name);
+        return;
+    }
+    if (n < 0) {
+        req_static_error(req, err);
+        return;
+    }
+    req->nkeys = (uint32_t)n;
+    if (nokey)
+        req->flags |= PROTO_RF_NOKEY;
+    if (c->flags & REDIS_CMD_HIT)
+        req->flags |= PROTO_RF_RETRIEVAL;
+    if (n == 1)
+        req->kind = PROTO_REQ_SINGLE;
+    else if (c->flags & REDIS_CMD_FANOUT)
+        req->kind = PROTO_REQ_FANOUT;
+    else
+        req->kind = PROTO_REQ_SAME;
+}
+
+/* ---------------------------------------------------------- parse_req */
+
+/* Finish a request spanning buf[start..end) with argc arguments recorded. */
+static int req_done(struct proto_parser *p, const char *buf, size_t start, size_t end,
+                    uint32_t argc, int inl, struct proto_req *req)
+{
+    req_reset(p);
+    req->hdr_len = (uint32_t)end;
+    req->aux[0] = inl ? REDIS_REQ_INLINE : 0;
+    req->aux[1] = (uint32_t)start;
+    req->aux[2] = argc;
+    req_classify(p, buf, argc, req);
+    req->keys = p->keys;
+    return (int)end;
+}
+
+static int parse_inline(struct proto_parser *p, const char *buf, size_t len, size_t pos,
+                        struct proto_req *req)
+{
+    const char *nl = memchr(buf + pos, '\n', len - pos);
+    if (nl == NULL) {
+        if (len - pos > REDIS_MAX_INLINE)
+            return req_fatal(p, req, ERR_BIG_INLINE);
+        return 0;
+    }
+    size_t eol = (size_t)(nl - buf);
+    if (eol - pos > REDIS_MAX_INLINE)
+        return req_fatal(p, req, ERR_BIG_INLINE);
+    size_t end = eol;
+    if (end > pos && buf[end - 1] == '\r')
+        end--;
+
+    uint32_t argc = 0;
+    size_t at = pos;
+    for (;;) {
+        struct proto_key tok;
+        int r = inline_token(buf, at, end, &tok, &at);
+        if (r == 0)
+            break;
+        if (r == -1)
+            return req_fatal(p, req, ERR_UNBALANCED);
+        if (r == -2) {
+            req_reset(p);
+            req->hdr_len = (uint32_t)(eol + 1);
+            req->aux[1] = (uint32_t)pos;
+            req_static_error(req, ERR_ESCAPES);
+            req->keys = p->keys;
+            return (int)(eol + 1);
+        }
+        if (proto__keys_reserve(p, argc + 1) < 0)
+            return req_fatal(p, req, ERR_OOM);
+        p->keys[argc++] = tok;
+    }
+    if (argc == 0)              /* the caller skips blank lines: cannot happen */
+        return req_fatal(p, req, ERR_UNBALANCED);
+    return req_done(p, buf, pos, eol + 1, argc, 1, req);
+}
+
+/* Find the end of the header line starting at pos ("*3\r\n", "$5\r\n"):
+ * the offset of its '\r', 0 if incomplete, -1 if longer than Redis allows. */
+static int64_t header_line(const char *buf, size_t len, size_t pos)
+{
+    const char *cr = memchr(buf + pos, '\r', len - pos);
+    if (cr == NULL || (size_t)(cr - buf) + 1 >= len) {
+        if (len - pos > REDIS_MAX_INLINE)
+            return -1;
+        return 0;
+    }
+    return cr - buf;
+}
+
+static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
+                           struct proto_req *req)
+{
+    size_t pos = 0, start;
+    uint64_t argc, done;
+    int authed = (p->flags & PROTO_PF_AUTHED) != 0;
+
+    memset(req, 0, sizeof(*req));
+    req->cmd = REDIS_CMD_NONE;
+    req->keys = p->keys;
+
+    if (p->state == REQ_MULTIBULK) {
+        argc = p->aux[0];
+        done = p->aux[1];
+        start = (size_t)p->aux[2];
+        pos = p->scan;
+        goto args;
+    }
+
+    for (;;) {                  /* skip empty requests */
+        if (pos >= len)
+            return 0;
+        if (buf[pos] != '*') {
+            size_t i = pos;
+            while (i < len && buf[i] != '\n' && is_space(buf[i]))
+                i++;        /* the same whitespace inline_token skips */
+            if (i < len && buf[i] == '\n') {
+                pos = i + 1;    /* a blank line: Redis ignores it */
+                continue;
+            }
+            return parse_inline(p, buf, len, pos, req);
+        }
+        int64_t cr = header_line(buf, len, pos);
+        if (cr < 0)
+            return req_fatal(p, req, ERR_BIG_MBULK);
+        if (cr == 0)
+            return 0;
+        int64_t n;
+        if (parse_num(buf + pos + 1, (size_t)cr - pos - 1, &n) < 0 || n > (int64_t)REDIS_MAX_ARGS)
+            return req_fatal(p, req, ERR_MBULK);
+        if (!authed && n > (int64_t)REDIS_UNAUTH_MAX_ARGS)
+            return req_fatal(p, req, ERR_UNAUTH_MBULK);
+        if (n <= 0) {
+            pos = (size_t)cr + 2;   /* "*0" and "*-1" are ignored, as Redis does */
+            continue;
+        }
+        start = pos;
+        argc = (uint64_t)n;
+        done = 0;
+        pos = (size_t)cr + 2;
+        break;
+    }
+
+args:
+    while (done < argc) {
+        if (pos >= len)
+            goto more;
+        if (buf[pos] != '$') {
+            /* Redis's text with the offending byte; a control byte is shown
+             * as '?' so that the reply stays one printable line. */
+            static const char fmt[] = "-ERR Protocol error: expected '$', got ' '\r\n";
+            if (proto__keys_reserve(p, (uint32_t)done + (uint32_t)REDIS_ERR_SLOTS) < 0)
+                return req_fatal(p, req, ERR_OOM);
+            char *s = (char *)(p->keys + done);
+            unsigned char ch = (unsigned char)buf[pos];
+            memcpy(s, fmt, sizeof(fmt));
+            s[sizeof(fmt) - 5] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
+            req_fatal(p, req, s);
+            return -1;
+        }
+        int64_t cr = header_line(buf, len, pos);
+        if (cr < 0)
+            return req_fatal(p, req, ERR_BIG_BULK);
+        if (cr == 0)
+            goto more;
+        int64_t n;
+        if (parse_num(buf + pos + 1, (size_t)cr - pos - 1, &n) < 0 || n < 0 ||
+            n > (int64_t)REDIS_MAX_BULK)
+            return req_fatal(p, req, ERR_BULK);
+        if (!authed && n > (int64_t)REDIS_UNAUTH_MAX_BULK)
+            return req_fatal(p, req, ERR_UNAUTH_BULK);
+        size_t data = (size_t)cr + 2;
+        size_t next = data + (size_t)n + 2;
+        if (next - start > REDIS_MAX_REQ)
+            return req_fatal(p, req, ERR_BIG_REQ);
+        if (next > len)
+            goto more;          /* the "$<n>" line is read again next time: bounded */
+        if (proto__keys_reserve(p, (uint32_t)done + 1) < 0)
+            return req_fatal(p, req, ERR_OOM);
+        p->keys[done].off = (uint32_t)data;
+        p->keys[done].len = (uint32_t)n;
+        done++;
+        pos = next;
+    }
+    return req_done(p, buf, start, pos, (uint32_t)argc, 0, req);
+
+more:
+    p->state = REQ_MULTIBULK;
+    p->aux[0] = argc;
+    p->aux[1] = done;
+    p->aux[2] = start;
+    p->scan = (uint32_t)pos;
+    req->keys = p->keys;
+    return 0;
+}
+
+/* ---------------------------------------------------------- parse_rsp */
+
+#define RSP_IDLE      0
+#define RSP_ARRAY     1
+#define RSP_LINE_MAX  (64u * 1024)   /* +simple / -error / :int / $ / * lines */
+
+/*
+ * Skip whole RESP elements from *pos until *pending reaches 0. An array
+ * adds its length to *pending, so nested arrays need no stack and a reply
+ * claiming 2^31 elements costs nothing until they arrive.
+ * Returns 1 when *pending is 0, 0 when more bytes are needed (*pos and
+ * *pending describe the elements completed so far), -1 on garbage.
+ */
+static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
+{
+    size_t at = *pos;
+    uint64_t left = *pending;
+    int rc = 1;
+
+    while (left > 0) {
+        if (at >= len) {
+            rc = 0;
+            break;
+        }
+        size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
+        const char *nl = memchr(buf + at, '\n', room);
+        if (nl == NULL) {
+            if (room >= RSP_LINE_MAX)
+                return -1;
+            rc = 0;
+            break;
+        }
+        size_t eol = (size_t)(nl - buf);      /* the '\n' */
+        if (eol < at + 2 || buf[eol - 1] != '\r')
+            return -1;
+        const char *num = buf + at + 1;
+        size_t numlen = eol - 1 - at - 1;
+        int64_t n;
+        switch (buf[at]) {
+        case '+':
+        case '-':
+            at = eol + 1;
+            break;
+        case ':':
+            if (parse_num(num, numlen, &n) < 0)
+                return -1;
+            at = eol + 1;
+            break;
+        case '$':
+            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > (int64_t)REDIS_MAX_BULK)
+                return -1;
+            if (n >= 0) {
+                size_t end = eol + 1 + (size_t)n + 2;
+                if (end > len) {
+                    rc = 0;
+                    goto out;
+                }
+                if (buf[end - 2] != '\r' || buf[end - 1] != '\n')
+                    return -1;
+                at = end;
+            } else {
+                at = eol + 1;
+            }
+            break;
+        case '*':
+            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > INT32_MAX)
+                return -1;
+            if (n > 0)
+                left += (uint64_t)n;
+            at = eol + 1;
+            break;
+        default:
+            return -1;
+        }
+        left--;
+    }
+out:
+    *pos = at;
+    *pending = left;
+    return rc;
+}
+
+static int rsp_line(const char *buf, size_t len, size_t *eol)
+{
+    size_t room = len < RSP_LINE_MAX ? len : RSP_LINE_MAX;
+    const char *nl = memchr(buf, '\n', room);
+    if (nl == NULL)
+        return room >= RSP_LINE_MAX ? -1 : 0;
+    *eol = (size_t)(nl - buf);
+    if (*eol < 2 || buf[*eol - 1] != '\r')
+        return -1;
+    return 1;
+}
+
+/*
+ * One unit per reply: simple strings, errors, integers and arrays are one
+ * unit of hdr_len bytes; a top-level bulk string is its "$<n>\r\n" line
+ * with body_len = n + 2, so a large value streams through. State between
+ * calls (an incomplete array): p->state RSP_ARRAY, p->aux[0] the elements
+ * still pending, p->scan the bytes of whole elements already walked.
+ */
+static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
+                           uint16_t rflags, struct proto_rsp *rsp)
+{
+    size_t pos, eol;
+    uint64_t pending;
+    int64_t n;
+    int r;
+
+    memset(rsp, 0, sizeof(*rsp));
+    if (p->state == RSP_ARRAY) {
+        pos = p->scan;
+        pending = p->aux[0];
+        goto scan;
+    }
+    if (len == 0)
+        return 0;
+    r = rsp_line(buf, len, &eol);
+    if (r <= 0)
+        return r;
+    switch (buf[0]) {
+    case '-':
+        rsp->flags |= PROTO_SF_ERROR;
+        /* fall through */
+    case '+':
+        break;
+    case ':':
+        if (parse_num(buf + 1, eol - 2, &n) < 0)
+            return -1;
+        break;
+    case '$':
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1)
+            return -1;
+        if (n >= 0) {
+            rsp->body_len = (uint64_t)n + 2;
+            if (rflags & PROTO_RF_RETRIEVAL)
+                rsp->flags |= PROTO_SF_ITEM;
+        } else if (rflags & PROTO_RF_RETRIEVAL) {
+            rsp->flags |= PROTO_SF_MISS;
+        }
+        break;
+    case '*':
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1 || n > INT32_MAX)
+            return -1;
+        if (n > 0) {
+            pos = eol + 1;
+            pending = (uint64_t)n;
+            goto scan;
+        }
+        break;
+    default:
+        return -1;
+    }
+    rsp->hdr_len = (uint32_t)(eol + 1);
+    rsp->flags |= PROTO_SF_FINAL;
+    return (int)rsp->hdr_len;
+
+scan:
+    r = rsp_scan(buf, len, &pos, &pending);
+    if (r < 0) {
+        p->state = RSP_IDLE;
+        p->scan = 0;
+        p->aux[0] = 0;
+        return -1;
+    }
+    if (r == 1) {
+        p->state = RSP_IDLE;
+        p->scan = 0;
+        p->aux[0] = 0;
+        rsp->hdr_len = (uint32_t)pos;
+        rsp->flags |= PROTO_SF_FINAL;
+        return (int)pos;
+    }
+    if (pos >= REDIS_RSP_UNIT_MAX) {
+        /* Hand over the whole elements so far; the rest of the array
+         * continues from offset 0 of the next call's buffer. */
+        p->state = RSP_ARRAY;
+        p->scan = 0;
+        p->aux[0] = pending;
+        rsp->hdr_len = (uint32_t)pos;
+        return (int)pos;
+    }
+    p->state = RSP_ARRAY;
+    p->scan = (uint32_t)pos;
+    p->aux[0] = pending;
+    return 0;
+}
+
+/* ------------------------------------------------- forward / fragments */
+
+static int redis_forward(const struct proto_req *req, const char *buf, struct buf *out)
+{
+    size_t start = req->aux[1];
+    return buf_append(out, buf + start, req->hdr_len - start);
+}
+
+static int append_bulk(struct buf *out, const char *s, size_t n)
+{
+    if (buf_appendf(out, "$%zu\r\n", n) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* The argument following key k in the request (MSET's value). */
+static int arg_after(const struct proto_req *req, const char *buf, const struct proto_key *k,
+                     struct proto_key *v)
+{
+    size_t at = (size_t)k->off + k->len;
+    size_t end = req->hdr_len;
+
+    if (req->aux[0] & REDIS_REQ_INLINE) {
+        if (at < end && (buf[at] == '"' || buf[at] == '\''))
+            at++;               /* the key's closing quote */
+        while (end > at && (buf[end - 1] == '\n' || buf[end - 1] == '\r'))
+            end--;
+        return inline_token(buf, at, end, v, &at) == 1 ? 0 : -1;
+    }
+    at += 2;                    /* the key's CRLF */
+    int64_t cr = header_line(buf, end, at);
+    int64_t n;
+    if (cr <= 0 || buf[at] != '$' || parse_num(buf + at + 1, (size_t)cr - at - 1, &n) < 0)
+        return -1;
+    v->off = (uint32_t)(cr + 2);
+    v->len = (uint32_t)n;
+    return 0;
+}
+
+static int redis_frag_write(const struct proto_req *req, const char *buf, const uint32_t *idx,
+                            uint32_t n, struct buf *out)
+{
+    if (req->cmd >= redis_ncommands)
+        return -EINVAL;
+    const struct redis_command *c = &redis_commands[req->cmd];
+    uint32_t per = c->step > 1 ? 2 : 1;
+    size_t nl = strlen(c->name);
+
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (uint64_t)n * per) < 0 ||
+        append_bulk(out, c->name, nl) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        const struct proto_key *k = &req->keys[idx[i]];
+        if (append_bulk(out, buf + k->off, k->len) < 0)
+            return -ENOMEM;
+        if (per == 2) {
+            struct proto_key v;
+            if (arg_after(req, buf, k, &v) < 0)
+                return -EINVAL;
+            if (append_bulk(out, buf + v.off, v.len) < 0)
+                return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------- merge */
+
+/* The end of the one complete element at buf[pos..len), or -1. */
+static int64_t rsp_element_end(const char *buf, size_t len, size_t pos)
+{
+    uint64_t pending = 1;
+    if (rsp_scan(buf, len, &pos, &pending) != 1)
+        return -1;
+    return (int64_t)pos;
+}
+
+/* Copy the first fragment reply that is an error; 1 if one was, 0 if none. */
+static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf *out, int *rc)
+{
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]);
+        if (len > 0 && d[0] == '-') {
+            int64_t end = rsp_element_end(d, len, 0);
+            *rc = end < 0 ? -1 : buf_append(out, d, (size_t)end);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint32_t *key_frag,
+                       struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    size_t stack_pos[32];
+    uint64_t stack_left[32];
+    size_t *fpos = stack_pos;
+    uint64_t *fleft = stack_left;
+    int rc = -1;
+
+    (void)keys;
+    if (key_frag == NULL)
+        return -1;
+    if (nfrag > RL_ARRAY_SIZE(stack_pos)) {
+        fpos = malloc(nfrag * sizeof(*fpos));
+        fleft = malloc(nfrag * sizeof(*fleft));
+        if (fpos == NULL || fleft == NULL) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || d[0] != '*' || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0 || n < 0)
+            goto out;
+        fpos[f] = eol + 1;
+        fleft[f] = (uint64_t)n;
+    }
+    if (buf_appendf(out, "*%" PRIu32 "\r\n", nkeys) < 0) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (uint32_t i = 0; i < nkeys; i++) {
+        uint32_t f = key_frag[i];
+        if (f >= nfrag || fleft[f] == 0)
+            goto out;
+        const char *d = buf_rptr(frag[f]);
+        int64_t end = rsp_element_end(d, buf_len(frag[f]), fpos[f]);
+        if (end < 0)
+            goto out;
+        if (buf_append(out, d + fpos[f], (size_t)end - fpos[f]) < 0) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        fpos[f] = (size_t)end;
+        fleft[f]--;
+    }
+    rc = 0;
+    for (uint32_t f = 0; f < nfrag; f++)
+        if (fleft[f] != 0)
+            rc = -1;
+out:
+    if (fpos != stack_pos)
+        free(fpos);
+    if (fleft != stack_left)
+        free(fleft);
+    return rc;
+}
+
+static int merge_ok(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]);
+        if (len >= 5 && memcmp(d, "+OK\r\n", 5) == 0)
+            continue;
+        int64_t end = rsp_element_end(d, len, 0);
+        if (end < 0)
+            return -1;
+        return buf_append(out, d, (size_t)end);      /* the first reply that is not +OK */
+    }
+    return buf_append(out, "+OK\r\n", 5);
+}
+
+static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    int64_t sum = 0;
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0)
+            return -1;
+        sum += n;
+    }
+    return buf_appendf(out, ":%" PRId64 "\r\n", sum);
+}
+
+struct keyspace_db {
+    uint64_t db, keys, expires, ttl_weighted;
+};
+
+/* Read "keys=1,expires=0,avg_ttl=0" style fields; missing ones stay 0. */
+static uint64_t ks_field(const char *s, size_t len, const char *name)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + nl < len; i++) {
+        if ((i == 0 || s[i - 1] == ',' || s[i - 1] == ':') && memcmp(s + i, name, nl) == 0 &&
+            s[i + nl] == '=') {
+            uint64_t v = 0;
+            for (size_t j = i + nl + 1; j < len && s[j] >= '0' && s[j] <= '9'; j++)
+                v = v * 10 + (uint64_t)(s[j] - '0');
+            return v;
+        }
+    }
+    return 0;
+}
+
+static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    struct keyspace_db *dbs = NULL;
+    size_t ndb = 0;
+    struct buf body;
+    int rc = -1;
+
+    buf_init(&body);
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || d[0] != '$' || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+            goto out;
+        const char *s = d + eol + 1, *e = s + n;
+        while (s < e) {
+            const char *le = memchr(s, '\n', (size_t)(e - s));
+            size_t ll = le ? (size_t)(le - s) : (size_t)(e - s);
+            if (ll > 2 && memcmp(s, "db", 2) == 0 && s[2] >= '0' && s[2] <= '9') {
+                uint64_t db = 0;
+                size_t i = 2;
+                while (i < ll && s[i] >= '0' && s[i] <= '9')
+                    db = db * 10 + (uint64_t)(s[i++] - '0');
+                size_t k;
+                for (k = 0; k < ndb && dbs[k].db != db; k++)
+                    ;
+                if (k == ndb) {
+                    struct keyspace_db *g = realloc(dbs, (ndb + 1) * sizeof(*dbs));
+                    if (g == NULL) {
+                        rc = -ENOMEM;
+                        goto out;
+                    }
+                    dbs = g;
+                    memset(&dbs[ndb++], 0, sizeof(*dbs));
+                    dbs[k].db = db;
+                }
+                uint64_t ex = ks_field(s, ll, "expires");
+                dbs[k].keys += ks_field(s, ll, "keys");
+                dbs[k].expires += ex;
+                dbs[k].ttl_weighted += ks_field(s, ll, "avg_ttl") * ex;
+            }
+            s += ll + 1;
+        }
+    }
+    /* Redis lists the databases in order. */
+    for (size_t i = 1; i < ndb; i++)
+        for (size_t j = i; j > 0 && dbs[j - 1].db > dbs[j].db; j--) {
+            struct keyspace_db t = dbs[j];
+            dbs[j] = dbs[j - 1];
+            dbs[j - 1] = t;
+        }
+    if (buf_append_str(&body, "# Keyspace\r\n") < 0)
+        goto nomem;
+    for (size_t i = 0; i < ndb; i++)
+        if (buf_appendf(&body, "db%" PRIu64 ":keys=%" PRIu64 ",expires=%" PRIu64
+                        ",avg_ttl=%" PRIu64 "\r\n", dbs[i].db, dbs[i].keys, dbs[i].expires,
+                        dbs[i].expires ? dbs[i].ttl_weighted / dbs[i].expires : 0) < 0)
+            goto nomem;
+    rc = append_bulk(out, buf_rptr(&body), buf_len(&body));
+    goto out;
+nomem:
+    rc = -ENOMEM;
+out:
+    free(dbs);
+    buf_free(&body);
+    return rc;
+}
+
+static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key *keys,
+                       uint32_t nkeys, const uint32_t *key_frag, struct buf *const *frag,
+                       uint32_t nfrag, struct buf *out)
+{
+    size_t mark = out->wpos;
+    int rc;
+
+    if (cmd >= redis_ncommands || nfrag == 0)
+        return -1;
+    if (merge_first_error(frag, nfrag, out, &rc) == 0) {
+        switch (redis_commands[cmd].merge) {
+        case REDIS_MERGE_ARRAY:
+            rc = merge_array(keys, nkeys, key_frag, frag, nfrag, out);
+            break;
+        case REDIS_MERGE_OK:
+            rc = merge_ok(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_SUM:
+            rc = merge_sum(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_KEYSPACE:
+            rc = merge_keyspace(frag, nfrag, out);
+            break;
+        default:
+            rc = -1;
+        }
+    }
+    if (rc != 0) {
+        out->wpos = mark;       /* nothing half-written reaches the client */
+        return rc == -ENOMEM ? -ENOMEM : -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------- errors, hello */
+
+static int redis_error_reply(enum proto_err code, const char *reason, struct buf *out)
+{
+    const char *what;
+    switch (code) {
+    case PROTO_ERR_CROSSSLOT:
+        return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same server\r\n");
+    case PROTO_ERR_TIMEOUT:   what = "timeout"; break;
+    case PROTO_ERR_NOMEM:     what = "out of memory"; break;
+    case PROTO_ERR_TOO_LARGE: what = "request too large"; break;
+    case PROTO_ERR_DOWN:      what = "no server available"; break;
+    case PROTO_ERR_SERVER:
+    default:                  what = "server error"; break;
+    }
+    if (buf_append_str(out, "-ERR ") < 0 || buf_append_str(out, what) < 0)
+        return -ENOMEM;
+    if (reason != NULL && reason[0] != '\0') {
+        if (buf_append(out, ": ", 2) < 0)
+            return -ENOMEM;
+        for (const char *s = reason; *s != '\0'; s++) {
+            char ch = (*s == '\r' || *s == '\n') ? ' ' : *s;
+            if (buf_append(out, &ch, 1) < 0)
+                return -ENOMEM;
+        }
+    }
+    return buf_append(out, "\r\n", 2);
+}
+
+static int redis_server_hello(const char *auth, int db, struct buf *out)
+{
+    int n = 0;
+    char num[16];
+
+    if (auth != NULL) {
+        if (buf_append_str(out, "*2\r\n$4\r\nAUTH\r\n") < 0 ||
+            append_bulk(out, auth, strlen(auth)) < 0)
+            return -ENOMEM;
+        n++;
+    }
+    if (db != 0) {
+        int l = snprintf(num, sizeof(num), "%d", db);
+        if (buf_append_str(out, "*2\r\n$6\r\nSELECT\r\n") < 0 || append_bulk(out, num, (size_t)l) < 0)
+            return -ENOMEM;
+        n++;
+    }
+    return n;
+}
+
+const struct proto_ops proto_redis_ops = {
+    .name = "redis",
+    .parse_req = redis_parse_req,
+    .parse_rsp = redis_parse_rsp,
+    .forward = redis_forward,
+    .frag_write = redis_frag_write,
+    .merge = redis_merge,
+    .local = redis__local,
+    .error_reply = redis_error_reply,
+    .server_hello = redis_server_hello,
+    .probe = "*1\r\n$4\r\nPING\r\n",
+};
+
+int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
+                        uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
+                        const char **err)
+{
+    return keys_extract(c, args, argc, buf, keys, nokey, err);
+}

@@ -1,7 +1,127 @@
-/* The redis protocol: command ids shared by its parser and tests. */
+/* The redis protocol: the command table's shape, shared by the parser, the table and the tests. */
 #ifndef RL_PROTO_REDIS_H
 #define RL_PROTO_REDIS_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "proto/proto.h"
+
+/* Redis's own request limits (server.c, networking.c). */
+#define REDIS_MAX_ARGS        1048576u            /* multibulk length */
+#define REDIS_MAX_BULK        (512u * 1024 * 1024) /* proto-max-bulk-len default */
+#define REDIS_MAX_INLINE      (64u * 1024)        /* PROTO_INLINE_MAX_SIZE */
+#define REDIS_MAX_NAME        32                  /* longer names are unknown commands */
+
+/*
+ * A reply that is still incomplete once this many bytes of whole elements
+ * have been parsed is handed to the core as a non-final unit (the elements
+ * so far), so that a huge LRANGE or HGETALL streams instead of being
+ * buffered whole. Every smaller reply is exactly one unit.
+ */
+#define REDIS_RSP_UNIT_MAX    (1024u * 1024)
+
+/* Command flags (struct redis_command.flags). */
+#define REDIS_CMD_READ       0x00001  /* reads data ("readonly" in COMMAND) */
+#define REDIS_CMD_WRITE      0x00002  /* modifies data */
+#define REDIS_CMD_FANOUT     0x00004  /* keys split per server, replies merged */
+#define REDIS_CMD_SAME       0x00008  /* several keys that must share one server */
+#define REDIS_CMD_LOCAL      0x00010  /* answered by the proxy: see .local */
+#define REDIS_CMD_REFUSED    0x00020  /* "command 'X' is not supported by ringleader" */
+#define REDIS_CMD_NOKEY      0x00040  /* numkeys may be 0: routed by argument 1 (script) */
+#define REDIS_CMD_BROADCAST  0x00080  /* sent to every server, replies merged */
+#define REDIS_CMD_CONTAINER  0x00100  /* has subcommands "NAME|SUB" (OBJECT, XINFO ...) */
+#define REDIS_CMD_MOVABLE    0x00200  /* keys counted by a numkeys argument */
+#define REDIS_CMD_STOREOPT   0x00400  /* a STORE/STOREDIST <key> option adds a key */
+#define REDIS_CMD_FLUSH      0x00800  /* refused unless PROTO_PF_ALLOW_FLUSH, then broadcast */
+#define REDIS_CMD_NOAUTH     0x01000  /* allowed before AUTH */
+#define REDIS_CMD_HIT        0x02000  /* single-key read: a nil reply counts as a miss */
+#define REDIS_CMD_INTERNAL   0x04000  /* a routing variant, not listed by COMMAND */
+#define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
+
+/* How the replies of a FANOUT or BROADCAST request are joined. */
+enum redis_merge {
+    REDIS_MERGE_NONE,
+    REDIS_MERGE_ARRAY,     /* MGET: one array in the client's key order */
+    REDIS_MERGE_OK,        /* MSET, FLUSHALL: +OK if all are, else the first error */
+    REDIS_MERGE_SUM,       /* DEL, EXISTS, DBSIZE ...: integers summed */
+    REDIS_MERGE_KEYSPACE   /* INFO keyspace: keys= and expires= summed per db */
+};
+
+/* What local() does for a LOCAL command. */
+enum redis_local {
+    REDIS_LOCAL_NONE,
+    REDIS_LOCAL_PING,
+    REDIS_LOCAL_ECHO,
+    REDIS_LOCAL_QUIT,
+    REDIS_LOCAL_SELECT,
+    REDIS_LOCAL_AUTH,
+    REDIS_LOCAL_HELLO,
+    REDIS_LOCAL_RESET,
+    REDIS_LOCAL_COMMAND,
+    REDIS_LOCAL_COMMAND_COUNT,
+    REDIS_LOCAL_COMMAND_INFO,
+    REDIS_LOCAL_COMMAND_DOCS,
+    REDIS_LOCAL_COMMAND_LIST,
+    REDIS_LOCAL_COMMAND_GETKEYS,
+    REDIS_LOCAL_INFO,
+    REDIS_LOCAL_TIME,
+    REDIS_LOCAL_CLIENT_SETNAME,
+    REDIS_LOCAL_CLIENT_GETNAME,
+    REDIS_LOCAL_CLIENT_ID,
+    REDIS_LOCAL_CLIENT_INFO,
+    REDIS_LOCAL_CLIENT_LIST
+};
+
+/*
+ * One command of Redis 7.0 as ringleader treats it. name is upper case;
+ * a subcommand is "CONTAINER|SUB" with its arity and key positions counted
+ * from the container's name, as Redis's COMMAND reports them. first/last/
+ * step are Redis's legacy key range (last -1 = the last argument, -2 the one
+ * before); numkeys is the index of a numkeys argument whose keys follow it
+ * (in addition to the range, as ZUNIONSTORE's destination).
+ */
+struct redis_command {
+    const char *name;
+    int16_t     arity;      /* N exact, -N at least N (the name included) */
+    int8_t      first;
+    int8_t      last;
+    int8_t      step;
+    uint8_t     numkeys;
+    uint8_t     merge;      /* enum redis_merge */
+    uint8_t     local;      /* enum redis_local */
+    uint32_t    flags;      /* REDIS_CMD_* */
+};
+
+/* The table, sorted by name (strcmp order), and its size. */
+extern const struct redis_command redis_commands[];
+extern const size_t redis_ncommands;
+
+/* Find a command by exact upper-case name (NUL-terminated); NULL if none. */
+const struct redis_command *redis_command_find(const char *upper);
+
+/* Case-insensitive lookup of name[0..len); NULL if unknown. */
+const struct redis_command *redis_command_lookup(const char *name, size_t len);
+
+/* The number of commands COMMAND and COMMAND COUNT list (top level, not refused). */
+size_t redis_command_listed(void);
+
+/* Shared by redis.c and redis_local.c. */
+#define REDIS_REQ_INLINE   1u       /* req->aux[0]: the request was an inline line */
+#define REDIS_CMD_NONE     0xffff   /* req->cmd of a request not in the table */
+
+/* LOCAL requests: write the reply (proto_ops.local). */
+int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
+                 const char *buf, const struct proto_env *env, struct buf *out);
+
+/*
+ * The keys of command c given its arguments args[0..argc) (offsets into
+ * buf), written to keys[] (which may alias args). Returns the count, -1 with
+ * *err a complete static error reply (bad numkeys), -2 for an argument count
+ * the command cannot take. *nokey: a script with numkeys 0, routed by its body.
+ */
+int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
+                        uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
+                        const char **err);
 
 #endif

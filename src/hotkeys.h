@@ -1,0 +1,105 @@
+/* struct hotkeys: top-k hot keys of a pool over a sliding window (space-saving sketch, bounded memory). */
+#ifndef RL_HOTKEYS_H
+#define RL_HOTKEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Space-saving (Metwally, Agrawal, El Abbadi 2005): HOTKEYS_CAPACITY counters; a key
+ * already monitored increments its counter; a new key takes over the counter with the
+ * smallest count c, starting at c + 1 with error c. For every monitored key
+ *     count - error <= true count <= count,
+ * and a key not monitored was seen at most min-count times. Any key seen more than
+ * N / HOTKEYS_CAPACITY times in N touches is monitored.
+ *
+ * Keys are truncated to HOTKEYS_KEY_MAX bytes: keys sharing those first bytes are one key.
+ *
+ * Sliding window: two generations of counters. Touches go to the current one; every
+ * window_ms it becomes the previous one and a fresh current one starts (after a silence
+ * of two windows or more, both are empty). The reported estimate of a key is the SUM of
+ * its current and previous generation estimates, so it counts the requests of the last
+ * window_ms to 2 * window_ms (the previous full window plus the current partial one).
+ * A sum keeps the bounds above true bounds; a weighted blend would not.
+ *
+ * Concurrency: one writer. hotkeys_touch and hotkeys_snapshot are called by the owner
+ * (the worker thread); the owner publishes snapshots (plain data) for the stats reader,
+ * which merges the workers' snapshots with hotkeys_merge.
+ *
+ * Layout per generation: the counters, a min-heap of counter indices ordered by count
+ * (the eviction victim is the root), and an open-addressing index (linear probing,
+ * backward-shift deletion) from key hash to counter. A touch of a monitored key is an
+ * inlined XXH3 hash, one or two probes, a memcmp and a sift-down of at most
+ * log2(64) = 6 levels; a new key adds an index deletion and insertion.
+ */
+#define HOTKEYS_CAPACITY   64
+#define HOTKEYS_KEY_MAX    128
+#define HOTKEYS_INDEX_SIZE 128     /* power of two, >= 2 * HOTKEYS_CAPACITY */
+#define HOTKEYS_TOP        20      /* the merged list's length */
+#define HOTKEYS_SNAP_MAX   (2 * HOTKEYS_CAPACITY)
+
+struct hotkeys_counter {
+    uint64_t hash;
+    uint64_t error;
+    uint8_t  len;                  /* <= HOTKEYS_KEY_MAX */
+    uint8_t  heap_pos;             /* where this counter's count sits in heap[] */
+    char     key[HOTKEYS_KEY_MAX];
+};
+
+/* The heap holds the counts themselves, so sifting walks 1 KB of contiguous memory. */
+struct hotkeys_heap_node {
+    uint64_t count;
+    uint64_t ci;                              /* the counter's index in c[] */
+};
+
+struct hotkeys_gen {
+    uint32_t n;                               /* counters in use */
+    uint8_t  index[HOTKEYS_INDEX_SIZE];       /* 0: empty slot; else counter index + 1 */
+    struct hotkeys_heap_node heap[HOTKEYS_CAPACITY];   /* min-heap by count */
+    struct hotkeys_counter c[HOTKEYS_CAPACITY];
+};
+
+struct hotkeys {
+    uint64_t window_ms;
+    uint64_t cur_start_ms;
+    unsigned cur;                             /* 0 or 1: which gen[] is current */
+    struct hotkeys_gen gen[2];
+};
+
+/* One key's estimate: true count in [count - error, count]. */
+struct hotkeys_entry {
+    uint64_t count;
+    uint64_t error;
+    uint32_t len;
+    char     key[HOTKEYS_KEY_MAX];
+};
+
+/* A worker's window at one moment, as plain data the owner can publish. */
+struct hotkeys_snapshot {
+    uint64_t floor;     /* a key not listed was seen at most this many times */
+    size_t   n;
+    struct hotkeys_entry e[HOTKEYS_SNAP_MAX];
+};
+
+/* Start empty with a window of window_ms (> 0) beginning at now_ms. */
+void hotkeys_init(struct hotkeys *hk, uint64_t window_ms, uint64_t now_ms);
+
+/* Count one request for key (len bytes, any bytes; truncated to HOTKEYS_KEY_MAX).
+ * now_ms is the caller's clock (the loop's cached time), non-decreasing. */
+void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now_ms);
+
+/* Fill snap with every monitored key of the window ending at now_ms (current plus
+ * previous generation, per the rule above), unsorted. Owner only (it may rotate). */
+void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapshot *snap);
+
+/*
+ * Merge n workers' snapshots into the k (<= HOTKEYS_TOP is typical) keys with the largest
+ * estimated counts, written to out[] sorted by count descending, then by key. A key
+ * absent from a snapshot is counted there as that snapshot's floor, with the same error,
+ * so the bounds stay true bounds. Returns the number of entries written (0..k), or
+ * -ENOMEM. Does not modify the snapshots.
+ */
+int hotkeys_merge(const struct hotkeys_snapshot *const *snaps, size_t n,
+                  struct hotkeys_entry *out, size_t k);
+
+#endif

@@ -1,0 +1,754 @@
+/* Client connections: read, parse in place, route, fan out, answer in order, backpressure. */
+#include "config.h"
+
+#include <alloca.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "proto/memcache.h"
+#include "proxy/client.h"
+#include "proxy/msg.h"
+#include "proxy/proxy.h"
+#include "proxy/server.h"
+#include "proxy/worker.h"
+#include "ring.h"
+#include "util.h"
+
+#define STAT_ADD(st, field, n) \
+    __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
+
+#define CLIENT_IBUF_KEEP   (256 * 1024)    /* free a larger input buffer once idle */
+#define CLIENT_READ_CHUNK  16384
+
+static void client_process(struct client *c);
+
+/* ------------------------------------------------------------------ output */
+
+int client_write_bytes(struct client *c, const char *p, size_t n)
+{
+    if (buf_append(&c->obuf, p, n) < 0) {
+        c->closing = 1;
+        return -ENOMEM;
+    }
+    worker_mark_client(c->w, c);
+    return 0;
+}
+
+static size_t client_pending_bytes(const struct client *c)
+{
+    return buf_len(&c->obuf) + buf_len(&c->wbuf) + c->held_bytes;
+}
+
+static void client_on_close(uv_handle_t *h)
+{
+    struct client *c = h->data;
+
+    wpool_unref(c->pool);
+    buf_free(&c->ibuf);
+    buf_free(&c->obuf);
+    buf_free(&c->wbuf);
+    proto_parser_free(&c->parser);
+    free(c);
+}
+
+void client_close(struct client *c)
+{
+    struct worker *w = c->w;
+
+    if (c->h.handle.data == NULL || uv_is_closing(&c->h.handle))
+        return;
+    c->closing = 1;
+    if (c->dirty) {
+        struct client **pp = &w->dirty_clients;
+        while (*pp != NULL && *pp != c)
+            pp = &(*pp)->dirty_next;
+        if (*pp == c)
+            *pp = c->dirty_next;
+        c->dirty = 0;
+    }
+    /* Messages still owed a reply by a server stay there as orphans. */
+    struct msg *m = c->head;
+    while (m != NULL) {
+        struct msg *next = m->cnext;
+        m->cnext = NULL;
+        m->client = NULL;
+        if (!(m->flags & MSG_F_SENT) && m->nfrag_pending == 0)
+            msg_put(w, m);
+        m = next;
+    }
+    c->head = c->tail = NULL;
+    c->nmsgs = 0;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->clients = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    atomic_fetch_sub(&c->pool->shared->clients, 1);
+    STAT_ADD(&c->pool->stats, client_connections, -1);
+    w->curr_connections--;
+    uv_close(&c->h.handle, client_on_close);
+}
+
+/* Close when everything owed has been answered and written. */
+static void client_maybe_finish(struct client *c)
+{
+    if ((c->eof || c->closing) && c->head == NULL && buf_len(&c->obuf) == 0 && !c->writing)
+        client_close(c);
+}
+
+static void client_read_start(struct client *c);
+
+/* A client paused for backpressure reads again once its queued reply
+ * bytes fall under half the limit; then the input it already holds. */
+static void client_check_resume(struct client *c)
+{
+    if (!c->paused || c->closing || c->eof ||
+        client_pending_bytes(c) >= c->w->proxy->client_output_limit / 2)
+        return;
+    c->paused = 0;
+    client_read_start(c);
+    client_process(c);
+}
+
+static void client_write_cb(uv_write_t *req, int status)
+{
+    struct client *c = req->data;
+
+    c->writing = 0;
+    c->wbuf.rpos = c->wbuf.wpos = 0;
+    if (uv_is_closing(&c->h.handle))
+        return;
+    if (status < 0) {
+        STAT_ADD(&c->pool->stats, client_err, 1);
+        client_close(c);
+        return;
+    }
+    if (buf_len(&c->obuf) > 0) {
+        client_flush(c);
+        return;
+    }
+    client_check_resume(c);
+    client_maybe_finish(c);
+}
+
+void client_flush(struct client *c)
+{
+    if (uv_is_closing(&c->h.handle))
+        return;
+    if (c->writing)
+        return;
+    if (buf_len(&c->obuf) == 0) {
+        client_maybe_finish(c);
+        return;
+    }
+    uv_buf_t b = uv_buf_init(buf_rptr(&c->obuf), (unsigned)RL_MIN(buf_len(&c->obuf), 1u << 30));
+    int n = uv_try_write(&c->h.stream, &b, 1);
+    if (n > 0)
+        buf_consume(&c->obuf, (size_t)n);
+    else if (n < 0 && n != UV_EAGAIN) {
+        STAT_ADD(&c->pool->stats, client_err, 1);
+        client_close(c);
+        return;
+    }
+    if (buf_len(&c->obuf) == 0) {
+        if (c->obuf.cap > CLIENT_IBUF_KEEP)
+            buf_free(&c->obuf);
+        client_check_resume(c);
+        client_maybe_finish(c);
+        return;
+    }
+    buf_swap(&c->obuf, &c->wbuf);
+    b = uv_buf_init(buf_rptr(&c->wbuf), (unsigned)buf_len(&c->wbuf));
+    c->wreq.data = c;
+    int rc = uv_write(&c->wreq, &c->h.stream, &b, 1, client_write_cb);
+    if (rc < 0) {
+        client_close(c);
+        return;
+    }
+    c->writing = 1;
+}
+
+/* Deliver every completed message at the head of the queue, in order. */
+void client_advance(struct client *c)
+{
+    struct worker *w = c->w;
+    struct msg *m;
+
+    while ((m = c->head) != NULL && (m->flags & MSG_F_DONE)) {
+        size_t n = buf_len(&m->rsp);
+        if (n > 0) {
+            c->held_bytes -= RL_MIN(c->held_bytes, n);
+            if (buf_len(&c->obuf) == 0 && !(m->flags & MSG_F_STREAMED)) {
+                buf_swap(&c->obuf, &m->rsp);     /* hand over, no copy */
+            } else if (buf_append(&c->obuf, buf_rptr(&m->rsp), n) < 0) {
+                c->closing = 1;
+            }
+            worker_mark_client(w, c);
+        }
+        c->head = m->cnext;
+        if (c->head == NULL)
+            c->tail = NULL;
+        c->nmsgs--;
+        m->cnext = NULL;
+        m->client = NULL;
+        if (m->flags & MSG_F_CLOSE) {
+            c->eof = 1;
+            c->closing = 1;
+        }
+        if (!(m->flags & MSG_F_SENT))
+            msg_put(w, m);
+        if (c->closing)
+            break;
+    }
+    /* The new head streams from now on: first what it already holds. */
+    if (m != NULL && !c->closing && buf_len(&m->rsp) > 0) {
+        size_t n = buf_len(&m->rsp);
+        c->held_bytes -= RL_MIN(c->held_bytes, n);
+        buf_append(&c->obuf, buf_rptr(&m->rsp), n);
+        m->rsp.rpos = m->rsp.wpos = 0;
+        m->flags |= MSG_F_STREAMED;
+        worker_mark_client(w, c);
+    }
+    if (c->closing) {
+        /* Drop what is queued behind a close. */
+        while ((m = c->head) != NULL) {
+            c->head = m->cnext;
+            m->cnext = NULL;
+            m->client = NULL;
+            if (!(m->flags & MSG_F_SENT) && m->nfrag_pending == 0)
+                msg_put(w, m);
+        }
+        c->tail = NULL;
+        c->nmsgs = 0;
+        if (!uv_is_closing(&c->h.handle))
+            uv_read_stop(&c->h.stream);
+        worker_mark_client(w, c);
+    }
+}
+
+/* ------------------------------------------------------------------ requests */
+
+static struct msg *client_new_msg(struct client *c, const struct proto_req *req)
+{
+    struct msg *m = msg_get(c->w);
+    if (m == NULL)
+        return NULL;
+    m->cmd = req->cmd;
+    m->rflags = req->flags;
+    m->nkeys = req->nkeys;
+    m->start_us = uv_hrtime() / 1000;
+    if (req->flags & PROTO_RF_NOREPLY) {
+        m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
+        return m;
+    }
+    m->client = c;
+    if (c->tail)
+        c->tail->cnext = m;
+    else
+        c->head = m;
+    c->tail = m;
+    c->nmsgs++;
+    return m;
+}
+
+/* Answer m locally with a protocol error (it was never sent). */
+static void client_fail(struct client *c, struct msg *m, enum proto_err code, const char *reason)
+{
+    m->flags |= MSG_F_ERROR | MSG_F_DONE;
+    STAT_ADD(&c->pool->stats, forward_error, 1);
+    if (m->flags & MSG_F_NOREPLY) {
+        msg_put(c->w, m);
+        return;
+    }
+    c->pool->ops->error_reply(code, reason, &m->rsp);
+    c->held_bytes += buf_len(&m->rsp);
+}
+
+/* The bytes a key is placed by (base64 keys are decoded first). */
+static uint32_t client_owner(struct client *c, const struct proto_req *req, const char *buf,
+                             uint32_t k, uint64_t *hint)
+{
+    const struct ring *r = c->pool->ring;
+    const char *key = buf + req->keys[k].off;
+    size_t len = req->keys[k].len;
+    char dec[512];
+
+    if (req->flags & PROTO_RF_KEYB64) {
+        int n = memcache_key_decode(key, len, dec, sizeof(dec));
+        if (n >= 0) {
+            key = dec;
+            len = (size_t)n;
+        }
+    }
+    uint64_t h = ring_key_hash(r, key, len);
+    if (hint)
+        *hint = h;
+    return dist_lookup(&r->dist, h) % r->nservers;
+}
+
+/* Send one request to one server; the header is rewritten by the
+ * protocol's forward(), the body (if any) is copied as is. */
+static void client_send(struct client *c, struct msg *m, struct server *srv, uint64_t hint,
+                        const struct proto_req *req, const char *buf)
+{
+    const char *reason = NULL;
+    struct sconn *s = server_pick(srv, hint, &reason);
+
+    m->server = srv;
+    if (s == NULL) {
+        client_fail(c, m, PROTO_ERR_SERVER, reason ? reason : "no connection");
+        return;
+    }
+    size_t before = buf_len(&s->obuf);
+    int rc = c->pool->ops->forward(req, buf, &s->obuf);
+    if (rc == 0 && req->body_len > 0)
+        rc = buf_append(&s->obuf, buf + req->hdr_len, req->body_len);
+    if (rc < 0) {
+        s->obuf.wpos = s->obuf.rpos + before;
+        client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    m->req_bytes = buf_len(&s->obuf) - before;
+    STAT_ADD(&srv->stats, requests, 1);
+    STAT_ADD(&srv->stats, request_bytes, m->req_bytes);
+    sconn_enqueue(s, m);
+    worker_mark_sconn(c->w, s);
+}
+
+static int client_scratch(struct worker *w, uint32_t n)
+{
+    if (n <= w->scratch_cap)
+        return 0;
+    uint32_t cap = w->scratch_cap ? w->scratch_cap : 64;
+    while (cap < n)
+        cap *= 2;
+    uint32_t *p = realloc(w->scratch, (size_t)cap * 2 * sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    w->scratch = p;
+    w->scratch_cap = cap;
+    return 0;
+}
+
+/*
+ * Split a multi-key request per server. The parent keeps a copy of the
+ * header and the key offsets for merge(); each fragment is a message of
+ * its own in its server's queue. Allocation here is per multi-key request
+ * (the merge map), not per key.
+ */
+static void client_fanout(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf, int broadcast)
+{
+    struct worker *w = c->w;
+    struct wpool *pool = c->pool;
+    uint32_t nkeys = broadcast ? 0 : req->nkeys;
+    uint32_t nsrv = pool->nservers;
+
+    if (client_scratch(w, RL_MAX(nkeys, nsrv) + 1) < 0)
+        goto nomem;
+    uint32_t *owner = w->scratch;                    /* owner[i] for key i */
+    uint32_t *slot = w->scratch + w->scratch_cap;    /* server -> fragment + 1 */
+    memset(slot, 0, (size_t)nsrv * sizeof(*slot));
+
+    uint32_t nfrag = 0;
+    if (broadcast) {
+        nfrag = nsrv;
+    } else {
+        for (uint32_t i = 0; i < nkeys; i++) {
+            owner[i] = client_owner(c, req, buf, i, NULL);
+            if (slot[owner[i]] == 0)
+                slot[owner[i]] = ++nfrag;
+        }
+    }
+    if (nfrag == 0) {
+        client_fail(c, m, PROTO_ERR_SERVER, "no server to send to");
+        return;
+    }
+    m->frags = calloc(nfrag, sizeof(*m->frags));
+    m->key_frag = nkeys ? malloc((size_t)nkeys * sizeof(*m->key_frag)) : NULL;
+    m->keys = nkeys ? malloc((size_t)nkeys * sizeof(*m->keys)) : NULL;
+    if (m->frags == NULL || (nkeys && (m->key_frag == NULL || m->keys == NULL)) ||
+        buf_append(&m->reqcopy, buf, req->hdr_len) < 0)
+        goto nomem;
+    m->nfrag = nfrag;
+    for (uint32_t i = 0; i < nkeys; i++) {
+        m->key_frag[i] = slot[owner[i]] - 1;
+        m->keys[i] = req->keys[i];
+    }
+
+    uint32_t *idx = owner;   /* reused below, per fragment, after key_frag is set */
+    struct server **target = alloca(nfrag * sizeof(*target));
+    if (broadcast) {
+        for (uint32_t s = 0; s < nsrv; s++)
+            target[s] = pool->servers[s];
+    } else {
+        for (uint32_t s = 0; s < nsrv; s++)
+            if (slot[s])
+                target[slot[s] - 1] = pool->servers[s];
+    }
+    m->nfrag_pending = nfrag;
+    STAT_ADD(&pool->stats, fragments, nfrag);
+    for (uint32_t f = 0; f < nfrag; f++) {
+        struct msg *fm = msg_get(w);
+        if (fm == NULL) {
+            m->nfrag = f;
+            m->nfrag_pending -= nfrag - f;
+            /* the fragments already sent complete on their own */
+            goto nomem_late;
+        }
+        m->frags[f] = fm;
+        fm->flags = MSG_F_FRAG;
+        fm->parent = m;
+        fm->cmd = req->cmd;
+        fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
+        fm->start_us = m->start_us;
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < nkeys; i++)
+            if (m->key_frag[i] == f)
+                idx[n++] = i;
+        fm->nkeys = n;
+        struct server *srv = target[f];
+        fm->server = srv;
+        const char *reason = NULL;
+        struct sconn *s = server_pick(srv, f, &reason);
+        if (s == NULL) {
+            server_fail_msg(w, fm, PROTO_ERR_SERVER, reason ? reason : "no connection");
+            continue;
+        }
+        size_t before = buf_len(&s->obuf);
+        int rc = broadcast ? pool->ops->forward(req, buf, &s->obuf)
+                           : pool->ops->frag_write(req, buf, idx, n, &s->obuf);
+        if (rc < 0) {
+            s->obuf.wpos = s->obuf.rpos + before;
+            server_fail_msg(w, fm, PROTO_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        fm->req_bytes = buf_len(&s->obuf) - before;
+        STAT_ADD(&srv->stats, requests, 1);
+        STAT_ADD(&srv->stats, request_bytes, fm->req_bytes);
+        sconn_enqueue(s, fm);
+        worker_mark_sconn(w, s);
+    }
+    return;
+
+nomem_late:
+    if (m->nfrag_pending == 0) {
+        m->flags |= MSG_F_DONE;
+        pool->ops->error_reply(PROTO_ERR_NOMEM, "out of memory", &m->rsp);
+    }
+    return;
+nomem:
+    free(m->frags);
+    free(m->key_frag);
+    free(m->keys);
+    m->frags = NULL;
+    m->key_frag = NULL;
+    m->keys = NULL;
+    m->nfrag = m->nfrag_pending = 0;
+    client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+}
+
+static void client_render_stats(void *ctx, int redis, struct buf *out);
+
+static void client_dispatch(struct client *c, const struct proto_req *req, const char *buf)
+{
+    struct wpool *pool = c->pool;
+    struct msg *m = client_new_msg(c, req);
+
+    if (m == NULL) {
+        c->closing = 1;
+        return;
+    }
+    STAT_ADD(&pool->stats, requests, 1);
+    switch (req->kind) {
+    case PROTO_REQ_ERROR:
+        STAT_ADD(&pool->stats, client_errors_sent, 1);
+        m->flags |= MSG_F_DONE | MSG_F_ERROR;
+        if (req->flags & PROTO_RF_CLOSE)
+            m->flags |= MSG_F_CLOSE;
+        if (m->flags & MSG_F_NOREPLY) {
+            msg_put(c->w, m);
+            return;
+        }
+        buf_append(&m->rsp, req->err, req->err_len);
+        c->held_bytes += buf_len(&m->rsp);
+        break;
+
+    case PROTO_REQ_LOCAL: {
+        struct proxy *p = c->w->proxy;
+        struct proto_env env = {
+            .version = PACKAGE_VERSION,
+            .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
+            .now_us = util_wall_us(),
+            .pool_name = pool->cp->name,
+            .nservers = pool->nservers,
+            .curr_connections = c->w->curr_connections,
+            .total_connections = c->w->total_connections,
+            .render_stats = client_render_stats,
+            .ctx = c,
+        };
+        STAT_ADD(&pool->stats, local_replies, 1);
+        m->flags |= MSG_F_DONE;
+        int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
+        if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
+            m->flags |= MSG_F_CLOSE;
+        if (m->flags & MSG_F_NOREPLY) {
+            msg_put(c->w, m);
+            return;
+        }
+        c->held_bytes += buf_len(&m->rsp);
+        break;
+    }
+
+    case PROTO_REQ_SAME:
+    case PROTO_REQ_SINGLE: {
+        uint64_t hint = 0;
+        hotkeys_touch(&pool->hot, buf + req->keys[0].off, req->keys[0].len, uv_now(&c->w->loop));
+        uint32_t owner = client_owner(c, req, buf, 0, &hint);
+        for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
+            if (client_owner(c, req, buf, i, NULL) != owner) {
+                STAT_ADD(&pool->stats, crossslot, 1);
+                client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
+                goto out;
+            }
+        }
+        client_send(c, m, pool->servers[owner], hint, req, buf);
+        break;
+    }
+
+    case PROTO_REQ_FANOUT:
+    case PROTO_REQ_BROADCAST:
+        client_fanout(c, m, req, buf, req->kind == PROTO_REQ_BROADCAST);
+        break;
+    }
+out:
+    if (c->head == m && (m->flags & MSG_F_DONE))
+        client_advance(c);
+}
+
+/* Parse and dispatch every complete request in the input buffer. */
+static void client_process(struct client *c)
+{
+    const struct proto_ops *ops = c->pool->ops;
+    size_t limit = c->w->proxy->client_output_limit;
+
+    while (!c->closing && !c->paused) {
+        size_t len = buf_len(&c->ibuf);
+        if (c->swallow > 0) {
+            size_t n = (size_t)RL_MIN((uint64_t)len, c->swallow);
+            buf_consume(&c->ibuf, n);
+            c->swallow -= n;
+            if (c->swallow > 0)
+                break;
+            continue;
+        }
+        if (len == 0 || len < c->need)
+            break;
+        if (client_pending_bytes(c) > limit) {
+            c->paused = 1;
+            STAT_ADD(&c->pool->stats, client_paused, 1);
+            uv_read_stop(&c->h.stream);
+            break;
+        }
+        struct proto_req req;
+        memset(&req, 0, sizeof(req));
+        const char *p = buf_rptr(&c->ibuf);
+        int rc = ops->parse_req(&c->parser, p, len, &req);
+        if (rc == 0)
+            break;
+        if (rc < 0) {
+            struct msg *m = client_new_msg(c, &req);
+            STAT_ADD(&c->pool->stats, client_err, 1);
+            if (m != NULL) {
+                m->flags |= MSG_F_DONE | MSG_F_CLOSE | MSG_F_ERROR;
+                if (req.err)
+                    buf_append(&m->rsp, req.err, req.err_len);
+                c->held_bytes += buf_len(&m->rsp);
+            }
+            c->eof = 1;
+            uv_read_stop(&c->h.stream);
+            buf_consume(&c->ibuf, len);
+            client_advance(c);
+            break;
+        }
+        if (req.body_len > 0 && req.kind != PROTO_REQ_ERROR) {
+            /* Forward the request whole: header and body in one piece, so
+             * no other client's request can land inside it. */
+            uint64_t total = (uint64_t)req.hdr_len + req.body_len;
+            if ((uint64_t)len < total) {
+                if (total > SIZE_MAX / 2 || buf_reserve(&c->ibuf, (size_t)total - len) < 0) {
+                    c->closing = 1;
+                    break;
+                }
+                c->need = (size_t)total;
+                break;
+            }
+        }
+        c->need = 0;
+        client_dispatch(c, &req, p);
+        if (req.kind == PROTO_REQ_ERROR) {
+            buf_consume(&c->ibuf, req.hdr_len);
+            c->swallow = req.body_len;
+        } else {
+            buf_consume(&c->ibuf, req.hdr_len + req.body_len);
+        }
+        if (req.flags & PROTO_RF_CLOSE) {
+            c->eof = 1;
+            uv_read_stop(&c->h.stream);
+            break;
+        }
+    }
+    if (buf_len(&c->ibuf) == 0 && c->ibuf.cap > CLIENT_IBUF_KEEP)
+        buf_free(&c->ibuf);
+    if (c->closing)
+        client_advance(c);
+    client_maybe_finish(c);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+    struct client *c = h->data;
+
+    (void)suggested;
+    if (buf_reserve(&c->ibuf, CLIENT_READ_CHUNK) < 0) {
+        b->base = NULL;
+        b->len = 0;
+        return;
+    }
+    b->base = buf_wptr(&c->ibuf);
+    b->len = buf_room(&c->ibuf);
+}
+
+static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
+{
+    struct client *c = st->data;
+
+    (void)b;
+    if (nread > 0) {
+        c->ibuf.wpos += (size_t)nread;
+        worker_adopt_snapshot(c->w);
+        client_process(c);
+        return;
+    }
+    if (nread == 0)
+        return;
+    uv_read_stop(st);
+    if (nread == UV_EOF) {
+        STAT_ADD(&c->pool->stats, client_eof, 1);
+        c->eof = 1;             /* answer what was asked, then close */
+        client_maybe_finish(c);
+        return;
+    }
+    STAT_ADD(&c->pool->stats, client_err, 1);
+    client_close(c);
+}
+
+static void client_read_start(struct client *c)
+{
+    int rc = uv_read_start(&c->h.stream, client_alloc_cb, client_read_cb);
+    if (rc < 0)
+        client_close(c);
+}
+
+/* ------------------------------------------------------------------ accept */
+
+void client_accept(struct listener *l)
+{
+    struct worker *w = l->w;
+    struct wpool *pool = l->pool;
+    struct client *c = calloc(1, sizeof(*c));
+    int rc;
+
+    if (c == NULL) {
+        log_error("out of memory accepting a client on pool '%s'", pool->cp->name);
+        return;
+    }
+    if (l->is_unix)
+        rc = uv_pipe_init(&w->loop, &c->h.pipe, 0);
+    else
+        rc = uv_tcp_init(&w->loop, &c->h.tcp);
+    if (rc < 0) {
+        free(c);
+        return;
+    }
+    c->h.handle.data = c;
+    c->w = w;
+    c->pool = pool;
+    c->is_unix = l->is_unix;
+    if (uv_accept(&l->h.stream, &c->h.stream) < 0) {
+        c->h.handle.data = NULL;
+        uv_close(&c->h.handle, (uv_close_cb)free);
+        return;
+    }
+    c->next = w->clients;
+    if (w->clients)
+        w->clients->prev = c;
+    w->clients = c;
+    pool->refs++;
+    w->curr_connections++;
+    w->total_connections++;
+    STAT_ADD(&pool->stats, client_connections, 1);
+    unsigned n = atomic_fetch_add(&pool->shared->clients, 1) + 1;
+    if (pool->cp->client_connections && n > pool->cp->client_connections) {
+        STAT_ADD(&pool->stats, client_rejected, 1);
+        log_warn("pool '%s': client_connections limit %u reached, closing a new connection",
+                 pool->cp->name, pool->cp->client_connections);
+        client_close(c);
+        return;
+    }
+    if (!l->is_unix) {
+        uv_tcp_nodelay(&c->h.tcp, 1);
+        if (pool->cp->tcpkeepalive)
+            uv_tcp_keepalive(&c->h.tcp, 1, 60);
+        struct sockaddr_storage ss;
+        int sl = sizeof(ss);
+        if (uv_tcp_getpeername(&c->h.tcp, (struct sockaddr *)&ss, &sl) == 0) {
+            char ip[64] = "?";
+            int port = 0;
+            if (ss.ss_family == AF_INET) {
+                uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+                port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+            } else if (ss.ss_family == AF_INET6) {
+                uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+                port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+            }
+            snprintf(c->pc.peer, sizeof(c->pc.peer), "%s:%d", ip, port);
+        }
+    } else {
+        snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
+    }
+    c->parser.item_size_max = pool->cp->item_size_max;
+    if (pool->cp->allow_flush)
+        c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
+    if (pool->cp->redis_auth == NULL)
+        c->parser.flags |= PROTO_PF_AUTHED;
+    c->pc.id = atomic_fetch_add(&w->proxy->next_client_id, 1) + 1;
+    c->pc.auth = pool->cp->redis_auth;
+    c->pc.db = pool->cp->redis_db;
+    c->pc.authed = pool->cp->redis_auth == NULL;
+    c->pc.created_ms = util_wall_us() / 1000;
+    client_read_start(c);
+}
+
+/* ------------------------------------------------------------------ local stats */
+
+/* memcached `stats` / Redis INFO stats: this worker's view of the pool. */
+static void client_render_stats(void *ctx, int redis, struct buf *out)
+{
+    struct client *c = ctx;
+    const struct stats_pool *st = &c->pool->stats;
+    const char *fmt = redis ? "%s:%lld\r\n" : "STAT %s %lld\r\n";
+
+#define RENDER_FIELD(name, type, desc) \
+    buf_appendf(out, fmt, #name, (long long)__atomic_load_n(&st->name, __ATOMIC_RELAXED));
+    STATS_POOL_CODEC(RENDER_FIELD)
+#undef RENDER_FIELD
+    buf_appendf(out, fmt, "curr_connections", (long long)c->w->curr_connections);
+    buf_appendf(out, fmt, "total_connections", (long long)c->w->total_connections);
+}

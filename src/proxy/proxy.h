@@ -1,0 +1,85 @@
+/* struct proxy: the process — configuration snapshots, worker threads, the stats port. */
+#ifndef RL_PROXY_PROXY_H
+#define RL_PROXY_PROXY_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "conf.h"
+#include "ring.h"
+
+struct worker;
+struct reload_state;
+
+/* State of a pool shared by every worker (atomics), kept across reloads by name. */
+struct pool_shared {
+    atomic_uint clients;          /* client connections over all workers */
+};
+
+/*
+ * What workers route by: a configuration and one ring per pool. Immutable
+ * once published; workers adopt a new one at a safe point (their async
+ * callback) and drop the old; the last reference frees it.
+ */
+struct snapshot {
+    atomic_uint       refs;
+    uint64_t          generation;
+    struct conf      *conf;
+    struct ring     **rings;      /* [conf->npools] */
+    struct pool_shared **shared;  /* [conf->npools], owned by struct proxy */
+    int              *unix_fds;   /* [conf->npools]: listening unix socket or -1 (owned) */
+};
+
+void snapshot_ref(struct snapshot *s);
+void snapshot_unref(struct snapshot *s);
+
+struct proxy_options {
+    const char *conf_path;
+    const char *stats_addr;       /* -a (overrides ringleader: stats_listen host) */
+    int         stats_port;       /* -s; 0: config or default */
+    int         stats_interval_ms;/* -i */
+    uint32_t    workers;          /* --workers; 0: config or one per CPU */
+    size_t      buf_size;         /* -m: initial I/O buffer size */
+};
+
+struct proxy {
+    uv_loop_t                loop;          /* main thread: signals, stats port, reload */
+    struct proxy_options     opt;
+    _Atomic(struct snapshot *) current;
+    uv_mutex_t               snap_mu;       /* publish vs readers taking a reference */
+    uint32_t                 nworkers;
+    struct worker           *workers;
+    uint64_t                 start_wall_us;
+    atomic_uint_fast64_t     next_client_id;
+    atomic_int               stopping;
+    size_t                   client_output_limit; /* pause a client beyond this */
+    /* pool_shared records, one per pool name ever seen */
+    struct pool_shared     **shared;
+    char                   **shared_names;
+    uint32_t                 nshared;
+    uv_signal_t              sigterm, sigint, sighup;
+    uv_tcp_t                 stats_server;
+    int                      stats_open;
+    uv_timer_t               stop_timer;
+    /* reload: one at a time; workers acknowledge adoption */
+    uv_async_t               reload_async;
+    atomic_uint              reload_acks;
+    atomic_uint              reload_worker_errors;
+    struct snapshot         *reload_old;     /* released once every worker moved on */
+    int                      reload_pending; /* another reload asked while one runs */
+    struct reload_state     *reload;         /* history and per-pool report (reload.c) */
+};
+
+/* Load the config, build rings, start workers and the stats port; runs
+ * until a stop signal, then drains. Returns the process exit status. */
+int proxy_run(struct proxy_options *opt);
+
+/* Build a snapshot from a loaded conf (takes ownership of conf): rings,
+ * shared pool records, unix listening sockets (reused from `old` for paths
+ * it already listens on). Pools whose ring is unchanged against `old`
+ * keep its ring and epoch; changed ones get epoch + 1. NULL with err. */
+struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
+                                      const struct snapshot *old, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,90 @@
+/* Server connections: connect, batched writes, reply parsing, timeouts, reconnect with backoff. */
+#ifndef RL_PROXY_SERVER_H
+#define RL_PROXY_SERVER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "buf.h"
+#include "conf.h"
+#include "proto/proto.h"
+#include "histogram.h"
+#include "stats.h"
+#include "proxy/worker.h"
+
+struct msg;
+
+enum sconn_state { SCONN_IDLE, SCONN_RESOLVING, SCONN_CONNECTING, SCONN_CONNECTED, SCONN_CLOSING };
+
+struct sconn {
+    union rl_handle    h;
+    uv_timer_t         timer;
+    uv_connect_t       creq;
+    uv_getaddrinfo_t   gai;
+    uv_write_t         wreq;
+    struct server     *server;
+    enum sconn_state   state;
+    int                writing;
+    int                dirty;
+    int                closes_pending;  /* handles still to close before free */
+    int                timer_armed;
+    struct sconn      *dirty_next;
+    struct buf         ibuf;
+    struct buf         obuf;            /* filling */
+    struct buf         wbuf;            /* being written */
+    struct msg        *head, *tail;     /* sent, awaiting replies */
+    uint32_t           inflight;
+    uint32_t           hello_pending;   /* replies to AUTH/SELECT to swallow */
+    struct proto_parser parser;
+    /* reply unit being streamed */
+    struct msg        *cur;
+    uint64_t           body_left;
+    int                body_drop;
+    int                body_final;
+    int                resolving;       /* a getaddrinfo is pending */
+};
+
+/* One backend as one worker sees it. */
+struct server {
+    struct server     *next;            /* worker's list */
+    struct worker     *w;
+    struct wpool      *pool;
+    char              *ident;
+    char              *label;
+    struct conf_addr   addr;            /* owned copy */
+    uint32_t           nconns;
+    struct sconn     **conns;
+    uint32_t           rr;
+    uint64_t           retry_at_ms;     /* do not reconnect before */
+    uint32_t           backoff_ms;
+    int                removed;         /* dropped by a reload: drain then free */
+    struct stats_server stats;
+    struct histogram   latency;         /* send to reply, usec (single writer) */
+};
+
+struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs);
+/* The server left its pool: with `now`, close every connection (in-flight
+ * messages fail); else let each finish its in-flight requests, then close.
+ * Freed when its last connection is closed. */
+void server_destroy(struct server *s, int now);
+
+/* A connection to send to: connected or connecting (hint picks one of
+ * server_connections, so one key always uses one connection and its
+ * requests stay ordered); NULL with *reason in the reconnect back-off. */
+struct sconn *server_pick(struct server *s, uint64_t hint, const char **reason);
+
+/* Answer a message with an error now (it may still be owed a reply by a
+ * server: it then stays queued as a zombie). Handles fragments. */
+void server_fail_msg(struct worker *w, struct msg *m, enum proto_err code, const char *reason);
+
+/* Queue a message on a connection (the request bytes are already in
+ * s->obuf); arms its timeout. */
+void sconn_enqueue(struct sconn *s, struct msg *m);
+
+/* Write what is in obuf (called from the worker's flush). */
+void sconn_flush(struct sconn *s);
+
+/* Open connections for preconnect. */
+void server_preconnect(struct server *s);
+
+#endif

@@ -1,0 +1,328 @@
+/* libFuzzer target for the Redis protocol: parse_req, parse_rsp, frag_write, merge and local. */
+/*
+ * Build and run with libFuzzer (from the top of a configured tree, so that
+ * config.h exists):
+ *
+ *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -I. -Isrc \
+ *       tests/fuzz/fuzz_redis.c src/proto/redis.c src/proto/redis_commands.c \
+ *       src/proto/redis_local.c src/proto/proto.c src/buf.c src/util.c \
+ *       -o fuzz_redis
+ *   ./fuzz_redis -max_total_time=300 tests/fuzz/corpus/redis
+ *
+ * `make check` runs the same target without libFuzzer through
+ * tests/fuzz/replay_redis.c (the seed corpus plus fixed-seed mutations).
+ *
+ * Input: byte 0 chooses the mode (bits 0-1: 0/3 requests, 1 replies,
+ * 2 merge) and flags (bit 2: authenticated / RETRIEVAL, bit 3: allow
+ * flush); the rest is the wire data. Every invariant of the proto.h
+ * contract that the harness can check aborts when broken.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "proto/proto.h"
+#include "proto/redis.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(x) do { if (!(x)) { fprintf(stderr, "fuzz_redis: %s:%d: %s\n", __FILE__, __LINE__, #x); abort(); } } while (0)
+
+static const struct proto_ops *R = &proto_redis_ops;
+
+/* Everything a request result says, for comparing two parses. */
+struct snap {
+    int rc;
+    enum proto_kind kind;
+    uint16_t cmd, flags;
+    uint32_t nkeys;
+    uint32_t keys[8][2];
+    char err[600];
+    uint32_t err_len;
+};
+
+static void snap_req(struct snap *s, int rc, const struct proto_req *req)
+{
+    memset(s, 0, sizeof(*s));
+    s->rc = rc;
+    if (rc == 0)
+        return;
+    s->kind = req->kind;
+    s->cmd = req->cmd;
+    s->flags = req->flags;
+    s->nkeys = req->nkeys;
+    for (uint32_t i = 0; i < req->nkeys && i < 8; i++) {
+        s->keys[i][0] = req->keys[i].off;
+        s->keys[i][1] = req->keys[i].len;
+    }
+    if (req->err != NULL) {
+        CHECK(req->err_len >= 3 && req->err_len < sizeof(s->err));
+        memcpy(s->err, req->err, req->err_len);
+        s->err_len = req->err_len;
+        CHECK(req->err[0] == '-');
+        CHECK(memcmp(req->err + req->err_len - 2, "\r\n", 2) == 0);
+        CHECK(memchr(req->err, '\n', req->err_len - 1) == NULL);   /* one line */
+    }
+}
+
+static void check_req(const char *buf, size_t len, int rc, const struct proto_req *req)
+{
+    CHECK(rc <= (int)len);
+    if (rc < 0) {
+        CHECK(req->err != NULL && req->err_len > 0);
+        return;
+    }
+    if (rc == 0)
+        return;
+    CHECK(req->hdr_len == (uint32_t)rc);
+    CHECK(req->body_len == 0);
+    CHECK(req->aux[1] < (uint32_t)rc);
+    if (req->kind == PROTO_REQ_ERROR)
+        CHECK(req->err != NULL);
+    for (uint32_t i = 0; i < req->nkeys; i++)
+        CHECK((uint64_t)req->keys[i].off + req->keys[i].len <= (uint64_t)rc);
+    if (req->kind == PROTO_REQ_SINGLE)
+        CHECK(req->nkeys == 1);
+    if (req->kind == PROTO_REQ_SAME || req->kind == PROTO_REQ_FANOUT)
+        CHECK(req->nkeys >= 2);
+    (void)buf;
+}
+
+/* Write the fragments of a FANOUT request (keys alternately on two
+ * servers) and parse them back: each must be one request with its keys. */
+static void fanout_roundtrip(const char *buf, const struct proto_req *req)
+{
+    uint32_t n = req->nkeys, na = 0, nb = 0;
+    uint32_t *ia = malloc(n * sizeof(*ia)), *ib = malloc(n * sizeof(*ib));
+    struct proto_key *keys = malloc(n * sizeof(*keys));
+    CHECK(ia && ib && keys);
+    memcpy(keys, req->keys, n * sizeof(*keys));
+    for (uint32_t i = 0; i < n; i++) {
+        if (i % 2)
+            ib[nb++] = i;
+        else
+            ia[na++] = i;
+    }
+    struct proto_req copy = *req;
+    copy.keys = keys;
+    for (int side = 0; side < 2; side++) {
+        struct buf out;
+        buf_init(&out);
+        uint32_t *idx = side ? ib : ia, cnt = side ? nb : na;
+        if (cnt == 0)
+            continue;
+        CHECK(R->frag_write(&copy, buf, idx, cnt, &out) == 0);
+        struct proto_parser p = { .flags = PROTO_PF_AUTHED };
+        struct proto_req fr;
+        int rc = R->parse_req(&p, buf_rptr(&out), buf_len(&out), &fr);
+        CHECK(rc == (int)buf_len(&out));
+        CHECK(fr.cmd == req->cmd);
+        CHECK(fr.nkeys == cnt);
+        for (uint32_t i = 0; i < cnt; i++) {
+            const struct proto_key *a = &fr.keys[i], *b = &keys[idx[i]];
+            CHECK(a->len == b->len);
+            CHECK(memcmp(buf_rptr(&out) + a->off, buf + b->off, a->len) == 0);
+        }
+        proto_parser_free(&p);
+        buf_free(&out);
+    }
+    free(ia);
+    free(ib);
+    free(keys);
+}
+
+static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
+{
+    struct proto_parser p = { .flags = pflags };
+    struct proto_client c = { .id = 1, .auth = (pflags & PROTO_PF_AUTHED) ? NULL : "pw" };
+    struct proto_env env = { .version = "fuzz", .now_us = 1 };
+    struct buf out;
+    size_t off = 0;
+
+    buf_init(&out);
+    for (int guard = 0; guard < 1000 && off < len; guard++) {
+        struct proto_req req;
+        uint32_t flags_before = p.flags;
+        int rc = R->parse_req(&p, buf + off, len - off, &req);
+        check_req(buf + off, len - off, rc, &req);
+
+        /* The same request arriving in pieces gives the same answer. */
+        if (rc != 0) {
+            struct proto_parser q = { .flags = flags_before };
+            struct proto_req r2;
+            struct snap a, b;
+            snap_req(&a, rc, &req);
+            size_t end = rc > 0 ? (size_t)rc : len - off;
+            size_t step = end > 512 ? end / 97 + 1 : 1;
+            int r = 0;
+            for (size_t i = 0; i < end && r == 0; i += step)
+                r = R->parse_req(&q, buf + off, i, &r2);
+            if (r == 0)
+                r = R->parse_req(&q, buf + off, end, &r2);
+            snap_req(&b, r, &r2);
+            CHECK(a.rc == b.rc);
+            if (rc > 0)
+                CHECK(memcmp(&a, &b, sizeof(a)) == 0);
+            proto_parser_free(&q);
+        }
+        if (rc <= 0)
+            break;
+        out.rpos = out.wpos = 0;
+        switch (req.kind) {
+        case PROTO_REQ_SINGLE:
+        case PROTO_REQ_SAME:
+        case PROTO_REQ_BROADCAST:
+            CHECK(R->forward(&req, buf + off, &out) == 0);
+            CHECK(buf_len(&out) <= (size_t)rc);
+            break;
+        case PROTO_REQ_FANOUT:
+            fanout_roundtrip(buf + off, &req);
+            break;
+        case PROTO_REQ_LOCAL: {
+            int r = R->local(&c, &p, &req, buf + off, &env, &out);
+            CHECK(r == 0 || r == PROTO_LOCAL_CLOSE);
+            /* every local reply is one complete RESP value */
+            struct proto_parser rp = { 0 };
+            struct proto_rsp rsp;
+            size_t at = 0;
+            int done = 0;
+            while (!done && at < buf_len(&out)) {
+                int u = R->parse_rsp(&rp, buf_rptr(&out) + at, buf_len(&out) - at, 0, 0, &rsp);
+                CHECK(u > 0);
+                at += (size_t)u + rsp.body_len;
+                done = (rsp.flags & PROTO_SF_FINAL) != 0;
+            }
+            CHECK(done && at == buf_len(&out));
+            break;
+        }
+        case PROTO_REQ_ERROR:
+            break;
+        }
+        off += (size_t)rc;
+    }
+    buf_free(&out);
+    proto_parser_free(&p);
+}
+
+static void fuzz_replies(const char *buf, size_t len, uint16_t rflags)
+{
+    struct proto_parser p = { 0 };
+    size_t off = 0;
+
+    for (int guard = 0; guard < 1000 && off < len; guard++) {
+        struct proto_rsp rsp;
+        int rc = R->parse_rsp(&p, buf + off, len - off, 0, rflags, &rsp);
+        CHECK(rc <= (int)(len - off));
+        if (rc <= 0) {
+            /* whole-input verdict; byte by byte must agree for a fresh reply */
+            if (p.state == 0 || rc < 0) {
+                struct proto_parser q = { 0 };
+                int r = 0;
+                for (size_t i = 0; i <= len - off && r == 0; i++)
+                    r = R->parse_rsp(&q, buf + off, i, 0, rflags, &rsp);
+                CHECK((r < 0) == (rc < 0));
+            }
+            break;
+        }
+        CHECK(rsp.hdr_len == (uint32_t)rc);
+        if (rsp.flags & PROTO_SF_ERROR)
+            CHECK(buf[off] == '-');
+        if (rsp.body_len) {
+            CHECK(buf[off] == '$');
+            if (rsp.body_len > len - off - (size_t)rc)
+                break;
+            off += rsp.body_len;
+        }
+        off += (size_t)rc;
+    }
+}
+
+/* Merge: a request chosen by a byte, fragments split on 0xff bytes. */
+static void fuzz_merge(const char *buf, size_t len)
+{
+    static const char *const reqs[] = {
+        "*5\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n",
+        "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n",
+        "*4\r\n$3\r\nDEL\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n",
+        "*1\r\n$6\r\nDBSIZE\r\n",
+        "*2\r\n$4\r\nINFO\r\n$8\r\nkeyspace\r\n",
+    };
+    if (len < 2)
+        return;
+    const char *r = reqs[(unsigned char)buf[0] % 5];
+    uint32_t nfrag = 1 + (unsigned char)buf[1] % 4;
+    buf += 2;
+    len -= 2;
+
+    struct proto_parser p = { .flags = PROTO_PF_AUTHED };
+    struct proto_req req;
+    CHECK(R->parse_req(&p, r, strlen(r), &req) == (int)strlen(r));
+    uint32_t key_frag[8];
+    for (uint32_t i = 0; i < req.nkeys && i < 8; i++)
+        key_frag[i] = (i + (len ? (unsigned char)buf[0] : 0)) % nfrag;
+
+    struct buf fb[4], *frag[4];
+    for (uint32_t f = 0; f < nfrag; f++) {
+        buf_init(&fb[f]);
+        frag[f] = &fb[f];
+    }
+    uint32_t f = 0;
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)buf[i] == 0xff && f + 1 < nfrag) {
+            f++;
+            continue;
+        }
+        CHECK(buf_append(&fb[f], buf + i, 1) == 0);
+    }
+    struct buf out;
+    buf_init(&out);
+    int rc = R->merge(req.cmd, r, req.keys, req.nkeys,
+                      req.kind == PROTO_REQ_FANOUT ? key_frag : NULL, frag, nfrag, &out);
+    CHECK(rc == 0 || rc == -1);
+    if (rc != 0) {
+        CHECK(buf_len(&out) == 0);
+    } else {
+        struct proto_parser rp = { 0 };
+        struct proto_rsp rsp;
+        int u = R->parse_rsp(&rp, buf_rptr(&out), buf_len(&out), 0, 0, &rsp);
+        CHECK(u > 0 && (size_t)u + rsp.body_len == buf_len(&out) && (rsp.flags & PROTO_SF_FINAL));
+    }
+    buf_free(&out);
+    for (uint32_t g = 0; g < nfrag; g++)
+        buf_free(&fb[g]);
+    proto_parser_free(&p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    unsigned mode = data[0] & 3;
+    const char *buf = (const char *)data + 1;
+    size_t len = size - 1;
+    uint32_t pflags = ((data[0] & 4) ? PROTO_PF_AUTHED : 0) | ((data[0] & 8) ? PROTO_PF_ALLOW_FLUSH : 0);
+
+    /* A private copy so that reading past the end is caught by ASan. */
+    char *copy = malloc(len ? len : 1);
+    if (copy == NULL)
+        return 0;
+    memcpy(copy, buf, len);
+    switch (mode) {
+    case 0:
+    case 3:
+        fuzz_requests(copy, len, pflags);
+        break;
+    case 1:
+        fuzz_replies(copy, len, (data[0] & 4) ? PROTO_RF_RETRIEVAL : 0);
+        break;
+    case 2:
+        fuzz_merge(copy, len);
+        break;
+    }
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,1191 @@
+/* Unit tests for the Redis protocol: parsers fed whole and byte by byte, the command table, fragments, merges, local commands. */
+#include "config.h"
+
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "proto/proto.h"
+#include "proto/redis.h"
+#include "util.h"
+
+static const struct proto_ops *R = &proto_redis_ops;
+
+/* Build a RESP request from space-separated words ("~" stands for a space
+ * inside a word). Returns its length; out must hold it. */
+static size_t mk(char *out, const char *line)
+{
+    char words[64][256];
+    int n = 0;
+    const char *s = line;
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        if (!*s)
+            break;
+        int l = 0;
+        while (*s && *s != ' ') {
+            words[n][l++] = *s == '~' ? ' ' : *s;
+            s++;
+        }
+        words[n][l] = '\0';
+        n++;
+    }
+    size_t len = (size_t)sprintf(out, "*%d\r\n", n);
+    for (int i = 0; i < n; i++)
+        len += (size_t)sprintf(out + len, "$%zu\r\n%s\r\n", strlen(words[i]), words[i]);
+    return len;
+}
+
+struct res {
+    int rc;
+    struct proto_req req;
+    char keys[16][64];
+    char err[600];
+};
+
+static void snap(struct res *r, int rc, const struct proto_req *req, const char *buf)
+{
+    memset(r, 0, sizeof(*r));
+    r->rc = rc;
+    r->req = *req;
+    for (uint32_t i = 0; i < req->nkeys && i < 16; i++)
+        snprintf(r->keys[i], sizeof(r->keys[i]), "%.*s", (int)req->keys[i].len, buf + req->keys[i].off);
+    if (req->err)
+        snprintf(r->err, sizeof(r->err), "%.*s", (int)req->err_len, req->err);
+}
+
+/* Parse buf[0..len) whole, then again with a fresh parser one byte at a
+ * time: every proper prefix must be "incomplete" (0), and the final call
+ * must give the same result. Returns the whole-parse result. */
+static struct res parse_both(const char *buf, size_t len, uint32_t pflags)
+{
+    struct proto_parser p1 = { .flags = pflags }, p2 = { .flags = pflags };
+    struct proto_req req;
+    struct res a, b;
+
+    int rc = R->parse_req(&p1, buf, len, &req);
+    snap(&a, rc, &req, buf);
+    if (rc > 0) {
+        for (size_t i = 0; i < (size_t)rc; i++) {
+            int r = R->parse_req(&p2, buf, i, &req);
+            ck_assert_msg(r == 0, "prefix %zu of %zu gave %d", i, len, r);
+        }
+        int r = R->parse_req(&p2, buf, (size_t)rc, &req);
+        snap(&b, r, &req, buf);
+        ck_assert_int_eq(b.rc, a.rc);
+        ck_assert_int_eq(b.req.kind, a.req.kind);
+        ck_assert_uint_eq(b.req.cmd, a.req.cmd);
+        ck_assert_uint_eq(b.req.flags, a.req.flags);
+        ck_assert_uint_eq(b.req.nkeys, a.req.nkeys);
+        for (uint32_t i = 0; i < a.req.nkeys && i < 16; i++)
+            ck_assert_str_eq(b.keys[i], a.keys[i]);
+        ck_assert_str_eq(b.err, a.err);
+    }
+    proto_parser_free(&p1);
+    proto_parser_free(&p2);
+    return a;
+}
+
+static struct res req_of(const char *line, uint32_t pflags)
+{
+    static char buf[65536];
+    size_t len = mk(buf, line);
+    struct res r = parse_both(buf, len, pflags);
+    if (r.rc > 0)
+        ck_assert_uint_eq((size_t)r.rc, len);
+    return r;
+}
+
+#define AUTHED PROTO_PF_AUTHED
+
+static const char *cmd_name(const struct res *r)
+{
+    return r->req.cmd < redis_ncommands ? redis_commands[r->req.cmd].name : "?";
+}
+
+/* ------------------------------------------------------------ requests */
+
+START_TEST(test_req_resp_single_key)
+{
+    struct res r = req_of("SET foo bar", AUTHED);
+    ck_assert_int_gt(r.rc, 0);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_str_eq(cmd_name(&r), "SET");
+    ck_assert_uint_eq(r.req.nkeys, 1);
+    ck_assert_str_eq(r.keys[0], "foo");
+    ck_assert(r.req.flags & PROTO_RF_WRITE);
+    ck_assert_uint_eq(r.req.body_len, 0);
+
+    r = req_of("get k", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert(r.req.flags & PROTO_RF_RETRIEVAL);
+    ck_assert(!(r.req.flags & PROTO_RF_WRITE));
+}
+END_TEST
+
+START_TEST(test_req_binary_key_and_empty_arg)
+{
+    static const char s[] = "*3\r\n$3\r\nSET\r\n$5\r\na\r\nb\0\r\n$0\r\n\r\n";
+    struct res r = parse_both(s, sizeof(s) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(s) - 1);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(r.req.keys[0].len, 5);
+    ck_assert_int_eq(memcmp(s + r.req.keys[0].off, "a\r\nb\0", 5), 0);
+}
+END_TEST
+
+START_TEST(test_req_pipeline_consumes_one_at_a_time)
+{
+    char buf[256];
+    size_t a = mk(buf, "GET a");
+    size_t b = mk(buf + a, "GET b");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, a + b, &req), (int)a);
+    ck_assert_int_eq(R->parse_req(&p, buf + a, b, &req), (int)b);
+    ck_assert_int_eq(memcmp(buf + a + req.keys[0].off, "b", 1), 0);
+    proto_parser_free(&p);
+}
+END_TEST
+
+START_TEST(test_req_inline)
+{
+    static const char s1[] = "get foo\r\n";
+    struct res r = parse_both(s1, sizeof(s1) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(s1) - 1);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_str_eq(r.keys[0], "foo");
+
+    static const char s2[] = "  SET  'a b'   \"c d\"\n";
+    r = parse_both(s2, sizeof(s2) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(s2) - 1);
+    ck_assert_str_eq(cmd_name(&r), "SET");
+    ck_assert_str_eq(r.keys[0], "a b");
+
+    /* escapes cannot be kept in place: refused, line consumed, connection kept */
+    static const char s3[] = "set \"a\\nb\" c\r\n";
+    r = parse_both(s3, sizeof(s3) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(s3) - 1);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+
+    static const char s4[] = "set \"ab c\r\n";
+    r = parse_both(s4, sizeof(s4) - 1, AUTHED);
+    ck_assert_int_lt(r.rc, 0);
+    ck_assert_str_eq(r.err, "-ERR Protocol error: unbalanced quotes in request\r\n");
+}
+END_TEST
+
+START_TEST(test_req_empty_requests_skipped)
+{
+    char buf[128];
+    size_t pre = (size_t)sprintf(buf, "*0\r\n\r\n*-1\r\n");
+    size_t len = pre + mk(buf + pre, "GET k");
+    struct res r = parse_both(buf, len, AUTHED);
+    ck_assert_int_eq(r.rc, (int)len);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_str_eq(r.keys[0], "k");
+    struct buf out;
+    buf_init(&out);
+    ck_assert_int_eq(R->forward(&r.req, buf, &out), 0);
+    ck_assert_uint_eq(buf_len(&out), len - pre);   /* the empty ones are not forwarded */
+    ck_assert_int_eq(memcmp(buf_rptr(&out), buf + pre, len - pre), 0);
+    buf_free(&out);
+
+    /* nothing but empties: incomplete, nothing consumed */
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, pre, &req), 0);
+    proto_parser_free(&p);
+}
+END_TEST
+
+static void expect_fatal(const char *s, size_t len, uint32_t pflags, const char *err)
+{
+    struct proto_parser p = { .flags = pflags };
+    struct proto_req req;
+    int rc = R->parse_req(&p, s, len, &req);
+    ck_assert_int_lt(rc, 0);
+    ck_assert_int_eq(req.kind, PROTO_REQ_ERROR);
+    ck_assert_uint_eq(req.err_len, strlen(err));
+    ck_assert_int_eq(memcmp(req.err, err, req.err_len), 0);
+    proto_parser_free(&p);
+}
+
+#define FATAL(s, f, e) expect_fatal(s, sizeof(s) - 1, f, e)
+
+START_TEST(test_req_fatal_errors)
+{
+    FATAL("*abc\r\n", AUTHED, "-ERR Protocol error: invalid multibulk length\r\n");
+    FATAL("*1048577\r\n", AUTHED, "-ERR Protocol error: invalid multibulk length\r\n");
+    FATAL("*1\r\n$-1\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
+    FATAL("*1\r\n$536870913\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
+    FATAL("*1\r\n$x\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
+    FATAL("*2\r\n$3\r\nGET\r\nx", AUTHED, "-ERR Protocol error: expected '$', got 'x'\r\n");
+    FATAL("*2\r\n:3\r\n", AUTHED, "-ERR Protocol error: expected '$', got ':'\r\n");
+    /* before AUTH, Redis's tighter limits */
+    FATAL("*11\r\n", 0, "-ERR Protocol error: unauthenticated multibulk length\r\n");
+    FATAL("*1\r\n$16385\r\n", 0, "-ERR Protocol error: unauthenticated bulk length\r\n");
+
+    /* limits exactly at the edge are accepted (incomplete) */
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    static const char ok[] = "*1048576\r\n$536870912\r\n";
+    ck_assert_int_eq(R->parse_req(&p, ok, sizeof(ok) - 1, &req), 0);
+    proto_parser_free(&p);
+
+    /* a header line that never ends */
+    char *big = malloc(70000);
+    big[0] = '*';
+    memset(big + 1, '1', 69999);
+    expect_fatal(big, 70000, AUTHED, "-ERR Protocol error: too big mbulk count string\r\n");
+    memset(big, 'a', 70000);
+    expect_fatal(big, 70000, AUTHED, "-ERR Protocol error: too big inline request\r\n");
+    free(big);
+}
+END_TEST
+
+START_TEST(test_req_big_value_resumes_without_rescanning)
+{
+    /* SET k <1 MiB> arriving in 4 KiB pieces: p->scan stays at the value's
+     * "$" line, so each call reads one bounded line, not the whole request. */
+    size_t vlen = 1 << 20;
+    char *buf = malloc(vlen + 64);
+    size_t len = (size_t)sprintf(buf, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%zu\r\n", vlen);
+    size_t vline = len - (size_t)snprintf(NULL, 0, "$%zu\r\n", vlen);
+    memset(buf + len, 'v', vlen);
+    len += vlen;
+    memcpy(buf + len, "\r\n", 2);
+    len += 2;
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    for (size_t have = 4096; have < len; have += 4096) {
+        ck_assert_int_eq(R->parse_req(&p, buf, have, &req), 0);
+        ck_assert_uint_eq(p.scan, vline);
+    }
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_uint_eq(req.nkeys, 1);
+    ck_assert_uint_eq(p.scan, 0);
+    proto_parser_free(&p);
+    free(buf);
+}
+END_TEST
+
+/* --------------------------------------------------------------- table */
+
+START_TEST(test_table_sorted_and_consistent)
+{
+    for (size_t i = 0; i < redis_ncommands; i++) {
+        const struct redis_command *c = &redis_commands[i];
+        if (i > 0)
+            ck_assert_msg(strcmp(redis_commands[i - 1].name, c->name) < 0, "%s out of order", c->name);
+        ck_assert_ptr_eq(redis_command_find(c->name), c);
+        if (c->flags & REDIS_CMD_REFUSED)
+            continue;           /* Redis's own data, never routed (SUNSUBSCRIBE's range is odd) */
+        int absar = c->arity < 0 ? -c->arity : c->arity;
+        ck_assert_msg(c->arity != 0, "%s: arity 0", c->name);
+        if (c->first > 0) {
+            /* the first key fits in the minimum argument count */
+            ck_assert_msg(c->first < absar, "%s: first %d arity %d", c->name, c->first, c->arity);
+            ck_assert_msg(c->step >= 1, "%s: step", c->name);
+            if (c->last >= 0) {
+                ck_assert_msg(c->last >= c->first && c->last < absar, "%s: last", c->name);
+                ck_assert_msg((c->last - c->first + 1) % c->step == 0, "%s: step", c->name);
+            } else {
+                /* -1: the last argument; a fixed arity would make it a fixed index */
+                ck_assert_msg(c->arity < 0 && c->first <= absar + c->last, "%s: last %d", c->name, c->last);
+            }
+        } else {
+            ck_assert_msg(c->last == 0 && c->step == 0, "%s: keyless range", c->name);
+        }
+        if (c->numkeys > 0)
+            ck_assert_msg(c->numkeys < absar && (c->flags & REDIS_CMD_MOVABLE), "%s: numkeys", c->name);
+        /* several keys must be routed: SAME or FANOUT */
+        int multi = (c->first > 0 && c->last != c->first) || c->numkeys || (c->flags & REDIS_CMD_STOREOPT);
+        if (multi)
+            ck_assert_msg(c->flags & (REDIS_CMD_SAME | REDIS_CMD_FANOUT), "%s: multi-key", c->name);
+        /* every command the proxy forwards has a key to route by */
+        if (!(c->flags & (REDIS_CMD_REFUSED | REDIS_CMD_LOCAL | REDIS_CMD_BROADCAST |
+                          REDIS_CMD_FLUSH | REDIS_CMD_CONTAINER)))
+            ck_assert_msg(c->first > 0 || c->numkeys > 0, "%s: forwarded without a key", c->name);
+        if (c->flags & REDIS_CMD_LOCAL)
+            ck_assert_msg(c->local != REDIS_LOCAL_NONE, "%s: local handler", c->name);
+        if (c->flags & (REDIS_CMD_FANOUT | REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH))
+            ck_assert_msg(c->merge != REDIS_MERGE_NONE, "%s: merge", c->name);
+        if (strchr(c->name, '|')) {
+            char parent[64];
+            snprintf(parent, sizeof(parent), "%.*s", (int)(strchr(c->name, '|') - c->name), c->name);
+            const struct redis_command *pc = redis_command_find(parent);
+            ck_assert_msg(pc && (pc->flags & (REDIS_CMD_CONTAINER | REDIS_CMD_VARIANTS)), "%s: parent", c->name);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_table_covers_keyed_commands)
+{
+    static const char *const must[] = {
+        "APPEND", "BITCOUNT", "BITFIELD", "BITFIELD_RO", "BITOP", "BITPOS", "COPY", "DECR",
+        "DUMP", "EXPIRE", "EXPIRETIME", "GEOADD", "GEODIST", "GEOHASH", "GEOPOS", "GEORADIUS",
+        "GEORADIUSBYMEMBER", "GEOSEARCH", "GEOSEARCHSTORE", "GETDEL", "GETEX", "GETRANGE",
+        "HDEL", "HGETALL", "HINCRBYFLOAT", "HRANDFIELD", "HSCAN", "HSTRLEN", "LCS", "LINSERT",
+        "LMOVE", "LMPOP", "LPOS", "MEMORY|USAGE", "OBJECT|ENCODING", "OBJECT|FREQ",
+        "PERSIST", "PEXPIREAT", "PFADD", "PFCOUNT", "PFMERGE", "RESTORE", "RPOPLPUSH",
+        "SINTERCARD", "SMISMEMBER", "SORT", "SORT_RO", "SSCAN", "SUBSTR", "TYPE", "XACK",
+        "XADD", "XAUTOCLAIM", "XCLAIM", "XDEL", "XGROUP|CREATE", "XGROUP|CREATECONSUMER",
+        "XGROUP|DELCONSUMER", "XGROUP|DESTROY", "XGROUP|SETID", "XINFO|CONSUMERS",
+        "XINFO|GROUPS", "XINFO|STREAM", "XLEN", "XPENDING", "XRANGE", "XREVRANGE", "XSETID",
+        "XTRIM", "ZADD", "ZDIFF", "ZDIFFSTORE", "ZINTER", "ZINTERCARD", "ZMPOP", "ZMSCORE",
+        "ZRANGESTORE", "ZRANDMEMBER", "ZUNION", "ZUNIONSTORE", "TTL", "PTTL", "TOUCH",
+    };
+    for (size_t i = 0; i < RL_ARRAY_SIZE(must); i++) {
+        const struct redis_command *c = redis_command_find(must[i]);
+        ck_assert_msg(c != NULL, "%s missing", must[i]);
+        ck_assert_msg(!(c->flags & REDIS_CMD_REFUSED), "%s refused", must[i]);
+    }
+}
+END_TEST
+
+START_TEST(test_lookup_case_insensitive)
+{
+    ck_assert_ptr_eq(redis_command_lookup("gEt", 3), redis_command_find("GET"));
+    ck_assert_ptr_eq(redis_command_lookup("zrangestore", 11), redis_command_find("ZRANGESTORE"));
+    ck_assert_ptr_null(redis_command_lookup("GETX", 4));
+    ck_assert_ptr_null(redis_command_lookup("GE", 2));
+    ck_assert_ptr_null(redis_command_lookup("G\0T", 3));
+    ck_assert_ptr_null(redis_command_lookup("", 0));
+    ck_assert_ptr_null(redis_command_lookup("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 40));
+    struct res r = req_of("gEt k", AUTHED);
+    ck_assert_str_eq(cmd_name(&r), "GET");
+}
+END_TEST
+
+/* ------------------------------------------------------ classification */
+
+START_TEST(test_arity_errors_redis_text)
+{
+    struct res r = req_of("GET", AUTHED);
+    ck_assert_int_gt(r.rc, 0);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'get' command\r\n");
+    r = req_of("set a", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'set' command\r\n");
+    r = req_of("MSET a 1 b", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'mset' command\r\n");
+    r = req_of("OBJECT ENCODING", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'object|encoding' command\r\n");
+    r = req_of("OBJECT", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'object' command\r\n");
+    r = req_of("PING a b", AUTHED);     /* ping's arity is -1: local() checks */
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_LOCAL);
+}
+END_TEST
+
+START_TEST(test_unknown_command_text)
+{
+    struct res r = req_of("foo a b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    ck_assert_str_eq(r.err, "-ERR unknown command 'foo', with args beginning with: 'a' 'b' \r\n");
+    r = req_of("foo", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR unknown command 'foo', with args beginning with: \r\n");
+    /* long arguments are cut as Redis cuts them: 128 bytes of argument list */
+    char line[1200];
+    strcpy(line, "nope ");
+    memset(line + 5, 'x', 300);
+    strcpy(line + 305, " y");
+    r = req_of(line, AUTHED);
+    char want[400];
+    char xs[129];
+    memset(xs, 'x', 128);
+    xs[128] = '\0';
+    snprintf(want, sizeof(want), "-ERR unknown command 'nope', with args beginning with: '%s' \r\n", xs);
+    ck_assert_str_eq(r.err, want);
+    r = req_of("OBJECT nosuch k", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR unknown subcommand 'nosuch'. Try OBJECT HELP.\r\n");
+    /* CR/LF in an argument cannot break the reply line */
+    static const char s[] = "*2\r\n$3\r\nfoo\r\n$3\r\na\r\n\r\n";
+    r = parse_both(s, sizeof(s) - 1, AUTHED);
+    ck_assert_str_eq(r.err, "-ERR unknown command 'foo', with args beginning with: 'a  ' \r\n");
+}
+END_TEST
+
+static void expect_refused(const char *line, const char *name)
+{
+    struct res r = req_of(line, AUTHED);
+    char want[200];
+    snprintf(want, sizeof(want), "-ERR command '%s' is not supported by ringleader\r\n", name);
+    ck_assert_int_gt(r.rc, 0);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    ck_assert_str_eq(r.err, want);
+}
+
+START_TEST(test_refusals)
+{
+    expect_refused("KEYS *", "KEYS");
+    expect_refused("scan 0", "SCAN");
+    expect_refused("RANDOMKEY", "RANDOMKEY");
+    expect_refused("multi", "MULTI");
+    expect_refused("EXEC", "EXEC");
+    expect_refused("WATCH a", "WATCH");
+    expect_refused("SUBSCRIBE ch", "SUBSCRIBE");
+    expect_refused("PUBLISH ch m", "PUBLISH");
+    expect_refused("PUBSUB CHANNELS", "PUBSUB CHANNELS");
+    expect_refused("BLPOP k 0", "BLPOP");
+    expect_refused("BZMPOP 0 1 k MIN", "BZMPOP");
+    expect_refused("XREAD STREAMS s 0", "XREAD");
+    expect_refused("WAIT 1 0", "WAIT");
+    expect_refused("CLIENT KILL 1.2.3.4:5", "CLIENT KILL");
+    expect_refused("client pause 10", "CLIENT PAUSE");
+    expect_refused("CONFIG GET maxmemory", "CONFIG GET");
+    expect_refused("DEBUG SLEEP 0", "DEBUG");
+    expect_refused("SHUTDOWN", "SHUTDOWN");
+    expect_refused("FLUSHALL", "FLUSHALL");
+    expect_refused("FLUSHDB", "FLUSHDB");
+    expect_refused("SCRIPT LOAD x", "SCRIPT LOAD");
+    expect_refused("MEMORY STATS", "MEMORY STATS");
+    expect_refused("OBJECT HELP", "OBJECT HELP");
+    expect_refused("SWAPDB 0 1", "SWAPDB");
+    expect_refused("MOVE k 1", "MOVE");
+    expect_refused("CLUSTER INFO", "CLUSTER INFO");
+    expect_refused("MONITOR", "MONITOR");
+    expect_refused("REPLICAOF no one", "REPLICAOF");
+
+    struct res r = req_of("FLUSHALL", AUTHED | PROTO_PF_ALLOW_FLUSH);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_BROADCAST);
+    ck_assert_uint_eq(redis_commands[r.req.cmd].merge, REDIS_MERGE_OK);
+}
+END_TEST
+
+struct kcase {
+    const char *line;
+    enum proto_kind kind;
+    const char *keys[5];
+};
+
+START_TEST(test_classification)
+{
+    static const struct kcase cases[] = {
+        { "MGET a b c", PROTO_REQ_FANOUT, { "a", "b", "c" } },
+        { "MGET a", PROTO_REQ_SINGLE, { "a" } },
+        { "MSET a 1 b 2", PROTO_REQ_FANOUT, { "a", "b" } },
+        { "DEL a b", PROTO_REQ_FANOUT, { "a", "b" } },
+        { "UNLINK a b", PROTO_REQ_FANOUT, { "a", "b" } },
+        { "EXISTS a b a", PROTO_REQ_FANOUT, { "a", "b", "a" } },
+        { "TOUCH a b", PROTO_REQ_FANOUT, { "a", "b" } },
+        { "MSETNX a 1 b 2", PROTO_REQ_SAME, { "a", "b" } },
+        { "RENAME a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "SMOVE a b m", PROTO_REQ_SAME, { "a", "b" } },
+        { "SINTER a b c", PROTO_REQ_SAME, { "a", "b", "c" } },
+        { "SINTER a", PROTO_REQ_SINGLE, { "a" } },
+        { "SINTERCARD 2 a b LIMIT 1", PROTO_REQ_SAME, { "a", "b" } },
+        { "ZUNIONSTORE d 2 a b WEIGHTS 1 2", PROTO_REQ_SAME, { "d", "a", "b" } },
+        { "ZUNION 2 a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "ZDIFF 1 a", PROTO_REQ_SINGLE, { "a" } },
+        { "ZRANGESTORE d s 0 -1", PROTO_REQ_SAME, { "d", "s" } },
+        { "LMOVE a b LEFT RIGHT", PROTO_REQ_SAME, { "a", "b" } },
+        { "LMPOP 2 a b LEFT", PROTO_REQ_SAME, { "a", "b" } },
+        { "ZMPOP 1 z MIN", PROTO_REQ_SINGLE, { "z" } },
+        { "PFCOUNT a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "PFMERGE d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
+        { "COPY a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "BITOP AND d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
+        { "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km", PROTO_REQ_SAME, { "d", "s" } },
+        { "GEORADIUS g 0 0 1 km STORE dst", PROTO_REQ_SAME, { "g", "dst" } },
+        { "GEORADIUS g 0 0 1 km COUNT 3 STOREDIST dd", PROTO_REQ_SAME, { "g", "dd" } },
+        { "GEORADIUSBYMEMBER g STORE 1 km", PROTO_REQ_SINGLE, { "g" } },
+        { "SORT s BY store GET store LIMIT 0 5", PROTO_REQ_SINGLE, { "s" } },
+        { "SORT s BY w STORE out", PROTO_REQ_SAME, { "s", "out" } },
+        { "SORT_RO s", PROTO_REQ_SINGLE, { "s" } },
+        { "EVAL return~1 2 a b x", PROTO_REQ_SAME, { "a", "b" } },
+        { "EVALSHA abc 1 k", PROTO_REQ_SINGLE, { "k" } },
+        { "FCALL_RO f 1 k", PROTO_REQ_SINGLE, { "k" } },
+        { "OBJECT ENCODING k", PROTO_REQ_SINGLE, { "k" } },
+        { "object freq k", PROTO_REQ_SINGLE, { "k" } },
+        { "XINFO STREAM s FULL", PROTO_REQ_SINGLE, { "s" } },
+        { "XGROUP CREATE s g $", PROTO_REQ_SINGLE, { "s" } },
+        { "MEMORY USAGE k", PROTO_REQ_SINGLE, { "k" } },
+        { "XADD s * f v", PROTO_REQ_SINGLE, { "s" } },
+        { "BITFIELD_RO k GET u8 0", PROTO_REQ_SINGLE, { "k" } },
+        { "LPOS l x RANK 1", PROTO_REQ_SINGLE, { "l" } },
+        { "RESTORE k 0 x", PROTO_REQ_SINGLE, { "k" } },
+        { "PING", PROTO_REQ_LOCAL, { NULL } },
+        { "ECHO x", PROTO_REQ_LOCAL, { NULL } },
+        { "SELECT 0", PROTO_REQ_LOCAL, { NULL } },
+        { "COMMAND", PROTO_REQ_LOCAL, { NULL } },
+        { "COMMAND COUNT", PROTO_REQ_LOCAL, { NULL } },
+        { "INFO", PROTO_REQ_LOCAL, { NULL } },
+        { "INFO server clients", PROTO_REQ_LOCAL, { NULL } },
+        { "INFO keyspace", PROTO_REQ_BROADCAST, { NULL } },
+        { "DBSIZE", PROTO_REQ_BROADCAST, { NULL } },
+        { "TIME", PROTO_REQ_LOCAL, { NULL } },
+        { "CLIENT SETNAME n", PROTO_REQ_LOCAL, { NULL } },
+        { "QUIT", PROTO_REQ_LOCAL, { NULL } },
+    };
+    for (size_t i = 0; i < RL_ARRAY_SIZE(cases); i++) {
+        struct res r = req_of(cases[i].line, AUTHED);
+        ck_assert_msg(r.rc > 0, "%s: rc %d", cases[i].line, r.rc);
+        ck_assert_msg(r.req.kind == cases[i].kind, "%s: kind %d (%s)", cases[i].line, r.req.kind, r.err);
+        uint32_t n = 0;
+        while (n < 5 && cases[i].keys[n])
+            n++;
+        ck_assert_msg(r.req.nkeys == n, "%s: %u keys", cases[i].line, r.req.nkeys);
+        for (uint32_t k = 0; k < n; k++)
+            ck_assert_msg(strcmp(r.keys[k], cases[i].keys[k]) == 0, "%s: key %u = %s",
+                          cases[i].line, k, r.keys[k]);
+    }
+    struct res r = req_of("QUIT", AUTHED);
+    ck_assert(r.req.flags & PROTO_RF_CLOSE);
+    r = req_of("DBSIZE", AUTHED);
+    ck_assert_uint_eq(redis_commands[r.req.cmd].merge, REDIS_MERGE_SUM);
+    r = req_of("INFO keyspace", AUTHED);
+    ck_assert_uint_eq(redis_commands[r.req.cmd].merge, REDIS_MERGE_KEYSPACE);
+}
+END_TEST
+
+START_TEST(test_eval_numkeys)
+{
+    struct res r = req_of("EVAL return~1 0", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert(r.req.flags & PROTO_RF_NOKEY);
+    ck_assert_uint_eq(r.req.nkeys, 1);
+    ck_assert_str_eq(r.keys[0], "return 1");     /* routed by the script body */
+    r = req_of("EVALSHA deadbeef 0 a1", AUTHED);
+    ck_assert(r.req.flags & PROTO_RF_NOKEY);
+    ck_assert_str_eq(r.keys[0], "deadbeef");
+    r = req_of("EVAL s 2 a", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR Number of keys can't be greater than number of args\r\n");
+    r = req_of("EVAL s -1", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR Number of keys can't be negative\r\n");
+    r = req_of("EVAL s x", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR value is not an integer or out of range\r\n");
+    r = req_of("ZUNION 0 a", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
+    r = req_of("EVAL s 1 k", AUTHED);
+    ck_assert(!(r.req.flags & PROTO_RF_NOKEY));
+    ck_assert(r.req.flags & PROTO_RF_WRITE);
+}
+END_TEST
+
+/* ------------------------------------------------------------- replies */
+
+struct rres {
+    int rc;
+    struct proto_rsp rsp;
+};
+
+/* Parse one reply unit whole, then byte by byte with a fresh parser. */
+static struct rres rsp_both(const char *s, size_t len, uint16_t rflags)
+{
+    struct proto_parser p1 = { 0 }, p2 = { 0 };
+    struct rres a;
+    struct proto_rsp rsp;
+    uint16_t cmd = (uint16_t)(redis_command_find("GET") - redis_commands);
+
+    a.rc = R->parse_rsp(&p1, s, len, cmd, rflags, &a.rsp);
+    if (a.rc > 0) {
+        for (size_t i = 0; i < (size_t)a.rc; i++)
+            ck_assert_msg(R->parse_rsp(&p2, s, i, cmd, rflags, &rsp) == 0, "prefix %zu", i);
+        int rc = R->parse_rsp(&p2, s, (size_t)a.rc, cmd, rflags, &rsp);
+        ck_assert_int_eq(rc, a.rc);
+        ck_assert_uint_eq(rsp.hdr_len, a.rsp.hdr_len);
+        ck_assert_uint_eq(rsp.body_len, a.rsp.body_len);
+        ck_assert_uint_eq(rsp.flags, a.rsp.flags);
+        ck_assert_uint_eq(p2.state, 0);
+    } else if (a.rc < 0) {
+        /* garbage is also garbage when it arrives byte by byte */
+        int rc = 0;
+        for (size_t i = 1; i <= len && rc == 0; i++)
+            rc = R->parse_rsp(&p2, s, i, cmd, rflags, &rsp);
+        ck_assert_int_lt(rc, 0);
+    }
+    return a;
+}
+
+#define RSP(s, f) rsp_both(s, sizeof(s) - 1, f)
+
+START_TEST(test_rsp_types)
+{
+    struct rres r = RSP("+OK\r\n", 0);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
+    r = RSP("-ERR bad thing\r\n", 0);
+    ck_assert_int_eq(r.rc, 16);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_ERROR);
+    r = RSP(":-42\r\n", 0);
+    ck_assert_int_eq(r.rc, 6);
+    r = RSP("$-1\r\n", PROTO_RF_RETRIEVAL);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_MISS);
+    r = RSP("$-1\r\n", 0);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
+    /* a top-level bulk: its header, the value streams as body */
+    r = RSP("$5\r\nhello\r\n", PROTO_RF_RETRIEVAL);
+    ck_assert_int_eq(r.rc, 4);
+    ck_assert_uint_eq(r.rsp.body_len, 7);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_ITEM);
+    r = RSP("$0\r\n\r\n", 0);
+    ck_assert_int_eq(r.rc, 4);
+    ck_assert_uint_eq(r.rsp.body_len, 2);
+    r = RSP("*-1\r\n", 0);
+    ck_assert_int_eq(r.rc, 5);
+    r = RSP("*0\r\n", 0);
+    ck_assert_int_eq(r.rc, 4);
+    static const char arr[] = "*3\r\n$1\r\na\r\n$-1\r\n:7\r\n+trailing";
+    r = RSP(arr, 0);
+    ck_assert_int_eq(r.rc, (int)sizeof(arr) - 1 - 9);
+    ck_assert_uint_eq(r.rsp.body_len, 0);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
+    static const char nested[] = "*2\r\n*2\r\n*1\r\n+x\r\n*-1\r\n*3\r\n:1\r\n-E in array\r\n$2\r\n\r\n\r\n";
+    r = RSP(nested, 0);
+    ck_assert_int_eq(r.rc, (int)sizeof(nested) - 1);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);    /* an error inside an array is data */
+}
+END_TEST
+
+START_TEST(test_rsp_garbage)
+{
+    ck_assert_int_lt(RSP("%1\r\n", 0).rc, 0);        /* RESP3 map: never asked for */
+    ck_assert_int_lt(RSP("hello\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP(":12a\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$-2\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$x\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*-2\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("+OK\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*2\r\n$1\r\nabc\r\n", 0).rc, 0);   /* bulk longer than declared */
+    ck_assert_int_lt(RSP("*1\r\n?\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("\r\n", 0).rc, 0);
+}
+END_TEST
+
+START_TEST(test_rsp_large_array_chunked_linear)
+{
+    /* 100,000 bulk elements arriving 1 KiB at a time, as a core would feed
+     * them: each call resumes from p->scan (which only grows), units are
+     * handed over in order, and the whole thing is fast. */
+    const uint32_t n = 100000;
+    struct buf all;
+    buf_init(&all);
+    ck_assert_int_eq(buf_appendf(&all, "*%u\r\n", n), 0);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_int_eq(buf_appendf(&all, "$6\r\nv%05u\r\n", i % 100000), 0);
+    size_t total = buf_len(&all);
+    struct proto_parser p = { 0 };
+    struct proto_rsp rsp;
+    size_t consumed = 0, avail = 0, units = 0;
+    uint32_t last_scan = 0;
+    int final = 0;
+    clock_t t0 = clock();
+    while (!final) {
+        avail = avail + 1024 < total ? avail + 1024 : total;
+        for (;;) {
+            int rc = R->parse_rsp(&p, all.data + consumed, avail - consumed, 0, 0, &rsp);
+            ck_assert_int_ge(rc, 0);
+            if (rc == 0) {
+                ck_assert_uint_ge(p.scan, last_scan);
+                last_scan = p.scan;
+                break;
+            }
+            consumed += (size_t)rc;
+            units++;
+            last_scan = 0;
+            if (rsp.flags & PROTO_SF_FINAL) {
+                final = 1;
+                break;
+            }
+        }
+        ck_assert(avail < total || final);
+    }
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    ck_assert_uint_eq(consumed, total);
+    ck_assert_uint_ge(units, 1);
+    ck_assert_msg(secs < 1.0, "took %.3fs", secs);
+    buf_free(&all);
+}
+END_TEST
+
+START_TEST(test_rsp_huge_array_streams_in_units)
+{
+    /* An array larger than REDIS_RSP_UNIT_MAX is handed over as non-final
+     * units of whole elements, then a final unit; the bytes add up. */
+    struct buf all;
+    buf_init(&all);
+    const uint32_t n = 50000;
+    ck_assert_int_eq(buf_appendf(&all, "*%u\r\n", n), 0);
+    for (uint32_t i = 0; i < n; i++)
+        ck_assert_int_eq(buf_appendf(&all, "$40\r\n%040u\r\n", i), 0);
+    size_t total = buf_len(&all);
+    ck_assert_uint_gt(total, 2 * REDIS_RSP_UNIT_MAX);
+    struct proto_parser p = { 0 };
+    struct proto_rsp rsp;
+    size_t consumed = 0, avail = 0;
+    int nonfinal = 0, final = 0;
+    while (!final) {
+        avail = avail + 65536 < total ? avail + 65536 : total;
+        int rc;
+        while ((rc = R->parse_rsp(&p, all.data + consumed, avail - consumed, 0, 0, &rsp)) > 0) {
+            consumed += (size_t)rc;
+            if (rsp.flags & PROTO_SF_FINAL) {
+                final = 1;
+                break;
+            }
+            nonfinal++;
+            ck_assert_uint_ge(rsp.hdr_len, REDIS_RSP_UNIT_MAX);
+        }
+        ck_assert_int_ge(rc, 0);
+    }
+    ck_assert_int_ge(nonfinal, 2);
+    ck_assert_uint_eq(consumed, total);
+    buf_free(&all);
+}
+END_TEST
+
+/* ----------------------------------------------------- fragments, merge */
+
+static struct buf *mkbuf(const char *s)
+{
+    struct buf *b = malloc(sizeof(*b));
+    buf_init(b);
+    buf_append_str(b, s);
+    return b;
+}
+
+static void freebufs(struct buf **b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        buf_free(b[i]);
+        free(b[i]);
+    }
+}
+
+static void frag_of(const struct proto_req *req, const char *buf, const uint32_t *idx, uint32_t n,
+                    const char *want)
+{
+    struct buf out;
+    buf_init(&out);
+    ck_assert_int_eq(R->frag_write(req, buf, idx, n, &out), 0);
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    buf_free(&out);
+}
+
+static void merge_to(const struct proto_req *req, const char *buf, const uint32_t *key_frag,
+                     struct buf **frag, uint32_t nfrag, int want_rc, const char *want)
+{
+    struct buf out;
+    buf_init(&out);
+    buf_append_str(&out, "prev");
+    int rc = R->merge(req->cmd, buf, req->keys, req->nkeys, key_frag, frag, nfrag, &out);
+    ck_assert_int_eq(rc, want_rc);
+    if (rc == 0) {
+        ck_assert_uint_eq(buf_len(&out), 4 + strlen(want));
+        ck_assert_int_eq(memcmp(buf_rptr(&out) + 4, want, strlen(want)), 0);
+    } else {
+        ck_assert_uint_eq(buf_len(&out), 4);         /* nothing half-written */
+    }
+    buf_free(&out);
+}
+
+START_TEST(test_mget_fragments_and_merge)
+{
+    char buf[256];
+    size_t len = mk(buf, "mget a b c d");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_FANOUT);
+
+    uint32_t f1[] = { 0, 2 }, f0[] = { 1, 3 };
+    frag_of(&req, buf, f1, 2, "*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nc\r\n");
+    frag_of(&req, buf, f0, 2, "*3\r\n$4\r\nMGET\r\n$1\r\nb\r\n$1\r\nd\r\n");
+
+    uint32_t key_frag[] = { 1, 0, 1, 0 };
+    struct buf *fr[2] = { mkbuf("*2\r\n$2\r\nvb\r\n$-1\r\n"), mkbuf("*2\r\n$2\r\nva\r\n*1\r\n:3\r\n") };
+    merge_to(&req, buf, key_frag, fr, 2, 0, "*4\r\n$2\r\nva\r\n$2\r\nvb\r\n*1\r\n:3\r\n$-1\r\n");
+    freebufs(fr, 2);
+
+    /* one fragment failed: the client gets that error */
+    struct buf *fe[2] = { mkbuf("*2\r\n$2\r\nvb\r\n$-1\r\n"), mkbuf("-ERR timeout\r\n") };
+    merge_to(&req, buf, key_frag, fe, 2, 0, "-ERR timeout\r\n");
+    freebufs(fe, 2);
+
+    /* a fragment with fewer elements than keys is malformed */
+    struct buf *fm[2] = { mkbuf("*1\r\n$2\r\nvb\r\n"), mkbuf("*2\r\n$2\r\nva\r\n$2\r\nvc\r\n") };
+    merge_to(&req, buf, key_frag, fm, 2, -1, NULL);
+    freebufs(fm, 2);
+    struct buf *fx[2] = { mkbuf("*3\r\n$2\r\nvb\r\n$-1\r\n:1\r\n"), mkbuf("*2\r\n$2\r\nva\r\n$2\r\nvc\r\n") };
+    merge_to(&req, buf, key_frag, fx, 2, -1, NULL);
+    freebufs(fx, 2);
+    proto_parser_free(&p);
+}
+END_TEST
+
+START_TEST(test_mset_fragments_carry_values)
+{
+    char buf[256];
+    size_t len = mk(buf, "MSET k1 v1 k2 value~two k3 v3");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_FANOUT);
+    uint32_t idx[] = { 2, 1 };
+    frag_of(&req, buf, idx, 2,
+            "*5\r\n$4\r\nMSET\r\n$2\r\nk3\r\n$2\r\nv3\r\n$2\r\nk2\r\n$9\r\nvalue two\r\n");
+
+    uint32_t key_frag[] = { 0, 1, 1 };
+    struct buf *ok[2] = { mkbuf("+OK\r\n"), mkbuf("+OK\r\n") };
+    merge_to(&req, buf, key_frag, ok, 2, 0, "+OK\r\n");
+    freebufs(ok, 2);
+    struct buf *bad[3] = { mkbuf("+OK\r\n"), mkbuf("-OOM no memory\r\n"), mkbuf("-ERR second\r\n") };
+    merge_to(&req, buf, key_frag, bad, 3, 0, "-OOM no memory\r\n");
+    freebufs(bad, 3);
+    proto_parser_free(&p);
+
+    /* inline MSET: values found after their keys on the line */
+    static const char il[] = "mset a 1 'b c' \"2 3\"  d x\r\n";
+    struct proto_parser p2 = { .flags = AUTHED };
+    ck_assert_int_eq(R->parse_req(&p2, il, sizeof(il) - 1, &req), (int)sizeof(il) - 1);
+    ck_assert_uint_eq(req.nkeys, 3);
+    uint32_t idx2[] = { 1, 2, 0 };
+    frag_of(&req, il, idx2, 3,
+            "*7\r\n$4\r\nMSET\r\n$3\r\nb c\r\n$3\r\n2 3\r\n$1\r\nd\r\n$1\r\nx\r\n$1\r\na\r\n$1\r\n1\r\n");
+    proto_parser_free(&p2);
+}
+END_TEST
+
+START_TEST(test_sum_merges)
+{
+    const char *cmds[] = { "DEL a b c", "EXISTS a b c", "UNLINK a b c", "TOUCH a b c" };
+    for (size_t i = 0; i < RL_ARRAY_SIZE(cmds); i++) {
+        char buf[128];
+        size_t len = mk(buf, cmds[i]);
+        struct proto_parser p = { .flags = AUTHED };
+        struct proto_req req;
+        ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+        ck_assert_int_eq(req.kind, PROTO_REQ_FANOUT);
+        uint32_t key_frag[] = { 1, 0, 1 };
+        struct buf *fr[2] = { mkbuf(":1\r\n"), mkbuf(":2\r\n") };
+        merge_to(&req, buf, key_frag, fr, 2, 0, ":3\r\n");
+        freebufs(fr, 2);
+        struct buf *fe[2] = { mkbuf(":1\r\n"), mkbuf("-ERR timeout\r\n") };
+        merge_to(&req, buf, key_frag, fe, 2, 0, "-ERR timeout\r\n");
+        freebufs(fe, 2);
+        struct buf *fg[2] = { mkbuf(":1\r\n"), mkbuf("+what\r\n") };
+        merge_to(&req, buf, key_frag, fg, 2, -1, NULL);
+        freebufs(fg, 2);
+        uint32_t idx[] = { 0, 2 };
+        char want[64];
+        snprintf(want, sizeof(want), "*3\r\n$%zu\r\n%.*s\r\n$1\r\na\r\n$1\r\nc\r\n",
+                 strcspn(cmds[i], " "), (int)strcspn(cmds[i], " "), cmds[i]);
+        frag_of(&req, buf, idx, 2, want);
+        proto_parser_free(&p);
+    }
+}
+END_TEST
+
+START_TEST(test_broadcast_merges)
+{
+    char buf[64];
+    size_t len = mk(buf, "DBSIZE");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    struct buf *fr[3] = { mkbuf(":10\r\n"), mkbuf(":0\r\n"), mkbuf(":5\r\n") };
+    merge_to(&req, buf, NULL, fr, 3, 0, ":15\r\n");
+    freebufs(fr, 3);
+
+    len = mk(buf, "INFO KEYSPACE");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_BROADCAST);
+    const char *a = "# Keyspace\r\ndb0:keys=3,expires=1,avg_ttl=100\r\ndb2:keys=1,expires=0,avg_ttl=0\r\n";
+    const char *b = "# Keyspace\r\ndb0:keys=4,expires=3,avg_ttl=500\r\n";
+    char fa[256], fb[256];
+    snprintf(fa, sizeof(fa), "$%zu\r\n%s\r\n", strlen(a), a);
+    snprintf(fb, sizeof(fb), "$%zu\r\n%s\r\n", strlen(b), b);
+    struct buf *ks[3] = { mkbuf(fa), mkbuf(fb), mkbuf("$12\r\n# Keyspace\r\n\r\n") };
+    const char *body = "# Keyspace\r\ndb0:keys=7,expires=4,avg_ttl=400\r\ndb2:keys=1,expires=0,avg_ttl=0\r\n";
+    char want[256];
+    snprintf(want, sizeof(want), "$%zu\r\n%s\r\n", strlen(body), body);
+    merge_to(&req, buf, NULL, ks, 3, 0, want);
+    freebufs(ks, 3);
+
+    len = mk(buf, "FLUSHDB");
+    p.flags |= PROTO_PF_ALLOW_FLUSH;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_BROADCAST);
+    struct buf *fl[2] = { mkbuf("+OK\r\n"), mkbuf("+OK\r\n") };
+    merge_to(&req, buf, NULL, fl, 2, 0, "+OK\r\n");
+    freebufs(fl, 2);
+    proto_parser_free(&p);
+}
+END_TEST
+
+/* --------------------------------------------------------------- local */
+
+struct sess {
+    struct proto_parser p;
+    struct proto_client c;
+    struct proto_env env;
+    struct buf out;
+    char buf[4096];
+};
+
+static void sess_init(struct sess *s, const char *auth)
+{
+    memset(s, 0, sizeof(*s));
+    s->p.flags = auth ? 0 : AUTHED;
+    s->c.auth = auth;
+    s->c.authed = auth == NULL;
+    s->c.id = 42;
+    s->c.db = 0;
+    strcpy(s->c.peer, "127.0.0.1:5555");
+    s->env.version = "0.1.0";
+    s->env.now_us = 1700000000123456ULL;
+    s->env.uptime_s = 99;
+    s->env.curr_connections = 3;
+    buf_init(&s->out);
+}
+
+/* Send one request through parse_req (and local() if LOCAL); return the
+ * reply text the client would see (err for ERROR, "<fwd>" if forwarded). */
+static const char *say(struct sess *s, const char *line, int *close)
+{
+    static char reply[65536];
+    struct proto_req req;
+    size_t len = mk(s->buf, line);
+    int rc = R->parse_req(&s->p, s->buf, len, &req);
+    ck_assert_int_eq(rc, (int)len);
+    if (close)
+        *close = 0;
+    if (req.kind == PROTO_REQ_ERROR) {
+        snprintf(reply, sizeof(reply), "%.*s", (int)req.err_len, req.err);
+        return reply;
+    }
+    if (req.kind != PROTO_REQ_LOCAL)
+        return "<fwd>";
+    s->out.rpos = s->out.wpos = 0;
+    int r = R->local(&s->c, &s->p, &req, s->buf, &s->env, &s->out);
+    ck_assert_int_ge(r, 0);
+    if (close)
+        *close = r == PROTO_LOCAL_CLOSE;
+    snprintf(reply, sizeof(reply), "%.*s", (int)buf_len(&s->out), buf_rptr(&s->out));
+    return reply;
+}
+
+START_TEST(test_local_basics)
+{
+    struct sess s;
+    int close;
+    sess_init(&s, NULL);
+    ck_assert_str_eq(say(&s, "PING", NULL), "+PONG\r\n");
+    ck_assert_str_eq(say(&s, "ping hi", NULL), "$2\r\nhi\r\n");
+    ck_assert_str_eq(say(&s, "PING a b", NULL), "-ERR wrong number of arguments for 'ping' command\r\n");
+    ck_assert_str_eq(say(&s, "ECHO x~y", NULL), "$3\r\nx y\r\n");
+    ck_assert_str_eq(say(&s, "SELECT 0", NULL), "+OK\r\n");
+    ck_assert_str_eq(say(&s, "SELECT 3", NULL), "-ERR SELECT is not allowed: this pool uses database 0\r\n");
+    ck_assert_str_eq(say(&s, "SELECT x", NULL), "-ERR value is not an integer or out of range\r\n");
+    ck_assert_str_eq(say(&s, "TIME", NULL), "*2\r\n$10\r\n1700000000\r\n$6\r\n123456\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT GETNAME", NULL), "$-1\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT SETNAME app1", NULL), "+OK\r\n");
+    ck_assert_str_eq(say(&s, "client getname", NULL), "$4\r\napp1\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT SETNAME a~b", NULL),
+                     "-ERR Client names cannot contain spaces, newlines or special characters.\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT ID", NULL), ":42\r\n");
+    ck_assert_ptr_nonnull(strstr(say(&s, "CLIENT INFO", NULL), "id=42 addr=127.0.0.1:5555 name=app1"));
+    const char *info = say(&s, "INFO", NULL);
+    ck_assert_ptr_nonnull(strstr(info, "# Server\r\nringleader_version:0.1.0\r\n"));
+    ck_assert_ptr_nonnull(strstr(info, "uptime_in_seconds:99\r\n"));
+    ck_assert_ptr_nonnull(strstr(info, "# Clients\r\nconnected_clients:3\r\n"));
+    info = say(&s, "INFO clients", NULL);
+    ck_assert_ptr_null(strstr(info, "# Server"));
+    ck_assert_ptr_nonnull(strstr(info, "connected_clients:3"));
+    ck_assert_str_eq(say(&s, "QUIT", &close), "+OK\r\n");
+    ck_assert_int_eq(close, 1);
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+}
+END_TEST
+
+START_TEST(test_auth_flows)
+{
+    struct sess s;
+    sess_init(&s, "s3cret");
+    ck_assert_str_eq(say(&s, "GET k", NULL), "-NOAUTH Authentication required.\r\n");
+    ck_assert_str_eq(say(&s, "PING", NULL), "-NOAUTH Authentication required.\r\n");
+    ck_assert_str_eq(say(&s, "KEYS *", NULL), "-NOAUTH Authentication required.\r\n");
+    ck_assert_str_eq(say(&s, "AUTH wrong", NULL),
+                     "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    ck_assert_str_eq(say(&s, "AUTH s3cre", NULL),
+                     "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    ck_assert_str_eq(say(&s, "AUTH bob s3cret", NULL),
+                     "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    ck_assert_int_eq(s.c.authed, 0);
+    ck_assert_str_eq(say(&s, "HELLO 2", NULL),
+                     "-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                     "select the RESP protocol version at the same time\r\n");
+    ck_assert_str_eq(say(&s, "AUTH s3cret", NULL), "+OK\r\n");
+    ck_assert_int_eq(s.c.authed, 1);
+    ck_assert(s.p.flags & PROTO_PF_AUTHED);
+    ck_assert_str_eq(say(&s, "GET k", NULL), "<fwd>");
+    ck_assert_str_eq(say(&s, "RESET", NULL), "+RESET\r\n");
+    ck_assert_str_eq(say(&s, "GET k", NULL), "-NOAUTH Authentication required.\r\n");
+    ck_assert_str_eq(say(&s, "AUTH default s3cret", NULL), "+OK\r\n");
+    ck_assert_str_eq(say(&s, "GET k", NULL), "<fwd>");
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+
+    sess_init(&s, "pw");
+    const char *h = say(&s, "HELLO 2 AUTH default pw SETNAME me", NULL);
+    ck_assert_int_eq(strncmp(h, "*14\r\n$6\r\nserver\r\n$10\r\nringleader\r\n", 34), 0);
+    ck_assert_int_eq(s.c.authed, 1);
+    ck_assert_str_eq(s.c.name, "me");
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+
+    sess_init(&s, NULL);
+    ck_assert_str_eq(say(&s, "AUTH x", NULL),
+                     "-ERR AUTH <password> called without any password configured for the default user. "
+                     "Are you sure your configuration is correct?\r\n");
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+}
+END_TEST
+
+START_TEST(test_hello)
+{
+    struct sess s;
+    sess_init(&s, NULL);
+    ck_assert_str_eq(say(&s, "HELLO 2", NULL),
+                     "*14\r\n$6\r\nserver\r\n$10\r\nringleader\r\n$7\r\nversion\r\n$5\r\n0.1.0\r\n"
+                     "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:42\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+                     "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n");
+    ck_assert_str_eq(say(&s, "HELLO 3", NULL),
+                     "-NOPROTO this protocol version is not supported by ringleader (RESP3 is not supported yet)\r\n");
+    ck_assert_str_eq(say(&s, "HELLO 4", NULL), "-NOPROTO unsupported protocol version\r\n");
+    ck_assert_str_eq(say(&s, "HELLO 2 bogus", NULL), "-ERR Syntax error in HELLO option 'bogus'\r\n");
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+}
+END_TEST
+
+/* Count the top-level elements of an array reply. */
+static long array_len(const char *s)
+{
+    ck_assert_int_eq(s[0], '*');
+    return strtol(s + 1, NULL, 10);
+}
+
+START_TEST(test_command_family)
+{
+    struct sess s;
+    sess_init(&s, NULL);
+    char want[32];
+    snprintf(want, sizeof(want), ":%zu\r\n", redis_command_listed());
+    ck_assert_str_eq(say(&s, "COMMAND COUNT", NULL), want);
+    ck_assert_uint_gt(redis_command_listed(), 150);
+
+    /* COMMAND lists as many entries as COMMAND COUNT says, and the reply
+     * parses as one complete RESP value */
+    const char *all = say(&s, "COMMAND", NULL);
+    ck_assert_int_eq(array_len(all), (long)redis_command_listed());
+    struct proto_parser rp = { 0 };
+    struct proto_rsp rsp;
+    ck_assert_int_eq(R->parse_rsp(&rp, all, strlen(all), 0, 0, &rsp), (int)strlen(all));
+    ck_assert(rsp.flags & PROTO_SF_FINAL);
+
+    ck_assert_str_eq(say(&s, "COMMAND INFO get", NULL),
+                     "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND INFO keys nosuch", NULL), "*2\r\n*-1\r\n*-1\r\n");
+    const char *obj = say(&s, "COMMAND INFO object", NULL);
+    ck_assert_ptr_nonnull(strstr(obj, "$15\r\nobject|encoding\r\n:3\r\n"));
+    ck_assert_ptr_null(strstr(obj, "object|help"));
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS MSET a 1 b 2", NULL), "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS EVAL s 2 x y z", NULL), "*2\r\n$1\r\nx\r\n$1\r\ny\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS OBJECT ENCODING k", NULL), "*1\r\n$1\r\nk\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS PING", NULL), "-ERR wrong number of arguments for 'command|getkeys' command\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS PING x", NULL), "-ERR The command has no key arguments\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS SET k", NULL), "-ERR Invalid number of arguments specified for command\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND GETKEYS nosuch x", NULL), "-ERR Invalid command specified\r\n");
+    const char *docs = say(&s, "COMMAND DOCS mget", NULL);
+    ck_assert_int_eq(strncmp(docs, "*2\r\n$4\r\nmget\r\n*2\r\n$7\r\nsummary\r\n", 31), 0);
+    const char *list = say(&s, "COMMAND LIST", NULL);
+    ck_assert_int_eq(array_len(list), (long)redis_command_listed());
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+}
+END_TEST
+
+START_TEST(test_error_reply_hello_probe)
+{
+    struct buf out;
+    buf_init(&out);
+    ck_assert_int_eq(R->error_reply(PROTO_ERR_CROSSSLOT, NULL, &out), 0);
+    ck_assert_int_eq(R->error_reply(PROTO_ERR_TIMEOUT, NULL, &out), 0);
+    ck_assert_int_eq(R->error_reply(PROTO_ERR_SERVER, "connection\r\nreset", &out), 0);
+    const char *want = "-CROSSSLOT Keys in request don't hash to the same server\r\n"
+                       "-ERR timeout\r\n-ERR server error: connection  reset\r\n";
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->server_hello("pw", 2, &out), 2);
+    want = "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n";
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->server_hello(NULL, 0, &out), 0);
+    ck_assert_uint_eq(buf_len(&out), 0);
+    ck_assert_str_eq(R->probe, "*1\r\n$4\r\nPING\r\n");
+    ck_assert_str_eq(R->name, "redis");
+    buf_free(&out);
+}
+END_TEST
+
+static Suite *redis_suite(void)
+{
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_req_resp_single_key);
+    tcase_add_test(tc, test_req_binary_key_and_empty_arg);
+    tcase_add_test(tc, test_req_pipeline_consumes_one_at_a_time);
+    tcase_add_test(tc, test_req_inline);
+    tcase_add_test(tc, test_req_empty_requests_skipped);
+    tcase_add_test(tc, test_req_fatal_errors);
+    tcase_add_test(tc, test_req_big_value_resumes_without_rescanning);
+    tcase_add_test(tc, test_table_sorted_and_consistent);
+    tcase_add_test(tc, test_table_covers_keyed_commands);
+    tcase_add_test(tc, test_lookup_case_insensitive);
+    tcase_add_test(tc, test_arity_errors_redis_text);
+    tcase_add_test(tc, test_unknown_command_text);
+    tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_classification);
+    tcase_add_test(tc, test_eval_numkeys);
+    tcase_add_test(tc, test_rsp_types);
+    tcase_add_test(tc, test_rsp_garbage);
+    tcase_add_test(tc, test_rsp_large_array_chunked_linear);
+    tcase_add_test(tc, test_rsp_huge_array_streams_in_units);
+    tcase_add_test(tc, test_mget_fragments_and_merge);
+    tcase_add_test(tc, test_mset_fragments_carry_values);
+    tcase_add_test(tc, test_sum_merges);
+    tcase_add_test(tc, test_broadcast_merges);
+    tcase_add_test(tc, test_local_basics);
+    tcase_add_test(tc, test_auth_flows);
+    tcase_add_test(tc, test_hello);
+    tcase_add_test(tc, test_command_family);
+    tcase_add_test(tc, test_error_reply_hello_probe);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(redis_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
