@@ -35,7 +35,7 @@ int dist_from_name(const char *name, size_t len, enum dist_type *out)
     return -1;
 }
 
-/* The ops table of a scheme, or NULL when it is not linked into this build. */
+/* The ops table of a scheme, or NULL for an out-of-range type. */
 const struct dist_ops *dist_ops_of(enum dist_type type)
 {
     switch (type) {

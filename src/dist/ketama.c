@@ -166,6 +166,9 @@ static int ketama_build(struct dist *d, const struct dist_params *p,
     free(text);
     free(order);
     d->impl = k;
+    /* the header too, so that ops->build alone yields a usable dist */
+    d->ops = &dist_ketama_ops;
+    d->type = DIST_KETAMA;
     d->nservers = n;
     return 0;
 

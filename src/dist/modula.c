@@ -50,6 +50,9 @@ static int modula_build(struct dist *d, const struct dist_params *p,
             m->table[m->size++] = order[r];
     free(order);
     d->impl = m;
+    /* the header too, so that ops->build alone yields a usable dist */
+    d->ops = &dist_modula_ops;
+    d->type = DIST_MODULA;
     d->nservers = n;
     return 0;
 

@@ -10,6 +10,9 @@ static int random_build(struct dist *d, const struct dist_params *p,
                         const struct dist_server *servers, uint32_t n, char *err, size_t errlen)
 {
     d->impl = NULL;      /* nothing to precompute: only the server count matters */
+    /* the header too, so that ops->build alone yields a usable dist */
+    d->ops = &dist_random_ops;
+    d->type = DIST_RANDOM;
     d->nservers = n;
     return 0;
 }
