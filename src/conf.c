@@ -1,4 +1,1624 @@
-/* YAML configuration loader: STUB, filled in by the configuration work. */
+/* YAML configuration loader: twemproxy's pool files plus ringleader's keys -> validated, immutable struct conf. */
 #include "config.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
 #include "conf.h"
+#include "util.h"
+
+/*
+ * How loading works.
+ *
+ * libyaml's document API turns the text into a node tree (it rejects
+ * malformed YAML with a mark we report). We then walk the tree with
+ * keyword tables in three steps, all before returning anything:
+ *
+ *   1. the root mapping: pool names (duplicates are ours to detect: libyaml
+ *      keeps both keys) and the optional `ringleader:` section;
+ *   2. each pool's mapping: every key is looked up in conf_pool_commands,
+ *      unknown and repeated keys are errors, and the value nodes are
+ *      remembered by command; setters then run in table order, so a setter
+ *      may rely on the keys listed before it (hash_seed after hash, slots
+ *      after servers); defaults and cross-key checks follow;
+ *   3. keys that refer to other pools (routes), and checks across pools
+ *      (listen addresses).
+ *
+ * Every message is "FILE:LINE:COL: key 'K': reason" with the position of
+ * the offending node (libyaml's marks are 0-based; we print 1-based).
+ */
+
+#define CONF_SLOTS          16384u
+#define CONF_MAX_WEIGHT     65535u
+#define CONF_MEMCACHE_PORT  11211u     /* twemproxy drops it from the identity */
+#define CONF_GLOBAL_KEY     "ringleader"
+
+struct conf_ctx;
+struct conf_command;
+
+/*
+ * A setter parses `node` into the field at `obj + cmd->offset`. Returns NULL
+ * on success or a reason (static, or formatted into ctx->why); a setter that
+ * runs out of memory returns conf__enomem.
+ */
+typedef const char *(*conf_set_fn)(struct conf_ctx *c, const struct conf_command *cmd,
+                                   yaml_node_t *node, void *obj);
+
+struct conf_command {
+    const char  *name;
+    conf_set_fn  set;
+    size_t       offset;
+    int64_t      min, max;             /* numeric setters: accepted range */
+    const char *const *names;          /* enum setter: accepted words, NULL-terminated */
+    int          late;                 /* run after every pool has been read */
+};
+
+struct conf_ctx {
+    const char    *file;               /* name used in messages */
+    yaml_document_t doc;
+    struct conf   *conf;
+    char          *err;
+    size_t         errlen;
+    char           why[256];            /* scratch for formatted reasons */
+    yaml_node_t   *errnode;             /* a setter may point the message elsewhere */
+    yaml_node_t  **pool_name_nodes;     /* per pool: its key node */
+    yaml_node_t  **pool_nodes;          /* per pool: value node of each command */
+    size_t         npool_cmds;
+};
+
+static const char conf__enomem[] = "out of memory";
+
+/* ------------------------------------------------------------------ errors */
+
+static void conf__vmsg(struct conf_ctx *c, const yaml_mark_t *m, const char *key,
+                       const char *fmt, va_list ap)
+{
+    int n;
+
+    if (c->err == NULL || c->errlen == 0)
+        return;
+    if (key != NULL)
+        n = snprintf(c->err, c->errlen, "%s:%zu:%zu: key '%s': ", c->file,
+                     m->line + 1, m->column + 1, key);
+    else
+        n = snprintf(c->err, c->errlen, "%s:%zu:%zu: ", c->file, m->line + 1, m->column + 1);
+    if (n < 0 || (size_t)n >= c->errlen)
+        return;
+    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+}
+
+/* Format an error at `node` (may be NULL: line 1 column 1). Always returns -1. */
+static int conf__fail(struct conf_ctx *c, const yaml_node_t *node, const char *key,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int conf__fail(struct conf_ctx *c, const yaml_node_t *node, const char *key,
+                      const char *fmt, ...)
+{
+    static const yaml_mark_t start = { 0, 0, 0 };
+    va_list ap;
+
+    va_start(ap, fmt);
+    conf__vmsg(c, node != NULL ? &node->start_mark : &start, key, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static const char *conf__why(struct conf_ctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *conf__why(struct conf_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(c->why, sizeof(c->why), fmt, ap);
+    va_end(ap);
+    return c->why;
+}
+
+static const char *conf__node_kind(const yaml_node_t *node)
+{
+    switch (node->type) {
+    case YAML_SEQUENCE_NODE: return "a list";
+    case YAML_MAPPING_NODE:  return "a mapping";
+    case YAML_SCALAR_NODE:   return "a single value";
+    default:                 return "nothing";
+    }
+}
+
+/* ------------------------------------------------------------------ scalars */
+
+/*
+ * The text of a scalar node, or NULL with a reason in c->why when the node
+ * is not a scalar or (allow_empty == 0) is empty / YAML null.
+ */
+static const char *conf__scalar(struct conf_ctx *c, yaml_node_t *node, size_t *len,
+                                int allow_empty)
+{
+    if (node->type != YAML_SCALAR_NODE) {
+        conf__why(c, "expected a single value, found %s", conf__node_kind(node));
+        return NULL;
+    }
+    const char *s = (const char *)node->data.scalar.value;
+    size_t n = node->data.scalar.length;
+    int plain = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+
+    if (!allow_empty && (n == 0 || (plain && (strcmp(s, "~") == 0 || strcmp(s, "null") == 0)))) {
+        conf__why(c, "has no value");
+        return NULL;
+    }
+    if (memchr(s, '\0', n) != NULL) {
+        conf__why(c, "contains a NUL byte");
+        return NULL;
+    }
+    *len = n;
+    return s;
+}
+
+static int conf__has_space(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (isspace((unsigned char)s[i]) || iscntrl((unsigned char)s[i]))
+            return 1;
+    return 0;
+}
+
+/* Parse a decimal integer in [min, max]; NULL or a reason. */
+static const char *conf__int_in(struct conf_ctx *c, const char *s, size_t n, int64_t min,
+                                int64_t max, int64_t *out)
+{
+    int64_t v;
+
+    if (util_parse_i64(s, n, &v) < 0)
+        return conf__why(c, "'%.*s' is not a whole number", (int)RL_MIN(n, 64), s);
+    if (v < min || v > max) {
+        if (max == INT32_MAX || max == INT64_MAX || max == UINT32_MAX)
+            return conf__why(c, "%lld is out of range: must be at least %lld", (long long)v,
+                             (long long)min);
+        return conf__why(c, "%lld is out of range: must be %lld..%lld", (long long)v,
+                         (long long)min, (long long)max);
+    }
+    *out = v;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ addresses */
+
+void conf_addr_free(struct conf_addr *addr)
+{
+    if (addr == NULL)
+        return;
+    free(addr->text);
+    free(addr->host);
+    free(addr->path);
+    memset(addr, 0, sizeof(*addr));
+    addr->perm = -1;
+}
+
+/*
+ * Split "host:port" (host may be a [bracketed] IPv6 literal) into freshly
+ * allocated host and port. Returns 0, or -1 with a reason; *enomem set when
+ * the failure is an allocation.
+ */
+static int conf__parse_hostport(const char *s, size_t n, char **host, uint16_t *port,
+                                char *err, size_t errlen)
+{
+    const char *colon = NULL;
+    uint64_t p;
+
+    for (size_t i = n; i > 0; i--) {
+        if (s[i - 1] == ':') {
+            colon = s + i - 1;
+            break;
+        }
+    }
+    if (colon == NULL) {
+        snprintf(err, errlen, "'%.*s' has no port: expected host:port", (int)n, s);
+        return -1;
+    }
+    const char *h = s;
+    size_t hlen = (size_t)(colon - s);
+    const char *ps = colon + 1;
+    size_t plen = n - hlen - 1;
+
+    if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') {
+        h++;
+        hlen -= 2;
+    }
+    if (hlen == 0) {
+        snprintf(err, errlen, "'%.*s' has an empty host", (int)n, s);
+        return -1;
+    }
+    if (conf__has_space(h, hlen)) {
+        snprintf(err, errlen, "'%.*s': the host contains a space", (int)n, s);
+        return -1;
+    }
+    if (plen == 0) {
+        snprintf(err, errlen, "'%.*s' has no port: expected host:port", (int)n, s);
+        return -1;
+    }
+    if (util_parse_u64(ps, plen, UINT64_MAX, &p) < 0) {
+        snprintf(err, errlen, "'%.*s': port '%.*s' is not a number", (int)n, s, (int)plen, ps);
+        return -1;
+    }
+    if (p == 0 || p > 65535) {
+        snprintf(err, errlen, "'%.*s': port %.*s is out of range 1..65535", (int)n, s,
+                 (int)plen, ps);
+        return -1;
+    }
+    *host = util_strndup(h, hlen);
+    if (*host == NULL) {
+        snprintf(err, errlen, "%s", conf__enomem);
+        return -1;
+    }
+    *port = (uint16_t)p;
+    return 0;
+}
+
+/*
+ * Parse a place to listen or connect: "host:port", "[v6]:port", "/path" or
+ * "/path PERM" (octal permissions for a unix listener, as nutcracker's
+ * `listen: /tmp/sock 0666`). Weights are not part of an address (servers
+ * parse them before calling this). Returns 0 with addr's strings allocated
+ * (free with conf_addr_free), or -1 with a reason in err and addr zeroed.
+ */
+int conf_parse_addr(const char *text, struct conf_addr *addr, char *err, size_t errlen)
+{
+    size_t n = strlen(text);
+
+    memset(addr, 0, sizeof(*addr));
+    addr->perm = -1;
+    while (n > 0 && isspace((unsigned char)text[n - 1]))
+        n--;
+    while (n > 0 && isspace((unsigned char)*text)) {
+        text++;
+        n--;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "the address is empty");
+        return -1;
+    }
+
+    if (text[0] == '/') {
+        size_t plen = n;
+        const char *sp = memchr(text, ' ', n);
+
+        if (sp != NULL) {
+            const char *perm = sp + 1;
+            size_t permlen = n - (size_t)(perm - text);
+            uint64_t mode = 0;
+
+            while (permlen > 0 && *perm == ' ') {
+                perm++;
+                permlen--;
+            }
+            plen = (size_t)(sp - text);
+            for (size_t i = 0; i < permlen; i++) {
+                if (perm[i] < '0' || perm[i] > '7' || mode > 0777) {
+                    snprintf(err, errlen, "'%.*s': permissions '%.*s' are not octal like 0666",
+                             (int)n, text, (int)permlen, perm);
+                    return -1;
+                }
+                mode = mode * 8 + (uint64_t)(perm[i] - '0');
+            }
+            if (permlen == 0 || permlen > 4 || mode > 0777) {
+                snprintf(err, errlen, "'%.*s': permissions must be octal 0..0777, like 0666",
+                         (int)n, text);
+                return -1;
+            }
+            addr->perm = (int)mode;
+        }
+        if (plen < 2) {
+            snprintf(err, errlen, "'%.*s' is not a unix socket path", (int)n, text);
+            return -1;
+        }
+        addr->path = util_strndup(text, plen);
+        addr->text = util_strndup(text, plen);
+        if (addr->path == NULL || addr->text == NULL)
+            goto enomem;
+        return 0;
+    }
+
+    if (conf__parse_hostport(text, n, &addr->host, &addr->port, err, errlen) < 0) {
+        conf_addr_free(addr);
+        return -1;
+    }
+    addr->text = util_strndup(text, n);
+    if (addr->text == NULL)
+        goto enomem;
+    return 0;
+
+enomem:
+    conf_addr_free(addr);
+    snprintf(err, errlen, "%s", conf__enomem);
+    return -1;
+}
+
+/* Parse the address node into a conf_addr at obj + offset. */
+static const char *conf__set_addr(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    struct conf_addr *addr = (struct conf_addr *)((char *)obj + cmd->offset);
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    char buf[200];
+
+    if (s == NULL)
+        return c->why;
+    conf_addr_free(addr);
+    if (conf_parse_addr(s, addr, buf, sizeof(buf)) < 0)
+        return conf__why(c, "%s", buf);
+    return NULL;
+}
+
+/* --------------------------------------------------------------- setters */
+
+static const char *conf__set_bool(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL)
+        return c->why;
+    /* nutcracker accepts exactly these two words; so do we. */
+    if (strcmp(s, "true") == 0)
+        *(int *)((char *)obj + cmd->offset) = 1;
+    else if (strcmp(s, "false") == 0)
+        *(int *)((char *)obj + cmd->offset) = 0;
+    else
+        return conf__why(c, "'%.*s' is not true or false", (int)RL_MIN(n, 64), s);
+    return NULL;
+}
+
+static const char *conf__set_int(struct conf_ctx *c, const struct conf_command *cmd,
+                                 yaml_node_t *node, void *obj)
+{
+    size_t n;
+    int64_t v;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL)
+        return c->why;
+    if (conf__int_in(c, s, n, cmd->min, cmd->max, &v) != NULL)
+        return c->why;
+    *(int *)((char *)obj + cmd->offset) = (int)v;
+    return NULL;
+}
+
+static const char *conf__set_u32(struct conf_ctx *c, const struct conf_command *cmd,
+                                 yaml_node_t *node, void *obj)
+{
+    size_t n;
+    int64_t v;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL)
+        return c->why;
+    if (conf__int_in(c, s, n, cmd->min, cmd->max, &v) != NULL)
+        return c->why;
+    *(uint32_t *)((char *)obj + cmd->offset) = (uint32_t)v;
+    return NULL;
+}
+
+/* timeout: nutcracker treats 0 like "no timeout"; we store both as -1. */
+static const char *conf__set_timeout(struct conf_ctx *c, const struct conf_command *cmd,
+                                     yaml_node_t *node, void *obj)
+{
+    const char *why = conf__set_int(c, cmd, node, obj);
+    int *t = (int *)((char *)obj + cmd->offset);
+
+    if (why == NULL && *t == 0)
+        *t = -1;
+    return why;
+}
+
+static const char *conf__set_string(struct conf_ctx *c, const struct conf_command *cmd,
+                                    yaml_node_t *node, void *obj)
+{
+    char **field = (char **)((char *)obj + cmd->offset);
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL)
+        return c->why;
+    free(*field);
+    *field = util_strndup(s, n);
+    return *field == NULL ? conf__enomem : NULL;
+}
+
+/* A name-like string: non-empty, no spaces or control characters. */
+static const char *conf__set_word(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL)
+        return c->why;
+    if (conf__has_space(s, n))
+        return conf__why(c, "'%.*s' must not contain spaces", (int)RL_MIN(n, 64), s);
+    return conf__set_string(c, cmd, node, obj);
+}
+
+/* One of cmd->names; stores its index as an int (the enums here are int-sized). */
+static const char *conf__set_enum(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    char list[160] = "";
+    size_t used = 0;
+
+    if (s == NULL)
+        return c->why;
+    for (int i = 0; cmd->names[i] != NULL; i++) {
+        if (strcmp(cmd->names[i], s) == 0) {
+            *(int *)((char *)obj + cmd->offset) = i;
+            return NULL;
+        }
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                         cmd->names[i]);
+        if (w > 0 && (size_t)w < sizeof(list) - used)
+            used += (size_t)w;
+    }
+    return conf__why(c, "'%.*s' is not one of: %s", (int)RL_MIN(n, 64), s, list);
+}
+
+static const char *conf__set_hash(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    enum hash_type h;
+    char list[300] = "";
+    size_t used = 0;
+
+    if (s == NULL)
+        return c->why;
+    if (hash_from_name(s, n, &h) == 0) {
+        *(enum hash_type *)((char *)obj + cmd->offset) = h;
+        return NULL;
+    }
+    for (int i = 0; i < HASH_COUNT; i++) {
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                         hash_name((enum hash_type)i));
+        if (w > 0 && (size_t)w < sizeof(list) - used)
+            used += (size_t)w;
+    }
+    return conf__why(c, "unknown hash '%.*s'; expected one of: %s", (int)RL_MIN(n, 64), s, list);
+}
+
+static const char *conf__set_dist(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    enum dist_type d;
+    char list[200] = "";
+    size_t used = 0;
+
+    if (s == NULL)
+        return c->why;
+    if (dist_from_name(s, n, &d) == 0) {
+        *(enum dist_type *)((char *)obj + cmd->offset) = d;
+        return NULL;
+    }
+    for (int i = 0; i < DIST_COUNT; i++) {
+        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                         dist_name((enum dist_type)i));
+        if (w > 0 && (size_t)w < sizeof(list) - used)
+            used += (size_t)w;
+    }
+    return conf__why(c, "unknown distribution '%.*s'; expected one of: %s",
+                     (int)RL_MIN(n, 64), s, list);
+}
+
+static const char *conf__set_hash_tag(struct conf_ctx *c, const struct conf_command *cmd,
+                                      yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 1);
+
+    if (s == NULL)
+        return c->why;
+    if (n != 2)
+        return conf__why(c, "'%.*s' must be exactly 2 characters, like \"{}\"",
+                         (int)RL_MIN(n, 64), s);
+    pool->has_hash_tag = 1;
+    memcpy(pool->hash_tag, s, 2);
+    return NULL;
+}
+
+/* hash_seed: decimal or 0x-hex 64-bit; only for a seedable hash (set before us). */
+static const char *conf__set_hash_seed(struct conf_ctx *c, const struct conf_command *cmd,
+                                       yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    uint64_t v = 0;
+
+    if (s == NULL)
+        return c->why;
+    if (n > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        if (n > 18)
+            return conf__why(c, "'%s' does not fit in 64 bits", s);
+        for (size_t i = 2; i < n; i++) {
+            int d = isdigit((unsigned char)s[i]) ? s[i] - '0'
+                    : isxdigit((unsigned char)s[i]) ? (tolower((unsigned char)s[i]) - 'a' + 10)
+                    : -1;
+            if (d < 0)
+                return conf__why(c, "'%s' is not a number", s);
+            v = (v << 4) | (uint64_t)d;
+        }
+    } else if (util_parse_u64(s, n, UINT64_MAX, &v) < 0) {
+        return conf__why(c, "'%.*s' is not a non-negative 64-bit number", (int)RL_MIN(n, 64), s);
+    }
+    pool->has_hash_seed = 1;
+    pool->hash_seed = v;
+    return NULL;
+}
+
+static const char *conf__set_protocol(struct conf_ctx *c, const struct conf_command *cmd,
+                                      yaml_node_t *node, void *obj)
+{
+    return conf__set_enum(c, cmd, node, obj);
+}
+
+/* `redis: true|false` is twemproxy's spelling of the protocol. */
+static const char *conf__set_redis(struct conf_ctx *c, const struct conf_command *cmd,
+                                   yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    int redis = 0;
+    struct conf_command b = *cmd;
+
+    b.offset = 0;
+    if (conf__set_bool(c, &b, node, &redis) != NULL)
+        return c->why;
+    pool->protocol = redis ? CONF_PROTO_REDIS : CONF_PROTO_MEMCACHE;
+    return NULL;
+}
+
+static const char *conf__set_factor(struct conf_ctx *c, const struct conf_command *cmd,
+                                    yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    char *end;
+    double v;
+
+    if (s == NULL)
+        return c->why;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end != s + n || !isfinite(v))
+        return conf__why(c, "'%.*s' is not a number", (int)RL_MIN(n, 64), s);
+    if (v <= 1.0)
+        return conf__why(c, "%g must be greater than 1.0 (e.g. 1.25: at most 25%% above "
+                         "the mean load)", v);
+    *(double *)((char *)obj + cmd->offset) = v;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- servers */
+
+static void conf__server_free(struct conf_server *s)
+{
+    conf_addr_free(&s->addr);
+    free(s->name);
+    free(s->ident);
+    free(s->label);
+    free(s->zone);
+}
+
+/*
+ * Parse twemproxy's "host:port:weight [name]" or "/path:weight [name]".
+ * The name is what follows the first run of spaces and must itself have no
+ * spaces. Fills addr, weight and name; NULL or a reason.
+ */
+static const char *conf__server_from_string(struct conf_ctx *c, struct conf_server *srv,
+                                            const char *s, size_t n)
+{
+    const char *sp = NULL, *colon = NULL;
+    size_t alen;
+    uint64_t w;
+    char buf[200];
+    char *addrtext;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ' || s[i] == '\t') {
+            sp = s + i;
+            break;
+        }
+    }
+    alen = sp != NULL ? (size_t)(sp - s) : n;
+    if (sp != NULL) {
+        const char *name = sp;
+        size_t nlen = n - alen;
+
+        while (nlen > 0 && (*name == ' ' || *name == '\t')) {
+            name++;
+            nlen--;
+        }
+        while (nlen > 0 && isspace((unsigned char)name[nlen - 1]))
+            nlen--;
+        if (nlen > 0) {
+            if (conf__has_space(name, nlen))
+                return conf__why(c, "'%.*s': a server name must be one word", (int)n, s);
+            srv->name = util_strndup(name, nlen);
+            if (srv->name == NULL)
+                return conf__enomem;
+        }
+    }
+    for (size_t i = alen; i > 0; i--) {
+        if (s[i - 1] == ':') {
+            colon = s + i - 1;
+            break;
+        }
+    }
+    if (colon == NULL || (s[0] != '/' && memchr(s, ':', (size_t)(colon - s)) == NULL))
+        return conf__why(c, "'%.*s' is not \"host:port:weight [name]\" or "
+                         "\"/path/to/socket:weight [name]\"", (int)n, s);
+    size_t wlen = alen - (size_t)(colon - s) - 1;
+    if (util_parse_u64(colon + 1, wlen, UINT64_MAX, &w) < 0)
+        return conf__why(c, "'%.*s': weight '%.*s' is not a positive whole number", (int)n, s,
+                         (int)wlen, colon + 1);
+    if (w == 0 || w > CONF_MAX_WEIGHT)
+        return conf__why(c, "'%.*s': weight %.*s is out of range 1..%u", (int)n, s, (int)wlen,
+                         colon + 1, CONF_MAX_WEIGHT);
+    srv->weight = (uint32_t)w;
+
+    addrtext = util_strndup(s, (size_t)(colon - s));
+    if (addrtext == NULL)
+        return conf__enomem;
+    int rc = conf_parse_addr(addrtext, &srv->addr, buf, sizeof(buf));
+    free(addrtext);
+    if (rc < 0)
+        return conf__why(c, "%s", buf);
+    if (srv->addr.perm != -1)
+        return conf__why(c, "'%.*s': a server address takes no permissions", (int)n, s);
+    return NULL;
+}
+
+static const char *conf__set_server_addr(struct conf_ctx *c, const struct conf_command *cmd,
+                                         yaml_node_t *node, void *obj)
+{
+    struct conf_server *srv = obj;
+    const char *why = conf__set_addr(c, cmd, node, obj);
+
+    if (why == NULL && srv->addr.perm != -1)
+        return conf__why(c, "'%s': a server address takes no permissions", srv->addr.text);
+    return why;
+}
+
+static const struct conf_command conf_server_commands[] = {
+    { "address", conf__set_server_addr, offsetof(struct conf_server, addr), 0, 0, NULL, 0 },
+    { "weight", conf__set_u32, offsetof(struct conf_server, weight), 1, CONF_MAX_WEIGHT, NULL, 0 },
+    { "name", conf__set_word, offsetof(struct conf_server, name), 0, 0, NULL, 0 },
+    { "zone", conf__set_word, offsetof(struct conf_server, zone), 0, 0, NULL, 0 },
+};
+
+static int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
+                         yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,
+                         const char *what);
+static int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
+                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late);
+
+/* ident and label as twemproxy: see conf.h. */
+static int conf__server_names(struct conf_server *srv)
+{
+    char buf[300];
+    const struct conf_addr *a = &srv->addr;
+
+    if (srv->name != NULL) {
+        srv->ident = strdup(srv->name);
+        srv->label = strdup(srv->name);
+    } else if (a->path != NULL) {
+        /*
+         * nutcracker hashes an unnamed unix server as "path:" (its parser
+         * takes the byte after the path, the ':' before the weight, as part
+         * of the name); keep that so ketama places keys as it did.
+         */
+        snprintf(buf, sizeof(buf), "%s:", a->path);
+        srv->ident = strdup(buf);
+        srv->label = strdup(a->path);
+    } else {
+        /* the host as written (brackets kept), then the port */
+        const char *colon = strrchr(a->text, ':');
+        size_t hlen = (size_t)(colon - a->text);
+
+        snprintf(buf, sizeof(buf), "%s", a->text);
+        srv->label = strdup(buf);
+        if (a->port == CONF_MEMCACHE_PORT)
+            srv->ident = util_strndup(a->text, hlen);
+        else
+            srv->ident = strdup(buf);
+    }
+    return srv->ident != NULL && srv->label != NULL ? 0 : -1;
+}
+
+static int conf__server_parse(struct conf_ctx *c, struct conf_server *srv, yaml_node_t *item)
+{
+    srv->line = (int)item->start_mark.line + 1;
+    srv->col = (int)item->start_mark.column + 1;
+    srv->addr.perm = -1;
+
+    if (item->type == YAML_SCALAR_NODE) {
+        size_t n;
+        const char *s = conf__scalar(c, item, &n, 0);
+        if (s == NULL || conf__server_from_string(c, srv, s, n) != NULL)
+            return conf__fail(c, item, "servers", "%s", c->why);
+    } else if (item->type == YAML_MAPPING_NODE) {
+        enum { N = RL_ARRAY_SIZE(conf_server_commands) };
+        yaml_node_t *keys[N], *values[N];
+
+        srv->weight = 1;
+        if (conf__collect(c, conf_server_commands, N, item, keys, values, "server") < 0)
+            return -1;
+        if (values[0] == NULL)
+            return conf__fail(c, item, "address",
+                              "missing: a server needs address: \"host:port\" or a socket path");
+        if (conf__run(c, conf_server_commands, N, keys, values, srv, 0) < 0)
+            return -1;
+    } else {
+        return conf__fail(c, item, "servers",
+                          "expected \"host:port:weight [name]\" or a mapping, found %s",
+                          conf__node_kind(item));
+    }
+    if (conf__server_names(srv) < 0)
+        return conf__fail(c, item, "servers", "%s", conf__enomem);
+    return 0;
+}
+
+struct conf_sortkey {
+    const char *key;
+    uint32_t    idx;
+};
+
+static int conf__sortkey_cmp(const void *a, const void *b)
+{
+    const struct conf_sortkey *x = a, *y = b;
+    int r = strcmp(x->key, y->key);
+
+    if (r != 0)
+        return r;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * Find a repeated key among n items (O(n log n): pools of thousands of
+ * servers stay fast). Returns -1 when all differ, else the index of the
+ * later item of the first repeat in file order, with its earlier twin in
+ * *first. Items whose key is NULL are skipped. -2 on allocation failure.
+ */
+static int64_t conf__find_dup(const char *const *keys, uint32_t n, uint32_t *first)
+{
+    struct conf_sortkey *v = malloc((size_t)n * sizeof(*v) + 1);
+    uint32_t m = 0;
+    int64_t found = -1;
+
+    if (v == NULL)
+        return -2;
+    for (uint32_t i = 0; i < n; i++) {
+        if (keys[i] != NULL) {
+            v[m].key = keys[i];
+            v[m].idx = i;
+            m++;
+        }
+    }
+    qsort(v, m, sizeof(*v), conf__sortkey_cmp);
+    for (uint32_t i = 1; i < m; i++) {
+        if (strcmp(v[i - 1].key, v[i].key) == 0 && (found < 0 || v[i].idx < (uint32_t)found)) {
+            found = v[i].idx;
+            *first = v[i - 1].idx;
+            /* the earliest twin of this key */
+            for (uint32_t j = i - 1; j > 0 && strcmp(v[j - 1].key, v[i].key) == 0; j--)
+                *first = v[j - 1].idx;
+        }
+    }
+    free(v);
+    return found;
+}
+
+static const char *conf__set_servers(struct conf_ctx *c, const struct conf_command *cmd,
+                                     yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    uint32_t n, first;
+    const char **keys;
+    int64_t dup;
+
+    if (node->type != YAML_SEQUENCE_NODE)
+        return conf__why(c, "expected a list of servers, found %s", conf__node_kind(node));
+    n = (uint32_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (n == 0)
+        return conf__why(c, "pool '%s' has no servers", pool->name);
+    pool->servers = calloc(n, sizeof(*pool->servers));
+    if (pool->servers == NULL)
+        return conf__enomem;
+    for (uint32_t i = 0; i < n; i++) {
+        yaml_node_t *item = yaml_document_get_node(&c->doc, node->data.sequence.items.start[i]);
+        pool->nservers = i + 1;
+        if (conf__server_parse(c, &pool->servers[i], item) < 0)
+            return "";     /* message already written */
+    }
+
+    keys = malloc((size_t)n * sizeof(*keys));
+    if (keys == NULL)
+        return conf__enomem;
+    /* Same address (the backend would be listed twice), same name, same
+     * identity (twemproxy's check: two points sets hashed from one string). */
+    for (int pass = 0; pass < 3; pass++) {
+        for (uint32_t i = 0; i < n; i++) {
+            const struct conf_server *s = &pool->servers[i];
+            keys[i] = pass == 0 ? s->addr.text : pass == 1 ? s->name : s->ident;
+        }
+        dup = conf__find_dup(keys, n, &first);
+        if (dup == -2) {
+            free(keys);
+            return conf__enomem;
+        }
+        if (dup >= 0) {
+            const struct conf_server *a = &pool->servers[first], *b = &pool->servers[dup];
+            static const char *const what[] = { "address", "name", "identity" };
+            free(keys);
+            c->errnode = yaml_document_get_node(&c->doc,
+                                                node->data.sequence.items.start[dup]);
+            return conf__why(c, "duplicate server %s '%s' in pool '%s' (first at line %d)",
+                             what[pass], pass == 0 ? b->addr.text : b->ident, pool->name,
+                             a->line);
+        }
+    }
+    free(keys);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ slots */
+
+static int64_t conf__server_by_name(const struct conf_pool *pool, const char *s)
+{
+    for (uint32_t i = 0; i < pool->nservers; i++) {
+        const struct conf_server *srv = &pool->servers[i];
+        if ((srv->name != NULL && strcmp(srv->name, s) == 0) || strcmp(srv->label, s) == 0)
+            return i;
+    }
+    return -1;
+}
+
+/* Parse "a-b" or "a" into an inclusive slot range. */
+static const char *conf__slot_range(struct conf_ctx *c, const char *s, size_t n, uint32_t *lo,
+                                    uint32_t *hi)
+{
+    const char *dash = memchr(s, '-', n);
+    uint64_t a, b;
+
+    if (dash == NULL) {
+        if (util_parse_u64(s, n, UINT64_MAX, &a) < 0)
+            return conf__why(c, "'%.*s' is not a slot range like 0-5460", (int)n, s);
+        b = a;
+    } else if (util_parse_u64(s, (size_t)(dash - s), UINT64_MAX, &a) < 0 ||
+               util_parse_u64(dash + 1, n - (size_t)(dash - s) - 1, UINT64_MAX, &b) < 0) {
+        return conf__why(c, "'%.*s' is not a slot range like 0-5460", (int)n, s);
+    }
+    if (a > b || b >= CONF_SLOTS)
+        return conf__why(c, "'%.*s' is not a range within 0-%u", (int)n, s, CONF_SLOTS - 1);
+    *lo = (uint32_t)a;
+    *hi = (uint32_t)b;
+    return NULL;
+}
+
+static const char *conf__set_slots(struct conf_ctx *c, const struct conf_command *cmd,
+                                   yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    yaml_node_pair_t *pair;
+
+    if (pool->dist != DIST_SLOTS)
+        return conf__why(c, "a slot map needs distribution: slots (this pool uses %s)",
+                         dist_name(pool->dist));
+    if (node->type != YAML_MAPPING_NODE)
+        return conf__why(c, "expected a mapping of server name to slot ranges, found %s",
+                         conf__node_kind(node));
+    pool->slot_map = malloc(CONF_SLOTS * sizeof(uint32_t));
+    if (pool->slot_map == NULL)
+        return conf__enomem;
+    for (uint32_t i = 0; i < CONF_SLOTS; i++)
+        pool->slot_map[i] = UINT32_MAX;
+
+    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+        size_t n;
+        const char *name = conf__scalar(c, k, &n, 0);
+        int64_t idx;
+
+        c->errnode = k;
+        if (name == NULL)
+            return c->why;
+        idx = conf__server_by_name(pool, name);
+        if (idx < 0)
+            return conf__why(c, "'%s' is not a server of pool '%s'", name, pool->name);
+
+        yaml_node_t *single = v;
+        yaml_node_item_t *it = NULL, *end = NULL;
+        if (v->type == YAML_SEQUENCE_NODE) {
+            it = v->data.sequence.items.start;
+            end = v->data.sequence.items.top;
+            single = NULL;
+        }
+        do {
+            yaml_node_t *r = single != NULL ? single : yaml_document_get_node(&c->doc, *it);
+            uint32_t lo = 0, hi = 0;
+            const char *s;
+
+            c->errnode = r;
+            if ((s = conf__scalar(c, r, &n, 0)) == NULL)
+                return c->why;
+            if (conf__slot_range(c, s, n, &lo, &hi) != NULL)
+                return c->why;
+            for (uint32_t slot = lo; slot <= hi; slot++) {
+                if (pool->slot_map[slot] != UINT32_MAX)
+                    return conf__why(c, "slot %u is given to both '%s' and '%s'", slot,
+                                     pool->servers[pool->slot_map[slot]].label, name);
+                pool->slot_map[slot] = (uint32_t)idx;
+            }
+        } while (single == NULL && ++it < end);
+    }
+    c->errnode = NULL;
+    for (uint32_t slot = 0; slot < CONF_SLOTS; slot++) {
+        if (pool->slot_map[slot] == UINT32_MAX) {
+            uint32_t last = slot;
+            while (last + 1 < CONF_SLOTS && pool->slot_map[last + 1] == UINT32_MAX)
+                last++;
+            return conf__why(c, "slots %u-%u are not given to any server (all %u must be)", slot,
+                             last, CONF_SLOTS);
+        }
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ routes */
+
+static const struct conf_pool *conf__pool_by_name(const struct conf *conf, const char *name)
+{
+    for (uint32_t i = 0; i < conf->npools; i++)
+        if (conf->pools[i].name != NULL && strcmp(conf->pools[i].name, name) == 0)
+            return &conf->pools[i];
+    return NULL;
+}
+
+/* routes: [{prefix: "user:", pool: users}, ...]; runs after all pools are read. */
+static const char *conf__set_routes(struct conf_ctx *c, const struct conf_command *cmd,
+                                    yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    uint32_t n;
+
+    if (node->type != YAML_SEQUENCE_NODE)
+        return conf__why(c, "expected a list of {prefix, pool}, found %s", conf__node_kind(node));
+    n = (uint32_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+    pool->routes = calloc(n + 1, sizeof(*pool->routes));
+    if (pool->routes == NULL)
+        return conf__enomem;
+    for (uint32_t i = 0; i < n; i++) {
+        yaml_node_t *item = yaml_document_get_node(&c->doc, node->data.sequence.items.start[i]);
+        struct conf_route *r = &pool->routes[i];
+        const struct conf_pool *target;
+        yaml_node_pair_t *pair;
+        yaml_node_t *prefix_node = NULL, *pool_node = NULL;
+
+        pool->nroutes = i + 1;
+        c->errnode = item;
+        if (item->type != YAML_MAPPING_NODE)
+            return conf__why(c, "each route is {prefix: ..., pool: ...}, found %s",
+                             conf__node_kind(item));
+        for (pair = item->data.mapping.pairs.start; pair < item->data.mapping.pairs.top; pair++) {
+            yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+            yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+            const char *ks = k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "";
+
+            c->errnode = k;
+            if (strcmp(ks, "prefix") == 0 && prefix_node == NULL)
+                prefix_node = v;
+            else if (strcmp(ks, "pool") == 0 && pool_node == NULL)
+                pool_node = v;
+            else if (strcmp(ks, "prefix") == 0 || strcmp(ks, "pool") == 0)
+                return conf__why(c, "'%s' is given twice in one route", ks);
+            else
+                return conf__why(c, "unknown key '%s' in a route (expected prefix and pool)", ks);
+        }
+        c->errnode = item;
+        if (prefix_node == NULL || pool_node == NULL)
+            return conf__why(c, "a route needs both prefix and pool");
+
+        size_t plen, tlen;
+        const char *p, *t;
+        c->errnode = prefix_node;
+        if ((p = conf__scalar(c, prefix_node, &plen, 0)) == NULL)
+            return c->why;
+        c->errnode = pool_node;
+        if ((t = conf__scalar(c, pool_node, &tlen, 0)) == NULL)
+            return c->why;
+        target = conf__pool_by_name(c->conf, t);
+        if (target == NULL)
+            return conf__why(c, "route '%s' goes to pool '%s', which does not exist", p, t);
+        if (target->protocol != pool->protocol)
+            return conf__why(c, "route '%s' goes to pool '%s', which speaks %s, not %s", p, t,
+                             target->protocol == CONF_PROTO_REDIS ? "redis" : "memcache",
+                             pool->protocol == CONF_PROTO_REDIS ? "redis" : "memcache");
+        for (uint32_t j = 0; j < i; j++) {
+            if (strcmp(pool->routes[j].prefix, p) == 0) {
+                c->errnode = prefix_node;
+                return conf__why(c, "prefix '%s' is routed twice", p);
+            }
+        }
+        r->prefix = util_strndup(p, plen);
+        r->pool = util_strndup(t, tlen);
+        if (r->prefix == NULL || r->pool == NULL)
+            return conf__enomem;
+    }
+    c->errnode = NULL;
+    return NULL;
+}
+
+/* ----------------------------------------------------------- keyword tables */
+
+static const char *const conf_proto_names[] = { "memcache", "redis", NULL };
+static const char *const conf_read_names[] = { "primary", "any-live", "local-zone", NULL };
+static const char *const conf_write_names[] = { "primary", "all", "all-async", NULL };
+static const char *const conf_on_down_names[] = { "failover", "miss", "error", NULL };
+
+#define P(f) offsetof(struct conf_pool, f)
+/*
+ * Pool keys, in the order their setters run: a setter may read fields set
+ * by the rows above it (hash_seed reads hash; slots reads servers, dist).
+ */
+static const struct conf_command conf_pool_commands[] = {
+    /* twemproxy */
+    { "listen",               conf__set_addr,     P(listen), 0, 0, NULL, 0 },
+    { "hash",                 conf__set_hash,     P(hash), 0, 0, NULL, 0 },
+    { "hash_tag",             conf__set_hash_tag, 0, 0, 0, NULL, 0 },
+    { "distribution",         conf__set_dist,     P(dist), 0, 0, NULL, 0 },
+    { "timeout",              conf__set_timeout,  P(timeout_ms), 0, INT32_MAX, NULL, 0 },
+    { "backlog",              conf__set_int,      P(backlog), 0, INT32_MAX, NULL, 0 },
+    { "preconnect",           conf__set_bool,     P(preconnect), 0, 0, NULL, 0 },
+    { "redis",                conf__set_redis,    0, 0, 0, NULL, 0 },
+    { "redis_auth",           conf__set_string,   P(redis_auth), 0, 0, NULL, 0 },
+    { "redis_db",             conf__set_int,      P(redis_db), 0, INT32_MAX, NULL, 0 },
+    { "server_connections",   conf__set_u32,      P(server_connections), 1, 65535, NULL, 0 },
+    { "auto_eject_hosts",     conf__set_bool,     P(auto_eject_hosts), 0, 0, NULL, 0 },
+    { "server_retry_timeout", conf__set_int,      P(server_retry_timeout_ms), 0, INT32_MAX, NULL, 0 },
+    { "server_failure_limit", conf__set_u32,      P(server_failure_limit), 0, UINT32_MAX, NULL, 0 },
+    { "tcpkeepalive",         conf__set_bool,     P(tcpkeepalive), 0, 0, NULL, 0 },
+    { "client_connections",   conf__set_u32,      P(client_connections), 0, UINT32_MAX, NULL, 0 },
+    { "servers",              conf__set_servers,  0, 0, 0, NULL, 0 },
+    /* ringleader */
+    { "protocol",             conf__set_protocol, P(protocol), 0, 0, conf_proto_names, 0 },
+    { "hash_seed",            conf__set_hash_seed, 0, 0, 0, NULL, 0 },
+    { "vnodes",               conf__set_u32,      P(vnodes), 1, 4096, NULL, 0 },
+    { "maglev_table_size",    conf__set_u32,      P(maglev_table_size), 3, 16777213, NULL, 0 },
+    { "probes",               conf__set_u32,      P(probes), 1, 1024, NULL, 0 },
+    { "balance_factor",       conf__set_factor,   P(balance_factor), 0, 0, NULL, 0 },
+    { "replicas",             conf__set_u32,      P(replicas), 1, 64, NULL, 0 },
+    { "read_from",            conf__set_enum,     P(read_from), 0, 0, conf_read_names, 0 },
+    { "write_to",             conf__set_enum,     P(write_to), 0, 0, conf_write_names, 0 },
+    { "on_down",              conf__set_enum,     P(on_down), 0, 0, conf_on_down_names, 0 },
+    { "warmup",               conf__set_u32,      P(warmup_s), 0, 86400, NULL, 0 },
+    { "item_size_max",        conf__set_u32,      P(item_size_max), 1024, 1073741824, NULL, 0 },
+    { "allow_flush",          conf__set_bool,     P(allow_flush), 0, 0, NULL, 0 },
+    { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
+    { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
+};
+#undef P
+
+/* The value node a pool gave for a key (NULL when absent). */
+static yaml_node_t *conf__pool_value(yaml_node_t **values, const char *name)
+{
+    for (size_t i = 0; i < RL_ARRAY_SIZE(conf_pool_commands); i++)
+        if (strcmp(conf_pool_commands[i].name, name) == 0)
+            return values[i];
+    return NULL;
+}
+
+#define G(f) offsetof(struct conf_global, f)
+static const struct conf_command conf_global_commands[] = {
+    { "workers",             conf__set_u32,    G(workers), 0, 1024, NULL, 0 },
+    { "stats_listen",        conf__set_addr,   G(stats_listen), 0, 0, NULL, 0 },
+    { "stats_interval",      conf__set_int,    G(stats_interval_ms), 1, INT32_MAX, NULL, 0 },
+    { "admin",               conf__set_addr,   G(admin_listen), 0, 0, NULL, 0 },
+    { "admin_token",         conf__set_string, G(admin_token), 0, 0, NULL, 0 },
+    { "log_file",            conf__set_string, G(log_file), 0, 0, NULL, 0 },
+    { "log_level",           conf__set_int,    G(log_level), 0, 11, NULL, 0 },
+    { "watch",               conf__set_bool,   G(watch), 0, 0, NULL, 0 },
+    { "zone",                conf__set_word,   G(zone), 0, 0, NULL, 0 },
+    { "drain_timeout",       conf__set_int,    G(drain_timeout_ms), 0, INT32_MAX, NULL, 0 },
+    { "client_output_limit", conf__set_u32,    G(client_output_limit), 1024, UINT32_MAX, NULL, 0 },
+};
+#undef G
+
+/*
+ * Match each key of `map` against cmds: values[i] / keys[i] get the nodes
+ * for cmds[i] (NULL when absent). Unknown keys, repeated keys and keys that
+ * are not plain words are errors. 0 or -1 with the message written.
+ */
+static int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
+                         yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,
+                         const char *what)
+{
+    yaml_node_pair_t *pair;
+
+    memset(keys, 0, ncmds * sizeof(*keys));
+    memset(values, 0, ncmds * sizeof(*values));
+    for (pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+        size_t i;
+
+        if (k->type != YAML_SCALAR_NODE)
+            return conf__fail(c, k, "?", "a %s key must be a word, found %s", what,
+                              conf__node_kind(k));
+        const char *name = (const char *)k->data.scalar.value;
+        for (i = 0; i < ncmds; i++)
+            if (strcmp(cmds[i].name, name) == 0)
+                break;
+        if (i == ncmds)
+            return conf__fail(c, k, name, "unknown %s key", what);
+        if (keys[i] != NULL)
+            return conf__fail(c, k, name, "given twice (first at line %zu)",
+                              keys[i]->start_mark.line + 1);
+        keys[i] = k;
+        values[i] = v;
+    }
+    return 0;
+}
+
+/* Run the setters of the keys present (late ones or the others). */
+static int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
+                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late)
+{
+    for (size_t i = 0; i < ncmds; i++) {
+        const char *why;
+
+        if (values[i] == NULL || cmds[i].late != late)
+            continue;
+        c->errnode = NULL;
+        c->err[0] = '\0';
+        why = cmds[i].set(c, &cmds[i], values[i], obj);
+        if (why == NULL)
+            continue;
+        if (why[0] == '\0' && c->err[0] != '\0')
+            return -1;     /* a nested parser wrote the message */
+        return conf__fail(c, c->errnode != NULL ? c->errnode : values[i], cmds[i].name, "%s",
+                          why);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ pools */
+
+static void conf__pool_defaults(struct conf_pool *pool)
+{
+    pool->listen.perm = -1;
+    pool->protocol = CONF_PROTO_MEMCACHE;
+    pool->hash = HASH_FNV1A_64;
+    pool->dist = DIST_KETAMA;
+    pool->timeout_ms = -1;
+    pool->backlog = 512;
+    pool->redis_db = 0;
+    pool->server_connections = 1;
+    pool->server_retry_timeout_ms = 30000;
+    pool->server_failure_limit = 2;
+    pool->vnodes = 160;
+    pool->maglev_table_size = 65537;
+    pool->probes = 21;
+    pool->replicas = 1;
+    pool->read_from = CONF_READ_PRIMARY;
+    pool->write_to = CONF_WRITE_PRIMARY;
+    pool->on_down = CONF_ON_DOWN_FAILOVER;
+    pool->item_size_max = 1048576;
+}
+
+static int conf__is_prime(uint32_t n)
+{
+    if (n < 2)
+        return 0;
+    for (uint32_t d = 2; (uint64_t)d * d <= n; d++)
+        if (n % d == 0)
+            return 0;
+    return 1;
+}
+
+/* Read one pool (everything but late keys) and apply defaults and checks. */
+static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_node,
+                            yaml_node_t *map)
+{
+    enum { N = RL_ARRAY_SIZE(conf_pool_commands) };
+    struct conf_pool *pool = &c->conf->pools[idx];
+    yaml_node_t **values = &c->pool_nodes[(size_t)idx * 2 * N];
+    yaml_node_t **keys = values + N;
+
+    pool->line = (int)name_node->start_mark.line + 1;
+    pool->col = (int)name_node->start_mark.column + 1;
+    if (map->type != YAML_MAPPING_NODE)
+        return conf__fail(c, map, pool->name,
+                          "a pool is a mapping of keys (listen, servers, ...), found %s",
+                          conf__node_kind(map));
+    if (conf__collect(c, conf_pool_commands, N, map, keys, values, "pool") < 0)
+        return -1;
+
+    /* A distribution other than twemproxy's defaults to xxh3 unless a hash is given. */
+    if (conf__run(c, conf_pool_commands, N, keys, values, pool, 0) < 0)
+        return -1;
+    if (conf__pool_value(values, "hash") == NULL && pool->dist != DIST_KETAMA &&
+        pool->dist != DIST_MODULA && pool->dist != DIST_RANDOM)
+        pool->hash = HASH_XXH3;
+
+    if (conf__pool_value(values, "listen") == NULL)
+        return conf__fail(c, name_node, "listen", "missing in pool '%s' (e.g. 127.0.0.1:22121)",
+                          pool->name);
+    if (conf__pool_value(values, "servers") == NULL)
+        return conf__fail(c, name_node, "servers", "pool '%s' has no servers", pool->name);
+    if (conf__pool_value(values, "redis") != NULL && conf__pool_value(values, "protocol") != NULL) {
+        int redis = strcmp((const char *)conf__pool_value(values, "redis")->data.scalar.value, "true") == 0;
+        if (redis != (pool->protocol == CONF_PROTO_REDIS))
+            return conf__fail(c, conf__pool_value(values, "protocol"), "protocol",
+                              "'%s' contradicts redis: %s on line %zu",
+                              (const char *)conf__pool_value(values, "protocol")->data.scalar.value,
+                              redis ? "true" : "false",
+                              conf__pool_value(values, "redis")->start_mark.line + 1);
+    }
+    if (pool->has_hash_seed && !hash_is_seedable(pool->hash))
+        return conf__fail(c, conf__pool_value(values, "hash_seed"), "hash_seed",
+                          "hash %s takes no seed; use xxh3, xxh64 or murmur3%s",
+                          hash_name(pool->hash),
+                          conf__pool_value(values, "hash") == NULL ? " (set hash: explicitly)" : "");
+    if (pool->replicas > pool->nservers)
+        return conf__fail(c, conf__pool_value(values, "replicas"), "replicas",
+                          "%u is more than the %u server(s) of pool '%s'", pool->replicas,
+                          pool->nservers, pool->name);
+    yaml_node_t *mt = conf__pool_value(values, "maglev_table_size");
+    if (mt == NULL)
+        mt = conf__pool_value(values, "servers");
+    if (pool->dist == DIST_MAGLEV && !conf__is_prime(pool->maglev_table_size))
+        return conf__fail(c, mt,
+                          "maglev_table_size", "%u is not a prime number (65537 is)",
+                          pool->maglev_table_size);
+    if (pool->dist == DIST_MAGLEV && pool->maglev_table_size < pool->nservers)
+        return conf__fail(c, mt, "maglev_table_size",
+                          "%u is smaller than the %u servers of pool '%s'",
+                          pool->maglev_table_size, pool->nservers, pool->name);
+    return 0;
+}
+
+/* The global `ringleader:` section. */
+static int conf__global_parse(struct conf_ctx *c, yaml_node_t *map)
+{
+    enum { N = RL_ARRAY_SIZE(conf_global_commands) };
+    yaml_node_t *keys[N], *values[N];
+    struct conf_global *g = &c->conf->global;
+
+    if (map->type != YAML_MAPPING_NODE)
+        return conf__fail(c, map, CONF_GLOBAL_KEY,
+                          "expected a mapping of global settings, found %s",
+                          conf__node_kind(map));
+    if (conf__collect(c, conf_global_commands, N, map, keys, values, CONF_GLOBAL_KEY) < 0)
+        return -1;
+    return conf__run(c, conf_global_commands, N, keys, values, g, 0);
+}
+
+static int conf__global_defaults(struct conf_global *g)
+{
+    char buf[64];
+
+    g->workers = 0;
+    g->stats_interval_ms = 30000;
+    g->admin_listen.perm = -1;
+    g->log_level = 5;
+    g->drain_timeout_ms = 5000;
+    g->client_output_limit = 8u << 20;
+    return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
+}
+
+/* Two listeners collide when their text matches, or on one port with a wildcard host. */
+static int conf__addr_clash(const struct conf_addr *a, const struct conf_addr *b)
+{
+    if (a->text == NULL || b->text == NULL)
+        return 0;
+    if (a->path != NULL || b->path != NULL)
+        return a->path != NULL && b->path != NULL && strcmp(a->path, b->path) == 0;
+    if (a->port != b->port)
+        return 0;
+    if (strcmp(a->host, b->host) == 0)
+        return 1;
+    for (int i = 0; i < 2; i++) {
+        const char *h = i ? b->host : a->host;
+        if (strcmp(h, "0.0.0.0") == 0 || strcmp(h, "::") == 0 || strcmp(h, "*") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int conf__check_listeners(struct conf_ctx *c)
+{
+    enum { N = RL_ARRAY_SIZE(conf_pool_commands) };
+    struct conf *conf = c->conf;
+
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        const struct conf_pool *p = &conf->pools[i];
+        yaml_node_t *at = conf__pool_value(&c->pool_nodes[(size_t)i * 2 * N], "listen");
+
+        for (uint32_t j = 0; j < i; j++) {
+            const struct conf_pool *q = &conf->pools[j];
+            if (conf__addr_clash(&p->listen, &q->listen))
+                return conf__fail(c, at, "listen",
+                                  "pool '%s' listens on %s, which pool '%s' (line %d) "
+                                  "already uses (%s)",
+                                  p->name, p->listen.text, q->name, q->line, q->listen.text);
+        }
+        if (conf__addr_clash(&p->listen, &conf->global.stats_listen))
+            return conf__fail(c, at, "listen", "pool '%s' listens on %s, the stats address",
+                              p->name, p->listen.text);
+        if (conf__addr_clash(&p->listen, &conf->global.admin_listen))
+            return conf__fail(c, at, "listen", "pool '%s' listens on %s, the admin address",
+                              p->name, p->listen.text);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ load */
+
+static void conf__pool_free(struct conf_pool *pool)
+{
+    free(pool->name);
+    conf_addr_free(&pool->listen);
+    free(pool->redis_auth);
+    free(pool->slot_map);
+    for (uint32_t i = 0; i < pool->nroutes; i++) {
+        free(pool->routes[i].prefix);
+        free(pool->routes[i].pool);
+    }
+    free(pool->routes);
+    for (uint32_t i = 0; i < pool->nservers; i++)
+        conf__server_free(&pool->servers[i]);
+    free(pool->servers);
+}
+
+void conf_free(struct conf *conf)
+{
+    if (conf == NULL)
+        return;
+    for (uint32_t i = 0; i < conf->npools; i++)
+        conf__pool_free(&conf->pools[i]);
+    free(conf->pools);
+    conf_addr_free(&conf->global.stats_listen);
+    conf_addr_free(&conf->global.admin_listen);
+    free(conf->global.admin_token);
+    free(conf->global.log_file);
+    free(conf->global.zone);
+    free(conf->path);
+    free(conf);
+}
+
+const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name)
+{
+    if (conf == NULL || name == NULL)
+        return NULL;
+    return conf__pool_by_name(conf, name);
+}
+
+/* Report a libyaml parser failure with its mark. */
+static int conf__yaml_error(struct conf_ctx *c, const yaml_parser_t *parser)
+{
+    const yaml_mark_t *m = &parser->problem_mark;
+    const char *problem = parser->problem != NULL ? parser->problem : "cannot be read";
+
+    if (parser->error == YAML_MEMORY_ERROR) {
+        snprintf(c->err, c->errlen, "%s: %s", c->file, conf__enomem);
+        return -1;
+    }
+    if (parser->context != NULL)
+        snprintf(c->err, c->errlen, "%s:%zu:%zu: YAML syntax error: %s %s (line %zu)", c->file,
+                 m->line + 1, m->column + 1, problem, parser->context,
+                 parser->context_mark.line + 1);
+    else
+        snprintf(c->err, c->errlen, "%s:%zu:%zu: YAML syntax error: %s", c->file, m->line + 1,
+                 m->column + 1, problem);
+    return -1;
+}
+
+/* Walk the loaded document into c->conf. 0 or -1 with the message written. */
+static int conf__build(struct conf_ctx *c)
+{
+    enum { N = RL_ARRAY_SIZE(conf_pool_commands) };
+    yaml_node_t *root = yaml_document_get_root_node(&c->doc);
+    yaml_node_t *global = NULL;
+    yaml_node_pair_t *pair;
+    struct conf *conf = c->conf;
+    uint32_t npairs, n = 0;
+
+    if (root == NULL || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
+        return conf__fail(c, NULL, NULL, "the file is empty: expected at least one pool");
+    if (root->type != YAML_MAPPING_NODE)
+        return conf__fail(c, root, NULL,
+                          "expected a mapping of pool names to pools, found %s",
+                          conf__node_kind(root));
+    if (conf__global_defaults(&conf->global) < 0)
+        return conf__fail(c, NULL, NULL, "%s", conf__enomem);
+
+    npairs = (uint32_t)(root->data.mapping.pairs.top - root->data.mapping.pairs.start);
+    conf->pools = calloc(npairs + 1, sizeof(*conf->pools));
+    c->pool_nodes = calloc((size_t)(npairs + 1) * 2 * N, sizeof(yaml_node_t *));
+    c->pool_name_nodes = calloc(npairs + 1, sizeof(yaml_node_t *));
+    if (conf->pools == NULL || c->pool_nodes == NULL || c->pool_name_nodes == NULL)
+        return conf__fail(c, NULL, NULL, "%s", conf__enomem);
+
+    /* 1. names: every pool exists (for routes) before any is read */
+    for (pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        size_t len;
+        const char *name = conf__scalar(c, k, &len, 0);
+
+        if (name == NULL)
+            return conf__fail(c, k, "?", "a pool name must be a word: %s", c->why);
+        if (strcmp(name, CONF_GLOBAL_KEY) == 0) {
+            if (global != NULL)
+                return conf__fail(c, k, name, "given twice (first at line %zu)",
+                                  global->start_mark.line + 1);
+            global = k;
+            continue;
+        }
+        if (conf__has_space(name, len))
+            return conf__fail(c, k, name, "a pool name must not contain spaces");
+        for (uint32_t j = 0; j < n; j++)
+            if (strcmp(conf->pools[j].name, name) == 0)
+                return conf__fail(c, k, name, "duplicate pool name (first at line %d)",
+                                  conf->pools[j].line);
+        conf__pool_defaults(&conf->pools[n]);
+        conf->pools[n].name = util_strndup(name, len);
+        conf->pools[n].line = (int)k->start_mark.line + 1;
+        conf->pools[n].col = (int)k->start_mark.column + 1;
+        c->pool_name_nodes[n] = k;
+        conf->npools = ++n;
+        if (conf->pools[n - 1].name == NULL)
+            return conf__fail(c, k, name, "%s", conf__enomem);
+    }
+    if (n == 0)
+        return conf__fail(c, root, NULL, "no pools: add at least one pool (see conf/ringleader.yml)");
+
+    /* 2. the global section and each pool */
+    n = 0;
+    for (pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+
+        if (k == global) {
+            if (conf__global_parse(c, v) < 0)
+                return -1;
+            continue;
+        }
+        if (conf__pool_parse(c, n, k, v) < 0)
+            return -1;
+        n++;
+    }
+
+    /* 3. what refers to other pools, and what pools share */
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        yaml_node_t **values = &c->pool_nodes[(size_t)i * 2 * N];
+        if (conf__run(c, conf_pool_commands, N, values + N, values, &conf->pools[i], 1) < 0)
+            return -1;
+    }
+    return conf__check_listeners(c);
+}
+
+int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
+                     char *err, size_t errlen)
+{
+    struct conf_ctx c;
+    yaml_parser_t parser;
+    yaml_document_t extra;
+    char dummy[1];
+    int rc = -1;
+
+    memset(&c, 0, sizeof(c));
+    c.file = name != NULL ? name : "(config)";
+    c.err = err != NULL && errlen > 0 ? err : dummy;
+    c.errlen = err != NULL && errlen > 0 ? errlen : sizeof(dummy);
+    c.err[0] = '\0';
+    *out = NULL;
+
+    if (!yaml_parser_initialize(&parser)) {
+        snprintf(c.err, c.errlen, "%s: %s", c.file, conf__enomem);
+        return -1;
+    }
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &c.doc)) {
+        conf__yaml_error(&c, &parser);
+        goto out_parser;
+    }
+    /* One document only, as nutcracker: a second would be silently ignored. */
+    if (yaml_document_get_root_node(&c.doc) != NULL) {
+        if (!yaml_parser_load(&parser, &extra)) {
+            conf__yaml_error(&c, &parser);
+            goto out_doc;
+        }
+        yaml_node_t *r2 = yaml_document_get_root_node(&extra);
+        if (r2 != NULL) {
+            conf__fail(&c, r2, NULL, "a second YAML document ('---'): put every pool in one");
+            yaml_document_delete(&extra);
+            goto out_doc;
+        }
+        yaml_document_delete(&extra);
+    }
+
+    c.conf = calloc(1, sizeof(*c.conf));
+    if (c.conf == NULL || (c.conf->path = strdup(c.file)) == NULL) {
+        snprintf(c.err, c.errlen, "%s: %s", c.file, conf__enomem);
+        goto out_conf;
+    }
+    if (conf__build(&c) < 0)
+        goto out_conf;
+    *out = c.conf;
+    c.conf = NULL;
+    rc = 0;
+
+out_conf:
+    conf_free(c.conf);
+    free(c.pool_nodes);
+    free(c.pool_name_nodes);
+out_doc:
+    yaml_document_delete(&c.doc);
+out_parser:
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int conf_load(const char *path, struct conf **out, char *err, size_t errlen)
+{
+    FILE *f;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    *out = NULL;
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    for (;;) {
+        if (cap - len < 4096) {
+            size_t ncap = cap ? cap * 2 : 16384;
+            char *p = ncap > cap ? realloc(text, ncap) : NULL;
+            if (p == NULL) {
+                snprintf(err, errlen, "%s: %s", path, conf__enomem);
+                rc = -1;
+                goto out;
+            }
+            text = p;
+            cap = ncap;
+        }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+        rc = -1;
+        goto out;
+    }
+    rc = conf_load_buffer(path, text, len, out, err, errlen);
+out:
+    free(text);
+    fclose(f);
+    return rc;
+}

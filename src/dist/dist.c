@@ -1,9 +1,14 @@
 /* Distribution names, the vtable dispatch, and helpers shared by the schemes. */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "dist/dist.h"
+#include "hash/hash.h"
+
+/* Every scheme's ops table is referenced strongly (declared in dist.h), so
+ * linking dist.o pulls each scheme's object out of libringleader.a. */
 
 static const char *const dist_names[DIST_COUNT] = {
     [DIST_KETAMA] = "ketama",
@@ -31,4 +36,115 @@ int dist_from_name(const char *name, size_t len, enum dist_type *out)
         }
     }
     return -1;
+}
+
+/* The ops table of a scheme, or NULL when it is not linked into this build. */
+const struct dist_ops *dist_ops_of(enum dist_type type)
+{
+    switch (type) {
+    case DIST_KETAMA:     return &dist_ketama_ops;
+    case DIST_MODULA:     return &dist_modula_ops;
+    case DIST_RANDOM:     return &dist_random_ops;
+    case DIST_RENDEZVOUS: return &dist_rendezvous_ops;
+    case DIST_JUMP:       return &dist_jump_ops;
+    case DIST_MAGLEV:     return &dist_maglev_ops;
+    case DIST_SLOTS:      return &dist_slots_ops;
+    case DIST_MULTIPROBE: return &dist_multiprobe_ops;
+    case DIST_ANCHOR:     return &dist_anchor_ops;
+    case DIST_COUNT:      break;
+    }
+    return NULL;
+}
+
+/*
+ * Build `d` for servers[0..n).  On success returns 0 and d owns its state
+ * (release it with dist_destroy).  On failure returns -1, writes a reason
+ * into err and leaves d zeroed, so dist_destroy(d) stays harmless.
+ */
+int dist_build(struct dist *d, enum dist_type type, const struct dist_params *p,
+               const struct dist_server *servers, uint32_t n, char *err, size_t errlen)
+{
+    static const struct dist_params defaults;
+    const struct dist_ops *ops = dist_ops_of(type);
+
+    memset(d, 0, sizeof(*d));
+    if (ops == NULL) {
+        snprintf(err, errlen, "distribution '%s' is not available",
+                 dist_name(type) ? dist_name(type) : "?");
+        return -1;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "distribution '%s' needs at least one server", ops->name);
+        return -1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (servers[i].weight == 0) {
+            snprintf(err, errlen, "server '%.*s' has weight 0", (int)servers[i].ident_len,
+                     servers[i].ident);
+            return -1;
+        }
+    }
+    d->ops = ops;
+    d->type = type;
+    d->nservers = n;
+    if (ops->build(d, p ? p : &defaults, servers, n, err, errlen) != 0) {
+        memset(d, 0, sizeof(*d));
+        return -1;
+    }
+    return 0;
+}
+
+/* Release what dist_build allocated; d is zeroed and may be built again. */
+void dist_destroy(struct dist *d)
+{
+    if (d->ops != NULL && d->ops->destroy != NULL)
+        d->ops->destroy(d);
+    memset(d, 0, sizeof(*d));
+}
+
+/* qsort-style order: shorter identity first, then bytewise (memcmp). */
+int dist__ident_cmp(const struct dist_server *a, const struct dist_server *b)
+{
+    if (a->ident_len != b->ident_len)
+        return a->ident_len < b->ident_len ? -1 : 1;
+    return memcmp(a->ident, b->ident, a->ident_len);
+}
+
+static int pref_seen(const uint32_t *out, uint32_t count, uint32_t s)
+{
+    for (uint32_t i = 0; i < count; i++)
+        if (out[i] == s)
+            return 1;
+    return 0;
+}
+
+/*
+ * out[0] is lookup(hash); then lookup(h1), lookup(h2), ... with h(i+1) =
+ * mix(h(i)), keeping servers not seen yet, for a bounded number of probes;
+ * whatever is still missing is filled in index order after out[0].  Cost is
+ * O(want^2) comparisons, fine for want <= RING_MAX_PREF.
+ */
+uint32_t dist__preference_by_rehash(const struct dist *d, uint64_t hash, uint32_t *out,
+                                    uint32_t want)
+{
+    uint32_t n = d->nservers, count = 0;
+    uint64_t h = hash;
+
+    if (want > n)
+        want = n;
+    if (want == 0)
+        return 0;
+    out[count++] = d->ops->lookup(d, hash);
+    for (uint32_t probe = 0; count < want && probe < 4 * want + 16; probe++) {
+        h = hash_mix64(h);
+        uint32_t s = d->ops->lookup(d, h);
+        if (!pref_seen(out, count, s))
+            out[count++] = s;
+    }
+    for (uint32_t i = 1; count < want && i < n; i++) {
+        uint32_t s = (out[0] + i) % n;
+        if (!pref_seen(out, count, s))
+            out[count++] = s;
+    }
+    return count;
 }
