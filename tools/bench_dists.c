@@ -20,18 +20,21 @@ static double now_ns(void)
 struct bench_case {
     const struct dist_ops *ops;
     const char *note;
+    int weighted;     /* weights 1..10 instead of all 1 */
 };
 
 int main(int argc, char **argv)
 {
     uint32_t lookups = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 2000000;
     const struct bench_case cases[] = {
-        {&dist_maglev_ops, "M=65537"},
-        {&dist_jump_ops, ""},
-        {&dist_rendezvous_ops, "equal weights"},
-        {&dist_multiprobe_ops, "21 probes"},
-        {&dist_anchor_ops, "capacity 256"},
-        {&dist_slots_ops, "even split"},
+        {.ops = &dist_maglev_ops, .note = "M=65537"},
+        {.ops = &dist_jump_ops, .note = ""},
+        {.ops = &dist_rendezvous_ops, .note = "equal weights"},
+        {.ops = &dist_rendezvous_ops, .note = "weights 1..10", .weighted = 1},
+        {.ops = &dist_maglev_ops, .note = "weights 1..10", .weighted = 1},
+        {.ops = &dist_multiprobe_ops, .note = "21 probes"},
+        {.ops = &dist_anchor_ops, .note = "capacity 256"},
+        {.ops = &dist_slots_ops, .note = "even split"},
     };
     enum { NSERV = 100, NBUILD = 1000, NKEYS = 1 << 16 };
 
@@ -52,6 +55,8 @@ int main(int argc, char **argv)
            "build 1000 (ms)");
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const struct dist_ops *ops = cases[c].ops;
+        for (uint32_t i = 0; i < NBUILD; i++)
+            servers[i].weight = cases[c].weighted ? 1 + i % 10 : 1;
         struct dist d;
         char err[256];
         if (ops->build(&d, NULL, servers, NSERV, err, sizeof(err)) != 0) {

@@ -7,6 +7,9 @@
 #include "dist/dist.h"
 #include "hash/hash.h"
 
+/* Every scheme's ops table is referenced strongly (declared in dist.h), so
+ * linking dist.o pulls each scheme's object out of libringleader.a. */
+
 static const char *const dist_names[DIST_COUNT] = {
     [DIST_KETAMA] = "ketama",
     [DIST_MODULA] = "modula",

@@ -11,6 +11,7 @@
 
 #include "dist/dist.h"
 #include "dist/dist_schemes.h"
+#include "hash/hash.h"
 
 /* dist_ops_of lives in dist.c (the placement branch); until that is merged it
  * may be missing, so the ketama test checks for it at run time. */
@@ -653,6 +654,68 @@ START_TEST(test_slots_map_honoured)
 }
 END_TEST
 
+
+START_TEST(test_slots_agree_with_redis_cluster_keyslot)
+{
+    /* Redis Cluster: slot = CRC16-XMODEM(key) mod 16384. The expected slots
+     * are CLUSTER KEYSLOT's answers (foo 12182, somekey 11058 are in the
+     * Redis docs; all four checked against an independent XMODEM). Only the
+     * low 14 bits of the pool hash are used, so twemproxy's crc16, whose
+     * upper bits carry its quirk, still gives Redis's slot. */
+    const struct { const char *key; uint32_t slot; } t[] = {
+        {"foo", 12182}, {"bar", 5061}, {"hello", 866}, {"somekey", 11058},
+    };
+    uint32_t *map = calloc(DIST_SLOTS_COUNT, sizeof(*map));
+    struct pool p = pool_make(2, NULL);
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        memset(map, 0, DIST_SLOTS_COUNT * sizeof(*map));
+        map[t[i].slot] = 1;
+        struct dist_params prm = {.slot_map = map};
+        struct dist d;
+        build_ok(&dist_slots_ops, &d, &prm, &p);
+        uint64_t h = hash_crc16(t[i].key, strlen(t[i].key));
+        ck_assert_msg(dist_lookup(&d, h) == 1, "%s: slot %llu, Redis says %u", t[i].key,
+                      (unsigned long long)(h & 16383), t[i].slot);
+        dist_slots_ops.destroy(&d);
+    }
+    free(map);
+    pool_free(&p);
+}
+END_TEST
+
+START_TEST(test_dispatch_reaches_every_scheme)
+{
+    /* dist_ops_of must hand out these tables (strong links: a weak one would
+     * leave the scheme out of a static link), and dist_build must work. */
+    const struct { enum dist_type t; const struct dist_ops *ops; } t[] = {
+        {DIST_RENDEZVOUS, &dist_rendezvous_ops}, {DIST_JUMP, &dist_jump_ops},
+        {DIST_MAGLEV, &dist_maglev_ops},         {DIST_SLOTS, &dist_slots_ops},
+        {DIST_MULTIPROBE, &dist_multiprobe_ops}, {DIST_ANCHOR, &dist_anchor_ops},
+    };
+    if (!dist_ops_of) {
+        fprintf(stderr, "check_dist: dist_ops_of missing; skipping the dispatch test\n");
+        return;
+    }
+    struct pool p = pool_make(9, NULL);
+    uint64_t *h = key_hashes(1000);
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        ck_assert_ptr_eq(dist_ops_of(t[i].t), t[i].ops);
+        struct dist d, direct;
+        char err[256] = "";
+        ck_assert_msg(dist_build(&d, t[i].t, NULL, p.s, p.n, err, sizeof(err)) == 0, "%s: %s",
+                      t[i].ops->name, err);
+        ck_assert_int_eq(d.type, t[i].t);
+        build_ok(t[i].ops, &direct, NULL, &p);
+        for (uint32_t k = 0; k < 1000; k++)
+            ck_assert_uint_eq(dist_lookup(&d, h[k]), dist_lookup(&direct, h[k]));
+        dist_destroy(&d);
+        t[i].ops->destroy(&direct);
+    }
+    free(h);
+    pool_free(&p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- multiprobe */
 
 START_TEST(test_multiprobe_balance)
@@ -797,6 +860,7 @@ START_TEST(test_ketama_160_points_balance)
     counts_of(&d, h, NKEYS_BIG, c);
     double r = max_over_mean(c, 100, NKEYS_BIG);
     ck_assert_msg(r <= 1.3, "ketama 160 points: max/mean %.3f", r);
+    fprintf(stderr, "check_dist: ketama 160 points, 100 servers: max/mean %.3f\n", r);
     free(h);
     ops->destroy(&d);
     pool_free(&p);
@@ -824,6 +888,8 @@ static Suite *dist_suite(void)
     tcase_add_test(tc, test_bounded_pick_rules);
     tcase_add_test(tc, test_slots_even_split_covers_every_slot);
     tcase_add_test(tc, test_slots_map_honoured);
+    tcase_add_test(tc, test_slots_agree_with_redis_cluster_keyslot);
+    tcase_add_test(tc, test_dispatch_reaches_every_scheme);
     tcase_add_test(tc, test_multiprobe_balance);
     tcase_add_test(tc, test_multiprobe_removal_moves_only_removed_keys);
     tcase_add_test(tc, test_anchor_remove_and_restore);
