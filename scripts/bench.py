@@ -99,6 +99,11 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])     # fields 14 and 15 of proc(5)
 
 
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def find_exe(env, candidates):
     path = os.environ.get(env)
     if path:
@@ -332,6 +337,7 @@ class Bench:
         print(f"scripts/bench: {a.proto}, {a.rounds} round(s) of {a.duration} s, "
               f"pinning {'on: rlbench on CPU 0, servers and proxies on CPU 1' if self.pin else 'off'}")
         print(f"rlbench: {self.rlbench}\nwork dir: {self.tmp}")
+        print(f"load average at start: {loadavg()} (other work on the box skews every column)")
         self.listen = {}
         self.start_backends()
 
@@ -386,6 +392,7 @@ class Bench:
             else:
                 print(f"  ringleader-w2 not available ({why})")
 
+        print(f"\nload average at end: {loadavg()}")
         self.print_markdown(scenarios, summary, unavailable)
         if a.json:
             with open(a.json, "w") as f:
