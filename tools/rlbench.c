@@ -328,12 +328,12 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
     };
     uint64_t v;
     char *end;
-    int c;
+    int c, li = -1;
 
     *o = (struct rlb_opts){ .proto = RLB_MEMCACHE, .conns = 50, .pipeline = 1, .ratio_get = 1,
                             .ratio_set = 0, .keys = 10000, .value_size = 100, .seed = 1,
                             .timeout = 10 };
-    while ((c = getopt_long(argc, argv, "c:P:n:d:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "c:P:n:d:h", longopts, &li)) != -1) {
         switch (c) {
         case O_HOST: o->host = optarg; break;
         case O_PORT: o->port = optarg; break;
@@ -419,9 +419,13 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         case O_HELP: usage(stdout); exit(0);
         default: usage(stderr); return -1;
         }
+        li = -1;
         continue;
     bad:
-        fprintf(stderr, "rlbench: bad value '%s' for %s\n", optarg, argv[optind - 1]);
+        if (li >= 0)
+            fprintf(stderr, "rlbench: bad value '%s' for --%s\n", optarg, longopts[li].name);
+        else
+            fprintf(stderr, "rlbench: bad value '%s' for -%c\n", optarg, c);
         return -1;
     }
     if (optind < argc) {
