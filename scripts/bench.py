@@ -219,6 +219,9 @@ class Bench:
         conf = os.path.join(self.tmp, f"{name}.yml")
         with open(conf, "w") as f:
             f.write(self.write_yaml(listen))
+        if not self.listen:
+            print("  pool YAML (" + conf + "):\n" +
+                  "".join("    | " + l + "\n" for l in self.write_yaml(listen).splitlines()))
         argv = [exe, "-c", conf, "-s", str(stats), "-a", "127.0.0.1",
                 "-p", os.path.join(self.tmp, f"{name}.pid"),
                 "-o", os.path.join(self.tmp, f"{name}.log"), "-v", "4"]

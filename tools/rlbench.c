@@ -611,7 +611,7 @@ static void conn_flush(struct rlb_bench *b, struct rlb_conn *c)
  * is taken right before its own write. */
 static void conn_fill(struct rlb_bench *b, struct rlb_conn *c)
 {
-    if (c->dead || c->wlen)
+    if (c->dead || c->wlen || c->qlen == b->o.pipeline)
         return;
     unsigned added = 0;
     uint64_t t = now_ns();
