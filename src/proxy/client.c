@@ -22,6 +22,7 @@
     __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
 
 #define CLIENT_IBUF_KEEP   (256 * 1024)    /* free a larger input buffer once idle */
+#define CLIENT_MAX_INFLIGHT 1024           /* requests a client may have unanswered */
 #define CLIENT_READ_CHUNK  16384
 
 static void client_process(struct client *c);
@@ -108,7 +109,8 @@ static void client_read_start(struct client *c);
 static void client_check_resume(struct client *c)
 {
     if (!c->paused || c->closing || c->eof ||
-        client_pending_bytes(c) >= c->w->proxy->client_output_limit / 2)
+        client_pending_bytes(c) >= c->w->proxy->client_output_limit / 2 ||
+        c->nmsgs > CLIENT_MAX_INFLIGHT / 2)
         return;
     c->paused = 0;
     client_read_start(c);
@@ -205,15 +207,8 @@ void client_advance(struct client *c)
         if (c->closing)
             break;
     }
-    /* The new head streams from now on: first what it already holds. */
-    if (m != NULL && !c->closing && buf_len(&m->rsp) > 0) {
-        size_t n = buf_len(&m->rsp);
-        c->held_bytes -= RL_MIN(c->held_bytes, n);
-        buf_append(&c->obuf, buf_rptr(&m->rsp), n);
-        m->rsp.rpos = m->rsp.wpos = 0;
-        m->flags |= MSG_F_STREAMED;
-        worker_mark_client(w, c);
-    }
+    if (c->paused)
+        worker_mark_client(w, c);   /* the flush decides whether to read again */
     if (c->closing) {
         /* Drop what is queued behind a close. */
         while ((m = c->head) != NULL) {
@@ -652,7 +647,10 @@ static void client_process(struct client *c)
         }
         if (len == 0 || len < c->need)
             break;
-        if (client_pending_bytes(c) > limit) {
+        /* Backpressure: replies the client has not read, and requests it
+         * has outstanding (whose replies are still to come), are bounded;
+         * past either limit it is not read until it catches up. */
+        if (client_pending_bytes(c) > limit || c->nmsgs >= CLIENT_MAX_INFLIGHT) {
             c->paused = 1;
             STAT_ADD(&c->pool->stats, client_paused, 1);
             uv_read_stop(&c->h.stream);

@@ -20,6 +20,7 @@
 #define SCONN_BACKOFF_MIN_MS 50
 #define SCONN_BACKOFF_MAX_MS 2000
 #define SCONN_IBUF_KEEP      (256 * 1024)  /* shrink a reply buffer beyond this once idle */
+#define SCONN_STREAM_MIN     (64 * 1024)   /* values above this stream to the client */
 
 static void sconn_close(struct sconn *s, const char *reason, int is_error);
 static void sconn_process(struct sconn *s);
@@ -109,11 +110,10 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
 
 static void server_free_if_idle(struct server *s)
 {
-    if (!s->removed)
+    /* Only when no connection object is left, closing ones included: their
+     * close callbacks still point here. */
+    if (!s->removed || s->nopen > 0)
         return;
-    for (uint32_t i = 0; i < s->nconns; i++)
-        if (s->conns[i] != NULL)
-            return;
     struct server **pp = &s->w->servers;
     while (*pp != NULL && *pp != s)
         pp = &(*pp)->next;
@@ -156,6 +156,7 @@ static void sconn_unref(struct sconn *s)
     buf_free(&s->wbuf);
     proto_parser_free(&s->parser);
     free(s);
+    srv->nopen--;
     server_free_if_idle(srv);
 }
 
@@ -286,6 +287,7 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     s->timer.data = s;
     s->closes_pending = 2;
     srv->conns[slot] = s;
+    srv->nopen++;
 
     /* The hello (Redis AUTH/SELECT) goes first; its replies are swallowed. */
     const struct conf_pool *cp = srv->pool->cp;
@@ -627,14 +629,21 @@ static void deliver(struct sconn *s, struct msg *m, const char *p, size_t n, int
     struct client *c = m->client;
     if (c == NULL || c->closing)
         return;
-    if (c->head == m) {
+    /* A reply is held until complete, so a server that fails mid-reply
+     * leaves the client a clean error instead of half a value; only a
+     * large value streams straight out (its request being the head). */
+    if (c->head == m && ((m->flags & MSG_F_STREAMED) || s->body_big)) {
+        if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
+            client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
+            c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+            m->rsp.rpos = m->rsp.wpos = 0;
+        }
         m->flags |= MSG_F_STREAMED;
         client_write_bytes(c, p, n);
         return;
     }
     if (buf_append(&m->rsp, p, n) == 0)
         c->held_bytes += n;
-    (void)s;
 }
 
 static void sconn_reply_done(struct sconn *s)
@@ -711,6 +720,7 @@ static void sconn_process(struct sconn *s)
         if ((m->flags & MSG_F_INTERNAL) && (rsp.flags & PROTO_SF_ERROR))
             log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello", p,
                         rsp.hdr_len);
+        s->body_big = rsp.body_len > SCONN_STREAM_MIN;
         deliver(s, m, p, rsp.hdr_len, drop);
         STAT_ADD(&srv->stats, response_bytes, rsp.hdr_len);
         buf_consume(&s->ibuf, rsp.hdr_len);

@@ -41,6 +41,7 @@ struct sconn {
     uint64_t           body_left;
     int                body_drop;
     int                body_final;
+    int                body_big;        /* the unit's body is large: stream it */
     int                resolving;       /* a getaddrinfo is pending */
 };
 
@@ -58,6 +59,7 @@ struct server {
     uint64_t           retry_at_ms;     /* do not reconnect before */
     uint32_t           backoff_ms;
     int                removed;         /* dropped by a reload: drain then free */
+    uint32_t           nopen;           /* connection objects not yet freed (closing ones too) */
     struct stats_server stats;
     struct histogram   latency;         /* send to reply, usec (single writer) */
     struct health     *health;          /* shared by every worker */
