@@ -1282,12 +1282,12 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
                           "hash %s takes no seed; use xxh3, xxh64 or murmur3%s",
                           hash_name(pool->hash),
                           conf__pool_value(values, "hash") == NULL ? " (set hash: explicitly)" : "");
-    /* twemproxy's auto_eject_hosts: false means a dead server's requests
-     * fail; true means they are routed around. Down is never removed here
-     * (the ring does not change), so a pool without on_down takes its
-     * meaning from auto_eject_hosts: failover when true, error when false. */
-    if (conf__pool_value(values, "on_down") == NULL)
-        pool->on_down = pool->auto_eject_hosts ? CONF_ON_DOWN_FAILOVER : CONF_ON_DOWN_ERROR;
+    /* twemproxy's auto_eject_hosts: false means a dead server is never
+     * ejected: each request tries it and fails on its own. true means it is
+     * routed around. Down is never removed here (the ring does not change):
+     * servers are marked down, and requests for them follow on_down
+     * (default failover), when auto_eject_hosts is true or on_down is given. */
+    pool->eject = pool->auto_eject_hosts || conf__pool_value(values, "on_down") != NULL;
     if (pool->replicas > pool->nservers)
         return conf__fail(c, conf__pool_value(values, "replicas"), "replicas",
                           "%u is more than the %u server(s) of pool '%s'", pool->replicas,

@@ -69,6 +69,7 @@ struct conf_pool {
     enum conf_read_from read_from;
     enum conf_write_to write_to;
     enum conf_on_down on_down;
+    int      eject;               /* mark failing servers down: auto_eject_hosts or on_down given */
     uint32_t warmup_s;            /* 0: off */
     uint32_t item_size_max;       /* memcached value limit: 1 MiB */
     int      allow_flush;         /* broadcast flush_all / FLUSHALL / FLUSHDB */

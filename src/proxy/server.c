@@ -38,8 +38,8 @@ static void sconn_timer_cb(uv_timer_t *t);
 static void server_failed(struct server *srv, const char *reason)
 {
     const struct conf_pool *cp = srv->pool->cp;
-    if (srv->health == NULL)
-        return;
+    if (srv->health == NULL || !cp->eject)
+        return;     /* never ejected: each request tries the server itself */
     uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;
     uint64_t wall = util_wall_us();
     if (health_failure(srv->health, util_now_ms(), cp->server_failure_limit, retry, wall)) {

@@ -23,8 +23,8 @@ SANITIZER_MARKS = (b"AddressSanitizer", b"LeakSanitizer", b"runtime error:",
                    b"UndefinedBehaviorSanitizer")
 KNOWN_BUGS = bool(os.environ.get("RL_KNOWN_BUGS"))   # 1: run the tests of known bugs too
 
-# Proxy bugs these tests found (reported to the lead); a test that meets one skips with
-# its name when (and only when) it sees that bug's exact signature.
+# Proxy bugs these tests found, fixed since; a test that meets one again fails with its
+# name, so a regression says what it is.
 BUG_SERVER_UAF = ("BUG(server-free-uaf): server_free_if_idle() frees a struct server once "
                   "its conns[] slots are NULL, but a closing sconn still points to it and "
                   "its close callback (sconn_unref -> server_free_if_idle) reads it again: "
@@ -381,7 +381,7 @@ def half_body_then_close(f):
         except EOFError:
             got = bytes(c.buf)
             check(raw.startswith(got), "a cut reply was mended with foreign bytes: %r", got)
-            raise Skip("BUG(half-reply-streamed): a backend closing inside a value whose "
+            raise AssertionError("BUG(half-reply-streamed): a backend closing inside a value whose "
                        "header was already streamed closes the client (got %d of %d bytes, "
                        "then EOF) instead of an error reply on a usable connection"
                        % (len(got), len(raw)))
@@ -627,7 +627,6 @@ def rss_kb(pid):
 
 @R.test
 def backpressure_bounds_memory_of_a_client_that_does_not_read(env):
-    known_bug(BUG_BACKPRESSURE)
     mc = [Memcached.start() for _ in range(2)]
     limit = 1 << 20
     proxy = GProxy({"bp": {"hash": "fnv1a_64", "distribution": "ketama", "timeout": 10000,
@@ -827,7 +826,7 @@ def graceful_shutdown_answers_in_flight_requests(env):
         except EOFError:
             rc = proxy.proc.popen.wait(5)
             if uaf_signature(proxy_output(proxy), rc):
-                raise Skip(BUG_SERVER_UAF + "; here another worker died before the in-flight "
+                raise AssertionError(BUG_SERVER_UAF + "; here another worker died before the in-flight "
                            "reply was sent")
             raise
         eq(got, mc_value_reply(slow, value_of(slow)), "the in-flight reply")
@@ -838,7 +837,7 @@ def graceful_shutdown_answers_in_flight_requests(env):
             raise AssertionError("the proxy did not exit within the drain timeout")
         took = time.monotonic() - t0
         if rc != 0 and uaf_signature(proxy_output(proxy), rc):
-            raise Skip(BUG_SERVER_UAF + "; the in-flight reply was answered, the exit was not "
+            raise AssertionError(BUG_SERVER_UAF + "; the in-flight reply was answered, the exit was not "
                        "clean (status %s)" % rc)
         eq(rc, 0, "exit status")
         check(took < drain_ms / 1000.0 + 1, "exit after %.2fs", took)
@@ -965,7 +964,7 @@ def every_proxy_exits_cleanly_without_sanitizer_reports(env):
         bad.append("%s exited with %s" % (p.conf_path, rc))
     check(not bad, "\n".join(bad))
     if known:
-        raise Skip("%s (%d of %d proxies: %s)" % (BUG_SERVER_UAF, len(known), len(env.proxies),
+        raise AssertionError("%s (%d of %d proxies: %s)" % (BUG_SERVER_UAF, len(known), len(env.proxies),
                                                   " ".join(known)))
 
 

@@ -177,10 +177,12 @@ START_TEST(test_on_down_follows_auto_eject_hosts)
     snprintf(text, sizeof(text), "%s  auto_eject_hosts: true\n", base);
     ck_assert_int_eq(conf_load_buffer("t.yml", text, strlen(text), &c, err, sizeof(err)), 0);
     ck_assert_int_eq(c->pools[0].on_down, CONF_ON_DOWN_FAILOVER);
+    ck_assert_int_eq(c->pools[0].eject, 1);
     conf_free(c);
     snprintf(text, sizeof(text), "%s  auto_eject_hosts: false\n  on_down: miss\n", base);
     ck_assert_int_eq(conf_load_buffer("t.yml", text, strlen(text), &c, err, sizeof(err)), 0);
     ck_assert_int_eq(c->pools[0].on_down, CONF_ON_DOWN_MISS);
+    ck_assert_int_eq(c->pools[0].eject, 1);
     conf_free(c);
 }
 END_TEST
@@ -217,8 +219,10 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(p->replicas, 1);
     ck_assert_int_eq(p->read_from, CONF_READ_PRIMARY);
     ck_assert_int_eq(p->write_to, CONF_WRITE_PRIMARY);
-    /* no on_down and auto_eject_hosts false (twemproxy's default): errors */
-    ck_assert_int_eq(p->on_down, CONF_ON_DOWN_ERROR);
+    /* no on_down and auto_eject_hosts false (twemproxy's default): never
+     * marked down, each request tries its server */
+    ck_assert_int_eq(p->on_down, CONF_ON_DOWN_FAILOVER);
+    ck_assert_int_eq(p->eject, 0);
     ck_assert_uint_eq(p->warmup_s, 0);
     ck_assert_uint_eq(p->item_size_max, 1048576);
     ck_assert_int_eq(p->allow_flush, 0);
