@@ -203,6 +203,12 @@ static json_t *tool_json_checksum(uint64_t checksum)
     return json_string(text);
 }
 
+static int tool_nomem(void)
+{
+    fprintf(stderr, "ringleader-ring: %s\n", strerror(ENOMEM));
+    return TOOL_EXIT_ERROR;
+}
+
 /* Print and release a JSON document; TOOL_EXIT_ERROR if it could not be built. */
 static int tool_json_emit(json_t *root)
 {
@@ -537,7 +543,7 @@ static int tool_balance(const struct tool_opts *o, const struct tool_conf *tc)
         struct tool_balance b;
         if (tool_balance_compute(tc->rings[pi], o->samples, &b) != 0) {
             json_decref(pools);
-            return tool_json_emit(NULL);
+            return tool_nomem();
         }
         if (o->json) {
             json_t *one = tool_balance_json(tc, pi, o->samples, &b);
@@ -681,6 +687,20 @@ static int tool_diff_pool(struct tool_pool_diff *d, uint32_t samples)
     return tool_diff_flows(d, samples);
 }
 
+/* " label" for each of p's servers not in `other`, or " -"; then a newline. */
+static void tool_print_servers_not_in(const struct conf_pool *p, const struct conf_pool *other)
+{
+    uint32_t n = 0;
+
+    for (uint32_t s = 0; p != NULL && s < p->nservers; s++) {
+        if (server_in(other, &p->servers[s]))
+            continue;
+        printf(" %s", p->servers[s].label);
+        n++;
+    }
+    printf("%s\n", n ? "" : " -");
+}
+
 static void tool_diff_text(const struct tool_pool_diff *d)
 {
     printf("pool      %s%s\n", d->name,
@@ -703,16 +723,9 @@ static void tool_diff_text(const struct tool_pool_diff *d)
         printf("-\n");
     printf("servers   %u -> %u\n", d->op ? d->op->nservers : 0, d->np ? d->np->nservers : 0);
     printf("added    ");
-    uint32_t n = 0;
-    for (uint32_t s = 0; d->np != NULL && s < d->np->nservers; s++)
-        if (!server_in(d->op, &d->np->servers[s]))
-            printf(" %s", d->np->servers[s].label), n++;
-    printf("%s\nremoved  ", n ? "" : " -");
-    n = 0;
-    for (uint32_t s = 0; d->op != NULL && s < d->op->nservers; s++)
-        if (!server_in(d->np, &d->op->servers[s]))
-            printf(" %s", d->op->servers[s].label), n++;
-    printf("%s\n", n ? "" : " -");
+    tool_print_servers_not_in(d->np, d->op);
+    printf("removed  ");
+    tool_print_servers_not_in(d->op, d->np);
     printf("moved     %.4f%% of the keyspace (%s), floor %.4f%%", 100.0 * d->moved,
            d->moved_exact ? "exact" : "estimated", 100.0 * d->floor);
     if (d->floor > 0 && d->or != NULL && d->nr != NULL)
@@ -796,7 +809,7 @@ static int tool_diff_one(const struct tool_opts *o, struct tool_pool_diff *d, js
     int rc = TOOL_EXIT_OK;
 
     if (tool_diff_pool(d, o->samples) != 0) {
-        rc = tool_json_emit(NULL);
+        rc = tool_nomem();
     } else if (o->json) {
         json_t *one = tool_diff_json(d);
         if (one == NULL || json_array_append_new(out, one) != 0)

@@ -7,21 +7,6 @@
 #include "dist/dist.h"
 #include "hash/hash.h"
 
-/*
- * The schemes of the `dists` work are referenced weakly so that the library
- * links (and says "not available") before their files exist.  Caution: a
- * weak reference does not pull an object out of a static archive; once
- * those files are part of libringleader.a, drop the `weak` attribute here
- * (tests/unit/check_ring.c fails if a scheme's source exists but its ops
- * resolve to NULL).
- */
-extern const struct dist_ops dist_rendezvous_ops __attribute__((weak));
-extern const struct dist_ops dist_jump_ops __attribute__((weak));
-extern const struct dist_ops dist_maglev_ops __attribute__((weak));
-extern const struct dist_ops dist_slots_ops __attribute__((weak));
-extern const struct dist_ops dist_multiprobe_ops __attribute__((weak));
-extern const struct dist_ops dist_anchor_ops __attribute__((weak));
-
 static const char *const dist_names[DIST_COUNT] = {
     [DIST_KETAMA] = "ketama",
     [DIST_MODULA] = "modula",

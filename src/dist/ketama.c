@@ -166,6 +166,7 @@ static int ketama_build(struct dist *d, const struct dist_params *p,
     free(text);
     free(order);
     d->impl = k;
+    d->nservers = n;
     return 0;
 
 nomem:

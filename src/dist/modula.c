@@ -50,6 +50,7 @@ static int modula_build(struct dist *d, const struct dist_params *p,
             m->table[m->size++] = order[r];
     free(order);
     d->impl = m;
+    d->nservers = n;
     return 0;
 
 nomem:

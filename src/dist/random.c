@@ -10,6 +10,7 @@ static int random_build(struct dist *d, const struct dist_params *p,
                         const struct dist_server *servers, uint32_t n, char *err, size_t errlen)
 {
     d->impl = NULL;      /* nothing to precompute: only the server count matters */
+    d->nservers = n;
     return 0;
 }
 

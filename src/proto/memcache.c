@@ -1107,6 +1107,34 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
     return 0;
 }
 
+/* on_down: miss. Reads miss (END / EN), writes are not stored, deletes and
+ * arithmetic find nothing. */
+static int mc_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
+{
+    (void)rflags;
+    switch (cmd) {
+    case MEMCACHE_CMD_GET:
+    case MEMCACHE_CMD_GETS:
+    case MEMCACHE_CMD_GAT:
+    case MEMCACHE_CMD_GATS:
+        return buf_append_str(out, "END\r\n");
+    case MEMCACHE_CMD_MG:
+        return buf_append_str(out, "EN\r\n");
+    case MEMCACHE_CMD_MS:
+        return buf_append_str(out, "NS\r\n");
+    case MEMCACHE_CMD_MD:
+    case MEMCACHE_CMD_MA:
+        return buf_append_str(out, "NF\r\n");
+    case MEMCACHE_CMD_DELETE:
+    case MEMCACHE_CMD_INCR:
+    case MEMCACHE_CMD_DECR:
+    case MEMCACHE_CMD_TOUCH:
+        return buf_append_str(out, "NOT_FOUND\r\n");
+    default:
+        return buf_append_str(out, "NOT_STORED\r\n");
+    }
+}
+
 static int mc_server_hello(const char *auth, int db, struct buf *out)
 {
     return 0;
@@ -1123,4 +1151,5 @@ const struct proto_ops proto_memcache_ops = {
     .error_reply = mc_error_reply,
     .server_hello = mc_server_hello,
     .probe = "version\r\n",
+    .miss_reply = mc_miss_reply,
 };

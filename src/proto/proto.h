@@ -175,6 +175,10 @@ struct proto_ops {
 
     /* Health probe request (memcached "version", Redis PING). */
     const char *probe;
+
+    /* on_down: miss — the reply a request gets while its server is down:
+     * a miss for a read, a refusal for a write. 0 or -ENOMEM. */
+    int (*miss_reply)(uint16_t cmd, uint16_t rflags, struct buf *out);
 };
 
 extern const struct proto_ops proto_memcache_ops;

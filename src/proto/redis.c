@@ -225,7 +225,8 @@ static const struct {
  * Compute the keys of command c from its arguments args[0..argc), writing
  * them to keys[] (which may be args itself: key k is always read from an
  * argument index >= k). Returns the number of keys (>= 0), or -1 with
- * *err a static error reply, or -2 for a wrong argument count.
+ * *err a static error reply, -2 for a wrong argument count, -3 for a
+ * numkeys of 0 where Redis wants "at least 1 input key".
  * *nokey is set when a script with numkeys 0 is routed by its body.
  */
 static int keys_extract(const struct redis_command *c, const struct proto_key *args,
@@ -281,6 +282,8 @@ static int keys_extract(const struct redis_command *c, const struct proto_key *a
             return -1;
         }
         if (nk == 0) {
+            if (c->flags & REDIS_CMD_NKINPUT)
+                return -3;      /* the caller names the command in the error */
             if (!(c->flags & REDIS_CMD_NOKEY)) {
                 *err = ERR_NK_ZERO;
                 return -1;
@@ -399,6 +402,11 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     if (n == -2 || n == 0) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, argc, req, "ERR wrong number of arguments for '%s' command", name);
+        return;
+    }
+    if (n == -3) {
+        lower_name(c->name, name, sizeof(name));
+        req_error(p, argc, req, "ERR at least 1 input key is needed for '%s' command", name);
         return;
     }
     if (n < 0) {
@@ -1139,6 +1147,16 @@ static int redis_server_hello(const char *auth, int db, struct buf *out)
     return n;
 }
 
+/* on_down: miss. A read of a down server's key answers nil; a write is
+ * refused (storing it elsewhere would lose it when the server is back). */
+static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
+{
+    (void)cmd;
+    if (rflags & PROTO_RF_WRITE)
+        return buf_append_str(out, "-ERR server down (on_down: miss refuses writes)\r\n");
+    return buf_append_str(out, "$-1\r\n");
+}
+
 const struct proto_ops proto_redis_ops = {
     .name = "redis",
     .parse_req = redis_parse_req,
@@ -1150,6 +1168,7 @@ const struct proto_ops proto_redis_ops = {
     .error_reply = redis_error_reply,
     .server_hello = redis_server_hello,
     .probe = "*1\r\n$4\r\nPING\r\n",
+    .miss_reply = redis_miss_reply,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

@@ -38,6 +38,7 @@
 #define REDIS_CMD_HIT        0x02000  /* single-key read: a nil reply counts as a miss */
 #define REDIS_CMD_INTERNAL   0x04000  /* a routing variant, not listed by COMMAND */
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
+#define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
 
 /* How the replies of a FANOUT or BROADCAST request are joined. */
 enum redis_merge {

@@ -289,7 +289,7 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
             return -ENOMEM;
         for (uint32_t i = 2; i < l->argc; i++) {
             const struct redis_command *c = command_named(l, i);
-            int r = c ? command_info(c, out) : buf_append_str(out, "*-1\r\n");
+            int r = c ? command_info(c, out) : buf_append_str(out, "$-1\r\n");
             if (r < 0)
                 return -ENOMEM;
         }
@@ -352,6 +352,8 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
         int n = redis__keys_extract(c, a, argc, l->buf, p->keys, &nokey, &err);
         if (n == -1)
             return buf_append_str(out, err);
+        if (n == -3)
+            return buf_append_str(out, "-ERR at least 1 input key is needed\r\n");
         if (n <= 0)
             return buf_append_str(out, "-ERR Invalid arguments specified for command\r\n");
         if (buf_appendf(out, "*%d\r\n", n) < 0)

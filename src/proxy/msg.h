@@ -34,6 +34,7 @@
 #define MSG_F_NOREPLY  0x0040   /* client asked for no reply */
 #define MSG_F_INTERNAL 0x0080   /* proxy's own request (hello, probe): no client */
 #define MSG_F_ERROR    0x0100   /* answered with an error */
+#define MSG_F_PROBE    0x0200   /* internal health probe */
 
 struct client;
 struct sconn;

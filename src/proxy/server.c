@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "health.h"
 #include "log.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
@@ -22,11 +23,39 @@
 
 static void sconn_close(struct sconn *s, const char *reason, int is_error);
 static void sconn_process(struct sconn *s);
+static void sconn_timer_cb(uv_timer_t *t);
 
 /* ------------------------------------------------------------------ stats */
 
 #define STAT_ADD(st, field, n) \
     __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
+
+/* ------------------------------------------------------------------ health */
+
+/* A failure of this server (connect, reset, garbage, timeout): counted in
+ * the shared health record; the limit-th in a row takes it down. */
+static void server_failed(struct server *srv, const char *reason)
+{
+    const struct conf_pool *cp = srv->pool->cp;
+    if (srv->health == NULL)
+        return;
+    uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;
+    uint64_t wall = util_wall_us();
+    if (health_failure(srv->health, util_now_ms(), cp->server_failure_limit, retry, wall)) {
+        log_warn("server '%s' (%s) of pool '%s' is down after %u failure(s) in a row (%s); "
+                 "its keys stay its own, requests for them follow on_down until a probe succeeds",
+                 srv->label, srv->addr.text, cp->name, cp->server_failure_limit, reason);
+        STAT_ADD(&srv->pool->stats, server_ejects, 1);
+        __atomic_store_n(&srv->stats.server_ejected_at, (int64_t)wall, __ATOMIC_RELAXED);
+    }
+}
+
+static void server_succeeded(struct server *srv)
+{
+    if (srv->health != NULL && health_success(srv->health, util_now_ms()))
+        log_notice("server '%s' (%s) of pool '%s' is up again", srv->label, srv->addr.text,
+                   srv->pool->cp->name);
+}
 
 /* ------------------------------------------------------------------ server */
 
@@ -331,6 +360,32 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
     return s;
 }
 
+void server_probe(struct server *srv)
+{
+    struct worker *w = srv->w;
+    const char *reason = NULL;
+    int timeout = srv->pool->cp->timeout_ms > 0 ? srv->pool->cp->timeout_ms : 1000;
+
+    srv->retry_at_ms = 0;           /* the probe is the retry */
+    struct sconn *s = server_pick(srv, 0, &reason);
+    struct msg *m = s ? msg_get(w) : NULL;
+    if (s == NULL || m == NULL || buf_append_str(&s->obuf, srv->pool->ops->probe) < 0) {
+        if (m != NULL)
+            msg_put(w, m);
+        server_failed(srv, reason ? reason : "probe not sent");
+        return;
+    }
+    m->flags = MSG_F_INTERNAL | MSG_F_PROBE;
+    sconn_enqueue(s, m);
+    m->deadline_ms = uv_now(&w->loop) + (uint64_t)timeout;
+    if (!s->timer_armed) {
+        uv_timer_start(&s->timer, sconn_timer_cb, (uint64_t)timeout, 0);
+        s->timer_armed = 1;
+    }
+    worker_mark_sconn(w, s);
+    log_info("probing server '%s' (%s)", srv->label, srv->addr.text);
+}
+
 void server_preconnect(struct server *srv)
 {
     const char *reason;
@@ -339,8 +394,6 @@ void server_preconnect(struct server *srv)
 }
 
 /* ------------------------------------------------------------------ queue and timeouts */
-
-static void sconn_timer_cb(uv_timer_t *t);
 
 void sconn_enqueue(struct sconn *s, struct msg *m)
 {
@@ -402,11 +455,19 @@ static void sconn_timer_cb(uv_timer_t *t)
         return;
     }
     for (; m != NULL; m = m->snext) {
+        if (m->flags & MSG_F_PROBE) {
+            if (m->deadline_ms <= now) {
+                sconn_close(s, "health probe timed out", 1);
+                return;
+            }
+            break;
+        }
         if (m->flags & (MSG_F_ZOMBIE | MSG_F_INTERNAL))
             continue;
         if (m->deadline_ms > now)
             break;
         STAT_ADD(&srv->stats, server_timedout, 1);
+        server_failed(srv, "timeout");
         msg_answer_error(w, m, PROTO_ERR_TIMEOUT, "timeout");
         m->flags |= MSG_F_ZOMBIE;
     }
@@ -573,11 +634,14 @@ static void sconn_reply_done(struct sconn *s)
     struct msg *m = sconn_pop(s);
 
     if (m->flags & MSG_F_INTERNAL) {
-        if (s->hello_pending)
+        if (m->flags & MSG_F_PROBE)
+            server_succeeded(srv);
+        else if (s->hello_pending)
             s->hello_pending--;
         msg_put(w, m);
         return;
     }
+    server_succeeded(srv);
     STAT_ADD(&srv->stats, responses, 1);
     uint64_t now_us = uv_hrtime() / 1000;
     histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
@@ -713,6 +777,8 @@ static void sconn_close(struct sconn *s, const char *reason, int is_error)
         STAT_ADD(&srv->stats, server_connections, -1);
     if (is_error)
         STAT_ADD(&srv->stats, server_err, 1);
+    if (!srv->removed && (is_error || s->head != NULL))
+        server_failed(srv, reason);
     if (s->head != NULL)
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,
                  srv->addr.text, reason, s->inflight);

@@ -60,6 +60,7 @@ struct server {
     int                removed;         /* dropped by a reload: drain then free */
     struct stats_server stats;
     struct histogram   latency;         /* send to reply, usec (single writer) */
+    struct health     *health;          /* shared by every worker */
 };
 
 struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs);
@@ -86,5 +87,10 @@ void sconn_flush(struct sconn *s);
 
 /* Open connections for preconnect. */
 void server_preconnect(struct server *s);
+
+/* Send a health probe (memcached version, Redis PING) to a down server
+ * whose retry time has come; its outcome brings the server up or keeps
+ * it down longer. */
+void server_probe(struct server *s);
 
 #endif

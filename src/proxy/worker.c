@@ -220,6 +220,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->ops = cp->protocol == CONF_PROTO_REDIS ? &proto_redis_ops : &proto_memcache_ops;
     wp->ring = snap->rings[i];
     wp->shared = snap->shared[i];
+    wp->health = snap->health[i];
 }
 
 /*
@@ -267,6 +268,8 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
     free(wp->servers);
     wp->servers = nsrv;
     wp->nservers = cp->nservers;
+    for (uint32_t i = 0; i < cp->nservers; i++)
+        nsrv[i]->health = wp->health[i];
     return 0;
 }
 

@@ -50,6 +50,7 @@ struct wpool {
     const struct proto_ops *ops;
     struct ring            *ring;
     struct server         **servers;    /* [ring->nservers], by ring index */
+    struct health         **health;     /* [nservers], the snapshot's shared records */
     uint32_t                nservers;
     struct listener        *listener;
     struct pool_shared     *shared;

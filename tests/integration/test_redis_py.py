@@ -28,7 +28,7 @@ class Env:
             raise Skip("RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR")
         else:
             self.backends = [Redis.start() for _ in range(4)]
-            self.proxy = Proxy({"rd": {"hash": "fnv1a_64", "distribution": "ketama",
+            self.proxy = Proxy({"rd": {"hash": "md5", "distribution": "ketama",
                                        "timeout": 2000, "redis": True,
                                        "servers": server_lines(self.backends, NAMES[:4])}})
         host, port = self.proxy.addr()

@@ -19,7 +19,7 @@ static const struct proto_ops *R = &proto_redis_ops;
  * inside a word). Returns its length; out must hold it. */
 static size_t mk(char *out, const char *line)
 {
-    char words[64][256];
+    static char words[64][1024];
     int n = 0;
     const char *s = line;
     while (*s) {
@@ -45,6 +45,7 @@ struct res {
     int rc;
     struct proto_req req;
     char keys[16][64];
+    struct proto_key k[16];     /* the offsets: req.keys is freed with the parser */
     char err[600];
 };
 
@@ -53,8 +54,11 @@ static void snap(struct res *r, int rc, const struct proto_req *req, const char 
     memset(r, 0, sizeof(*r));
     r->rc = rc;
     r->req = *req;
-    for (uint32_t i = 0; i < req->nkeys && i < 16; i++)
+    for (uint32_t i = 0; i < req->nkeys && i < 16; i++) {
+        r->k[i] = req->keys[i];
         snprintf(r->keys[i], sizeof(r->keys[i]), "%.*s", (int)req->keys[i].len, buf + req->keys[i].off);
+    }
+    r->req.keys = NULL;
     if (req->err)
         snprintf(r->err, sizeof(r->err), "%.*s", (int)req->err_len, req->err);
 }
@@ -134,8 +138,8 @@ START_TEST(test_req_binary_key_and_empty_arg)
     struct res r = parse_both(s, sizeof(s) - 1, AUTHED);
     ck_assert_int_eq(r.rc, (int)sizeof(s) - 1);
     ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
-    ck_assert_uint_eq(r.req.keys[0].len, 5);
-    ck_assert_int_eq(memcmp(s + r.req.keys[0].off, "a\r\nb\0", 5), 0);
+    ck_assert_uint_eq(r.k[0].len, 5);
+    ck_assert_int_eq(memcmp(s + r.k[0].off, "a\r\nb\0", 5), 0);
 }
 END_TEST
 
@@ -563,6 +567,12 @@ START_TEST(test_eval_numkeys)
     r = req_of("EVAL s x", AUTHED);
     ck_assert_str_eq(r.err, "-ERR value is not an integer or out of range\r\n");
     r = req_of("ZUNION 0 a", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR at least 1 input key is needed for 'zunion' command\r\n");
+    r = req_of("ZDIFFSTORE d 0 a", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR at least 1 input key is needed for 'zdiffstore' command\r\n");
+    r = req_of("LMPOP 0 a LEFT", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
+    r = req_of("SINTERCARD 0 a", AUTHED);
     ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
     r = req_of("EVAL s 1 k", AUTHED);
     ck_assert(!(r.req.flags & PROTO_RF_NOKEY));
@@ -1099,7 +1109,7 @@ START_TEST(test_command_family)
 
     ck_assert_str_eq(say(&s, "COMMAND INFO get", NULL),
                      "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n");
-    ck_assert_str_eq(say(&s, "COMMAND INFO keys nosuch", NULL), "*2\r\n*-1\r\n*-1\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND INFO keys nosuch", NULL), "*2\r\n$-1\r\n$-1\r\n");
     const char *obj = say(&s, "COMMAND INFO object", NULL);
     ck_assert_ptr_nonnull(strstr(obj, "$15\r\nobject|encoding\r\n:3\r\n"));
     ck_assert_ptr_null(strstr(obj, "object|help"));
