@@ -53,11 +53,11 @@ class Env:
 
     def _start(self):
         self.pools = {
-            "mc": {"listen": "127.0.0.1:%d" % free_port(), "hash": "fnv1a_64",
+            "mc": {"listen": "127.0.0.1:%d" % free_port(), "hash": "murmur",
                    "distribution": "ketama", "timeout": 2000, "auto_eject_hosts": False,
                    "servers": server_lines(self.mc, MC_NAMES)},
             "rd": {"listen": "127.0.0.1:%d" % free_port(), "protocol": "redis",
-                   "redis_auth": REDIS_AUTH, "hash": "fnv1a_64", "distribution": "ketama",
+                   "redis_auth": REDIS_AUTH, "hash": "murmur", "distribution": "ketama",
                    "timeout": 2000, "auto_eject_hosts": False,
                    "servers": server_lines(self.rd, RD_NAMES)},
         }
@@ -334,8 +334,8 @@ def requests_and_bytes_per_pool_and_server_summed_over_workers(env):
     """400 sets then 400 gets of stored keys and 100 gets of missing ones, spread over
     connections on both workers: requests, responses, bytes, hits, misses exact."""
     p = unique("rq")
-    keys = [b"%d:%s" % (i, p) for i in range(400)]       # fnv1a_64 + ketama spreads
-    missing = [b"m%d:%s" % (i, p) for i in range(100)]   # these over all 4 servers
+    keys = [b"%d:%s" % (i, p) for i in range(400)]
+    missing = [b"m%d:%s" % (i, p) for i in range(100)]
     own = env.owners("mc", keys + missing)
     missing_set = set(missing)
     wa, wb = two_worker_connections(env)
@@ -407,8 +407,8 @@ def multiget_fragments_hits_and_misses(env):
     """60 multi-gets of 6 keys (3 stored, 3 missing): one fragment per server touched,
     a server request per fragment, hits and misses per server and pool; fragment bytes."""
     p = unique("mg")
-    stored = [p + b":s%d" % i for i in range(90)]
-    absent = [p + b":a%d" % i for i in range(90)]
+    stored = [b"s%d:%s" % (i, p) for i in range(90)]
+    absent = [b"a%d:%s" % (i, p) for i in range(90)]
     own = env.owners("mc", stored + absent)
     with env.client() as c:
         for r in mc_pipeline(c, [b"set %s 1 0 1\r\nx\r\n" % k for k in stored], line_len):
@@ -516,8 +516,8 @@ def redis_pool_counters(env):
     """Per server: SET k v and GET k for 60 keys, GET of 20 missing keys; AUTH and PING
     answered by the proxy; an unknown command refused."""
     p = unique("rd")
-    keys = [p + b":%d" % i for i in range(60)]
-    missing = [p + b":m%d" % i for i in range(20)]
+    keys = [b"%d:%s" % (i, p) for i in range(60)]
+    missing = [b"m%d:%s" % (i, p) for i in range(20)]
     own = env.owners("rd", keys + missing)
     before = env.stats()
     conns = [env.rd_client() for _ in range(3)]          # 3 AUTH, local
@@ -585,7 +585,7 @@ def hot_key_detected_after_skewed_traffic(env):
     its owner, and in /metrics."""
     p = unique("hot")
     hot = p + b":the-hot-one"
-    cold = [p + b":c%d" % i for i in range(2500)]
+    cold = [b"c%d:%s" % (i, p) for i in range(2500)]
     owner = env.owners("mc", [hot])[hot]
     reqs = []
     for i in range(2500):
