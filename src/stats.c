@@ -626,7 +626,9 @@ static const char *type_name(enum stats_type t)
 
 void stats_describe(FILE *f)
 {
-    fprintf(f, "pool stats:\n");
+    fprintf(f, "global stats:\n");
+    STATS_GLOBAL_CODEC(STATS_DESCRIBE_EXT)
+    fprintf(f, "\npool stats:\n");
     for (size_t i = 0; i < stats_pool_nfields; i++)
         fprintf(f, "  %-20s %-10s \"%s\"\n", stats_pool_fields[i].name,
                 type_name(stats_pool_fields[i].type), stats_pool_fields[i].desc);

@@ -97,6 +97,17 @@ extern const size_t stats_server_nfields;
     ACTION(latency_p99_us,  GAUGE, "99th percentile request latency in usec")            \
     ACTION(latency_p999_us, GAUGE, "99.9th percentile request latency in usec")          \
 
+/* The document's top-level fields (struct stats_view), as (JSON name, type, description):
+ * printed first by -D so that it names every field of the stats document. */
+#define STATS_GLOBAL_CODEC(ACTION)                                                          \
+    ACTION(service,           STRING,    "service name: ringleader (twemproxy writes nutcracker)") \
+    ACTION(source,            STRING,    "host name of the proxy")                         \
+    ACTION(version,           STRING,    "version of the proxy")                           \
+    ACTION(uptime,            GAUGE,     "seconds since the proxy started")                \
+    ACTION(timestamp,         TIMESTAMP, "time of this document in seconds since epoch")   \
+    ACTION(total_connections, COUNTER,   "# client connections accepted since start")      \
+    ACTION(curr_connections,  GAUGE,     "# client connections open")                      \
+
 /* ---- summing per-worker counters (generated from the lists above)
  *
  * COUNTER and GAUGE fields add up; a TIMESTAMP takes the latest. The sources may be

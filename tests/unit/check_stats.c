@@ -434,6 +434,8 @@ START_TEST(test_describe_lists_every_field)
     }
     STATS_POOL_EXT_CODEC(DESCRIBE_HAS_EXT)
     STATS_SERVER_EXT_CODEC(DESCRIBE_HAS_EXT)
+    STATS_GLOBAL_CODEC(DESCRIBE_HAS_EXT)
+    ck_assert_ptr_nonnull(strstr(text, "\n  curr_connections "));
     free(text);
 }
 END_TEST
