@@ -106,6 +106,7 @@ int main(int argc, char **argv)
 
     memset(&opt, 0, sizeof(opt));
     opt.conf_path = RL_DEFAULT_CONF;
+    opt.verbosity = -1;
     int c;
     while ((c = getopt_long(argc, argv, "hVtdDv:o:c:s:i:a:p:m:", longopts, NULL)) != -1) {
         switch (c) {
@@ -129,9 +130,11 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ringleader: option -v requires a number from 0 to 11\n");
                 return 1;
             }
+            opt.verbosity = (int)level;
             break;
         case 'o':
             logfile = optarg;
+            opt.log_file = optarg;
             break;
         case 'c':
             opt.conf_path = optarg;

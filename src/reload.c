@@ -58,6 +58,7 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
     NOTE((o->global.admin_token == NULL) != (n->global.admin_token == NULL) ||
          (o->global.admin_token && strcmp(o->global.admin_token, n->global.admin_token)),
          "ringleader.admin_token");
+    NOTE(o->global.watch != n->global.watch, "ringleader.watch");
     NOTE((o->global.log_file == NULL) != (n->global.log_file == NULL) ||
          (o->global.log_file && strcmp(o->global.log_file, n->global.log_file)),
          "ringleader.log_file");
@@ -122,6 +123,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
             r->removed += !server_in(np, &op->servers[s]);
         if (or == snap->rings[i])
             continue;   /* unchanged ring: nothing moved */
+        atomic_fetch_add(&snap->shared[i]->reloads, 1);
         r->moved = ring_moved_fraction(or, snap->rings[i], RELOAD_SAMPLES, &r->floor);
     }
     for (uint32_t i = 0; rep != NULL && i < oc->npools; i++) {
@@ -267,39 +269,4 @@ void reload_free(struct proxy *p)
     free(rs->pools);
     free(rs);
     p->reload = NULL;
-}
-
-/* ------------------------------------------------------------------ report */
-
-void reload_render_json(struct proxy *p, struct buf *out)
-{
-    struct reload_state *rs = p->reload;
-
-    uv_mutex_lock(&rs->mu);
-    buf_appendf(out, "{\"reloads\":%llu,\"failed\":%llu,\"last_time_us\":%llu,\"last_ok\":%s,",
-                (unsigned long long)rs->count, (unsigned long long)rs->failed,
-                (unsigned long long)rs->last_us, rs->last_ok ? "true" : "false");
-    buf_append_str(out, "\"last_error\":\"");
-    for (const char *c = rs->last_error; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            buf_appendf(out, "\\%c", *c);
-        else if ((unsigned char)*c < 0x20)
-            buf_appendf(out, "\\u%04x", (unsigned char)*c);
-        else
-            buf_append(out, c, 1);
-    }
-    buf_appendf(out, "\",\"restart_needed\":\"%s\",\"pools\":[", rs->restart_needed);
-    for (uint32_t i = 0; i < rs->npools; i++) {
-        struct reload_pool_report *r = &rs->pools[i];
-        buf_appendf(out,
-                    "%s{\"pool\":\"%s\",\"old_epoch\":%llu,\"new_epoch\":%llu,"
-                    "\"old_checksum\":\"%016llx\",\"new_checksum\":\"%016llx\","
-                    "\"servers_added\":%u,\"servers_removed\":%u,\"moved\":%.6f,\"floor\":%.6f}",
-                    i ? "," : "", r->name, (unsigned long long)r->old_epoch,
-                    (unsigned long long)r->new_epoch, (unsigned long long)r->old_checksum,
-                    (unsigned long long)r->new_checksum, r->added, r->removed, r->moved,
-                    r->floor);
-    }
-    buf_append_str(out, "]}");
-    uv_mutex_unlock(&rs->mu);
 }

@@ -52,7 +52,4 @@ int  reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen);
 /* A worker acknowledged the new snapshot (main thread, via async). */
 void reload_on_ack(struct proxy *p);
 
-/* JSON summary of the last reload for stats and the admin endpoint. */
-void reload_render_json(struct proxy *p, struct buf *out);
-
 #endif

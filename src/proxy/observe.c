@@ -77,7 +77,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         if (p->reload != NULL) {
             struct reload_state *rs = p->reload;
             uv_mutex_lock(&rs->mu);
-            vp->reloads = rs->count;
+            vp->reloads = atomic_load(&snap->shared[i]->reloads);
             if (rs->last_us) {
                 snprintf(vp->last_reload, sizeof(vp->last_reload), "%.*s",
                          (int)sizeof(vp->last_reload) - 1, rs->last_ok ? "ok" : rs->last_error);
@@ -374,7 +374,7 @@ static int admin_config(void *ctx, struct buf *out)
     json_t *g = json_object();
     json_object_set_new(g, "path", json_string(c->path ? c->path : ""));
     json_object_set_new(g, "workers", json_integer(p->nworkers));
-    json_object_set_new(g, "stats_listen", addr_json(&c->global.stats_listen));
+    json_object_set_new(g, "stats_listen", json_string(p->stats_effective));
     json_object_set_new(g, "admin", addr_json(&c->global.admin_listen));
     json_object_set_new(g, "admin_token", c->global.admin_token ? json_string("********") : json_null());
     json_object_set_new(g, "watch", json_boolean(c->global.watch));

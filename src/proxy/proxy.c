@@ -258,6 +258,12 @@ int proxy_run(struct proxy_options *opt)
     }
     p->client_output_limit = conf->global.client_output_limit ? conf->global.client_output_limit
                                                               : 8u << 20;
+    /* -v and -o win over ringleader.log_level and ringleader.log_file. */
+    if (opt->verbosity < 0)
+        log_set_level(conf->global.log_level);
+    if (opt->log_file == NULL && conf->global.log_file != NULL &&
+        log_init(log_level_current, conf->global.log_file) < 0)
+        fprintf(stderr, "ringleader: cannot open log file '%s'\n", conf->global.log_file);
     p->nworkers = opt->workers ? opt->workers
                                : (conf->global.workers ? conf->global.workers : proxy_cpus());
     struct snapshot *snap = proxy_snapshot_build(p, conf, NULL, err, sizeof(err));
@@ -270,6 +276,13 @@ int proxy_run(struct proxy_options *opt)
 
     uv_loop_init(&p->loop);
     p->loop.data = p;
+    uv_signal_init(&p->loop, &p->sigterm);
+    uv_signal_init(&p->loop, &p->sigint);
+    uv_signal_init(&p->loop, &p->sighup);
+    p->sigterm.data = p->sigint.data = p->sighup.data = p;
+    uv_signal_start(&p->sigterm, proxy_signal_cb, SIGTERM);
+    uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
+    uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
     uv_async_init(&p->loop, &p->reload_async, proxy_reload_ack_cb);
     p->reload_async.data = p;
     reload_init(p, conf->global.watch);
@@ -286,18 +299,12 @@ int proxy_run(struct proxy_options *opt)
         }
     }
 
-    uv_signal_init(&p->loop, &p->sigterm);
-    uv_signal_init(&p->loop, &p->sigint);
-    uv_signal_init(&p->loop, &p->sighup);
-    p->sigterm.data = p->sigint.data = p->sighup.data = p;
-    uv_signal_start(&p->sigterm, proxy_signal_cb, SIGTERM);
-    uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
-    uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
 
     /* The stats port: -a/-s win over ringleader.stats_listen, else 127.0.0.1:22222. */
     const struct conf_addr *sl = &conf->global.stats_listen;
     const char *shost = opt->stats_addr ? opt->stats_addr : (sl->host ? sl->host : "127.0.0.1");
     int sport = opt->stats_port ? opt->stats_port : (sl->port ? sl->port : 22222);
+    snprintf(p->stats_effective, sizeof(p->stats_effective), "%s:%d", shost, sport);
     if (observe_stats_listen(p, shost, sport, err, sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);

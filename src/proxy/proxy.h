@@ -17,6 +17,7 @@ struct admin;
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 struct pool_shared {
     atomic_uint clients;          /* client connections over all workers */
+    atomic_uint_fast64_t reloads; /* reloads that changed this pool's ring */
 };
 
 /*
@@ -40,6 +41,8 @@ void snapshot_unref(struct snapshot *s);
 struct proxy_options {
     const char *conf_path;
     const char *stats_addr;       /* -a (overrides ringleader: stats_listen host) */
+    int         verbosity;        /* -v, or -1: ringleader.log_level */
+    const char *log_file;         /* -o, or NULL: ringleader.log_file */
     int         stats_port;       /* -s; 0: config or default */
     int         stats_interval_ms;/* -i */
     uint32_t    workers;          /* --workers; 0: config or one per CPU */
@@ -57,6 +60,7 @@ struct proxy {
     atomic_uint_fast64_t     next_client_id;
     atomic_int               stopping;
     size_t                   client_output_limit; /* pause a client beyond this */
+    char                     stats_effective[300]; /* host:port the stats port listens on */
     /* pool_shared records, one per pool name ever seen */
     struct pool_shared     **shared;
     char                   **shared_names;

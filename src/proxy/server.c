@@ -690,7 +690,8 @@ static void sconn_process(struct sconn *s)
         if (s->body_left > 0) {
             size_t n = (size_t)RL_MIN((uint64_t)len, s->body_left);
             deliver(s, s->cur, p, n, s->body_drop);
-            STAT_ADD(&srv->stats, response_bytes, n);
+            if (!(s->cur->flags & MSG_F_INTERNAL))
+                STAT_ADD(&srv->stats, response_bytes, n);
             buf_consume(&s->ibuf, n);
             s->body_left -= n;
             if (s->body_left == 0 && s->body_final) {
@@ -722,7 +723,8 @@ static void sconn_process(struct sconn *s)
                         rsp.hdr_len);
         s->body_big = rsp.body_len > SCONN_STREAM_MIN;
         deliver(s, m, p, rsp.hdr_len, drop);
-        STAT_ADD(&srv->stats, response_bytes, rsp.hdr_len);
+        if (!(m->flags & MSG_F_INTERNAL))   /* the proxy's own AUTH/SELECT/probes */
+            STAT_ADD(&srv->stats, response_bytes, rsp.hdr_len);
         buf_consume(&s->ibuf, rsp.hdr_len);
         if (rsp.body_len > 0) {
             s->cur = m;

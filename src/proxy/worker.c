@@ -325,6 +325,11 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
     snapshot_ref(old);
     wp->hold = old;
     wp->retired_at = uv_now(&w->loop);
+    /* The retired list's own reference first: freeing the last server
+     * below must not free the pool under this loop. */
+    wp->next = w->retired;
+    w->retired = wp;
+    wp->refs++;
     for (struct client *c = w->clients, *next; c != NULL; c = next) {
         next = c->next;
         if (c->pool != wp)
@@ -335,13 +340,29 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
         if (c->head == NULL && buf_len(&c->obuf) == 0 && !c->writing)
             client_close(c);
     }
-    for (uint32_t s = 0; s < wp->nservers; s++)
-        server_destroy(wp->servers[s], 0);
+    uint32_t n = wp->nservers;
     wp->nservers = 0;
-    wp->next = w->retired;
-    w->retired = wp;
-    wp->refs++;           /* the retired list's own reference, dropped below */
+    for (uint32_t s = 0; s < n; s++)
+        server_destroy(wp->servers[s], 0);
     wpool_unref(wp);
+}
+
+/* Clients of a retired pool still waiting for replies after the drain
+ * timeout are closed: a removed pool does not linger. */
+static void worker_expire_retired(struct worker *w)
+{
+    uint64_t now = uv_now(&w->loop);
+    int drain = w->snap->conf->global.drain_timeout_ms > 0 ? w->snap->conf->global.drain_timeout_ms : 0;
+
+    for (struct wpool *wp = w->retired; wp != NULL; wp = wp->next) {
+        if (now < wp->retired_at + (uint64_t)drain)
+            continue;
+        for (struct client *c = w->clients, *next; c != NULL; c = next) {
+            next = c->next;
+            if (c->pool == wp)
+                client_close(c);
+        }
+    }
 }
 
 /* Clients of a pool that stays: settings that live in the client. */
@@ -544,6 +565,8 @@ static void worker_stats_cb(uv_timer_t *t)
         if (w->pools[i] != NULL)
             hotkeys_snapshot(&w->pools[i]->hot, now, w->pools[i]->hot_pub);
     uv_mutex_unlock(&w->mu);
+    if (w->retired != NULL)
+        worker_expire_retired(w);
 }
 
 int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
