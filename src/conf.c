@@ -1288,6 +1288,9 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
      * servers are marked down, and requests for them follow on_down
      * (default failover), when auto_eject_hosts is true or on_down is given. */
     pool->eject = pool->auto_eject_hosts || conf__pool_value(values, "on_down") != NULL;
+    /* replicas: R means writes reach R servers unless write_to says otherwise */
+    if (pool->replicas > 1 && conf__pool_value(values, "write_to") == NULL)
+        pool->write_to = CONF_WRITE_ALL;
     if (pool->replicas > pool->nservers)
         return conf__fail(c, conf__pool_value(values, "replicas"), "replicas",
                           "%u is more than the %u server(s) of pool '%s'", pool->replicas,

@@ -25,7 +25,22 @@ struct health {
     atomic_uint          flaps;         /* went down again soon after coming up */
     atomic_uint          ejects;        /* transitions to down */
     atomic_uint          inflight;      /* requests sent and not answered, all workers */
+    atomic_uint          inflight_peak; /* the most ever in flight at once */
 };
+
+/* Bounded loads' in-flight accounting (only for pools with balance_factor). */
+static inline void health_inflight_add(struct health *h)
+{
+    unsigned n = atomic_fetch_add_explicit(&h->inflight, 1, memory_order_relaxed) + 1;
+    unsigned peak = atomic_load_explicit(&h->inflight_peak, memory_order_relaxed);
+    while (n > peak && !atomic_compare_exchange_weak(&h->inflight_peak, &peak, n))
+        ;
+}
+
+static inline void health_inflight_sub(struct health *h)
+{
+    atomic_fetch_sub_explicit(&h->inflight, 1, memory_order_relaxed);
+}
 
 /* Whether requests may be sent. When the server is down and its retry time
  * has come, exactly one caller gets *probe = 1 (it must send a probe and

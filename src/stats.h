@@ -49,6 +49,7 @@ struct buf;
     ACTION(misses,              COUNTER, "# memcached retrieval misses")                  \
     ACTION(in_flight,           GAUGE,   "# requests sent and not yet answered")          \
     ACTION(spills,              COUNTER, "# requests placed here by bounded loads")       \
+    ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 

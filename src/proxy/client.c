@@ -388,6 +388,185 @@ static struct server *client_route_down(struct client *c, struct msg *m, const s
     }
 }
 
+/*
+ * Send copies of one request to several servers (replicated writes,
+ * bounded loads' warm spill servers). The client gets the first copy that
+ * did not fail (in the order given), after all of them, or with `async`
+ * as soon as one succeeds (the others finish in the background).
+ */
+static void client_copies(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf, struct server *const *targets, uint32_t n, int async)
+{
+    struct worker *w = c->w;
+    struct wpool *pool = c->pool;
+
+    m->frags = calloc(n, sizeof(*m->frags));
+    if (m->frags == NULL) {
+        client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    m->flags |= MSG_F_REPLICA | (async ? MSG_F_ASYNC : 0);
+    m->nfrag = n;
+    m->nfrag_pending = n;
+    STAT_ADD(&pool->stats, fragments, n);
+    for (uint32_t f = 0; f < n; f++) {
+        struct msg *fm = msg_get(w);
+        if (fm == NULL) {
+            m->nfrag = f;
+            m->nfrag_pending -= n - f;
+            if (m->nfrag_pending == 0)
+                client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+            return;
+        }
+        m->frags[f] = fm;
+        fm->flags = MSG_F_FRAG;
+        fm->parent = m;
+        fm->cmd = req->cmd;
+        fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
+        fm->nkeys = req->nkeys;
+        fm->start_us = m->start_us;
+        fm->server = targets[f];
+        const char *reason = NULL;
+        struct sconn *s = server_pick(targets[f], f, &reason);
+        if (s == NULL) {
+            log_info("pool '%s': copy to server '%s' not sent: %s", pool->cp->name,
+                     targets[f]->label, reason ? reason : "no connection");
+            server_fail_msg(w, fm, PROTO_ERR_SERVER, reason ? reason : "no connection");
+            continue;
+        }
+        size_t before = buf_len(&s->obuf);
+        int rc = pool->ops->forward(req, buf, &s->obuf);
+        if (rc == 0 && req->body_len > 0)
+            rc = buf_append(&s->obuf, buf + req->hdr_len, req->body_len);
+        if (rc < 0) {
+            s->obuf.wpos = s->obuf.rpos + before;
+            server_fail_msg(w, fm, PROTO_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        fm->req_bytes = buf_len(&s->obuf) - before;
+        STAT_ADD(&targets[f]->stats, requests, 1);
+        STAT_ADD(&targets[f]->stats, request_bytes, fm->req_bytes);
+        sconn_enqueue(s, fm);
+        worker_mark_sconn(w, s);
+    }
+}
+
+/* The zone name of ring server i ("" when none). */
+static const char *client_zone_of(const struct ring *r, uint32_t i)
+{
+    return r->zones && r->servers[i].zone < r->nzones ? r->zones[r->servers[i].zone] : "";
+}
+
+/*
+ * replicas: R. A key's replicas are the first R servers of its preference
+ * list (distinct zones first). Writes (write_to all / all-async) go to
+ * every live replica; reads go to one live replica chosen by read_from.
+ * Returns 1 when m was sent (or answered) here, 0 to route it as usual.
+ */
+static int client_replicated(struct client *c, struct msg *m, const struct proto_req *req,
+                             const char *buf, uint32_t owner, uint64_t hint)
+{
+    struct wpool *pool = c->pool;
+    const struct conf_pool *cp = pool->cp;
+    uint32_t pref[RING_MAX_PREF];
+    struct server *live[RING_MAX_PREF];
+    char dec[512];
+    size_t len;
+    const char *key = client_key(req, buf, 0, dec, &len);
+    uint32_t want = RL_MIN(RL_MIN(cp->replicas, pool->nservers), RING_MAX_PREF);
+    uint32_t n = ring_preference(pool->ring, key, len, pref, want), nlive = 0;
+    (void)owner;
+
+    for (uint32_t i = 0; i < n; i++)
+        if (health_up(pool->servers[pref[i]]->health))
+            live[nlive++] = pool->servers[pref[i]];
+    if (nlive == 0)
+        return 0;               /* every replica down: on_down decides */
+    if (req->flags & PROTO_RF_WRITE) {
+        if (cp->write_to == CONF_WRITE_PRIMARY || nlive == 1) {
+            client_send(c, m, live[0], hint, req, buf);
+            return 1;
+        }
+        client_copies(c, m, req, buf, live, nlive, cp->write_to == CONF_WRITE_ALL_ASYNC);
+        return 1;
+    }
+    struct server *pick = live[0];
+    if (cp->read_from == CONF_READ_ANY_LIVE) {
+        pick = live[(c->w->rr++) % nlive];
+    } else if (cp->read_from == CONF_READ_LOCAL_ZONE) {
+        const char *zone = c->w->snap->conf->global.zone;
+        for (uint32_t i = 0; zone != NULL && i < n; i++) {
+            if (health_up(pool->servers[pref[i]]->health) &&
+                strcmp(client_zone_of(pool->ring, pref[i]), zone) == 0) {
+                pick = pool->servers[pref[i]];
+                break;
+            }
+        }
+    }
+    client_send(c, m, pick, hint, req, buf);
+    return 1;
+}
+
+static uint32_t client_load(void *ctx, uint32_t i)
+{
+    struct wpool *pool = ctx;
+    return atomic_load_explicit(&pool->servers[i]->health->inflight, memory_order_relaxed);
+}
+
+#define CLIENT_SPILL_WARM_S 10   /* writes follow a key's reads' spill server this long */
+
+/*
+ * Bounded loads (balance_factor): a read goes to the first server of the
+ * key's preference list whose in-flight count (over every worker) is under
+ * ceil(balance_factor x mean); the spill is remembered per key so that a
+ * write of the key within CLIENT_SPILL_WARM_S seconds also reaches the
+ * server that served its reads. Returns 1 when m was sent here.
+ */
+static int client_bounded(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf, uint32_t owner, uint64_t hint)
+{
+    struct wpool *pool = c->pool;
+    struct pool_shared *sh = pool->shared;
+    uint32_t slot = (uint32_t)(hint & (POOL_SPILL_SLOTS - 1));
+    uint32_t now_s = (uint32_t)(util_now_ms() / 1000);
+
+    if (req->flags & PROTO_RF_WRITE) {
+        if (atomic_load_explicit(&sh->spill_key[slot], memory_order_relaxed) != hint ||
+            now_s - atomic_load_explicit(&sh->spill_sec[slot], memory_order_relaxed) >
+                CLIENT_SPILL_WARM_S)
+            return 0;
+        uint32_t spill = atomic_load_explicit(&sh->spill_server[slot], memory_order_relaxed);
+        if (spill >= pool->nservers || spill == owner ||
+            !health_up(pool->servers[spill]->health) || !health_up(pool->servers[owner]->health))
+            return 0;
+        struct server *both[2] = { pool->servers[owner], pool->servers[spill] };
+        client_copies(c, m, req, buf, both, 2, 0);
+        return 1;
+    }
+    if (!(req->flags & PROTO_RF_RETRIEVAL))
+        return 0;
+    uint32_t pref[RING_MAX_PREF], live[RING_MAX_PREF], nlive = 0;
+    char dec[512];
+    size_t len;
+    const char *key = client_key(req, buf, 0, dec, &len);
+    uint32_t n = ring_preference(pool->ring, key, len, pref, RL_MIN(pool->nservers, RING_MAX_PREF));
+    for (uint32_t i = 0; i < n; i++)
+        if (health_up(pool->servers[pref[i]]->health))
+            live[nlive++] = pref[i];
+    if (nlive == 0)
+        return 0;
+    uint32_t pick = dist_bounded_pick(live, nlive, client_load, pool, pool->nservers,
+                                      pool->cp->balance_factor);
+    if (pick != owner) {
+        STAT_ADD(&pool->servers[pick]->stats, spills, 1);
+        atomic_store_explicit(&sh->spill_key[slot], hint, memory_order_relaxed);
+        atomic_store_explicit(&sh->spill_server[slot], pick, memory_order_relaxed);
+        atomic_store_explicit(&sh->spill_sec[slot], now_s, memory_order_relaxed);
+    }
+    client_send(c, m, pool->servers[pick], hint, req, buf);
+    return 1;
+}
+
 static int client_scratch(struct worker *w, uint32_t n)
 {
     if (n <= w->scratch_cap)
@@ -609,6 +788,12 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
                 goto out;
             }
         }
+        if (pool->cp->replicas > 1 && !(req->flags & PROTO_RF_NOKEY) &&
+            client_replicated(c, m, req, buf, owner, hint))
+            break;
+        if (pool->cp->balance_factor > 0 && req->kind == PROTO_REQ_SINGLE &&
+            client_bounded(c, m, req, buf, owner, hint))
+            break;
         struct server *srv = pool->servers[owner];
         if (!health_up(srv->health)) {
             srv = client_route_down(c, m, req, buf, 0, owner, 1);

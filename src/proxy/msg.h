@@ -35,6 +35,8 @@
 #define MSG_F_INTERNAL 0x0080   /* proxy's own request (hello, probe): no client */
 #define MSG_F_ERROR    0x0100   /* answered with an error */
 #define MSG_F_PROBE    0x0200   /* internal health probe */
+#define MSG_F_REPLICA  0x0400   /* parent of copies of one request to several servers */
+#define MSG_F_ASYNC    0x0800   /* REPLICA: answer with the first copy, the rest in background */
 
 struct client;
 struct sconn;

@@ -74,6 +74,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
             vp->servers[s].name = cp->servers[s].ident;
             vp->servers[s].up = health_up(snap->health[i][s]);
         }
+        vp->nhot_keys = 0;
         if (p->reload != NULL) {
             struct reload_state *rs = p->reload;
             uv_mutex_lock(&rs->mu);
@@ -110,6 +111,17 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
             }
         }
         uv_mutex_unlock(&w->mu);
+    }
+    /* In flight over every worker, and its peak, from the shared records
+     * (kept where bounded loads needs them). */
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        if (conf->pools[i].balance_factor <= 0)
+            continue;
+        for (uint32_t k = 0; k < conf->pools[i].nservers; k++) {
+            struct health *h = snap->health[i][k];
+            v->pools[i].servers[k].stats.in_flight = atomic_load(&h->inflight);
+            v->pools[i].servers[k].stats.in_flight_peak = atomic_load(&h->inflight_peak);
+        }
     }
     /* Hot keys: merge the workers' published windows (copied under their locks). */
     struct hotkeys_snapshot *copies = calloc(p->nworkers, sizeof(*copies));

@@ -15,9 +15,16 @@ struct health;
 struct admin;
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
+#define POOL_SPILL_SLOTS 1024
+
 struct pool_shared {
     atomic_uint clients;          /* client connections over all workers */
     atomic_uint_fast64_t reloads; /* reloads that changed this pool's ring */
+    /* bounded loads: the last server a key's read spilled to, and when
+     * (seconds); a direct-mapped table by key hash, races only blur it */
+    atomic_uint_fast64_t spill_key[POOL_SPILL_SLOTS];
+    atomic_uint          spill_server[POOL_SPILL_SLOTS];
+    atomic_uint          spill_sec[POOL_SPILL_SLOTS];
 };
 
 /*

@@ -417,6 +417,10 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
         s->head = m;
     s->tail = m;
     s->inflight++;
+    if (!(m->flags & MSG_F_INTERNAL))
+        STAT_ADD(&srv->stats, in_flight, 1);
+    if (srv->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) && srv->health)
+        health_inflight_add(srv->health);
     if (timeout > 0 && !(m->flags & MSG_F_INTERNAL)) {
         m->deadline_ms = uv_now(&srv->w->loop) + (uint64_t)timeout;
         if (!s->timer_armed) {
@@ -436,6 +440,11 @@ static struct msg *sconn_pop(struct sconn *s)
     m->snext = NULL;
     m->flags &= (uint16_t)~MSG_F_SENT;
     s->inflight--;
+    if (!(m->flags & MSG_F_INTERNAL))
+        STAT_ADD(&s->server->stats, in_flight, -1);
+    if (s->server->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) &&
+        s->server->health)
+        health_inflight_sub(s->server->health);
     return m;
 }
 
@@ -514,12 +523,44 @@ static void msg_release(struct worker *w, struct msg *m)
     msg_put(w, m);
 }
 
+/* Copies of one request: the client gets the first copy (in preference
+ * order) that did not fail, else the first copy's error. */
+static void parent_pick_replica(struct msg *p)
+{
+    struct msg *pick = NULL;
+    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
+        if (p->frags[i] != NULL && (p->frags[i]->flags & MSG_F_DONE) &&
+            !(p->frags[i]->flags & MSG_F_ERROR))
+            pick = p->frags[i];
+    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
+        if (p->frags[i] != NULL && (p->frags[i]->flags & MSG_F_DONE))
+            pick = p->frags[i];
+    p->rsp.rpos = p->rsp.wpos = 0;
+    if (pick != NULL)
+        buf_swap(&p->rsp, &pick->rsp);
+}
+
 static void parent_merge(struct worker *w, struct msg *p)
 {
     struct client *c = p->client;
 
     if (c == NULL) {            /* orphan: nobody wants the merge */
         msg_release(w, p);
+        return;
+    }
+    if (p->flags & MSG_F_REPLICA) {
+        parent_pick_replica(p);
+        for (uint32_t i = 0; i < p->nfrag; i++) {
+            struct msg *f = p->frags[i];
+            if (f == NULL)
+                continue;
+            p->frags[i] = NULL;
+            f->parent = NULL;
+            msg_release(w, f);
+        }
+        p->flags |= MSG_F_DONE;
+        c->held_bytes += buf_len(&p->rsp);
+        client_advance(c);
         return;
     }
     const struct proto_ops *ops = c->pool->ops;
@@ -562,6 +603,20 @@ static void msg_done(struct worker *w, struct msg *m)
         struct msg *p = m->parent;
         if (p == NULL) {
             msg_release(w, m);
+            return;
+        }
+        /* all-async: the first copy to succeed answers; the others finish
+         * on their own (orphans, freed when answered) */
+        if ((p->flags & MSG_F_ASYNC) && !(m->flags & MSG_F_ERROR) && p->client != NULL) {
+            p->nfrag_pending = 0;
+            for (uint32_t i = 0; i < p->nfrag; i++) {
+                struct msg *f = p->frags[i];
+                if (f != NULL && f != m && !(f->flags & MSG_F_DONE)) {
+                    f->parent = NULL;
+                    p->frags[i] = NULL;
+                }
+            }
+            parent_merge(w, p);
             return;
         }
         if (--p->nfrag_pending == 0)

@@ -82,6 +82,7 @@ struct worker {
     struct sconn     *dirty_sconns;
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
+    uint32_t          rr;             /* read_from: any-live rotation */
     uint64_t          curr_connections;
     uint64_t          total_connections;
     uint64_t          drain_deadline;
