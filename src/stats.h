@@ -30,6 +30,8 @@ struct buf;
     ACTION(misses,              COUNTER, "# memcached retrieval misses")                  \
     ACTION(failovers,           COUNTER, "# requests sent to a later server of the preference list") \
     ACTION(fail_open,           COUNTER, "# requests sent to a down server because most were down") \
+    ACTION(warm_retries,        COUNTER, "# misses after a reload retried on the key's previous owner") \
+    ACTION(warm_hits,           COUNTER, "# of those found there and copied to the new owner") \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \

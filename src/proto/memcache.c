@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "proto/memcache.h"
 #include "proto/proto.h"
+#include "util.h"
 
 /*
  * Requests are one line, "<cmd> <args>\r\n" (a bare "\n" is accepted, as
@@ -1154,3 +1155,73 @@ const struct proto_ops proto_memcache_ops = {
     .probe_cmd = MEMCACHE_CMD_VERSION,
     .miss_reply = mc_miss_reply,
 };
+
+/* ------------------------------------------------------------------ warm-up */
+
+int memcache_warm_request(const char *key, size_t len, int with_cas, struct buf *out)
+{
+    if (buf_append_str(out, "mg ") < 0 || buf_append(out, key, len) < 0)
+        return -ENOMEM;
+    return buf_append_str(out, with_cas ? " v f t c\r\n" : " v f t\r\n");
+}
+
+/* Value of a meta return flag (e.g. 'f' in "f30") among the tokens of a VA
+ * line, or NULL; *n gets its length. */
+static const char *mc_meta_flag(const char *line, size_t len, char flag, size_t *n)
+{
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && line[i] == ' ')
+            i++;
+        size_t s = i;
+        while (i < len && line[i] != ' ')
+            i++;
+        if (i > s && line[s] == flag) {
+            *n = i - s - 1;
+            return line + s + 1;
+        }
+    }
+    return NULL;
+}
+
+int memcache_warm_reply(const char *rsp, size_t len, const char *key, size_t klen, int with_cas,
+                        struct buf *client, struct buf *copy)
+{
+    const char *nl = memchr(rsp, '\n', len);
+    if (nl == NULL || nl == rsp || nl[-1] != '\r')
+        return -1;
+    size_t ll = (size_t)(nl - rsp) - 1;
+    if (ll >= 2 && memcmp(rsp, "EN", 2) == 0)
+        return 0;
+    if (ll < 4 || memcmp(rsp, "VA ", 3) != 0)
+        return -1;
+    uint64_t vlen;
+    size_t i = 3, s = 3;
+    while (i < ll && rsp[i] != ' ')
+        i++;
+    if (util_parse_u64(rsp + s, i - s, UINT32_MAX, &vlen) < 0)
+        return -1;
+    const char *data = nl + 1;
+    if ((size_t)(rsp + len - data) < vlen + 2)
+        return -1;
+    size_t fn = 0, tn = 0, cn = 0;
+    const char *f = mc_meta_flag(rsp + i, ll - i, 'f', &fn);
+    const char *t = mc_meta_flag(rsp + i, ll - i, 't', &tn);
+    const char *c = mc_meta_flag(rsp + i, ll - i, 'c', &cn);
+    int64_t ttl = 0;
+    if (t != NULL && util_parse_i64(t, tn, &ttl) < 0)
+        return -1;
+    int rc = buf_append_str(client, "VALUE ") | buf_append(client, key, klen) |
+             buf_appendf(client, " %.*s %llu", f ? (int)fn : 1, f ? f : "0",
+                         (unsigned long long)vlen);
+    if (with_cas && c != NULL)
+        rc |= buf_appendf(client, " %.*s", (int)cn, c);
+    rc |= buf_append_str(client, "\r\n") | buf_append(client, data, (size_t)vlen + 2) |
+          buf_append_str(client, "END\r\n");
+    /* t-1 means no expiry: T0 stores it the same way. */
+    rc |= buf_append_str(copy, "ms ") | buf_append(copy, key, klen) |
+          buf_appendf(copy, " %llu F%.*s T%lld\r\n", (unsigned long long)vlen,
+                      f ? (int)fn : 1, f ? f : "0", ttl > 0 ? (long long)ttl : 0LL) |
+          buf_append(copy, data, (size_t)vlen + 2);
+    return rc < 0 ? -ENOMEM : 1;
+}

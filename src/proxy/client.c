@@ -567,6 +567,32 @@ static int client_bounded(struct client *c, struct msg *m, const struct proto_re
     return 1;
 }
 
+/*
+ * warmup: for a while after a reload moved keys, a get of a key whose
+ * owner changed that misses on the new owner is asked of the previous
+ * owner (server.c does it when the miss comes back), and a hit there is
+ * copied to the new owner — mcrouter's WarmUpRoute, from the ring diff.
+ */
+static void client_warm_mark(struct client *c, struct msg *m, const struct proto_req *req,
+                             const char *buf, uint32_t owner)
+{
+    struct wpool *pool = c->pool;
+    char dec[512];
+    size_t len;
+    const char *key = client_key(req, buf, 0, dec, &len);
+    uint32_t o = ring_owner(pool->prev_ring, key, len);
+    if (o >= pool->prev_ring->nservers)
+        return;
+    uint32_t now = pool->prev_map[o];
+    if (now == UINT32_MAX || now == owner || !health_up(pool->servers[now]->health))
+        return;
+    if (buf_append(&m->reqcopy, key, len) < 0)
+        return;
+    m->flags |= MSG_F_WARM;
+    m->warm = pool->servers[now];
+    m->warm_cmd = req->cmd;
+}
+
 static int client_scratch(struct worker *w, uint32_t n)
 {
     if (n <= w->scratch_cap)
@@ -800,6 +826,10 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
             if (srv == NULL)
                 goto out;
         }
+        if (pool->prev_ring != NULL && req->nkeys == 1 &&
+            (req->cmd == MEMCACHE_CMD_GET || req->cmd == MEMCACHE_CMD_GETS) &&
+            pool->cp->protocol == CONF_PROTO_MEMCACHE && uv_now(&c->w->loop) < pool->warm_until)
+            client_warm_mark(c, m, req, buf, owner);
         client_send(c, m, srv, hint, req, buf);
         break;
     }

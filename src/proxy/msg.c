@@ -28,11 +28,11 @@ struct msg *msg_get(struct worker *w)
 void msg_put(struct worker *w, struct msg *m)
 {
     buf_free(&m->rsp);
+    buf_free(&m->reqcopy);
     if (m->frags != NULL) {
         free(m->frags);
         free(m->key_frag);
         free(m->keys);
-        buf_free(&m->reqcopy);
     }
     if (w->nfree_msgs >= MSG_FREE_MAX) {
         free(m);

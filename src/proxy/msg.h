@@ -37,6 +37,8 @@
 #define MSG_F_PROBE    0x0200   /* internal health probe */
 #define MSG_F_REPLICA  0x0400   /* parent of copies of one request to several servers */
 #define MSG_F_ASYNC    0x0800   /* REPLICA: answer with the first copy, the rest in background */
+#define MSG_F_WARM     0x1000   /* warm-up: on a miss, ask the key's previous owner */
+#define MSG_F_WARM2    0x2000   /* warm-up: this is that second ask */
 
 struct client;
 struct sconn;
@@ -65,7 +67,10 @@ struct msg {
     struct msg   **frags;
     uint32_t      *key_frag;
     struct proto_key *keys;
-    struct buf     reqcopy;     /* copy of the request header (merge reads keys there) */
+    struct buf     reqcopy;     /* copy of the request header (merge reads keys there);
+                                   warm-up: the key */
+    struct server *warm;        /* warm-up: the key's previous owner */
+    uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
 };
 
 struct msg *msg_get(struct worker *w);

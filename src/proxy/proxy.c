@@ -35,6 +35,11 @@ void snapshot_unref(struct snapshot *s)
     free(s->unix_fds);
     for (uint32_t i = 0; s->health != NULL && i < s->conf->npools; i++)
         free(s->health[i]);
+    for (uint32_t i = 0; s->prev_rings != NULL && i < s->conf->npools; i++)
+        if (s->prev_rings[i] != NULL)
+            ring_unref(s->prev_rings[i]);
+    free(s->prev_rings);
+    free(s->warm_until_ms);
     free(s->health);
     free(s->rings);
     free(s->shared);
@@ -125,7 +130,10 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
     s->shared = calloc(n, sizeof(*s->shared));
     s->unix_fds = malloc(n * sizeof(*s->unix_fds));
     s->health = calloc(n, sizeof(*s->health));
-    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL) {
+    s->prev_rings = calloc(n, sizeof(*s->prev_rings));
+    s->warm_until_ms = calloc(n, sizeof(*s->warm_until_ms));
+    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL ||
+        s->prev_rings == NULL || s->warm_until_ms == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -149,6 +157,11 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
                 s->rings[i] = or;
             } else {
                 s->rings[i]->epoch = or->epoch + 1;
+                if (cp->warmup_s > 0 && cp->protocol == CONF_PROTO_MEMCACHE) {
+                    ring_ref(or);
+                    s->prev_rings[i] = or;
+                    s->warm_until_ms[i] = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;
+                }
             }
         }
         s->shared[i] = proxy_shared(p, cp->name);

@@ -40,6 +40,11 @@ struct snapshot {
     struct pool_shared **shared;  /* [conf->npools], owned by struct proxy */
     int              *unix_fds;   /* [conf->npools]: listening unix socket or -1 (owned) */
     struct health  ***health;     /* [pool][server]: shared records, owned by struct proxy */
+    /* warm-up: the ring a pool had before the reload that built this
+     * snapshot (NULL when unchanged, or warmup is off) and until when
+     * (monotonic ms) a miss is retried on the key's previous owner */
+    struct ring     **prev_rings;
+    uint64_t         *warm_until_ms;
 };
 
 void snapshot_ref(struct snapshot *s);

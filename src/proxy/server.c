@@ -10,6 +10,7 @@
 
 #include "health.h"
 #include "log.h"
+#include "proto/memcache.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
@@ -687,7 +688,8 @@ static void deliver(struct sconn *s, struct msg *m, const char *p, size_t n, int
     /* A reply is held until complete, so a server that fails mid-reply
      * leaves the client a clean error instead of half a value; only a
      * large value streams straight out (its request being the head). */
-    if (c->head == m && ((m->flags & MSG_F_STREAMED) || s->body_big)) {
+    if (c->head == m && ((m->flags & MSG_F_STREAMED) || s->body_big) &&
+        !(m->flags & (MSG_F_WARM | MSG_F_WARM2))) {
         if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
             client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
             c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
@@ -699,6 +701,71 @@ static void deliver(struct sconn *s, struct msg *m, const char *p, size_t n, int
     }
     if (buf_append(&m->rsp, p, n) == 0)
         c->held_bytes += n;
+}
+
+/* warm-up, first step: the new owner missed; ask the previous owner (a
+ * meta get for value, flags and TTL). 1 when re-sent, 0 to answer the miss. */
+static int server_warm_retry(struct worker *w, struct msg *m)
+{
+    struct server *old = m->warm;
+    struct server *now = m->server;
+    const char *reason = NULL;
+    struct sconn *s = server_pick(old, 0, &reason);
+
+    if (s == NULL || memcache_warm_request(m->reqcopy.data, buf_len(&m->reqcopy),
+                                           m->warm_cmd == MEMCACHE_CMD_GETS, &s->obuf) < 0)
+        return 0;
+    if (m->client != NULL)
+        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->flags = (uint16_t)((m->flags & ~MSG_F_WARM) | MSG_F_WARM2);
+    m->warm = now;                  /* where a hit gets copied */
+    m->cmd = MEMCACHE_CMD_MG;
+    m->items = 0;
+    STAT_ADD(&now->pool->stats, warm_retries, 1);
+    sconn_enqueue(s, m);
+    worker_mark_sconn(w, s);
+    return 1;
+}
+
+/* warm-up, second step: the previous owner answered the meta get. A hit
+ * becomes the client's get reply and is copied to the new owner with its
+ * flags and TTL; anything else is the miss the client would have seen. */
+static void server_warm_finish(struct worker *w, struct msg *m)
+{
+    struct buf client, copy;
+    struct client *c = m->client;
+    int with_cas = m->warm_cmd == MEMCACHE_CMD_GETS;
+
+    buf_init(&client);
+    buf_init(&copy);
+    int rc = memcache_warm_reply(buf_rptr(&m->rsp), buf_len(&m->rsp), m->reqcopy.data,
+                                 buf_len(&m->reqcopy), with_cas, &client, &copy);
+    c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    buf_free(&m->rsp);
+    m->cmd = m->warm_cmd;
+    if (rc == 1) {
+        m->rsp = client;
+        m->items = 1;
+        STAT_ADD(&m->warm->pool->stats, warm_hits, 1);
+        const char *reason = NULL;
+        struct sconn *s = server_pick(m->warm, 0, &reason);
+        struct msg *cp = s ? msg_get(w) : NULL;
+        if (cp != NULL && buf_append(&s->obuf, buf_rptr(&copy), buf_len(&copy)) == 0) {
+            cp->flags = MSG_F_INTERNAL;     /* its HD is swallowed */
+            cp->cmd = MEMCACHE_CMD_MS;
+            sconn_enqueue(s, cp);
+            worker_mark_sconn(w, s);
+        } else if (cp != NULL) {
+            msg_put(w, cp);
+        }
+    } else {
+        buf_free(&client);
+        buf_append_str(&m->rsp, "END\r\n");
+        m->items = 0;
+    }
+    buf_free(&copy);
+    c->held_bytes += buf_len(&m->rsp);
 }
 
 static void sconn_reply_done(struct sconn *s)
@@ -719,6 +786,18 @@ static void sconn_reply_done(struct sconn *s)
     STAT_ADD(&srv->stats, responses, 1);
     uint64_t now_us = uv_hrtime() / 1000;
     histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
+    if (m->flags & (MSG_F_WARM | MSG_F_WARM2)) {
+        int live = m->client != NULL && !(m->flags & (MSG_F_ZOMBIE | MSG_F_DONE | MSG_F_ERROR));
+        if ((m->flags & MSG_F_WARM) && live && m->items == 0) {
+            STAT_ADD(&srv->stats, misses, 1);
+            if (server_warm_retry(w, m))
+                return;
+        } else if ((m->flags & MSG_F_WARM2) && live) {
+            server_warm_finish(w, m);
+        }
+        m->flags &= (uint16_t)~(MSG_F_WARM | MSG_F_WARM2);
+        m->rflags |= PROTO_RF_RETRIEVAL;
+    }
     if (m->rflags & PROTO_RF_RETRIEVAL) {
         STAT_ADD(&srv->stats, hits, m->items);
         STAT_ADD(&srv->stats, misses, (m->nkeys > m->items) ? m->nkeys - m->items : 0);

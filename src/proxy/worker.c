@@ -202,6 +202,7 @@ static void wpool_free(struct wpool *wp)
         snapshot_unref(wp->hold);
     free(wp->servers);
     free(wp->hot_pub);
+    free(wp->prev_map);
     free(wp);
 }
 
@@ -221,6 +222,8 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->ring = snap->rings[i];
     wp->shared = snap->shared[i];
     wp->health = snap->health[i];
+    wp->prev_ring = snap->prev_rings[i];
+    wp->warm_until = snap->warm_until_ms[i];
 }
 
 /*
@@ -270,6 +273,21 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
     wp->nservers = cp->nservers;
     for (uint32_t i = 0; i < cp->nservers; i++)
         nsrv[i]->health = wp->health[i];
+    /* warm-up: where each server of the previous ring is now */
+    free(wp->prev_map);
+    wp->prev_map = NULL;
+    if (wp->prev_ring != NULL) {
+        const struct ring *pr = wp->prev_ring;
+        wp->prev_map = malloc(pr->nservers * sizeof(*wp->prev_map));
+        for (uint32_t j = 0; wp->prev_map != NULL && j < pr->nservers; j++) {
+            wp->prev_map[j] = UINT32_MAX;
+            for (uint32_t i = 0; i < cp->nservers; i++)
+                if (strcmp(pr->servers[j].ident, cp->servers[i].ident) == 0)
+                    wp->prev_map[j] = i;
+        }
+        if (wp->prev_map == NULL)
+            wp->prev_ring = NULL;
+    }
     return 0;
 }
 

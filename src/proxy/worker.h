@@ -51,6 +51,9 @@ struct wpool {
     struct ring            *ring;
     struct server         **servers;    /* [ring->nservers], by ring index */
     struct health         **health;     /* [nservers], the snapshot's shared records */
+    const struct ring      *prev_ring;  /* warm-up: the ring before the last reload, or NULL */
+    uint64_t                warm_until; /* ... retried on until this monotonic ms */
+    uint32_t               *prev_map;   /* prev_ring server index -> servers[] index or UINT32_MAX */
     uint32_t                nservers;
     struct listener        *listener;
     struct pool_shared     *shared;
