@@ -32,7 +32,7 @@ class Env:
         self.proxy = self.with_pool()
 
     def pool(self, **extra):
-        p = {"hash": "fnv1a_64", "distribution": "ketama", "timeout": 2000,
+        p = {"hash": "md5", "distribution": "ketama", "timeout": 2000,
              "auto_eject_hosts": False,
              "servers": server_lines(self.backends, NAMES[:len(self.backends)])}
         p.update(extra)
