@@ -1143,6 +1143,8 @@ static const struct conf_command conf_global_commands[] = {
     { "zone",                conf__set_word,   G(zone), 0, 0, NULL, 0 },
     { "drain_timeout",       conf__set_int,    G(drain_timeout_ms), 0, INT32_MAX, NULL, 0 },
     { "client_output_limit", conf__set_u32,    G(client_output_limit), 1024, UINT32_MAX, NULL, 0 },
+    { "latency_histograms",  conf__set_bool,   G(latency_histograms), 0, 0, NULL, 0 },
+    { "hot_keys",            conf__set_bool,   G(hot_keys), 0, 0, NULL, 0 },
 };
 #undef G
 
@@ -1334,6 +1336,8 @@ static int conf__global_defaults(struct conf_global *g)
     g->admin_listen.perm = -1;
     g->log_level = 5;
     g->drain_timeout_ms = 5000;
+    g->latency_histograms = 1;
+    g->hot_keys = 1;
     g->client_output_limit = 8u << 20;
     return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
 }

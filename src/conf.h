@@ -91,6 +91,8 @@ struct conf_global {
     char    *zone;                /* this proxy's zone for read_from: local-zone */
     int      drain_timeout_ms;    /* graceful shutdown/reload drain: 5000 */
     uint32_t client_output_limit; /* pause a client beyond this many queued reply bytes: 8 MiB */
+    int      latency_histograms;  /* per-server latency histograms on the request path: 1 */
+    int      hot_keys;            /* the hot-key sketch on the request path: 1 */
 };
 
 struct conf {

@@ -805,7 +805,9 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
     case PROTO_REQ_SAME:
     case PROTO_REQ_SINGLE: {
         uint64_t hint = 0;
-        hotkeys_touch(&pool->hot, buf + req->keys[0].off, req->keys[0].len, uv_now(&c->w->loop));
+        if (c->w->snap->conf->global.hot_keys)
+            hotkeys_touch(&pool->hot, buf + req->keys[0].off, req->keys[0].len,
+                          uv_now(&c->w->loop));
         uint32_t owner = client_owner(c, req, buf, 0, &hint);
         for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
             if (client_owner(c, req, buf, i, NULL) != owner) {

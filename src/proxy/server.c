@@ -784,8 +784,10 @@ static void sconn_reply_done(struct sconn *s)
     }
     server_succeeded(srv);
     STAT_ADD(&srv->stats, responses, 1);
-    uint64_t now_us = uv_hrtime() / 1000;
-    histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
+    if (w->snap->conf->global.latency_histograms) {
+        uint64_t now_us = uv_hrtime() / 1000;
+        histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
+    }
     if (m->flags & (MSG_F_WARM | MSG_F_WARM2)) {
         int live = m->client != NULL && !(m->flags & (MSG_F_ZOMBIE | MSG_F_DONE | MSG_F_ERROR));
         if ((m->flags & MSG_F_WARM) && live && m->items == 0) {
