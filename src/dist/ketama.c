@@ -38,6 +38,38 @@ static int point_cmp(const void *pa, const void *pb)
     return a->owner < b->owner ? -1 : a->owner > b->owner;
 }
 
+/*
+ * Sort points by value, keeping equal values in insertion order (which is
+ * server rank order, as point_cmp states): a stable LSD radix sort, two
+ * passes of 16 bits. For 1,000 servers x 160 points it takes a fraction
+ * of qsort's time. 0, or -1 when the scratch space cannot be allocated
+ * (the caller falls back to qsort).
+ */
+static int ketama_sort(struct ketama_point *pts, uint64_t np)
+{
+    struct ketama_point *tmp = malloc(np * sizeof(*tmp));
+    uint32_t *count = malloc(65537 * sizeof(*count));
+    if (tmp == NULL || count == NULL) {
+        free(tmp);
+        free(count);
+        return -1;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        struct ketama_point *src = pass ? tmp : pts, *dst = pass ? pts : tmp;
+        int shift = pass * 16;
+        memset(count, 0, 65537 * sizeof(*count));
+        for (uint64_t i = 0; i < np; i++)
+            count[((src[i].value >> shift) & 0xffff) + 1]++;
+        for (uint32_t b = 0; b < 65536; b++)
+            count[b + 1] += count[b];
+        for (uint64_t i = 0; i < np; i++)
+            dst[count[(src[i].value >> shift) & 0xffff]++] = src[i];
+    }
+    free(tmp);
+    free(count);
+    return 0;
+}
+
 struct ranked {
     const struct dist_server *servers;
     uint32_t index;
@@ -126,7 +158,17 @@ static int ketama_build(struct dist *d, const struct dist_params *p,
         for (uint32_t i = 0; i < count / 4; i++) {
             unsigned char dg[MD5_DIGEST_LENGTH];
             MD5_CTX ctx;
-            int len = snprintf(text + s->ident_len, 16, "-%u", i);
+            /* "-<i>" in decimal, without snprintf's cost per point */
+            char digits[12];
+            int nd = 0, len = 0;
+            uint32_t v = i;
+            do {
+                digits[nd++] = (char)('0' + v % 10);
+                v /= 10;
+            } while (v != 0);
+            text[s->ident_len + (size_t)len++] = '-';
+            while (nd > 0)
+                text[s->ident_len + (size_t)len++] = digits[--nd];
 
             MD5Init(&ctx);
             MD5Update(&ctx, (const unsigned char *)text, s->ident_len + (size_t)len);
@@ -140,7 +182,8 @@ static int ketama_build(struct dist *d, const struct dist_params *p,
             }
         }
     }
-    qsort(pts, np, sizeof(*pts), point_cmp);
+    if (ketama_sort(pts, np) < 0)
+        qsort(pts, np, sizeof(*pts), point_cmp);
 
     /* about one point per bucket: 2^bits >= npoints / 2, between 2 and 2^20 buckets */
     uint32_t bits = 1;
