@@ -471,14 +471,35 @@ static const char *conf__set_enum(struct conf_ctx *c, const struct conf_command 
     return conf__why(c, "'%.*s' is not one of: %s", (int)RL_MIN(n, 64), s, list);
 }
 
+/* "a, b, c" of the n names that name(i) gives, for "expected one of" messages. */
+static void conf__name_list(char *list, size_t cap, int n, const char *(*name)(int))
+{
+    size_t used = 0;
+    list[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        int w = snprintf(list + used, cap - used, "%s%s", i ? ", " : "", name(i));
+        if (w > 0 && (size_t)w < cap - used)
+            used += (size_t)w;
+    }
+}
+
+static const char *conf__hash_name(int i)
+{
+    return hash_name((enum hash_type)i);
+}
+
+static const char *conf__dist_name(int i)
+{
+    return dist_name((enum dist_type)i);
+}
+
 static const char *conf__set_hash(struct conf_ctx *c, const struct conf_command *cmd,
                                   yaml_node_t *node, void *obj)
 {
     size_t n;
     const char *s = conf__scalar(c, node, &n, 0);
     enum hash_type h;
-    char list[300] = "";
-    size_t used = 0;
+    char list[300];
 
     if (s == NULL)
         return c->why;
@@ -486,12 +507,7 @@ static const char *conf__set_hash(struct conf_ctx *c, const struct conf_command 
         *(enum hash_type *)((char *)obj + cmd->offset) = h;
         return NULL;
     }
-    for (int i = 0; i < HASH_COUNT; i++) {
-        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
-                         hash_name((enum hash_type)i));
-        if (w > 0 && (size_t)w < sizeof(list) - used)
-            used += (size_t)w;
-    }
+    conf__name_list(list, sizeof(list), HASH_COUNT, conf__hash_name);
     return conf__why(c, "unknown hash '%.*s'; expected one of: %s", (int)RL_MIN(n, 64), s, list);
 }
 
@@ -501,8 +517,7 @@ static const char *conf__set_dist(struct conf_ctx *c, const struct conf_command 
     size_t n;
     const char *s = conf__scalar(c, node, &n, 0);
     enum dist_type d;
-    char list[200] = "";
-    size_t used = 0;
+    char list[200];
 
     if (s == NULL)
         return c->why;
@@ -510,12 +525,7 @@ static const char *conf__set_dist(struct conf_ctx *c, const struct conf_command 
         *(enum dist_type *)((char *)obj + cmd->offset) = d;
         return NULL;
     }
-    for (int i = 0; i < DIST_COUNT; i++) {
-        int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
-                         dist_name((enum dist_type)i));
-        if (w > 0 && (size_t)w < sizeof(list) - used)
-            used += (size_t)w;
-    }
+    conf__name_list(list, sizeof(list), DIST_COUNT, conf__dist_name);
     return conf__why(c, "unknown distribution '%.*s'; expected one of: %s",
                      (int)RL_MIN(n, 64), s, list);
 }
@@ -1420,6 +1430,15 @@ void conf_free(struct conf *conf)
     free(conf->global.zone);
     free(conf->path);
     free(conf);
+}
+
+int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s)
+{
+    for (uint32_t i = 0; p != NULL && i < p->nservers; i++)
+        if (strcmp(p->servers[i].ident, s->ident) == 0 &&
+            strcmp(p->servers[i].addr.text, s->addr.text) == 0)
+            return 1;
+    return 0;
 }
 
 const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name)

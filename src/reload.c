@@ -26,14 +26,6 @@ static const struct conf_pool *find_pool(const struct conf *c, const char *name)
     return NULL;
 }
 
-static int server_in(const struct conf_pool *p, const struct conf_server *s)
-{
-    for (uint32_t i = 0; p != NULL && i < p->nservers; i++)
-        if (strcmp(p->servers[i].ident, s->ident) == 0 &&
-            strcmp(p->servers[i].addr.text, s->addr.text) == 0)
-            return 1;
-    return 0;
-}
 
 static int addr_eq(const struct conf_addr *a, const struct conf_addr *b)
 {
@@ -111,7 +103,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         if (op != NULL && op->protocol == np->protocol)
             or = old->rings[op - oc->pools];
         for (uint32_t s = 0; s < np->nservers; s++)
-            r->added += !server_in(or ? op : NULL, &np->servers[s]);
+            r->added += !conf_pool_has_server(or ? op : NULL, &np->servers[s]);
         if (or == NULL) {
             r->moved = 1.0;
             r->floor = 1.0;
@@ -120,7 +112,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         r->old_epoch = or->epoch;
         r->old_checksum = or->checksum;
         for (uint32_t s = 0; s < op->nservers; s++)
-            r->removed += !server_in(np, &op->servers[s]);
+            r->removed += !conf_pool_has_server(np, &op->servers[s]);
         if (or == snap->rings[i])
             continue;   /* unchanged ring: nothing moved */
         atomic_fetch_add(&snap->shared[i]->reloads, 1);

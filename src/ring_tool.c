@@ -594,14 +594,6 @@ struct tool_pool_diff {
     uint32_t nflows;
 };
 
-static int server_in(const struct conf_pool *p, const struct conf_server *s)
-{
-    for (uint32_t i = 0; p != NULL && i < p->nservers; i++)
-        if (strcmp(p->servers[i].ident, s->ident) == 0 &&
-            strcmp(p->servers[i].addr.text, s->addr.text) == 0)
-            return 1;
-    return 0;
-}
 
 static int tool_same_hashing(const struct ring *a, const struct ring *b)
 {
@@ -693,7 +685,7 @@ static void tool_print_servers_not_in(const struct conf_pool *p, const struct co
     uint32_t n = 0;
 
     for (uint32_t s = 0; p != NULL && s < p->nservers; s++) {
-        if (server_in(other, &p->servers[s]))
+        if (conf_pool_has_server(other, &p->servers[s]))
             continue;
         printf(" %s", p->servers[s].label);
         n++;
@@ -756,7 +748,7 @@ static json_t *tool_json_servers_not_in(const struct conf_pool *p, const struct 
 {
     json_t *a = json_array();
     for (uint32_t s = 0; a != NULL && p != NULL && s < p->nservers; s++)
-        if (!server_in(other, &p->servers[s]) &&
+        if (!conf_pool_has_server(other, &p->servers[s]) &&
             json_array_append_new(a, json_string(p->servers[s].label)) != 0) {
             json_decref(a);
             return NULL;
