@@ -358,7 +358,12 @@ def kill_and_restart(kind):
     lkeys = [k for k in keys if prefs[k][0] != victim]
     check(len(vkeys) >= 20, "only %d keys on the victim", len(vkeys))
     by_label = dict(zip(labels, bes))
-    churn = Churn(px.addr("p"), keys, redis=(kind == "redis"))
+    # Three clients, one request out each. At the kill, each request in flight to the
+    # victim fails (k <= 3) and its connection's close counts one failure; requests then
+    # fail (connect refused, back-off) only until server_failure_limit failures in all:
+    # at most k + 1 errors when k > 0, 2 when k = 0, so never above LIMIT x WORKERS = 4,
+    # however the clients are spread over the workers.
+    churn = Churn(px.addr("p"), keys, nthreads=3, redis=(kind == "redis"))
     churn.start()
     try:
         time.sleep(0.8)
@@ -402,21 +407,25 @@ def kill_and_restart(kind):
     live_errs = churn.errors_on(lkeys)
     check(not live_errs, "errors on live servers' keys: %r", live_errs[:5])
     verrs = churn.errors_on(vkeys)
-    # A get that misses right after its set is the owner coming back cold: the set went
-    # to the second choice just before the probe succeeded, the get to the (empty) owner.
-    # At most one per client thread, only at the return.
+    # A get that misses right after its acknowledged set is a transition, not an error:
+    # at the kill the set reached the owner just before it died and the get went to the
+    # second choice; at the return the set went to the second choice just before the
+    # probe succeeded and the get to the (empty) owner. At most one per client thread
+    # at each transition, and only there.
     cold = [e for e in verrs if e[2][0] == "get" and e[2][1] is None]
     errs = [e for e in verrs if e not in cold]
     check(len(errs) <= LIMIT * WORKERS, "%d errors on the victim's keys (> %d): %r",
           len(errs), LIMIT * WORKERS, errs[:6])
     late = [e for e in errs if e[0] > t_kill + 1.0]
     check(not late, "errors after the server was down: %r", late[:3])
-    check(len(cold) <= len(churn.threads), "%d cold misses for %d clients", len(cold),
+    check(len(cold) <= 2 * len(churn.threads), "%d cold misses for %d clients", len(cold),
           len(churn.threads))
-    stray = [e for e in cold if not t_restart <= e[0] <= t_up + 0.2]
-    check(not stray, "misses away from the owner's return: %r", stray)
-    print("  %s: %d round trips; %d error(s) at the kill (bound %d): %s; %d cold miss(es) "
-          "as the owner returned; down %.2fs after the kill, up %.2fs after the restart" % (
+    stray = [(round(e[0] - t_kill, 3), e[1]) for e in cold
+             if not (t_kill <= e[0] <= t_kill + 1.0 or t_restart <= e[0] <= t_up + 0.2)]
+    check(not stray, "misses away from the transitions (s after the kill; restart at "
+          "%.3f, up seen at %.3f): %r", t_restart - t_kill, t_up - t_kill, stray)
+    print("  %s: %d round trips; %d error(s) at the kill (bound %d): %s; %d miss(es) "
+          "right after a set, at the transitions; down %.2fs after the kill, up %.2fs after the restart" % (
               kind, churn.ops, len(errs), LIMIT * WORKERS,
               sorted(set(str(e[2][1])[:40] for e in errs)), len(cold), down_after, up_after))
     px.stop()
