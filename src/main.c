@@ -38,7 +38,8 @@ static void usage(FILE *f)
             "  -a, --stats-addr=S     : set stats monitoring ip (default: 127.0.0.1)\n"
             "  -i, --stats-interval=N : set stats aggregation interval in msec (default: 30000 msec)\n"
             "  -p, --pid-file=S       : set pid file (default: off)\n"
-            "  -m, --mbuf-size=N      : set initial I/O buffer size in bytes (default: 16384)\n"
+            "  -m, --mbuf-size=N      : set the size of each client read in bytes (default: 16384;\n"
+            "                           buffers grow past it for large requests)\n"
             "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n",
             LOG_NOTICE_, RL_DEFAULT_CONF);
 }

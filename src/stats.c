@@ -267,6 +267,19 @@ fail:
     return NULL;
 }
 
+/* Requests of the busiest server over the mean per server: skew at a glance. */
+double stats_requests_max_over_mean(const struct stats_view_pool *p)
+{
+    double sum = 0, max = 0;
+    for (size_t s = 0; s < p->nservers; s++) {
+        double r = (double)p->servers[s].stats.requests;
+        sum += r;
+        if (r > max)
+            max = r;
+    }
+    return sum > 0 ? max / (sum / (double)p->nservers) : 0.0;
+}
+
 static int json_pool(json_t *root, const struct stats_view_pool *p)
 {
     json_t *o = json_object();
@@ -291,6 +304,10 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "last_reload_at", json_integer(p->last_reload_at));
     if (rc == 0)
         rc = jset(o, "hot_keys", json_hot_keys(p));
+    if (rc == 0)
+        rc = jset(o, "keys_max_over_mean", json_real(p->keys_max_over_mean));
+    if (rc == 0)
+        rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
         rc = json_server(o, &p->servers[i]);
     if (rc < 0) {
@@ -574,6 +591,17 @@ static int prom_pools(const struct stats_view *v, struct buf *out)
             sum += (double)v->pools[i].servers[s].stats.requests;
         TRY(prom_series(out, "ringleader_pool_server_requests_mean", v->pools[i].name, NULL));
         TRY(buf_appendf(out, "%.17g\n", v->pools[i].nservers ? sum / (double)v->pools[i].nservers : 0.0));
+    }
+
+    TRY(prom_head(out, "ringleader_pool_keys_max_over_mean", "gauge", "keyspace share of the busiest server over the mean share, from the ring (1 = even)"));
+    for (size_t i = 0; i < v->npools; i++) {
+        TRY(prom_series(out, "ringleader_pool_keys_max_over_mean", v->pools[i].name, NULL));
+        TRY(buf_appendf(out, "%.17g\n", v->pools[i].keys_max_over_mean));
+    }
+    TRY(prom_head(out, "ringleader_pool_requests_max_over_mean", "gauge", "requests of the busiest server over the mean per server (1 = even)"));
+    for (size_t i = 0; i < v->npools; i++) {
+        TRY(prom_series(out, "ringleader_pool_requests_max_over_mean", v->pools[i].name, NULL));
+        TRY(buf_appendf(out, "%.17g\n", stats_requests_max_over_mean(&v->pools[i])));
     }
 
     TRY(prom_head(out, "ringleader_pool_hot_key_requests", "gauge", "estimated requests of a hot key over the hot-key window (an upper bound)"));

@@ -93,6 +93,8 @@ extern const size_t stats_server_nfields;
     ACTION(last_reload,    STRING,     "result of the last reload: ok or the error")      \
     ACTION(last_reload_at, TIMESTAMP, "time of the last reload in seconds since epoch")  \
     ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
+    ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
+    ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up or down (health; down is not removed)")           \
@@ -159,6 +161,7 @@ struct stats_view_pool {
     size_t nhot_keys;
     struct stats_view_server *servers;
     size_t nservers;
+    double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
 };
 
 struct stats_view {
@@ -190,6 +193,9 @@ int stats_render_json(const struct stats_view *v, struct buf *out);
 
 /* Append the Prometheus text exposition (format 0.0.4) to out. Returns 0, -ENOMEM. */
 int stats_render_prometheus(const struct stats_view *v, struct buf *out);
+
+/* Requests of the pool's busiest server over the mean per server (0 when idle). */
+double stats_requests_max_over_mean(const struct stats_view_pool *p);
 
 /* Print every field with its type and description (ringleader -D). */
 void stats_describe(FILE *f);

@@ -935,7 +935,8 @@ static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     struct client *c = h->data;
 
     (void)suggested;
-    if (buf_reserve(&c->ibuf, CLIENT_READ_CHUNK) < 0) {
+    size_t chunk = c->w->proxy->opt.buf_size ? c->w->proxy->opt.buf_size : CLIENT_READ_CHUNK;
+    if (buf_reserve(&c->ibuf, chunk) < 0) {
         b->base = NULL;
         b->len = 0;
         return;

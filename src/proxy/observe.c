@@ -70,6 +70,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         vp->epoch = r->epoch;
         snprintf(vp->checksum, sizeof(vp->checksum), "%016llx", (unsigned long long)r->checksum);
         vp->distribution = dist_name(cp->dist);
+        vp->keys_max_over_mean = snap->keys_max_over_mean[i];
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
             vp->servers[s].up = health_up(snap->health[i][s]);

@@ -40,6 +40,7 @@ void snapshot_unref(struct snapshot *s)
             ring_unref(s->prev_rings[i]);
     free(s->prev_rings);
     free(s->warm_until_ms);
+    free(s->keys_max_over_mean);
     free(s->health);
     free(s->rings);
     free(s->shared);
@@ -72,6 +73,27 @@ static struct pool_shared *proxy_shared(struct proxy *p, const char *name)
     p->shared_names[p->nshared] = dup;
     p->nshared++;
     return sh;
+}
+
+#define PROXY_SKEW_SAMPLES 20000   /* hashes sampled where a ring has no points to measure */
+
+/* Keyspace share of the busiest server over the mean share (exact for
+ * ketama and modula, sampled otherwise); built with the ring, off the data
+ * path, for the stats' skew figure. */
+static double proxy_key_skew(const struct ring *r)
+{
+    double *shares = calloc(r->nservers ? r->nservers : 1, sizeof(*shares));
+    double max = 0;
+    if (shares == NULL || r->nservers == 0) {
+        free(shares);
+        return 0;
+    }
+    ring_shares(r, shares, PROXY_SKEW_SAMPLES);
+    for (uint32_t i = 0; i < r->nservers; i++)
+        if (shares[i] > max)
+            max = shares[i];
+    free(shares);
+    return max * (double)r->nservers;
 }
 
 /* Pool `name` of protocol `proto` in a snapshot, or -1. */
@@ -132,7 +154,8 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
     s->health = calloc(n, sizeof(*s->health));
     s->prev_rings = calloc(n, sizeof(*s->prev_rings));
     s->warm_until_ms = calloc(n, sizeof(*s->warm_until_ms));
-    if (s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL ||
+    s->keys_max_over_mean = calloc(n, sizeof(*s->keys_max_over_mean));
+    if (s->keys_max_over_mean == NULL ||s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL ||
         s->prev_rings == NULL || s->warm_until_ms == NULL) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -164,6 +187,7 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
                 }
             }
         }
+        s->keys_max_over_mean[i] = proxy_key_skew(s->rings[i]);
         s->shared[i] = proxy_shared(p, cp->name);
         s->health[i] = calloc(cp->nservers ? cp->nservers : 1, sizeof(**s->health));
         if (s->shared[i] == NULL || s->health[i] == NULL) {

@@ -45,6 +45,7 @@ struct snapshot {
      * (monotonic ms) a miss is retried on the key's previous owner */
     struct ring     **prev_rings;
     uint64_t         *warm_until_ms;
+    double           *keys_max_over_mean; /* [conf->npools], from ring_shares at build */
 };
 
 void snapshot_ref(struct snapshot *s);
