@@ -404,6 +404,10 @@ out_snap:
     if (p->reload_old != NULL)
         snapshot_unref(p->reload_old);
     snap = atomic_exchange(&p->current, NULL);
+    /* the unix sockets we listened on go with us */
+    for (uint32_t i = 0; snap != NULL && i < snap->conf->npools; i++)
+        if (snap->conf->pools[i].listen.path != NULL && snap->unix_fds[i] >= 0)
+            unlink(snap->conf->pools[i].listen.path);
     snapshot_unref(snap);
 out:
     for (uint32_t i = 0; i < p->nshared; i++) {
