@@ -35,16 +35,16 @@ static inline int64_t ld(const int64_t *p)
 #define STATS_ADD_COUNTER(n)   dst->n += ld(&src->n);
 #define STATS_ADD_GAUGE(n)     dst->n += ld(&src->n);
 #define STATS_ADD_TIMESTAMP(n) { int64_t t_ = ld(&src->n); if (t_ > dst->n) dst->n = t_; }
-#define STATS_ADD(n, t, d)     STATS_ADD_##t(n)
+#define STATS_SUM(n, t, d)     STATS_ADD_##t(n)
 
 void stats_pool_add(struct stats_pool *dst, const struct stats_pool *src)
 {
-    STATS_POOL_CODEC(STATS_ADD)
+    STATS_POOL_CODEC(STATS_SUM)
 }
 
 void stats_server_add(struct stats_server *dst, const struct stats_server *src)
 {
-    STATS_SERVER_CODEC(STATS_ADD)
+    STATS_SERVER_CODEC(STATS_SUM)
 }
 
 void stats_sum_pool(struct stats_pool *dst, const struct stats_pool *const *srcs, size_t n,

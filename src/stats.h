@@ -55,6 +55,11 @@ struct buf;
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 
+/* Add to a counter of this worker's (single writer): a relaxed atomic store,
+ * so readers on other threads never see a torn value; no lock, no RMW. */
+#define STATS_ADD(st, field, n) \
+    __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
+
 struct stats_pool {
     STATS_POOL_CODEC(STATS_FIELD)
 };

@@ -13,16 +13,14 @@
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
 #include "ring.h"
 #include "util.h"
 
-#define STAT_ADD(st, field, n) \
-    __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
-
 #define CLIENT_IBUF_KEEP   (256 * 1024)    /* free a larger input buffer once idle */
-#define CLIENT_MAX_INFLIGHT 1024           /* requests a client may have unanswered */
+#define CLIENT_MAX_INFLIGHT 256            /* requests a client may have unanswered */
 #define CLIENT_READ_CHUNK  16384
 
 static void client_process(struct client *c);
@@ -90,7 +88,7 @@ void client_close(struct client *c)
     if (c->next)
         c->next->prev = c->prev;
     atomic_fetch_sub(&c->pool->shared->clients, 1);
-    STAT_ADD(&c->pool->stats, client_connections, -1);
+    STATS_ADD(&c->pool->stats, client_connections, -1);
     w->curr_connections--;
     uv_close(&c->h.handle, client_on_close);
 }
@@ -126,7 +124,7 @@ static void client_write_cb(uv_write_t *req, int status)
     if (uv_is_closing(&c->h.handle))
         return;
     if (status < 0) {
-        STAT_ADD(&c->pool->stats, client_err, 1);
+        STATS_ADD(&c->pool->stats, client_err, 1);
         client_close(c);
         return;
     }
@@ -153,7 +151,7 @@ void client_flush(struct client *c)
     if (n > 0)
         buf_consume(&c->obuf, (size_t)n);
     else if (n < 0 && n != UV_EAGAIN) {
-        STAT_ADD(&c->pool->stats, client_err, 1);
+        STATS_ADD(&c->pool->stats, client_err, 1);
         client_close(c);
         return;
     }
@@ -255,43 +253,13 @@ static struct msg *client_new_msg(struct client *c, const struct proto_req *req)
 static void client_fail(struct client *c, struct msg *m, enum proto_err code, const char *reason)
 {
     m->flags |= MSG_F_ERROR | MSG_F_DONE;
-    STAT_ADD(&c->pool->stats, forward_error, 1);
+    STATS_ADD(&c->pool->stats, forward_error, 1);
     if (m->flags & MSG_F_NOREPLY) {
         msg_put(c->w, m);
         return;
     }
     c->pool->ops->error_reply(code, reason, &m->rsp);
     c->held_bytes += buf_len(&m->rsp);
-}
-
-/* The bytes key k is placed by: base64 keys (meta b flag) are decoded
- * into dec (at least 512 bytes) first. */
-static const char *client_key(const struct proto_req *req, const char *buf, uint32_t k,
-                              char *dec, size_t *len)
-{
-    const char *key = buf + req->keys[k].off;
-    *len = req->keys[k].len;
-    if (req->flags & PROTO_RF_KEYB64) {
-        int n = memcache_key_decode(key, *len, dec, 512);
-        if (n >= 0) {
-            *len = (size_t)n;
-            return dec;
-        }
-    }
-    return key;
-}
-
-static uint32_t client_owner(struct client *c, const struct proto_req *req, const char *buf,
-                             uint32_t k, uint64_t *hint)
-{
-    const struct ring *r = c->pool->ring;
-    char dec[512];
-    size_t len;
-    const char *key = client_key(req, buf, k, dec, &len);
-    uint64_t h = ring_key_hash(r, key, len);
-    if (hint)
-        *hint = h;
-    return dist_lookup(&r->dist, h) % r->nservers;
 }
 
 /* Send one request to one server; the header is rewritten by the
@@ -317,75 +285,10 @@ static void client_send(struct client *c, struct msg *m, struct server *srv, uin
         return;
     }
     m->req_bytes = buf_len(&s->obuf) - before;
-    STAT_ADD(&srv->stats, requests, 1);
-    STAT_ADD(&srv->stats, request_bytes, m->req_bytes);
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
     worker_mark_sconn(c->w, s);
-}
-
-/*
- * The owner of key k is down (down is not removed: the ring is unchanged).
- * Returns the server to send to, or NULL when m was answered here, as the
- * pool's on_down says: failover to the next live server of the key's
- * preference list, a miss, or an error at once. When more than half of the
- * pool is down the health signal itself is suspect: fail open and send to
- * the owner anyway. The caller that finds the retry time come sends the
- * probe that can bring the owner back.
- */
-static struct server *client_route_down(struct client *c, struct msg *m, const struct proto_req *req,
-                                        const char *buf, uint32_t k, uint32_t owner, int answer)
-{
-    struct wpool *pool = c->pool;
-    struct server *srv = pool->servers[owner];
-
-    if (health_try_probe(srv->health, util_now_ms()))
-        server_probe(srv);
-    uint32_t down = 0;
-    for (uint32_t i = 0; i < pool->nservers; i++)
-        down += !health_up(pool->servers[i]->health);
-    if (down * 2 > pool->nservers) {
-        STAT_ADD(&pool->stats, fail_open, 1);
-        return srv;
-    }
-    switch (pool->cp->on_down) {
-    case CONF_ON_DOWN_FAILOVER: {
-        uint32_t pref[RING_MAX_PREF];
-        char dec[512];
-        size_t len;
-        const char *key = client_key(req, buf, k, dec, &len);
-        uint32_t want = RL_MIN(pool->nservers, RING_MAX_PREF);
-        uint32_t n = ring_preference(pool->ring, key, len, pref, want);
-        for (uint32_t i = 0; i < n; i++) {
-            struct server *alt = pool->servers[pref[i]];
-            if (pref[i] != owner && health_up(alt->health)) {
-                STAT_ADD(&pool->stats, failovers, 1);
-                return alt;
-            }
-        }
-        if (answer)
-            client_fail(c, m, PROTO_ERR_DOWN, "no live server for this key");
-        return NULL;
-    }
-    case CONF_ON_DOWN_MISS:
-        if (!answer)
-            return NULL;
-        m->flags |= MSG_F_DONE;
-        if (m->flags & MSG_F_NOREPLY) {
-            msg_put(c->w, m);
-            return NULL;
-        }
-        pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
-        c->held_bytes += buf_len(&m->rsp);
-        return NULL;
-    case CONF_ON_DOWN_ERROR:
-    default:
-        if (answer) {
-            char reason[300];
-            snprintf(reason, sizeof(reason), "server %s is down", srv->label);
-            client_fail(c, m, PROTO_ERR_DOWN, reason);
-        }
-        return NULL;
-    }
 }
 
 /*
@@ -408,7 +311,7 @@ static void client_copies(struct client *c, struct msg *m, const struct proto_re
     m->flags |= MSG_F_REPLICA | (async ? MSG_F_ASYNC : 0);
     m->nfrag = n;
     m->nfrag_pending = n;
-    STAT_ADD(&pool->stats, fragments, n);
+    STATS_ADD(&pool->stats, fragments, n);
     for (uint32_t f = 0; f < n; f++) {
         struct msg *fm = msg_get(w);
         if (fm == NULL) {
@@ -444,152 +347,25 @@ static void client_copies(struct client *c, struct msg *m, const struct proto_re
             continue;
         }
         fm->req_bytes = buf_len(&s->obuf) - before;
-        STAT_ADD(&targets[f]->stats, requests, 1);
-        STAT_ADD(&targets[f]->stats, request_bytes, fm->req_bytes);
+        STATS_ADD(&targets[f]->stats, requests, 1);
+        STATS_ADD(&targets[f]->stats, request_bytes, fm->req_bytes);
         sconn_enqueue(s, fm);
         worker_mark_sconn(w, s);
     }
 }
 
-/* The zone name of ring server i ("" when none). */
-static const char *client_zone_of(const struct ring *r, uint32_t i)
-{
-    return r->zones && r->servers[i].zone < r->nzones ? r->zones[r->servers[i].zone] : "";
-}
-
-/*
- * replicas: R. A key's replicas are the first R servers of its preference
- * list (distinct zones first). Writes (write_to all / all-async) go to
- * every live replica; reads go to one live replica chosen by read_from.
- * Returns 1 when m was sent (or answered) here, 0 to route it as usual.
- */
-static int client_replicated(struct client *c, struct msg *m, const struct proto_req *req,
-                             const char *buf, uint32_t owner, uint64_t hint)
-{
-    struct wpool *pool = c->pool;
-    const struct conf_pool *cp = pool->cp;
-    uint32_t pref[RING_MAX_PREF];
-    struct server *live[RING_MAX_PREF];
-    char dec[512];
-    size_t len;
-    const char *key = client_key(req, buf, 0, dec, &len);
-    uint32_t want = RL_MIN(RL_MIN(cp->replicas, pool->nservers), RING_MAX_PREF);
-    uint32_t n = ring_preference(pool->ring, key, len, pref, want), nlive = 0;
-    (void)owner;
-
-    for (uint32_t i = 0; i < n; i++)
-        if (health_up(pool->servers[pref[i]]->health))
-            live[nlive++] = pool->servers[pref[i]];
-    if (nlive == 0)
-        return 0;               /* every replica down: on_down decides */
-    if (req->flags & PROTO_RF_WRITE) {
-        if (cp->write_to == CONF_WRITE_PRIMARY || nlive == 1) {
-            client_send(c, m, live[0], hint, req, buf);
-            return 1;
-        }
-        client_copies(c, m, req, buf, live, nlive, cp->write_to == CONF_WRITE_ALL_ASYNC);
-        return 1;
-    }
-    struct server *pick = live[0];
-    if (cp->read_from == CONF_READ_ANY_LIVE) {
-        pick = live[(c->w->rr++) % nlive];
-    } else if (cp->read_from == CONF_READ_LOCAL_ZONE) {
-        const char *zone = c->w->snap->conf->global.zone;
-        for (uint32_t i = 0; zone != NULL && i < n; i++) {
-            if (health_up(pool->servers[pref[i]]->health) &&
-                strcmp(client_zone_of(pool->ring, pref[i]), zone) == 0) {
-                pick = pool->servers[pref[i]];
-                break;
-            }
-        }
-    }
-    client_send(c, m, pick, hint, req, buf);
-    return 1;
-}
-
-static uint32_t client_load(void *ctx, uint32_t i)
-{
-    struct wpool *pool = ctx;
-    return atomic_load_explicit(&pool->servers[i]->health->inflight, memory_order_relaxed);
-}
-
-#define CLIENT_SPILL_WARM_S 10   /* writes follow a key's reads' spill server this long */
-
-/*
- * Bounded loads (balance_factor): a read goes to the first server of the
- * key's preference list whose in-flight count (over every worker) is under
- * ceil(balance_factor x mean); the spill is remembered per key so that a
- * write of the key within CLIENT_SPILL_WARM_S seconds also reaches the
- * server that served its reads. Returns 1 when m was sent here.
- */
-static int client_bounded(struct client *c, struct msg *m, const struct proto_req *req,
-                          const char *buf, uint32_t owner, uint64_t hint)
-{
-    struct wpool *pool = c->pool;
-    struct pool_shared *sh = pool->shared;
-    uint32_t slot = (uint32_t)(hint & (POOL_SPILL_SLOTS - 1));
-    uint32_t now_s = (uint32_t)(util_now_ms() / 1000);
-
-    if (req->flags & PROTO_RF_WRITE) {
-        if (atomic_load_explicit(&sh->spill_key[slot], memory_order_relaxed) != hint ||
-            now_s - atomic_load_explicit(&sh->spill_sec[slot], memory_order_relaxed) >
-                CLIENT_SPILL_WARM_S)
-            return 0;
-        uint32_t spill = atomic_load_explicit(&sh->spill_server[slot], memory_order_relaxed);
-        if (spill >= pool->nservers || spill == owner ||
-            !health_up(pool->servers[spill]->health) || !health_up(pool->servers[owner]->health))
-            return 0;
-        struct server *both[2] = { pool->servers[owner], pool->servers[spill] };
-        client_copies(c, m, req, buf, both, 2, 0);
-        return 1;
-    }
-    if (!(req->flags & PROTO_RF_RETRIEVAL))
-        return 0;
-    uint32_t pref[RING_MAX_PREF], live[RING_MAX_PREF], nlive = 0;
-    char dec[512];
-    size_t len;
-    const char *key = client_key(req, buf, 0, dec, &len);
-    uint32_t n = ring_preference(pool->ring, key, len, pref, RL_MIN(pool->nservers, RING_MAX_PREF));
-    for (uint32_t i = 0; i < n; i++)
-        if (health_up(pool->servers[pref[i]]->health))
-            live[nlive++] = pref[i];
-    if (nlive == 0)
-        return 0;
-    uint32_t pick = dist_bounded_pick(live, nlive, client_load, pool, pool->nservers,
-                                      pool->cp->balance_factor);
-    if (pick != owner) {
-        STAT_ADD(&pool->servers[pick]->stats, spills, 1);
-        atomic_store_explicit(&sh->spill_key[slot], hint, memory_order_relaxed);
-        atomic_store_explicit(&sh->spill_server[slot], pick, memory_order_relaxed);
-        atomic_store_explicit(&sh->spill_sec[slot], now_s, memory_order_relaxed);
-    }
-    client_send(c, m, pool->servers[pick], hint, req, buf);
-    return 1;
-}
-
-/*
- * warmup: for a while after a reload moved keys, a get of a key whose
- * owner changed that misses on the new owner is asked of the previous
- * owner (server.c does it when the miss comes back), and a hit there is
- * copied to the new owner — mcrouter's WarmUpRoute, from the ring diff.
- */
+/* warm-up: remember the key and its previous owner; server.c asks that
+ * owner when the new one misses (see route.c). */
 static void client_warm_mark(struct client *c, struct msg *m, const struct proto_req *req,
-                             const char *buf, uint32_t owner)
+                             const char *buf, struct server *prev)
 {
-    struct wpool *pool = c->pool;
     char dec[512];
     size_t len;
-    const char *key = client_key(req, buf, 0, dec, &len);
-    uint32_t o = ring_owner(pool->prev_ring, key, len);
-    if (o >= pool->prev_ring->nservers)
-        return;
-    uint32_t now = pool->prev_map[o];
-    if (now == UINT32_MAX || now == owner || !health_up(pool->servers[now]->health))
-        return;
+    const char *key = route_key(req, buf, 0, dec, &len);
     if (buf_append(&m->reqcopy, key, len) < 0)
         return;
     m->flags |= MSG_F_WARM;
-    m->warm = pool->servers[now];
+    m->warm = prev;
     m->warm_cmd = req->cmd;
 }
 
@@ -633,17 +409,8 @@ static void client_fanout(struct client *c, struct msg *m, const struct proto_re
         nfrag = nsrv;
     } else {
         for (uint32_t i = 0; i < nkeys; i++) {
-            owner[i] = client_owner(c, req, buf, i, NULL);
-            if (!health_up(pool->servers[owner[i]]->health)) {
-                /* failover moves the key to a live server; other policies
-                 * leave it on its owner, whose fragment is answered below */
-                struct server *alt = client_route_down(c, m, req, buf, i, owner[i], 0);
-                if (alt != NULL) {
-                    for (uint32_t s = 0; s < nsrv; s++)
-                        if (pool->servers[s] == alt)
-                            owner[i] = s;
-                }
-            }
+            owner[i] = route_key_server(pool, req, buf, i,
+                                        route_owner(pool, req, buf, i, NULL));
             if (slot[owner[i]] == 0)
                 slot[owner[i]] = ++nfrag;
         }
@@ -675,7 +442,7 @@ static void client_fanout(struct client *c, struct msg *m, const struct proto_re
                 target[slot[s] - 1] = pool->servers[s];
     }
     m->nfrag_pending = nfrag;
-    STAT_ADD(&pool->stats, fragments, nfrag);
+    STATS_ADD(&pool->stats, fragments, nfrag);
     for (uint32_t f = 0; f < nfrag; f++) {
         struct msg *fm = msg_get(w);
         if (fm == NULL) {
@@ -726,8 +493,8 @@ static void client_fanout(struct client *c, struct msg *m, const struct proto_re
             continue;
         }
         fm->req_bytes = buf_len(&s->obuf) - before;
-        STAT_ADD(&srv->stats, requests, 1);
-        STAT_ADD(&srv->stats, request_bytes, fm->req_bytes);
+        STATS_ADD(&srv->stats, requests, 1);
+        STATS_ADD(&srv->stats, request_bytes, fm->req_bytes);
         sconn_enqueue(s, fm);
         worker_mark_sconn(w, s);
     }
@@ -761,10 +528,10 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
         c->closing = 1;
         return;
     }
-    STAT_ADD(&pool->stats, requests, 1);
+    STATS_ADD(&pool->stats, requests, 1);
     switch (req->kind) {
     case PROTO_REQ_ERROR:
-        STAT_ADD(&pool->stats, client_errors_sent, 1);
+        STATS_ADD(&pool->stats, client_errors_sent, 1);
         m->flags |= MSG_F_DONE | MSG_F_ERROR;
         if (req->flags & PROTO_RF_CLOSE)
             m->flags |= MSG_F_CLOSE;
@@ -789,7 +556,7 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
             .render_stats = client_render_stats,
             .ctx = c,
         };
-        STAT_ADD(&pool->stats, local_replies, 1);
+        STATS_ADD(&pool->stats, local_replies, 1);
         m->flags |= MSG_F_DONE;
         int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
         if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
@@ -804,35 +571,42 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
 
     case PROTO_REQ_SAME:
     case PROTO_REQ_SINGLE: {
-        uint64_t hint = 0;
+        uint64_t hash = 0;
+        uint32_t owner = route_owner(pool, req, buf, 0, &hash);
         if (c->w->snap->conf->global.hot_keys)
             hotkeys_touch(&pool->hot, buf + req->keys[0].off, req->keys[0].len,
                           uv_now(&c->w->loop));
-        uint32_t owner = client_owner(c, req, buf, 0, &hint);
         for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
-            if (client_owner(c, req, buf, i, NULL) != owner) {
-                STAT_ADD(&pool->stats, crossslot, 1);
+            if (route_owner(pool, req, buf, i, NULL) != owner) {
+                STATS_ADD(&pool->stats, crossslot, 1);
                 client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
                 goto out;
             }
         }
-        if (pool->cp->replicas > 1 && !(req->flags & PROTO_RF_NOKEY) &&
-            client_replicated(c, m, req, buf, owner, hint))
+        struct route rt;
+        route_request(pool, req, buf, owner, hash, &c->w->rr, &rt);
+        switch (rt.kind) {
+        case ROUTE_SEND:
+            if (rt.warm_from != NULL)
+                client_warm_mark(c, m, req, buf, rt.warm_from);
+            client_send(c, m, rt.to[0], hash, req, buf);
             break;
-        if (pool->cp->balance_factor > 0 && req->kind == PROTO_REQ_SINGLE &&
-            client_bounded(c, m, req, buf, owner, hint))
+        case ROUTE_COPIES:
+            client_copies(c, m, req, buf, rt.to, rt.n, rt.async);
             break;
-        struct server *srv = pool->servers[owner];
-        if (!health_up(srv->health)) {
-            srv = client_route_down(c, m, req, buf, 0, owner, 1);
-            if (srv == NULL)
-                goto out;
+        case ROUTE_MISS:
+            m->flags |= MSG_F_DONE;
+            if (m->flags & MSG_F_NOREPLY) {
+                msg_put(c->w, m);
+                return;
+            }
+            pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
+            c->held_bytes += buf_len(&m->rsp);
+            break;
+        case ROUTE_FAIL:
+            client_fail(c, m, rt.err, rt.reason);
+            break;
         }
-        if (pool->prev_ring != NULL && req->nkeys == 1 &&
-            (req->cmd == MEMCACHE_CMD_GET || req->cmd == MEMCACHE_CMD_GETS) &&
-            pool->cp->protocol == CONF_PROTO_MEMCACHE && uv_now(&c->w->loop) < pool->warm_until)
-            client_warm_mark(c, m, req, buf, owner);
-        client_send(c, m, srv, hint, req, buf);
         break;
     }
 
@@ -869,7 +643,7 @@ static void client_process(struct client *c)
          * past either limit it is not read until it catches up. */
         if (client_pending_bytes(c) > limit || c->nmsgs >= CLIENT_MAX_INFLIGHT) {
             c->paused = 1;
-            STAT_ADD(&c->pool->stats, client_paused, 1);
+            STATS_ADD(&c->pool->stats, client_paused, 1);
             uv_read_stop(&c->h.stream);
             break;
         }
@@ -881,7 +655,7 @@ static void client_process(struct client *c)
             break;
         if (rc < 0) {
             struct msg *m = client_new_msg(c, &req);
-            STAT_ADD(&c->pool->stats, client_err, 1);
+            STATS_ADD(&c->pool->stats, client_err, 1);
             if (m != NULL) {
                 m->flags |= MSG_F_DONE | MSG_F_CLOSE | MSG_F_ERROR;
                 if (req.err)
@@ -960,12 +734,12 @@ static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         return;
     uv_read_stop(st);
     if (nread == UV_EOF) {
-        STAT_ADD(&c->pool->stats, client_eof, 1);
+        STATS_ADD(&c->pool->stats, client_eof, 1);
         c->eof = 1;             /* answer what was asked, then close */
         client_maybe_finish(c);
         return;
     }
-    STAT_ADD(&c->pool->stats, client_err, 1);
+    STATS_ADD(&c->pool->stats, client_err, 1);
     client_close(c);
 }
 
@@ -1013,10 +787,10 @@ void client_accept(struct listener *l)
     pool->refs++;
     w->curr_connections++;
     w->total_connections++;
-    STAT_ADD(&pool->stats, client_connections, 1);
+    STATS_ADD(&pool->stats, client_connections, 1);
     unsigned n = atomic_fetch_add(&pool->shared->clients, 1) + 1;
     if (pool->cp->client_connections && n > pool->cp->client_connections) {
-        STAT_ADD(&pool->stats, client_rejected, 1);
+        STATS_ADD(&pool->stats, client_rejected, 1);
         log_warn("pool '%s': client_connections limit %u reached, closing a new connection",
                  pool->cp->name, pool->cp->client_connections);
         client_close(c);

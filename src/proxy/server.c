@@ -29,8 +29,6 @@ static void sconn_timer_cb(uv_timer_t *t);
 
 /* ------------------------------------------------------------------ stats */
 
-#define STAT_ADD(st, field, n) \
-    __atomic_store_n(&(st)->field, (st)->field + (int64_t)(n), __ATOMIC_RELAXED)
 
 /* ------------------------------------------------------------------ health */
 
@@ -47,7 +45,7 @@ static void server_failed(struct server *srv, const char *reason)
         log_warn("server '%s' (%s) of pool '%s' is down after %u failure(s) in a row (%s); "
                  "its keys stay its own, requests for them follow on_down until a probe succeeds",
                  srv->label, srv->addr.text, cp->name, cp->server_failure_limit, reason);
-        STAT_ADD(&srv->pool->stats, server_ejects, 1);
+        STATS_ADD(&srv->pool->stats, server_ejects, 1);
         __atomic_store_n(&srv->stats.server_ejected_at, (int64_t)wall, __ATOMIC_RELAXED);
     }
 }
@@ -195,7 +193,7 @@ static void sconn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     if (nread == 0)
         return;
     if (nread == UV_EOF) {
-        STAT_ADD(&s->server->stats, server_eof, 1);
+        STATS_ADD(&s->server->stats, server_eof, 1);
         sconn_close(s, "connection closed by server", 0);
     } else {
         sconn_close(s, uv_strerror((int)nread), 1);
@@ -220,7 +218,7 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
     }
     s->state = SCONN_CONNECTED;
     srv->backoff_ms = 0;
-    STAT_ADD(&srv->stats, server_connections, 1);
+    STATS_ADD(&srv->stats, server_connections, 1);
     if (!srv->addr.path) {
         uv_tcp_nodelay(&s->h.tcp, 1);
         if (srv->pool->cp->tcpkeepalive)
@@ -419,7 +417,7 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
     s->tail = m;
     s->inflight++;
     if (!(m->flags & MSG_F_INTERNAL))
-        STAT_ADD(&srv->stats, in_flight, 1);
+        STATS_ADD(&srv->stats, in_flight, 1);
     if (srv->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) && srv->health)
         health_inflight_add(srv->health);
     if (timeout > 0 && !(m->flags & MSG_F_INTERNAL)) {
@@ -442,7 +440,7 @@ static struct msg *sconn_pop(struct sconn *s)
     m->flags &= (uint16_t)~MSG_F_SENT;
     s->inflight--;
     if (!(m->flags & MSG_F_INTERNAL))
-        STAT_ADD(&s->server->stats, in_flight, -1);
+        STATS_ADD(&s->server->stats, in_flight, -1);
     if (s->server->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) &&
         s->server->health)
         health_inflight_sub(s->server->health);
@@ -483,7 +481,7 @@ static void sconn_timer_cb(uv_timer_t *t)
             continue;
         if (m->deadline_ms > now)
             break;
-        STAT_ADD(&srv->stats, server_timedout, 1);
+        STATS_ADD(&srv->stats, server_timedout, 1);
         server_failed(srv, "timeout");
         msg_answer_error(w, m, PROTO_ERR_TIMEOUT, "timeout");
         m->flags |= MSG_F_ZOMBIE;
@@ -575,11 +573,11 @@ static void parent_merge(struct worker *w, struct msg *p)
                    &p->rsp) < 0) {
         p->rsp.rpos = p->rsp.wpos = 0;
         ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
-        STAT_ADD(&c->pool->stats, forward_error, 1);
+        STATS_ADD(&c->pool->stats, forward_error, 1);
     }
     if (p->rflags & PROTO_RF_RETRIEVAL) {
-        STAT_ADD(&c->pool->stats, hits, items);
-        STAT_ADD(&c->pool->stats, misses, p->nkeys - items);
+        STATS_ADD(&c->pool->stats, hits, items);
+        STATS_ADD(&c->pool->stats, misses, p->nkeys - items);
     }
     for (uint32_t i = 0; i < p->nfrag; i++) {
         struct msg *f = p->frags[i];
@@ -722,7 +720,7 @@ static int server_warm_retry(struct worker *w, struct msg *m)
     m->warm = now;                  /* where a hit gets copied */
     m->cmd = MEMCACHE_CMD_MG;
     m->items = 0;
-    STAT_ADD(&now->pool->stats, warm_retries, 1);
+    STATS_ADD(&now->pool->stats, warm_retries, 1);
     sconn_enqueue(s, m);
     worker_mark_sconn(w, s);
     return 1;
@@ -747,7 +745,7 @@ static void server_warm_finish(struct worker *w, struct msg *m)
     if (rc == 1) {
         m->rsp = client;
         m->items = 1;
-        STAT_ADD(&m->warm->pool->stats, warm_hits, 1);
+        STATS_ADD(&m->warm->pool->stats, warm_hits, 1);
         const char *reason = NULL;
         struct sconn *s = server_pick(m->warm, 0, &reason);
         struct msg *cp = s ? msg_get(w) : NULL;
@@ -783,7 +781,7 @@ static void sconn_reply_done(struct sconn *s)
         return;
     }
     server_succeeded(srv);
-    STAT_ADD(&srv->stats, responses, 1);
+    STATS_ADD(&srv->stats, responses, 1);
     if (w->snap->conf->global.latency_histograms) {
         uint64_t now_us = uv_hrtime() / 1000;
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
@@ -791,7 +789,7 @@ static void sconn_reply_done(struct sconn *s)
     if (m->flags & (MSG_F_WARM | MSG_F_WARM2)) {
         int live = m->client != NULL && !(m->flags & (MSG_F_ZOMBIE | MSG_F_DONE | MSG_F_ERROR));
         if ((m->flags & MSG_F_WARM) && live && m->items == 0) {
-            STAT_ADD(&srv->stats, misses, 1);
+            STATS_ADD(&srv->stats, misses, 1);
             if (server_warm_retry(w, m))
                 return;
         } else if ((m->flags & MSG_F_WARM2) && live) {
@@ -801,11 +799,11 @@ static void sconn_reply_done(struct sconn *s)
         m->rflags |= PROTO_RF_RETRIEVAL;
     }
     if (m->rflags & PROTO_RF_RETRIEVAL) {
-        STAT_ADD(&srv->stats, hits, m->items);
-        STAT_ADD(&srv->stats, misses, (m->nkeys > m->items) ? m->nkeys - m->items : 0);
+        STATS_ADD(&srv->stats, hits, m->items);
+        STATS_ADD(&srv->stats, misses, (m->nkeys > m->items) ? m->nkeys - m->items : 0);
         if (!(m->flags & MSG_F_FRAG) && m->client != NULL) {
-            STAT_ADD(&m->client->pool->stats, hits, m->items);
-            STAT_ADD(&m->client->pool->stats, misses,
+            STATS_ADD(&m->client->pool->stats, hits, m->items);
+            STATS_ADD(&m->client->pool->stats, misses,
                      (m->nkeys > m->items) ? m->nkeys - m->items : 0);
         }
     }
@@ -827,7 +825,7 @@ static void sconn_process(struct sconn *s)
             size_t n = (size_t)RL_MIN((uint64_t)len, s->body_left);
             deliver(s, s->cur, p, n, s->body_drop);
             if (!(s->cur->flags & MSG_F_INTERNAL))
-                STAT_ADD(&srv->stats, response_bytes, n);
+                STATS_ADD(&srv->stats, response_bytes, n);
             buf_consume(&s->ibuf, n);
             s->body_left -= n;
             if (s->body_left == 0 && s->body_final) {
@@ -860,7 +858,7 @@ static void sconn_process(struct sconn *s)
         s->body_big = rsp.body_len > SCONN_STREAM_MIN;
         deliver(s, m, p, rsp.hdr_len, drop);
         if (!(m->flags & MSG_F_INTERNAL))   /* the proxy's own AUTH/SELECT/probes */
-            STAT_ADD(&srv->stats, response_bytes, rsp.hdr_len);
+            STATS_ADD(&srv->stats, response_bytes, rsp.hdr_len);
         buf_consume(&s->ibuf, rsp.hdr_len);
         if (rsp.body_len > 0) {
             s->cur = m;
@@ -932,9 +930,9 @@ static void sconn_close(struct sconn *s, const char *reason, int is_error)
         if (srv->conns[i] == s)
             srv->conns[i] = NULL;
     if (was_connected)
-        STAT_ADD(&srv->stats, server_connections, -1);
+        STATS_ADD(&srv->stats, server_connections, -1);
     if (is_error)
-        STAT_ADD(&srv->stats, server_err, 1);
+        STATS_ADD(&srv->stats, server_err, 1);
     if (!srv->removed && (is_error || s->head != NULL))
         server_failed(srv, reason);
     if (s->head != NULL)

@@ -635,7 +635,7 @@ def backpressure_bounds_memory_of_a_client_that_does_not_read(env):
                                        for i, b in enumerate(mc)]}},
                    glob={"client_output_limit": limit, "drain_timeout": 1000})
     env.proxies.append(proxy)
-    n, size = 20000, 100 * 1024
+    n, size = 8000, 100 * 1024
     hog = None
     keys = [unique(b"bp") + b"-%d" % i for i in range(4)]
     vals = [bytes([65 + i]) * (size - 16) + os.urandom(8).hex().encode() for i in range(4)]
