@@ -1124,7 +1124,7 @@ def watch_reloads_once_on_an_atomic_rename(env):
         st = px.stats()["mc"]
         if st["ring_checksum"] == want:
             break
-        check(time.monotonic() - t0 < 2.0, "no reload within 2 s of the rename (stats %r)"
+        check(time.monotonic() - t0 < 5.0, "no reload within 5 s of the rename (stats %r)"
               % {k: st[k] for k in ("epoch", "ring_checksum", "reloads")})
         time.sleep(0.01)
     took = time.monotonic() - t0
@@ -1273,7 +1273,7 @@ def reload_of_a_1000_server_ketama_pool_is_fast(env):
         polls += 1
         if st["epoch"] == 2:
             break
-        check(time.monotonic() - t0 < 2.0, "1,000-server reload not visible within 2 s")
+        check(time.monotonic() - t0 < 5.0, "1,000-server reload not visible within 5 s")
     took = time.monotonic() - t0
     i = px.log.wait_for(r"reload: every worker runs the new configuration", 5, mark)
     pub = [(n, re.search(r"published in ([0-9.]+) ms", ln))
