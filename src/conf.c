@@ -1432,11 +1432,19 @@ void conf_free(struct conf *conf)
     free(conf);
 }
 
-int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s)
+static int conf__same_server(const struct conf_server *a, const struct conf_server *b)
 {
-    for (uint32_t i = 0; p != NULL && i < p->nservers; i++)
-        if (strcmp(p->servers[i].ident, s->ident) == 0 &&
-            strcmp(p->servers[i].addr.text, s->addr.text) == 0)
+    return strcmp(a->ident, b->ident) == 0 && strcmp(a->addr.text, b->addr.text) == 0;
+}
+
+int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s, uint32_t hint)
+{
+    if (p == NULL)
+        return 0;
+    if (hint < p->nservers && conf__same_server(&p->servers[hint], s))
+        return 1;   /* the usual case: a reload keeps the order */
+    for (uint32_t i = 0; i < p->nservers; i++)
+        if (conf__same_server(&p->servers[i], s))
             return 1;
     return 0;
 }

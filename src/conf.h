@@ -118,8 +118,9 @@ void conf_free(struct conf *conf);
 const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name);
 
 /* Whether pool p has server s: same identity and same address. This is how
- * a reload (and ringleader-ring --diff) decides that a server stayed. */
-int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s);
+ * a reload (and ringleader-ring --diff) decides that a server stayed. `hint`
+ * is where s probably is (its own index: reloads usually keep the order). */
+int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s, uint32_t hint);
 
 /* Parse an address: "host:port", "[v6]:port", "/path" or "/path PERM" (octal
  * unix-listener permissions, nutcracker's `listen: /tmp/s 0666`) into addr,

@@ -103,7 +103,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         if (op != NULL && op->protocol == np->protocol)
             or = old->rings[op - oc->pools];
         for (uint32_t s = 0; s < np->nservers; s++)
-            r->added += !conf_pool_has_server(or ? op : NULL, &np->servers[s]);
+            r->added += !conf_pool_has_server(or ? op : NULL, &np->servers[s], s);
         if (or == NULL) {
             r->moved = 1.0;
             r->floor = 1.0;
@@ -112,7 +112,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         r->old_epoch = or->epoch;
         r->old_checksum = or->checksum;
         for (uint32_t s = 0; s < op->nservers; s++)
-            r->removed += !conf_pool_has_server(np, &op->servers[s]);
+            r->removed += !conf_pool_has_server(np, &op->servers[s], s);
         if (or == snap->rings[i])
             continue;   /* unchanged ring: nothing moved */
         atomic_fetch_add(&snap->shared[i]->reloads, 1);

@@ -685,7 +685,7 @@ static void tool_print_servers_not_in(const struct conf_pool *p, const struct co
     uint32_t n = 0;
 
     for (uint32_t s = 0; p != NULL && s < p->nservers; s++) {
-        if (conf_pool_has_server(other, &p->servers[s]))
+        if (conf_pool_has_server(other, &p->servers[s], s))
             continue;
         printf(" %s", p->servers[s].label);
         n++;
@@ -748,7 +748,7 @@ static json_t *tool_json_servers_not_in(const struct conf_pool *p, const struct 
 {
     json_t *a = json_array();
     for (uint32_t s = 0; a != NULL && p != NULL && s < p->nservers; s++)
-        if (!conf_pool_has_server(other, &p->servers[s]) &&
+        if (!conf_pool_has_server(other, &p->servers[s], s) &&
             json_array_append_new(a, json_string(p->servers[s].label)) != 0) {
             json_decref(a);
             return NULL;

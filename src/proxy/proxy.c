@@ -111,9 +111,18 @@ static struct health *proxy_health(struct proxy *p, const char *pool, const stru
 {
     char key[1024];
     snprintf(key, sizeof(key), "%s\n%s\n%s", pool, cs->ident, cs->addr.text);
-    for (uint32_t i = 0; i < p->nhealth; i++)
-        if (strcmp(p->health_keys[i], key) == 0)
+    /* Servers are looked up in config order, which is the order their
+     * records were made in: try the next one first (O(n) per reload for a
+     * pool that kept its order), then search. */
+    if (p->health_cursor < p->nhealth && strcmp(p->health_keys[p->health_cursor], key) == 0)
+        return p->healths[p->health_cursor++];
+    for (uint32_t i = 0; i < p->nhealth; i++) {
+        if (strcmp(p->health_keys[i], key) == 0) {
+            p->health_cursor = i + 1;
             return p->healths[i];
+        }
+    }
+    p->health_cursor = p->nhealth + 1;
     struct health **nh = realloc(p->healths, (p->nhealth + 1) * sizeof(*nh));
     if (nh == NULL)
         return NULL;

@@ -82,6 +82,7 @@ struct proxy {
     struct health          **healths;
     char                   **health_keys;
     uint32_t                 nhealth;
+    uint32_t                 health_cursor;  /* where the next lookup probably is */
     uv_signal_t              sigterm, sigint, sighup;
     uv_tcp_t                 stats_server;
     int                      stats_open;

@@ -239,7 +239,12 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
         return -ENOMEM;
     for (uint32_t i = 0; i < cp->nservers; i++) {
         const struct conf_server *cs = &cp->servers[i];
-        for (uint32_t j = 0; j < wp->nservers; j++) {
+        /* Most reloads keep the order: try the same position first, so a
+         * 1,000-server pool is matched in O(n), not O(n^2). */
+        for (uint32_t t = 0; t <= wp->nservers; t++) {
+            uint32_t j = t == 0 ? i : t - 1;
+            if (j >= wp->nservers || (t > 0 && j == i))
+                continue;
             struct server *old = wp->servers[j];
             if (old != NULL && strcmp(old->ident, cs->ident) == 0 &&
                 strcmp(old->addr.text, cs->addr.text) == 0) {
