@@ -408,7 +408,7 @@ def reload_latency(b):
     doc = rl.doc()
     fetch_ms = (time.monotonic() - t) * 1e3
     print(f"  one stats document ({len(json.dumps(doc)) // 1024} KiB, 1,004 servers) takes "
-          f"{fetch_ms:.1f} ms to fetch: the resolution of the epoch polling below")
+          f"{fetch_ms:.1f} ms to fetch, too slow to poll: /ring is polled instead")
 
     def epoch():
         url = f"http://127.0.0.1:{ladmin}/ring?pool=big&key=k"
