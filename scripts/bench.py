@@ -178,9 +178,13 @@ class Bench:
         return res
 
     # ---------------------------------------------------------------- processes
-    def start_backends(self):
+    def cpu_of(self, proc):
+        """CPU seconds (user + system, all threads) proc has used so far."""
+        return cpu_ticks(proc.pid) / CLK_TCK
+
+    def start_backends(self, n=4):
         a = self.a
-        self.backend_ports = free_ports(4)
+        self.backend_ports = free_ports(n)
         self.backends = []
         print("backends:")
         for port in self.backend_ports:
@@ -333,6 +337,20 @@ class Bench:
     # ---------------------------------------------------------------- main
     def run(self):
         a = self.a
+        self.listen = {}
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload") if getattr(a, m)),
+                    None)
+        if mode:
+            import bench_modes
+            if not self.ringleader:
+                raise Setup("this mode needs ringleader: build build/release or set RINGLEADER")
+            print(f"scripts/bench --{mode.replace('_', '-')}: pinning "
+                  f"{'on: rlbench on CPU 0, servers and proxy on CPU 1' if self.pin else 'off'}")
+            print(f"rlbench: {self.rlbench}\nringleader: {self.ringleader}\nwork dir: {self.tmp}")
+            print(f"load average at start: {loadavg()}")
+            return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
+                    "warmup": bench_modes.warmup,
+                    "reload": bench_modes.reload_latency}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -450,11 +468,37 @@ def main():
     ap.add_argument("--no-pin", action="store_true", help="do not use taskset")
     ap.add_argument("--json", metavar="FILE", help="write every run's figures to FILE")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, logs)")
+    m = ap.add_argument_group("feature modes (one at a time; memcached pools; see "
+                              "docs/performance.md)")
+    m.add_argument("--stats-cost", action="store_true",
+                   help="ringleader with latency histograms and hot keys on vs off")
+    m.add_argument("--bounded", action="store_true",
+                   help="hot key over 4 servers, with and without balance_factor: 1.25")
+    m.add_argument("--hot-share", type=float, default=0.5, help="--bounded: share of GETs "
+                   "on the hot key (default 0.5)")
+    m.add_argument("--bounded-connections", type=int, default=100, help="default 100")
+    m.add_argument("--bounded-pipeline", type=int, default=8, help="default 8")
+    m.add_argument("--warmup", action="store_true",
+                   help="add a 5th server to a warm pool of 4 by SIGHUP, with and without "
+                   "warmup: 60; hit ratio after the reload")
+    m.add_argument("--warm-keys", type=int, default=50000, help="--warmup keyspace (50000)")
+    m.add_argument("--warm-after", type=int, default=20,
+                   help="--warmup: seconds observed after the reload (20)")
+    m.add_argument("--warm-pipeline", type=int, default=4, help="default 4")
+    m.add_argument("--reload", action="store_true",
+                   help="1,000-server ketama pool reloaded repeatedly: SIGHUP -> new epoch, "
+                   "p99 of a steady load on a small pool with and without reloads")
+    m.add_argument("--reload-every", type=float, default=0.5, help="seconds between SIGHUPs")
+    m.add_argument("--reload-pipeline", type=int, default=1, help="default 1")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload at a time")
+    if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
+        ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")
 
     def on_signal(signum, frame):
         raise SystemExit(128 + signum)

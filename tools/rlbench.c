@@ -86,6 +86,7 @@ struct rlb_opts {
     bool prefill_only;
     bool expect_hits;              /* a GET miss counts as an error */
     bool json;
+    double hot_share;              /* fraction of GETs sent for the hot key (0: none) */
     uint64_t seed;
     double timeout;                /* seconds without any reply before giving up */
 };
@@ -261,6 +262,8 @@ static void usage(FILE *f)
         "                             implies --expect-hits)\n"
         "  --prefill-only             only the prefill phase, then exit\n"
         "  --expect-hits              a GET miss is an error (keys were prefilled earlier)\n"
+        "  --hot-key-share F          send a fraction F (0..1) of the GETs for one key, key:0\n"
+        "                             (in direct mode: the first key each server owns)\n"
         "  --seed N                   default 1\n"
         "  --timeout S                give up after S seconds without a reply, default 10\n"
         "  --json                     print one JSON line instead of the text summary\n"
@@ -304,7 +307,7 @@ static int opts_add_server(struct rlb_opts *o, const char *host, const char *por
 static int opts_parse(struct rlb_opts *o, int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_SERVER, O_PROTO, O_RATIO, O_KEYS, O_VSIZE, O_PREFILL,
-           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_TIMEOUT, O_JSON, O_HELP };
+           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP };
     static const struct option longopts[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -321,6 +324,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         { "prefill-only", no_argument, NULL, O_PREFILL_ONLY },
         { "expect-hits", no_argument, NULL, O_EXPECT },
         { "seed", required_argument, NULL, O_SEED },
+        { "hot-key-share", required_argument, NULL, O_HOT },
         { "timeout", required_argument, NULL, O_TIMEOUT },
         { "json", no_argument, NULL, O_JSON },
         { "help", no_argument, NULL, O_HELP },
@@ -405,6 +409,11 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         case O_PREFILL: o->prefill = true; break;
         case O_PREFILL_ONLY: o->prefill = o->prefill_only = true; break;
         case O_EXPECT: o->expect_hits = true; break;
+        case O_HOT:
+            o->hot_share = strtod(optarg, &end);
+            if (*end || end == optarg || !(o->hot_share >= 0 && o->hot_share <= 1))
+                goto bad;
+            break;
         case O_SEED:
             if (parse_uint(optarg, UINT64_MAX, &o->seed) < 0)
                 goto bad;
@@ -535,6 +544,11 @@ static int conn_next(struct rlb_bench *b, struct rlb_conn *c, uint32_t *key, uin
         n = c->server;
     *key = n;
     *op = (uint32_t)r % (o->ratio_get + o->ratio_set) < o->ratio_get ? RLB_GET : RLB_SET;
+    /* The hot key: a second draw, so the share is independent of the key and
+     * operation draws; 2^53 steps are fine enough for any share. */
+    if (o->hot_share > 0 && *op == RLB_GET &&
+        (double)(rng_next(&c->rng) >> 11) < o->hot_share * 9007199254740992.0)
+        *key = c->server;
     return 0;
 }
 

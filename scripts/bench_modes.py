@@ -1,0 +1,517 @@
+#!/usr/bin/python3
+"""scripts/bench_modes.py: the feature benchmarks of scripts/bench (stats cost, bounded loads,
+warm-up after a reload, reload latency).
+
+Each mode is a function of a bench.Bench (its processes, ports, rlbench and pinning); every
+run is bounded in time, every process is stopped by PID by Bench.cleanup, and everything
+listens on 127.0.0.1 only. See docs/performance.md for what each mode measures and why.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+# scripts/bench runs bench.py as __main__: take its classes from there, so that a Setup
+# raised here is the one its main() catches.
+_b = sys.modules.get("__main__")
+if not hasattr(_b, "Bench"):
+    import bench as _b
+SCENARIOS, Setup, free_ports, fmt = _b.SCENARIOS, _b.Setup, _b.free_ports, _b.fmt
+loadavg, median, wait_listening = _b.loadavg, _b.median, _b.wait_listening
+
+
+# Workers publish their counters to the stats port once a second (in-flight gauges and
+# epochs are read live): wait this long after a run before reading its totals.
+STATS_PUBLISH_S = 1.2
+
+
+def stats_doc(port, timeout=5.0):
+    """The stats port's JSON document (it sends one and closes), parsed."""
+    chunks = []
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            chunks.append(d)
+    return json.loads(b"".join(chunks))
+
+
+def pool_servers(pool):
+    """The server objects of a pool in a stats document: {ident: fields}."""
+    return {k: v for k, v in pool.items() if isinstance(v, dict)}
+
+
+def mc_command(port, line, timeout=2.0):
+    """Sends one memcached text command and returns the first reply line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(line.encode() + b"\r\n")
+        data = b""
+        while b"\r\n" not in data:
+            d = s.recv(4096)
+            if not d:
+                break
+            data += d
+    return data.split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+def pool_yaml(name, listen, ports, extra=""):
+    """A memcached pool (ketama over fnv1a_64 as in the side-by-side runs)."""
+    servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in ports)
+    return (f"{name}:\n"
+            f"  listen: 127.0.0.1:{listen}\n"
+            f"  hash: fnv1a_64\n"
+            f"  distribution: ketama\n"
+            f"  preconnect: true\n"
+            f"  auto_eject_hosts: false\n"
+            f"  server_connections: 1\n"
+            f"{extra}"
+            f"  servers:\n{servers}")
+
+
+class Ringleader:
+    """One ringleader process on its own YAML; reload() rewrites the file and sends SIGHUP."""
+
+    def __init__(self, bench, name, yaml_text, listen, workers=1, verbosity=4):
+        self.b, self.name, self.listen = bench, name, listen
+        self.conf = os.path.join(bench.tmp, f"{name}.yml")
+        self.log = os.path.join(bench.tmp, f"{name}.log")
+        self.stats = free_ports(1)[0]
+        with open(self.conf, "w") as f:
+            f.write(yaml_text)
+        argv = [bench.ringleader, "-c", self.conf, "-s", str(self.stats), "-a", "127.0.0.1",
+                "-o", self.log, "-v", str(verbosity), "--workers", str(workers)]
+        argv = bench.pinned(1, argv)
+        bench.note(f"ringleader '{name}'", argv)
+        self.p = bench.procs.start(argv, os.path.join(bench.tmp, f"{name}.out"))
+        if not wait_listening(listen, self.p) or not wait_listening(self.stats, self.p):
+            rc = self.p.poll()
+            bench.procs.stop(self.p)
+            raise Setup(f"ringleader '{name}' did not serve (status {rc}); "
+                        f"config {self.conf}, log {self.log}")
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    def doc(self):
+        return stats_doc(self.stats)
+
+    def reload(self, yaml_text):
+        """Rewrites the config (atomically, by rename) and sends SIGHUP; returns the
+        monotonic time of the signal."""
+        tmp = self.conf + ".new"
+        with open(tmp, "w") as f:
+            f.write(yaml_text)
+        os.replace(tmp, self.conf)
+        t = time.monotonic()
+        os.kill(self.p.pid, signal.SIGHUP)
+        return t
+
+    def stop(self):
+        self.b.procs.stop(self.p)
+
+
+def rlbench_at(b, port, extra, keys=None, connections=None):
+    a = b.a
+    argv = [b.rlbench, "--proto", "memcache",
+            "-c", str(connections or a.connections),
+            "--keys", str(keys or a.keys), "--value-size", str(a.value_size),
+            "--host", "127.0.0.1", "--port", str(port)]
+    return b.pinned(0, argv + extra)
+
+
+def start_memcached(b, n):
+    """n fresh memcached on free ports, pinned beside the proxy; returns their ports."""
+    a = b.a
+    if a.proto != "memcache":
+        raise Setup("this mode measures a memcached pool; drop --proto redis")
+    b.a.proto = "memcache"
+    b.start_backends(n)
+    return b.backend_ports
+
+
+# ------------------------------------------------------------------ --stats-cost
+
+def stats_cost(b):
+    """ringleader with the latency histograms and hot-key sketch on (the default) against
+    the same build with both off, alternating, on the side-by-side scenarios."""
+    a = b.a
+    scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
+    ports = start_memcached(b, 4)
+    lon, loff = free_ports(2)
+    on = Ringleader(b, "stats-on", pool_yaml("bench", lon, ports), lon, workers=a.workers)
+    off = Ringleader(b, "stats-off",
+                     "ringleader:\n  latency_histograms: false\n  hot_keys: false\n" +
+                     pool_yaml("bench", loff, ports), loff, workers=a.workers)
+    print("  (stats-off YAML adds: ringleader: {latency_histograms: false, hot_keys: false})")
+    b.listen.update({"stats-on": lon, "stats-off": loff})
+    procs = {"stats-on": on.p, "stats-off": off.p}
+    for t in ("stats-on", "stats-off"):
+        why = b.prefill(t)
+        if why:
+            raise Setup(f"{t}: {why}")
+    rows = []
+    for sc in scenarios:
+        print(f"\n-- running {sc[0]}", flush=True)
+        b.rounds(sc, ["stats-on", "stats-off"], procs)
+        s = b.print_scenario(sc, ["stats-on", "stats-off"], {})
+        son, soff = s["stats-on"], s["stats-off"]
+        ops_ratio = son["ops"] / soff["ops"] if soff["ops"] else float("nan")
+        cpu_ratio = son["cpu"] / soff["cpu"] if soff["cpu"] else float("nan")
+        # Paired per round: the two runs of one round are back to back.
+        per = []
+        for ron, roff in zip(b.results[(sc[0], "stats-on")], b.results[(sc[0], "stats-off")]):
+            if ron.get("ops_per_sec") and roff.get("ops_per_sec"):
+                per.append(ron["ops_per_sec"] / roff["ops_per_sec"])
+        print(f"  stats on/off: ops/s {ops_ratio:.3f} (per round "
+              f"{', '.join(f'{x:.3f}' for x in per)}), CPU/req {cpu_ratio:.3f}; "
+              f"stats cost {100 * (1 - ops_ratio):+.1f} % of throughput, "
+              f"{100 * (cpu_ratio - 1):+.1f} % CPU/req")
+        rows.append((sc[0], son, soff, ops_ratio, cpu_ratio, per))
+    print(f"\nload average at end: {loadavg()}")
+    print("\nMarkdown summary (medians):\n")
+    print("| scenario | stats on ops/s | stats off ops/s | on/off ops/s (per round) "
+          "| on CPU us/req | off CPU us/req | on/off CPU/req | on p99 us | off p99 us |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, son, soff, r, c, per in rows:
+        print(f"| {name} | {fmt(son['ops'], 0)} | {fmt(soff['ops'], 0)} | {r:.3f} "
+              f"({', '.join(f'{x:.2f}' for x in per)}) | {fmt(son['cpu'], 2)} | "
+              f"{fmt(soff['cpu'], 2)} | {c:.3f} | {fmt(son['p99'])} | {fmt(soff['p99'])} |")
+    return 1 if b.errors else 0
+
+
+# ------------------------------------------------------------------ --bounded
+
+BOUNDED_VARIANTS = [
+    # name, extra pool YAML, what it is
+    ("unbounded", "", "no balance_factor (in-flight is not tracked: peak shows 0)"),
+    ("track-only", "  balance_factor: 1000\n",
+     "balance_factor 1000: the cap is never reached, so placement is the unbounded one, "
+     "but the in-flight peak is tracked"),
+    ("bf-1.25", "  balance_factor: 1.25\n", "bounded loads, cap ceil(1.25 x mean)"),
+]
+
+
+def bounded(b):
+    """4 memcached, GETs with a share on one hot key, many pipelined connections: the
+    in-flight peak, spills and requests per server with and without balance_factor."""
+    a = b.a
+    ports = start_memcached(b, 4)
+    conns, pipe = a.bounded_connections, a.bounded_pipeline
+    print(f"\nbounded loads: {conns} connections x pipeline {pipe}, GETs only, "
+          f"{a.hot_share:.0%} of them on key:0, {a.rounds} round(s) x {a.duration} s; "
+          "a fresh proxy for every run (so the peaks are that run's)")
+    for name, extra, what in BOUNDED_VARIANTS:
+        print(f"  {name:<11} {what}")
+    results = {}
+    for r in range(a.rounds):
+        order = BOUNDED_VARIANTS[r % 3:] + BOUNDED_VARIANTS[:r % 3]
+        for name, extra, _ in order:
+            listen = free_ports(1)[0]
+            rl = Ringleader(b, f"bounded-{name}-{r}", pool_yaml("bench", listen, ports, extra),
+                            listen, workers=a.workers)
+            if r == 0 and name == order[0][0]:
+                pre = rlbench_at(b, listen, ["--prefill-only", "-P", "16"])
+                b.note("prefill", pre)
+                b.run_rlbench(pre, 120)
+            d0 = rl.doc()["bench"]
+            argv = rlbench_at(b, listen, ["-P", str(pipe), "--ratio", "1:0",
+                                          "--duration", str(a.duration),
+                                          "--hot-key-share", str(a.hot_share),
+                                          "--seed", str(r + 1)], connections=conns)
+            if r == 0:
+                b.note(name, argv)
+            t0 = b.cpu_of(rl.p)
+            res = b.run_rlbench(argv, a.duration + 60)
+            cpu = b.cpu_of(rl.p) - t0
+            time.sleep(STATS_PUBLISH_S)
+            d1 = rl.doc()["bench"]
+            rl.stop()
+            s0, s1 = pool_servers(d0), pool_servers(d1)
+            per = {}
+            for ident, f in s1.items():
+                per[ident] = {"requests": f["requests"] - s0.get(ident, {}).get("requests", 0),
+                              "spills": f.get("spills", 0),
+                              "in_flight_peak": f.get("in_flight_peak", 0),
+                              "hits": f.get("hits", 0) - s0.get(ident, {}).get("hits", 0),
+                              "misses": f.get("misses", 0) - s0.get(ident, {}).get("misses", 0)}
+            n = res.get("requests") or 0
+            res["proxy_us_per_req"] = cpu * 1e6 / n if n else None
+            res["servers"] = per
+            if res["rc"] not in (0, 1) or not n:
+                b.errors += 1
+                print(f"    ! {name} round {r + 1}: rc {res['rc']} {res.get('stderr', '')[:300]}")
+            results.setdefault(name, []).append(res)
+            print(f"  round {r + 1} {name:<11} {fmt(res.get('ops_per_sec'), 0):>9} ops/s  "
+                  f"p99 {fmt(res.get('p99_us'))} us  peaks "
+                  f"{[v['in_flight_peak'] for v in per.values()]}  spills "
+                  f"{[v['spills'] for v in per.values()]}", flush=True)
+    mean_inflight = conns * pipe / 4
+    cap = -(-int(1.25 * (conns * pipe + 1) * 1000) // 4000)
+    print(f"\nload average at end: {loadavg()}")
+    print(f"\nIn flight at full load: {conns * pipe} requests over 4 servers, mean "
+          f"{mean_inflight:.0f}; the 1.25 cap at that load is {cap}.")
+    print("\nMarkdown summary (per server: medians over rounds):\n")
+    print("| variant | ops/s | p99 us | proxy CPU us/req | server | requests | share | "
+          "in_flight_peak | peak / mean | spills | hits | misses |")
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, _, _ in BOUNDED_VARIANTS:
+        runs = results.get(name, [])
+        ops = median([x["ops_per_sec"] for x in runs if x.get("ops_per_sec")])
+        p99 = median([x["p99_us"] for x in runs if x.get("p99_us")])
+        cpu = median([x["proxy_us_per_req"] for x in runs if x.get("proxy_us_per_req")])
+        idents = sorted(runs[0]["servers"]) if runs else []
+        total = sum(median([x["servers"][i]["requests"] for x in runs]) for i in idents)
+        for k, ident in enumerate(idents):
+            col = lambda f: median([x["servers"][ident][f] for x in runs])
+            req = col("requests")
+            peak = col("in_flight_peak")
+            head = (f"| {name} | {fmt(ops, 0)} | {fmt(p99)} | {fmt(cpu, 2)} "
+                    if k == 0 else "| | | | ")
+            print(f"{head}| {ident} | {req:,.0f} | {req / total:.1%} | {peak:,.0f} | "
+                  f"{peak / mean_inflight:.2f} | {col('spills'):,.0f} | {col('hits'):,.0f} | "
+                  f"{col('misses'):,.0f} |")
+    return 1 if b.errors else 0
+
+
+# ------------------------------------------------------------------ --warmup
+
+def warmup(b):
+    """A warm pool of 4 gets a 5th server by reload; hit ratio after it, with and
+    without warmup: 60."""
+    a = b.a
+    ports = start_memcached(b, 5)
+    keys, after = a.warm_keys, a.warm_after
+    variants = [("no-warmup", ""), ("warmup-60", "  warmup: 60\n")]
+    print(f"\nwarm-up: pool of 4 prefilled with {keys} keys, GET-only load ({a.connections} "
+          f"connections, pipeline {a.warm_pipeline}), then a 5th (empty) server by SIGHUP; "
+          f"hit ratio over the {after} s after the reload (rlbench in 1-s slices), "
+          f"{a.rounds} round(s), variants alternating")
+    results = {}
+    for r in range(a.rounds):
+        order = variants[r % 2:] + variants[:r % 2]
+        for name, extra in order:
+            for p in ports:
+                if mc_command(p, "flush_all") != "OK":
+                    raise Setup(f"flush_all on {p} failed")
+            listen = free_ports(1)[0]
+            rl = Ringleader(b, f"warm-{name}-{r}", pool_yaml("bench", listen, ports[:4], extra),
+                            listen, workers=a.workers, verbosity=5)
+            pre = rlbench_at(b, listen, ["--prefill-only", "-P", "16"], keys=keys)
+            if r == 0:
+                b.note("prefill", pre)
+            res = b.run_rlbench(pre, 120)
+            if res["rc"] != 0:
+                raise Setup(f"prefill through {name} failed: {res.get('stderr', '')[:200]}")
+            load = ["-P", str(a.warm_pipeline), "--ratio", "1:0", "--duration", "1"]
+            before = b.run_rlbench(rlbench_at(b, listen, load + ["--seed", "99"], keys=keys), 60)
+            time.sleep(STATS_PUBLISH_S)
+            d0 = rl.doc()["bench"]
+            t_hup = rl.reload(pool_yaml("bench", listen, ports, extra))
+            slices = []
+            for i in range(after):
+                argv = rlbench_at(b, listen, load + ["--seed", str(100 + i)], keys=keys)
+                if r == 0 and i == 0:
+                    b.note(f"{name}: one 1-s slice after the reload", argv)
+                x = b.run_rlbench(argv, 60)
+                x["t"] = time.monotonic() - t_hup
+                slices.append(x)
+            time.sleep(STATS_PUBLISH_S)
+            d1 = rl.doc()["bench"]
+            rl.stop()
+            with open(rl.log, errors="replace") as f:
+                moved = [ln.split("servers, ", 1)[-1].strip() for ln in f if " moved " in ln]
+            pool = {k: d1.get(k, 0) - d0.get(k, 0)
+                    for k in ("hits", "misses", "warm_retries", "warm_hits")}
+            pool["epoch"] = (d0.get("epoch"), d1.get("epoch"))
+            hits = sum(x.get("hits", 0) for x in slices)
+            misses = sum(x.get("misses", 0) for x in slices)
+            bh = before.get("hits", 0) / max(1, before.get("hits", 0) + before.get("misses", 0))
+            ratio = [x.get("hits", 0) / max(1, x.get("hits", 0) + x.get("misses", 0))
+                     for x in slices]
+            results.setdefault(name, []).append(
+                {"before": bh, "slices": ratio, "hits": hits, "misses": misses, "pool": pool,
+                 "errors": sum(x.get("errors", 0) for x in slices)})
+            print(f"  round {r + 1} {name:<10} before {bh:.4f}  after: overall "
+                  f"{hits / max(1, hits + misses):.4f}; per second "
+                  f"{' '.join(f'{x:.3f}' for x in ratio)}", flush=True)
+            print(f"      pool stats after the reload: {pool}; reload log: "
+                  f"{moved[-1] if moved else '?'}", flush=True)
+    print(f"\nload average at end: {loadavg()}")
+    print("\nMarkdown summary (medians over rounds):\n")
+    print(f"| variant | hit ratio before | first second | seconds 2-5 | "
+          f"seconds 6-{after} | all {after} s | pool hits | pool misses | warm_retries | "
+          f"warm_hits |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, _ in variants:
+        runs = results[name]
+        def m(f):
+            return median([f(x) for x in runs])
+
+        def mean(xs):
+            return statistics.mean(xs) if xs else float("nan")
+        print(f"| {name} | {m(lambda x: x['before']):.4f} | {m(lambda x: x['slices'][0]):.4f} | "
+              f"{m(lambda x: mean(x['slices'][1:5])):.4f} | "
+              f"{m(lambda x: mean(x['slices'][5:])):.4f} | "
+              f"{m(lambda x: x['hits'] / max(1, x['hits'] + x['misses'])):.4f} | "
+              f"{m(lambda x: x['pool']['hits']):,.0f} | {m(lambda x: x['pool']['misses']):,.0f} | "
+              f"{m(lambda x: x['pool']['warm_retries']):,.0f} | "
+              f"{m(lambda x: x['pool']['warm_hits']):,.0f} |")
+    return 1 if b.errors else 0
+
+
+# ------------------------------------------------------------------ --reload
+
+def big_pool(listen, base, toggle):
+    """1,000 servers on closed ports of 127.0.0.1 (nothing listens, nothing connects: no
+    preconnect and no traffic); toggle moves the last one to another port so that every
+    reload changes the ring."""
+    ports = list(range(base, base + 999)) + [base + 999 + toggle]
+    servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in ports)
+    return (f"big:\n"
+            f"  listen: 127.0.0.1:{listen}\n"
+            f"  hash: fnv1a_64\n"
+            f"  distribution: ketama\n"
+            f"  preconnect: false\n"
+            f"  auto_eject_hosts: false\n"
+            f"  servers:\n{servers}")
+
+
+def reload_latency(b):
+    """A 1,000-server ketama pool reloaded over and over beside a small real pool under a
+    steady load: SIGHUP -> new epoch on the stats port, and the small pool's p99 during the
+    reloads against the same proxy without them."""
+    a = b.a
+    ports = start_memcached(b, 4)
+    lsmall, lbig, ladmin = free_ports(3)
+    base = 21000
+    # The admin endpoint's /ring answers with the current epoch of one pool: a cheap poll
+    # (the stats document of 1,004 servers is ~400 KiB and takes tens of ms to render).
+    small = f"ringleader:\n  admin: 127.0.0.1:{ladmin}\n" + pool_yaml("small", lsmall, ports)
+    state = {"toggle": 0}
+    rl = Ringleader(b, "reload", small + big_pool(lbig, base, 0), lsmall,
+                    workers=a.workers, verbosity=5)
+    b.listen["reload"] = lsmall
+    pre = rlbench_at(b, lsmall, ["--prefill-only", "-P", "16"])
+    b.note("prefill", pre)
+    if b.run_rlbench(pre, 120)["rc"] != 0:
+        raise Setup("prefill failed")
+    t = time.monotonic()
+    doc = rl.doc()
+    fetch_ms = (time.monotonic() - t) * 1e3
+    print(f"  one stats document ({len(json.dumps(doc)) // 1024} KiB, 1,004 servers) takes "
+          f"{fetch_ms:.1f} ms to fetch, too slow to poll: /ring is polled instead")
+
+    def epoch():
+        url = f"http://127.0.0.1:{ladmin}/ring?pool=big&key=k"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read())["epoch"]
+
+    t = time.monotonic()
+    for _ in range(20):
+        epoch()
+    poll_ms = (time.monotonic() - t) * 1e3 / 20
+    print(f"  one admin /ring?pool=big poll takes {poll_ms:.2f} ms: the resolution of the "
+          f"SIGHUP -> epoch times below")
+
+    def one_reload():
+        """SIGHUP with the toggled pool; polls /ring until the big pool's epoch grows.
+        Returns milliseconds, or None after 5 s."""
+        e0 = epoch()
+        state["toggle"] ^= 1
+        t0 = rl.reload(small + big_pool(lbig, base, state["toggle"]))
+        while time.monotonic() - t0 < 5:
+            if epoch() > e0:
+                return (time.monotonic() - t0) * 1e3
+            time.sleep(0.001)
+        return None
+
+    variants = ["steady", "reloading"]
+    print(f"\nreload: {a.rounds} round(s) x {a.duration} s of GETs on the small pool "
+          f"({a.connections} connections, pipeline {a.reload_pipeline}); 'reloading' sends a "
+          f"SIGHUP every {a.reload_every} s; 'steady' polls /ring as often instead")
+    results = {v: [] for v in variants}
+    times = []
+    for r in range(a.rounds):
+        for v in variants[r % 2:] + variants[:r % 2]:
+            argv = rlbench_at(b, lsmall, ["-P", str(a.reload_pipeline), "--ratio", "1:0",
+                                          "--expect-hits", "--duration", str(a.duration),
+                                          "--seed", str(r + 1), "--json"])
+            if r == 0:
+                b.note(v, argv)
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+            b.procs.procs.append(p)
+            t_end = time.monotonic() + a.duration - 0.3
+            time.sleep(0.3)
+            while time.monotonic() < t_end and p.poll() is None:
+                t_next = time.monotonic() + a.reload_every
+                if v == "reloading":
+                    ms = one_reload()
+                    times.append(ms)
+                else:
+                    epoch()
+                time.sleep(max(0.0, t_next - time.monotonic()))
+            try:
+                out, err = p.communicate(timeout=a.duration + 60)
+            except subprocess.TimeoutExpired:
+                b.procs.stop(p)
+                out, err = "", "timeout"
+            b.procs.procs.remove(p) if p in b.procs.procs else None
+            try:
+                res = json.loads(out.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                res = {}
+            res["rc"] = p.returncode
+            if p.returncode != 0:
+                b.errors += 1
+                print(f"    ! {v} round {r + 1}: rc {p.returncode} {err.strip()[:300]}")
+            results[v].append(res)
+            print(f"  round {r + 1} {v:<10} {fmt(res.get('ops_per_sec'), 0):>9} ops/s  "
+                  f"p50 {fmt(res.get('p50_us'))}  p99 {fmt(res.get('p99_us'))}  "
+                  f"p999 {fmt(res.get('p999_us'))} us  errors {res.get('errors')}", flush=True)
+    published = []
+    with open(rl.log, errors="replace") as f:
+        for line in f:
+            if "new configuration published in" in line:
+                try:
+                    published.append(float(line.split("published in")[1].split()[0]))
+                except (IndexError, ValueError):
+                    pass
+    ok = sorted(x for x in times if x is not None)
+    print(f"\nload average at end: {loadavg()}")
+    print(f"\nreloads: {len(times)} ({len(times) - len(ok)} not seen within 5 s)")
+    if ok:
+        q = lambda p: ok[min(len(ok) - 1, int(p * len(ok)))]
+        print(f"SIGHUP -> new epoch at admin /ring: median {statistics.median(ok):.1f} ms, "
+              f"p90 {q(0.9):.1f}, max {ok[-1]:.1f} ms (resolution {poll_ms:.2f} ms)")
+    if published:
+        published.sort()
+        print(f"log 'new configuration published in': median "
+              f"{statistics.median(published):.1f} ms, max {published[-1]:.1f} ms "
+              f"over {len(published)} reloads")
+    print("\n| variant | ops/s | p50 us | p99 us | p999 us | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    med = {}
+    for v in variants:
+        runs = results[v]
+        med[v] = {k: median([x[k] for x in runs if x.get(k) is not None])
+                  for k in ("ops_per_sec", "p50_us", "p99_us", "p999_us")}
+        print(f"| {v} | {fmt(med[v]['ops_per_sec'], 0)} | {fmt(med[v]['p50_us'])} | "
+              f"{fmt(med[v]['p99_us'])} | {fmt(med[v]['p999_us'])} | "
+              f"{sum(x.get('errors') or 0 for x in runs)} |")
+    if med["steady"]["p99_us"]:
+        print(f"p99 reloading/steady: {med['reloading']['p99_us'] / med['steady']['p99_us']:.2f}"
+              f" (per round: " + ", ".join(
+                  f"{x.get('p99_us', 0) / y['p99_us']:.2f}"
+                  for x, y in zip(results["reloading"], results["steady"]) if y.get("p99_us"))
+              + ")")
+    return 1 if b.errors else 0
