@@ -506,11 +506,14 @@ out:
 
 /* ------------------------------------------------------------------ shutdown */
 
+/* After the worker's loop ended normally every handle is closed; this only
+ * finds handles when something is left open by a bug, and closes them so
+ * uv_loop_close() can succeed (their memory is left to process exit). */
 static void worker_close_walk(uv_handle_t *h, void *arg)
 {
     (void)arg;
     if (!uv_is_closing(h))
-        uv_close(h, h->data == NULL ? NULL : NULL);
+        uv_close(h, NULL);
 }
 
 static int worker_drained(struct worker *w)
@@ -534,7 +537,6 @@ static void worker_finish(struct worker *w)
     uv_close((uv_handle_t *)&w->stats_timer, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
-    (void)worker_close_walk;
 }
 
 static void worker_drain_cb(uv_timer_t *t)
@@ -654,7 +656,6 @@ void worker_wake(struct worker *w)
 void worker_join(struct worker *w)
 {
     uv_thread_join(&w->thread);
-    /* Close anything left (handles of a worker that never ran). */
     uv_walk(&w->loop, worker_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&w->loop);
