@@ -674,6 +674,7 @@ void worker_join(struct worker *w)
     while (w->free_msgs != NULL) {
         struct msg *m = w->free_msgs;
         w->free_msgs = m->cnext;
+        buf_free(&m->rsp);
         free(m);
     }
     free(w->scratch);
