@@ -86,6 +86,7 @@ struct worker {
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
     uint32_t          rr;             /* read_from: any-live rotation */
+    uint64_t          now_us;         /* monotonic clock read once per read callback */
     uint64_t          curr_connections;
     uint64_t          total_connections;
     uint64_t          drain_deadline;

@@ -174,8 +174,8 @@ class RLProxy:
         return rc, bad, err
 
 
-# Bugs found by this file (reported to the lead; src/proxy/ is the core's). Only these
-# crashes turn a test into a skip naming them; anything else still fails.
+# Bugs found by this file, both fixed since; a sanitizer report naming one of them fails
+# the test as a regression (see known_crash).
 #
 # server_free_if_idle: sconn_close() clears srv->conns[i] at once while uv_close()
 # completes later, so server_destroy() -> server_free_if_idle() frees a removed server
@@ -197,14 +197,11 @@ KNOWN_CRASHES = {
 
 
 def known_crash(rc, err):
-    """The KNOWN_CRASHES text for a proxy's exit, or None. With a sanitizer the report names
-    the function; without one, a death by signal is taken for one of them."""
+    """Both crashes in KNOWN_CRASHES are fixed: a crash now fails the test (this stays as
+    the place that names them should a regression bring one back)."""
     for fn, text in KNOWN_CRASHES.items():
         if b"AddressSanitizer" in err and fn in err:
-            return text
-    if rc is not None and rc < 0 and not any(m in err for m in SANITIZER_MARKS):
-        return ("the proxy died of signal %d (no sanitizer in this build): taken for one of "
-                "the reported use-after-frees: %s" % (-rc, " / ".join(KNOWN_CRASHES.values())))
+            raise AssertionError("regression: " + text)
     return None
 
 
@@ -764,13 +761,6 @@ def removing_a_connected_server_keeps_the_proxy_running(env):
                 check(px.proc.alive(), "proxy died after removing a connected server")
     except Skip:
         raise
-    except BaseException as e:  # noqa: B036 - this path is the bug's: name it
-        if isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise
-        env.known_bug = env.known_bug or (
-            "BUG (reported): after a reload removed a connected server the proxy misbehaved "
-            "(no sanitizer report here to name it; see KNOWN_CRASHES)")
-        raise Skip("%s: %s: %s" % (env.known_bug, type(e).__name__, str(e)[:300]))
     finish_checked(env, px, "exit after removing a connected server")
 
 
