@@ -588,9 +588,13 @@ class Proxy:
     pools: {name: {...pool keys...}}; a pool's `listen` is filled in with a free port
     when absent. addr(pool) is where that pool listens."""
 
-    def __init__(self, pools, kind=PROXY_KIND, workers=2, verbosity=5):
+    def __init__(self, pools, kind=PROXY_KIND, workers=2, verbosity=5, glob=None, dump=None):
+        """glob: the top-level `ringleader:` section (not a pool: it gets no listen);
+        dump: the YAML writer (default yaml_dump; mapping-form servers need their own)."""
         self.kind = kind
         self.pools = pools
+        self.glob = dict(glob or {})
+        self.dump = dump or yaml_dump
         self.proc = None
         last = None
         for _ in range(3):
@@ -610,8 +614,11 @@ class Proxy:
         self.stats_port = free_port()
         n = len(os.listdir(d))
         self.conf_path = os.path.join(d, "proxy-%d.yml" % n)
+        doc = dict(self.pools)
+        if self.glob:
+            doc["ringleader"] = self.glob
         with open(self.conf_path, "w") as f:
-            f.write(yaml_dump(self.pools))
+            f.write(self.dump(doc))
         pid = os.path.join(d, "proxy-%d.pid" % n)
         log = os.path.join(d, "proxy-%d.out" % n)
         if self.kind == "nutcracker":

@@ -9,9 +9,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, Raw, Redis, RespError, Runner, Skip,  # noqa: E402
-                     StartError, binary, check, eq, free_port, mc_values_len, owners,
-                     parse_addr, resp_encode, tmpdir, unique, yaml_dump)
+from harness import (NAMES, Memcached, Proxy, Redis, RespError, Runner, Skip,  # noqa: E402
+                     binary, check, eq, free_port, mc_values_len, owners, resp_encode,
+                     unique)
 from mock_backend import (MockBackend, close, delay, garbage, half_close,  # noqa: E402
                           half_stall, silent)
 
@@ -61,39 +61,10 @@ def uaf_signature(out, rc):
 
 
 class GProxy(Proxy):
-    """harness.Proxy plus a top-level `ringleader:` block (global settings)."""
+    """harness.Proxy with one worker by default, and a top-level `ringleader:` block."""
 
     def __init__(self, pools, glob=None, workers=1, **kw):
-        self.glob = dict(glob or {})
-        super().__init__(pools, workers=workers, **kw)
-
-    def _start(self, workers, verbosity):
-        if not self.glob:
-            return super()._start(workers, verbosity)
-        # The same as Proxy._start, with the global block in the file; the harness
-        # would otherwise give `ringleader:` a listen address of its own.
-        from harness import Proc
-        d = tmpdir()
-        for p in self.pools.values():
-            p.setdefault("listen", "127.0.0.1:%d" % free_port())
-        self.stats_port = free_port()
-        n = len(os.listdir(d))
-        self.conf_path = os.path.join(d, "proxy-%d.yml" % n)
-        with open(self.conf_path, "w") as f:
-            f.write(yaml_dump(dict(self.pools, ringleader=self.glob)))
-        pid = os.path.join(d, "proxy-%d.pid" % n)
-        self.log_file = os.path.join(d, "proxy-%d.out" % n)
-        argv = [binary("ringleader"), "-c", self.conf_path, "-s", str(self.stats_port),
-                "-a", "127.0.0.1", "-p", pid, "-o", self.log_file, "-v", str(verbosity),
-                "--workers", str(workers)]
-        self.proc = Proc(self.kind, argv)
-        try:
-            for p in self.pools.values():
-                self.proc.wait_listening(parse_addr(p["listen"])[1])
-            self.proc.wait_listening(self.stats_port)
-        except StartError as e:
-            self.proc.stop()
-            raise StartError("%s\n--- log:\n%s" % (e, self.log_tail()))
+        super().__init__(pools, workers=workers, glob=glob, **kw)
 
 
 def value_of(k):

@@ -34,9 +34,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (NAMES, Memcached, Proc, Proxy, Raw, Redis, RespError, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, parse_addr,
-                     port_is_free, resp_encode, tmpdir, yaml_scalar)
+from harness import (NAMES, Memcached, Proxy, Raw, Redis, RespError, Runner,  # noqa: E402
+                     Skip, StartError, binary, check, eq, port_is_free, yaml_scalar)
 
 R = Runner("test_resilience", per_test_timeout=45, total_timeout=170)
 
@@ -132,34 +131,8 @@ class RProxy(Proxy):
     """harness.Proxy with mapping-form servers and an optional `ringleader:` block."""
 
     def __init__(self, pools, glob=None, workers=WORKERS, verbosity=5):
-        self.glob = dict(glob or {})
-        super().__init__(pools, workers=workers, verbosity=verbosity)
-
-    def _start(self, workers, verbosity):
-        d = tmpdir()
-        for p in self.pools.values():
-            p.setdefault("listen", "127.0.0.1:%d" % free_port())
-        self.stats_port = free_port()
-        n = len(os.listdir(d))
-        self.conf_path = os.path.join(d, "proxy-%d.yml" % n)
-        doc = dict(self.pools)
-        if self.glob:
-            doc["ringleader"] = self.glob
-        with open(self.conf_path, "w") as f:
-            f.write(ydump(doc) + "\n")
-        pid = os.path.join(d, "proxy-%d.pid" % n)
-        self.log_file = os.path.join(d, "proxy-%d.out" % n)
-        argv = [binary("ringleader"), "-c", self.conf_path, "-s", str(self.stats_port),
-                "-a", "127.0.0.1", "-p", pid, "-o", self.log_file, "-v", str(verbosity),
-                "--workers", str(workers)]
-        self.proc = Proc(self.kind, argv)
-        try:
-            for p in self.pools.values():
-                self.proc.wait_listening(parse_addr(p["listen"])[1])
-            self.proc.wait_listening(self.stats_port)
-        except StartError as e:
-            self.proc.stop()
-            raise StartError("%s\n--- log:\n%s" % (e, self.log_tail()))
+        super().__init__(pools, workers=workers, verbosity=verbosity, glob=glob,
+                         dump=lambda doc: ydump(doc) + "\n")
 
     def log_text(self):
         try:

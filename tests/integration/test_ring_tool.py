@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PROXY_KIND, Runner, Skip, binary, check, eq, tmpdir,  # noqa: E402
+from harness import (PROXY_KIND, Runner, binary, check, eq, tmpdir,  # noqa: E402
                      vector_files, vector_pool)
 
 R = Runner("test_ring_tool", per_test_timeout=120, total_timeout=240)

@@ -5,7 +5,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 import unittest
