@@ -390,11 +390,10 @@ static int client_scratch(struct worker *w, uint32_t n)
  * its own in its server's queue. Allocation here is per multi-key request
  * (the merge map), not per key.
  */
-static void client_fanout(struct client *c, struct msg *m, const struct proto_req *req,
-                          const char *buf, int broadcast)
+static void client_fanout(struct client *c, struct wpool *pool, struct msg *m,
+                          const struct proto_req *req, const char *buf, int broadcast)
 {
     struct worker *w = c->w;
-    struct wpool *pool = c->pool;
     uint32_t nkeys = broadcast ? 0 : req->nkeys;
     uint32_t nsrv = pool->nservers;
 
@@ -571,6 +570,13 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
 
     case PROTO_REQ_SAME:
     case PROTO_REQ_SINGLE: {
+        int mixed;
+        pool = route_pool(c->pool, req, buf, &mixed);
+        if (mixed) {
+            STATS_ADD(&c->pool->stats, crossslot, 1);
+            client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+            goto out;
+        }
         uint64_t hash = 0;
         uint32_t owner = route_owner(pool, req, buf, 0, &hash);
         if (c->w->snap->conf->global.hot_keys)
@@ -610,9 +616,19 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
         break;
     }
 
-    case PROTO_REQ_FANOUT:
+    case PROTO_REQ_FANOUT: {
+        int mixed;
+        pool = route_pool(c->pool, req, buf, &mixed);
+        if (mixed) {
+            STATS_ADD(&c->pool->stats, crossslot, 1);
+            client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+            goto out;
+        }
+        client_fanout(c, pool, m, req, buf, 0);
+        break;
+    }
     case PROTO_REQ_BROADCAST:
-        client_fanout(c, m, req, buf, req->kind == PROTO_REQ_BROADCAST);
+        client_fanout(c, c->pool, m, req, buf, 1);
         break;
     }
 out:

@@ -30,6 +30,44 @@ const char *route_key(const struct proto_req *req, const char *buf, uint32_t k, 
     return key;
 }
 
+/* The route's pool for one key, or NULL when no prefix matches. */
+static struct wpool *route_key_pool(struct wpool *pool, const struct proto_req *req,
+                                    const char *buf, uint32_t k)
+{
+    const struct conf_pool *cp = pool->cp;
+    char dec[512];
+    size_t len;
+    const char *key = route_key(req, buf, k, dec, &len);
+
+    for (uint32_t i = 0; i < cp->nroutes; i++) {
+        size_t n = strlen(cp->routes[i].prefix);
+        if (n > len || memcmp(key, cp->routes[i].prefix, n) != 0)
+            continue;
+        struct worker *w = pool->w;
+        for (uint32_t j = 0; j < w->npools; j++)
+            if (w->pools[j] != NULL && strcmp(w->pools[j]->cp->name, cp->routes[i].pool) == 0)
+                return w->pools[j];
+        return NULL;    /* the target pool failed to open in this worker: stay */
+    }
+    return NULL;
+}
+
+struct wpool *route_pool(struct wpool *pool, const struct proto_req *req, const char *buf,
+                         int *mixed)
+{
+    *mixed = 0;
+    if (pool->cp->nroutes == 0 || req->nkeys == 0 || (req->flags & PROTO_RF_NOKEY))
+        return pool;
+    struct wpool *first = route_key_pool(pool, req, buf, 0);
+    for (uint32_t k = 1; k < req->nkeys; k++) {
+        if (route_key_pool(pool, req, buf, k) != first) {
+            *mixed = 1;
+            break;
+        }
+    }
+    return first ? first : pool;
+}
+
 uint32_t route_owner(const struct wpool *pool, const struct proto_req *req, const char *buf,
                      uint32_t k, uint64_t *hash)
 {

@@ -33,6 +33,17 @@ struct route {
 const char *route_key(const struct proto_req *req, const char *buf, uint32_t k, char *dec,
                       size_t *len);
 
+/*
+ * routes: the pool a request's keys belong to. A key that starts with a
+ * route's prefix (the first matching route, in the order written) goes to
+ * that route's pool, else to the pool the client connected to. Returns
+ * that pool; *mixed is set when the keys of one request belong to
+ * different pools (the request is then refused, like keys on different
+ * servers).
+ */
+struct wpool *route_pool(struct wpool *pool, const struct proto_req *req, const char *buf,
+                         int *mixed);
+
 /* The owner of key k (a server index of the pool); *hash gets the key hash. */
 uint32_t route_owner(const struct wpool *pool, const struct proto_req *req, const char *buf,
                      uint32_t k, uint64_t *hash);
