@@ -36,7 +36,7 @@ static void usage(FILE *f)
             "  -c, --conf-file=S      : set configuration file (default: %s)\n"
             "  -s, --stats-port=N     : set stats monitoring port (default: 22222)\n"
             "  -a, --stats-addr=S     : set stats monitoring ip (default: 127.0.0.1)\n"
-            "  -i, --stats-interval=N : set stats aggregation interval in msec (default: 30000 msec)\n"
+            "  -i, --stats-interval=N : accepted for compatibility (stats are summed on every read)\n"
             "  -p, --pid-file=S       : set pid file (default: off)\n"
             "  -m, --mbuf-size=N      : set the size of each client read in bytes (default: 16384;\n"
             "                           buffers grow past it for large requests)\n"
