@@ -262,33 +262,77 @@ static void client_fail(struct client *c, struct msg *m, enum proto_err code, co
     c->held_bytes += buf_len(&m->rsp);
 }
 
-/* Send one request to one server; the header is rewritten by the
- * protocol's forward(), the body (if any) is copied as is. */
-static void client_send(struct client *c, struct msg *m, struct server *srv, uint64_t hint,
-                        const struct proto_req *req, const char *buf)
+enum client_write {
+    CLIENT_WRITE_WHOLE,     /* forward() the header, then the body as is */
+    CLIENT_WRITE_HEADER,    /* forward() only (a broadcast carries no body) */
+    CLIENT_WRITE_FRAG       /* frag_write() with keys idx[0..n) */
+};
+
+/*
+ * Write a request (or one fragment of it) to a connection of srv and queue
+ * m for its reply; the header is rewritten by the protocol's forward() or
+ * frag_write(), a body is copied as is. 0, or -1 with the error m is to be
+ * answered with in *code and *reason (nothing was queued then).
+ */
+static int client_enqueue(struct wpool *pool, struct msg *m, struct server *srv, uint64_t hint,
+                          const struct proto_req *req, const char *buf, const uint32_t *idx,
+                          uint32_t n, enum client_write how, enum proto_err *code,
+                          const char **reason)
 {
-    const char *reason = NULL;
-    struct sconn *s = server_pick(srv, hint, &reason);
+    struct sconn *s = server_pick(srv, hint, reason);
 
     m->server = srv;
     if (s == NULL) {
-        client_fail(c, m, PROTO_ERR_SERVER, reason ? reason : "no connection");
-        return;
+        *code = PROTO_ERR_SERVER;
+        if (*reason == NULL)
+            *reason = "no connection";
+        return -1;
     }
     size_t before = buf_len(&s->obuf);
-    int rc = c->pool->ops->forward(req, buf, &s->obuf);
-    if (rc == 0 && req->body_len > 0)
+    int rc = how == CLIENT_WRITE_FRAG ? pool->ops->frag_write(req, buf, idx, n, &s->obuf)
+                                      : pool->ops->forward(req, buf, &s->obuf);
+    if (rc == 0 && how == CLIENT_WRITE_WHOLE && req->body_len > 0)
         rc = buf_append(&s->obuf, buf + req->hdr_len, req->body_len);
     if (rc < 0) {
         s->obuf.wpos = s->obuf.rpos + before;
-        client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
-        return;
+        *code = PROTO_ERR_NOMEM;
+        *reason = "out of memory";
+        return -1;
     }
     m->req_bytes = buf_len(&s->obuf) - before;
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
-    worker_mark_sconn(c->w, s);
+    worker_mark_sconn(pool->w, s);
+    return 0;
+}
+
+/* Send one whole request to one server. */
+static void client_send(struct client *c, struct msg *m, struct server *srv, uint64_t hint,
+                        const struct proto_req *req, const char *buf)
+{
+    enum proto_err code;
+    const char *reason = NULL;
+
+    if (client_enqueue(c->pool, m, srv, hint, req, buf, NULL, 0, CLIENT_WRITE_WHOLE, &code,
+                       &reason) < 0)
+        client_fail(c, m, code, reason);
+}
+
+/* A fragment of parent for nkeys of its keys (or a copy of it). */
+static struct msg *client_new_frag(struct worker *w, struct msg *parent,
+                                   const struct proto_req *req, uint32_t nkeys)
+{
+    struct msg *fm = msg_get(w);
+    if (fm == NULL)
+        return NULL;
+    fm->flags = MSG_F_FRAG;
+    fm->parent = parent;
+    fm->cmd = req->cmd;
+    fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
+    fm->nkeys = nkeys;
+    fm->start_us = parent->start_us;
+    return fm;
 }
 
 /*
@@ -313,7 +357,7 @@ static void client_copies(struct client *c, struct msg *m, const struct proto_re
     m->nfrag_pending = n;
     STATS_ADD(&pool->stats, fragments, n);
     for (uint32_t f = 0; f < n; f++) {
-        struct msg *fm = msg_get(w);
+        struct msg *fm = client_new_frag(w, m, req, req->nkeys);
         if (fm == NULL) {
             m->nfrag = f;
             m->nfrag_pending -= n - f;
@@ -322,35 +366,14 @@ static void client_copies(struct client *c, struct msg *m, const struct proto_re
             return;
         }
         m->frags[f] = fm;
-        fm->flags = MSG_F_FRAG;
-        fm->parent = m;
-        fm->cmd = req->cmd;
-        fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
-        fm->nkeys = req->nkeys;
-        fm->start_us = m->start_us;
-        fm->server = targets[f];
+        enum proto_err code;
         const char *reason = NULL;
-        struct sconn *s = server_pick(targets[f], f, &reason);
-        if (s == NULL) {
+        if (client_enqueue(pool, fm, targets[f], f, req, buf, NULL, 0, CLIENT_WRITE_WHOLE,
+                           &code, &reason) < 0) {
             log_info("pool '%s': copy to server '%s' not sent: %s", pool->cp->name,
-                     targets[f]->label, reason ? reason : "no connection");
-            server_fail_msg(w, fm, PROTO_ERR_SERVER, reason ? reason : "no connection");
-            continue;
+                     targets[f]->label, reason);
+            server_fail_msg(w, fm, code, reason);
         }
-        size_t before = buf_len(&s->obuf);
-        int rc = pool->ops->forward(req, buf, &s->obuf);
-        if (rc == 0 && req->body_len > 0)
-            rc = buf_append(&s->obuf, buf + req->hdr_len, req->body_len);
-        if (rc < 0) {
-            s->obuf.wpos = s->obuf.rpos + before;
-            server_fail_msg(w, fm, PROTO_ERR_NOMEM, "out of memory");
-            continue;
-        }
-        fm->req_bytes = buf_len(&s->obuf) - before;
-        STATS_ADD(&targets[f]->stats, requests, 1);
-        STATS_ADD(&targets[f]->stats, request_bytes, fm->req_bytes);
-        sconn_enqueue(s, fm);
-        worker_mark_sconn(w, s);
     }
 }
 
@@ -430,7 +453,6 @@ static void client_fanout(struct client *c, struct wpool *pool, struct msg *m,
         m->keys[i] = req->keys[i];
     }
 
-    uint32_t *idx = owner;   /* reused below, per fragment, after key_frag is set */
     struct server **target = alloca(nfrag * sizeof(*target));
     if (broadcast) {
         for (uint32_t s = 0; s < nsrv; s++)
@@ -440,10 +462,27 @@ static void client_fanout(struct client *c, struct wpool *pool, struct msg *m,
             if (slot[s])
                 target[slot[s] - 1] = pool->servers[s];
     }
+    /* Each fragment's keys, in the client's order, with one counting pass:
+     * fragment f's keys are idx[first[f] .. first[f + 1]). (owner and slot
+     * are free again: key_frag and target hold what they said.) */
+    uint32_t *idx = owner, *first = slot;
+    memset(first, 0, (size_t)(nfrag + 1) * sizeof(*first));
+    for (uint32_t i = 0; i < nkeys; i++)
+        first[m->key_frag[i]]++;                    /* counts */
+    for (uint32_t f = 0, sum = 0; f < nfrag; f++) {
+        sum += first[f];
+        first[f] = sum;                             /* ends */
+    }
+    for (uint32_t i = nkeys; i-- > 0;)
+        idx[--first[m->key_frag[i]]] = i;           /* ends become starts */
+    first[nfrag] = nkeys;
+
     m->nfrag_pending = nfrag;
     STATS_ADD(&pool->stats, fragments, nfrag);
     for (uint32_t f = 0; f < nfrag; f++) {
-        struct msg *fm = msg_get(w);
+        const uint32_t *fidx = broadcast ? NULL : idx + first[f];
+        uint32_t n = broadcast ? 0 : first[f + 1] - first[f];
+        struct msg *fm = client_new_frag(w, m, req, n);
         if (fm == NULL) {
             m->nfrag = f;
             m->nfrag_pending -= nfrag - f;
@@ -451,16 +490,6 @@ static void client_fanout(struct client *c, struct wpool *pool, struct msg *m,
             goto nomem_late;
         }
         m->frags[f] = fm;
-        fm->flags = MSG_F_FRAG;
-        fm->parent = m;
-        fm->cmd = req->cmd;
-        fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
-        fm->start_us = m->start_us;
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < nkeys; i++)
-            if (m->key_frag[i] == f)
-                idx[n++] = i;
-        fm->nkeys = n;
         struct server *srv = target[f];
         fm->server = srv;
         if (!broadcast && !health_up(srv->health) && pool->cp->on_down != CONF_ON_DOWN_FAILOVER) {
@@ -477,25 +506,11 @@ static void client_fanout(struct client *c, struct wpool *pool, struct msg *m,
             }
             continue;
         }
+        enum proto_err code;
         const char *reason = NULL;
-        struct sconn *s = server_pick(srv, f, &reason);
-        if (s == NULL) {
-            server_fail_msg(w, fm, PROTO_ERR_SERVER, reason ? reason : "no connection");
-            continue;
-        }
-        size_t before = buf_len(&s->obuf);
-        int rc = broadcast ? pool->ops->forward(req, buf, &s->obuf)
-                           : pool->ops->frag_write(req, buf, idx, n, &s->obuf);
-        if (rc < 0) {
-            s->obuf.wpos = s->obuf.rpos + before;
-            server_fail_msg(w, fm, PROTO_ERR_NOMEM, "out of memory");
-            continue;
-        }
-        fm->req_bytes = buf_len(&s->obuf) - before;
-        STATS_ADD(&srv->stats, requests, 1);
-        STATS_ADD(&srv->stats, request_bytes, fm->req_bytes);
-        sconn_enqueue(s, fm);
-        worker_mark_sconn(w, s);
+        if (client_enqueue(pool, fm, srv, f, req, buf, fidx, n,
+                           broadcast ? CLIENT_WRITE_HEADER : CLIENT_WRITE_FRAG, &code, &reason) < 0)
+            server_fail_msg(w, fm, code, reason);
     }
     return;
 

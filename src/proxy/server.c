@@ -550,38 +550,29 @@ static void parent_merge(struct worker *w, struct msg *p)
     }
     if (p->flags & MSG_F_REPLICA) {
         parent_pick_replica(p);
+    } else {
+        const struct proto_ops *ops = c->pool->ops;
+        struct buf *bufs[p->nfrag ? p->nfrag : 1];
+        uint64_t items = 0;
         for (uint32_t i = 0; i < p->nfrag; i++) {
-            struct msg *f = p->frags[i];
-            if (f == NULL)
-                continue;
-            p->frags[i] = NULL;
-            f->parent = NULL;
-            msg_release(w, f);
+            bufs[i] = &p->frags[i]->rsp;
+            items += p->frags[i]->items;
         }
-        p->flags |= MSG_F_DONE;
-        c->held_bytes += buf_len(&p->rsp);
-        client_advance(c);
-        return;
-    }
-    const struct proto_ops *ops = c->pool->ops;
-    struct buf *bufs[p->nfrag ? p->nfrag : 1];
-    uint64_t items = 0;
-    for (uint32_t i = 0; i < p->nfrag; i++) {
-        bufs[i] = &p->frags[i]->rsp;
-        items += p->frags[i]->items;
-    }
-    if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs, p->nfrag,
-                   &p->rsp) < 0) {
-        p->rsp.rpos = p->rsp.wpos = 0;
-        ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
-        STATS_ADD(&c->pool->stats, forward_error, 1);
-    }
-    if (p->rflags & PROTO_RF_RETRIEVAL) {
-        STATS_ADD(&c->pool->stats, hits, items);
-        STATS_ADD(&c->pool->stats, misses, p->nkeys - items);
+        if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs,
+                       p->nfrag, &p->rsp) < 0) {
+            p->rsp.rpos = p->rsp.wpos = 0;
+            ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
+            STATS_ADD(&c->pool->stats, forward_error, 1);
+        }
+        if (p->rflags & PROTO_RF_RETRIEVAL) {
+            STATS_ADD(&c->pool->stats, hits, items);
+            STATS_ADD(&c->pool->stats, misses, p->nkeys - items);
+        }
     }
     for (uint32_t i = 0; i < p->nfrag; i++) {
         struct msg *f = p->frags[i];
+        if (f == NULL)
+            continue;       /* an all-async copy already detached */
         p->frags[i] = NULL;
         f->parent = NULL;
         msg_release(w, f);
