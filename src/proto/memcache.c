@@ -1141,25 +1141,20 @@ static int mc_server_hello(const char *auth, int db, struct buf *out)
     return 0;
 }
 
-const struct proto_ops proto_memcache_ops = {
-    .name = "memcache",
-    .parse_req = mc_parse_req,
-    .parse_rsp = mc_parse_rsp,
-    .forward = mc_forward,
-    .frag_write = mc_frag_write,
-    .merge = mc_merge,
-    .local = mc_local,
-    .error_reply = mc_error_reply,
-    .server_hello = mc_server_hello,
-    .probe = "version\r\n",
-    .probe_cmd = MEMCACHE_CMD_VERSION,
-    .miss_reply = mc_miss_reply,
-};
 
 /* ------------------------------------------------------------------ warm-up */
 
-int memcache_warm_request(const char *key, size_t len, int with_cas, struct buf *out)
+static int mc_warmable(uint16_t cmd)
 {
+    return cmd == MEMCACHE_CMD_GET || cmd == MEMCACHE_CMD_GETS;
+}
+
+/* A meta get of the key for value, flags and remaining TTL (and cas for gets). */
+static int mc_warm_fetch(uint16_t cmd, const char *key, size_t len, struct buf *out,
+                         uint16_t *fetch_cmd)
+{
+    int with_cas = cmd == MEMCACHE_CMD_GETS;
+    *fetch_cmd = MEMCACHE_CMD_MG;
     if (buf_append_str(out, "mg ") < 0 || buf_append(out, key, len) < 0)
         return -ENOMEM;
     return buf_append_str(out, with_cas ? " v f t c\r\n" : " v f t\r\n");
@@ -1184,15 +1179,19 @@ static const char *mc_meta_flag(const char *line, size_t len, char flag, size_t 
     return NULL;
 }
 
-int memcache_warm_reply(const char *rsp, size_t len, const char *key, size_t klen, int with_cas,
-                        struct buf *client, struct buf *copy)
+/* A VA hit becomes "VALUE key flags len [cas]" ... END for the client and
+ * "ms key len F<flags> T<ttl>" for the new owner; anything else is END. */
+static int mc_warm_reply(uint16_t cmd, const char *rsp, size_t len, const char *key, size_t klen,
+                         struct buf *client, struct buf *copy, uint16_t *copy_cmd)
 {
+    int with_cas = cmd == MEMCACHE_CMD_GETS;
+    *copy_cmd = MEMCACHE_CMD_MS;
     const char *nl = memchr(rsp, '\n', len);
     if (nl == NULL || nl == rsp || nl[-1] != '\r')
         return -1;
     size_t ll = (size_t)(nl - rsp) - 1;
     if (ll >= 2 && memcmp(rsp, "EN", 2) == 0)
-        return 0;
+        return buf_append_str(client, "END\r\n") < 0 ? -ENOMEM : 0;
     if (ll < 4 || memcmp(rsp, "VA ", 3) != 0)
         return -1;
     uint64_t vlen;
@@ -1225,3 +1224,21 @@ int memcache_warm_reply(const char *rsp, size_t len, const char *key, size_t kle
           buf_append(copy, data, (size_t)vlen + 2);
     return rc < 0 ? -ENOMEM : 1;
 }
+
+const struct proto_ops proto_memcache_ops = {
+    .name = "memcache",
+    .parse_req = mc_parse_req,
+    .parse_rsp = mc_parse_rsp,
+    .forward = mc_forward,
+    .frag_write = mc_frag_write,
+    .merge = mc_merge,
+    .local = mc_local,
+    .error_reply = mc_error_reply,
+    .server_hello = mc_server_hello,
+    .probe = "version\r\n",
+    .probe_cmd = MEMCACHE_CMD_VERSION,
+    .miss_reply = mc_miss_reply,
+    .warmable = mc_warmable,
+    .warm_fetch = mc_warm_fetch,
+    .warm_reply = mc_warm_reply,
+};

@@ -59,16 +59,5 @@ const char *memcache_cmd_name(uint16_t cmd);
  */
 int memcache_key_decode(const char *b64, size_t len, char *out, size_t cap);
 
-/* Warm-up after a reload (the pool's `warmup`): the meta get that fetches
- * a key from its previous owner with flags and remaining TTL (and cas for
- * gets); 0 or -ENOMEM. */
-int memcache_warm_request(const char *key, size_t len, int with_cas, struct buf *out);
-
-/* Turn that fetch's complete reply (VA ... or EN) into the client's get
- * reply for key and the `ms` that copies the value to the new owner with
- * the same flags and TTL. 1 hit (both written), 0 miss, -1 malformed,
- * -ENOMEM. */
-int memcache_warm_reply(const char *rsp, size_t len, const char *key, size_t klen, int with_cas,
-                        struct buf *client, struct buf *copy);
 
 #endif

@@ -181,6 +181,20 @@ struct proto_ops {
     /* on_down: miss — the reply a request gets while its server is down:
      * a miss for a read, a refusal for a write. 0 or -ENOMEM. */
     int (*miss_reply)(uint16_t cmd, uint16_t rflags, struct buf *out);
+
+    /* Warm-up after a reload (all NULL: the protocol has none). warmable:
+     * whether a miss of request cmd may be retried on the key's previous
+     * owner. warm_fetch: write the request that fetches key from there with
+     * what a copy needs; *fetch_cmd is the id its reply parses as; 0 or
+     * -ENOMEM. warm_reply: from the fetch's complete reply, write the
+     * client's reply to cmd (a hit, or the miss it would have had) and, on
+     * a hit, the request that copies the value to the new owner (*copy_cmd
+     * its reply's id); 1 hit, 0 miss, -1 malformed, -ENOMEM. */
+    int (*warmable)(uint16_t cmd);
+    int (*warm_fetch)(uint16_t cmd, const char *key, size_t len, struct buf *out,
+                      uint16_t *fetch_cmd);
+    int (*warm_reply)(uint16_t cmd, const char *rsp, size_t len, const char *key, size_t klen,
+                      struct buf *client, struct buf *copy, uint16_t *copy_cmd);
 };
 
 extern const struct proto_ops proto_memcache_ops;

@@ -189,7 +189,7 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
                 s->rings[i] = or;
             } else {
                 s->rings[i]->epoch = or->epoch + 1;
-                if (cp->warmup_s > 0 && cp->protocol == CONF_PROTO_MEMCACHE) {
+                if (cp->warmup_s > 0) {   /* route.c asks the protocol what warms */
                     ring_ref(or);
                     s->prev_rings[i] = or;
                     s->warm_until_ms[i] = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;

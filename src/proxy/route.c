@@ -282,9 +282,8 @@ static int route_bounded(struct wpool *pool, const struct proto_req *req, const 
 static struct server *route_warm_from(struct wpool *pool, const struct proto_req *req,
                                       const char *buf, uint32_t owner)
 {
-    if (pool->prev_ring == NULL || req->nkeys != 1 ||
-        (req->cmd != MEMCACHE_CMD_GET && req->cmd != MEMCACHE_CMD_GETS) ||
-        pool->cp->protocol != CONF_PROTO_MEMCACHE || uv_now(&pool->w->loop) >= pool->warm_until)
+    if (pool->prev_ring == NULL || req->nkeys != 1 || pool->ops->warmable == NULL ||
+        !pool->ops->warmable(req->cmd) || uv_now(&pool->w->loop) >= pool->warm_until)
         return NULL;
     char dec[512];
     size_t len;

@@ -10,7 +10,6 @@
 
 #include "health.h"
 #include "log.h"
-#include "proto/memcache.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
@@ -693,24 +692,26 @@ static void deliver(struct sconn *s, struct msg *m, const char *p, size_t n, int
         c->held_bytes += n;
 }
 
-/* warm-up, first step: the new owner missed; ask the previous owner (a
- * meta get for value, flags and TTL). 1 when re-sent, 0 to answer the miss. */
+/* warm-up, first step: the new owner missed; ask the previous owner (the
+ * protocol's fetch: for memcached a meta get for value, flags and TTL).
+ * 1 when re-sent, 0 to answer the miss. */
 static int server_warm_retry(struct worker *w, struct msg *m)
 {
     struct server *old = m->warm;
     struct server *now = m->server;
     const char *reason = NULL;
     struct sconn *s = server_pick(old, 0, &reason);
+    uint16_t fetch_cmd;
 
-    if (s == NULL || memcache_warm_request(m->reqcopy.data, buf_len(&m->reqcopy),
-                                           m->warm_cmd == MEMCACHE_CMD_GETS, &s->obuf) < 0)
+    if (s == NULL || now->pool->ops->warm_fetch(m->warm_cmd, m->reqcopy.data,
+                                                buf_len(&m->reqcopy), &s->obuf, &fetch_cmd) < 0)
         return 0;
     if (m->client != NULL)
         m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
     m->rsp.rpos = m->rsp.wpos = 0;
     m->flags = (uint16_t)((m->flags & ~MSG_F_WARM) | MSG_F_WARM2);
     m->warm = now;                  /* where a hit gets copied */
-    m->cmd = MEMCACHE_CMD_MG;
+    m->cmd = fetch_cmd;
     m->items = 0;
     STATS_ADD(&now->pool->stats, warm_retries, 1);
     sconn_enqueue(s, m);
@@ -718,40 +719,42 @@ static int server_warm_retry(struct worker *w, struct msg *m)
     return 1;
 }
 
-/* warm-up, second step: the previous owner answered the meta get. A hit
- * becomes the client's get reply and is copied to the new owner with its
- * flags and TTL; anything else is the miss the client would have seen. */
+/* warm-up, second step: the previous owner answered the fetch. A hit
+ * becomes the client's reply and is copied to the new owner (memcached:
+ * with its flags and TTL); anything else is the miss the client would have
+ * seen. */
 static void server_warm_finish(struct worker *w, struct msg *m)
 {
     struct buf client, copy;
     struct client *c = m->client;
-    int with_cas = m->warm_cmd == MEMCACHE_CMD_GETS;
+    uint16_t copy_cmd = 0;
 
     buf_init(&client);
     buf_init(&copy);
-    int rc = memcache_warm_reply(buf_rptr(&m->rsp), buf_len(&m->rsp), m->reqcopy.data,
-                                 buf_len(&m->reqcopy), with_cas, &client, &copy);
+    int rc = m->warm->pool->ops->warm_reply(m->warm_cmd, buf_rptr(&m->rsp), buf_len(&m->rsp),
+                                            m->reqcopy.data, buf_len(&m->reqcopy), &client,
+                                            &copy, &copy_cmd);
     c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
     buf_free(&m->rsp);
     m->cmd = m->warm_cmd;
+    m->rsp = client;            /* the hit, the miss, or nothing when malformed */
     if (rc == 1) {
-        m->rsp = client;
         m->items = 1;
         STATS_ADD(&m->warm->pool->stats, warm_hits, 1);
         const char *reason = NULL;
         struct sconn *s = server_pick(m->warm, 0, &reason);
         struct msg *cp = s ? msg_get(w) : NULL;
         if (cp != NULL && buf_append(&s->obuf, buf_rptr(&copy), buf_len(&copy)) == 0) {
-            cp->flags = MSG_F_INTERNAL;     /* its HD is swallowed */
-            cp->cmd = MEMCACHE_CMD_MS;
+            cp->flags = MSG_F_INTERNAL;     /* its reply is swallowed */
+            cp->cmd = copy_cmd;
             sconn_enqueue(s, cp);
             worker_mark_sconn(w, s);
         } else if (cp != NULL) {
             msg_put(w, cp);
         }
     } else {
-        buf_free(&client);
-        buf_append_str(&m->rsp, "END\r\n");
+        if (rc < 0 && buf_len(&m->rsp) == 0)
+            c->pool->ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &m->rsp);
         m->items = 0;
     }
     buf_free(&copy);
