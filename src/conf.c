@@ -377,16 +377,24 @@ static const char *conf__set_bool(struct conf_ctx *c, const struct conf_command 
     return NULL;
 }
 
+/* An integer scalar within the command's [min, max] into *v; NULL or why. */
+static const char *conf__number(struct conf_ctx *c, const struct conf_command *cmd,
+                                yaml_node_t *node, int64_t *v)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+
+    if (s == NULL || conf__int_in(c, s, n, cmd->min, cmd->max, v) != NULL)
+        return c->why;
+    return NULL;
+}
+
 static const char *conf__set_int(struct conf_ctx *c, const struct conf_command *cmd,
                                  yaml_node_t *node, void *obj)
 {
-    size_t n;
     int64_t v;
-    const char *s = conf__scalar(c, node, &n, 0);
 
-    if (s == NULL)
-        return c->why;
-    if (conf__int_in(c, s, n, cmd->min, cmd->max, &v) != NULL)
+    if (conf__number(c, cmd, node, &v) != NULL)
         return c->why;
     *(int *)((char *)obj + cmd->offset) = (int)v;
     return NULL;
@@ -395,13 +403,9 @@ static const char *conf__set_int(struct conf_ctx *c, const struct conf_command *
 static const char *conf__set_u32(struct conf_ctx *c, const struct conf_command *cmd,
                                  yaml_node_t *node, void *obj)
 {
-    size_t n;
     int64_t v;
-    const char *s = conf__scalar(c, node, &n, 0);
 
-    if (s == NULL)
-        return c->why;
-    if (conf__int_in(c, s, n, cmd->min, cmd->max, &v) != NULL)
+    if (conf__number(c, cmd, node, &v) != NULL)
         return c->why;
     *(uint32_t *)((char *)obj + cmd->offset) = (uint32_t)v;
     return NULL;

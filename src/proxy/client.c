@@ -758,7 +758,6 @@ static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     if (nread > 0) {
         c->ibuf.wpos += (size_t)nread;
         c->w->now_us = uv_hrtime() / 1000;
-        worker_adopt_snapshot(c->w);
         client_process(c);
         return;
     }

@@ -106,7 +106,8 @@ int  worker_start(struct worker *w);  /* spawns the thread */
 void worker_join(struct worker *w);
 void worker_wake(struct worker *w);    /* from any thread */
 
-/* Adopt w->proxy->current if it changed (worker thread). */
+/* Adopt w->proxy->current if it changed (worker thread, from its async
+ * callback: the main thread wakes every worker when it publishes). */
 void worker_adopt_snapshot(struct worker *w);
 
 /* A client or server stops pointing at a pool. */
