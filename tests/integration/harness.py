@@ -569,6 +569,21 @@ def yaml_dump(pools):
     return "\n".join(out) + "\n"
 
 
+def ring_owners(conf, pool, keys, timeout=60):
+    """{key: owner label} for keys (bytes) from `ringleader-ring --tsv` on a config file:
+    the placement the proxy must follow. Every key must be answered."""
+    r = subprocess.run([binary("ringleader-ring"), "-c", conf, "-p", pool, "--tsv"],
+                       input=b"".join(k + b"\n" for k in keys), capture_output=True,
+                       timeout=timeout)
+    eq(r.returncode, 0, "ringleader-ring --tsv exit (%s)" % r.stderr[-300:])
+    out = {}
+    for line in r.stdout.splitlines():
+        k, _, owner = line.rpartition(b"\t")
+        out[k] = owner.decode()
+    eq(sorted(out), sorted(keys), "ringleader-ring --tsv answers every key")
+    return out
+
+
 def server_lines(backends, names=None, weights=None):
     lines = []
     for i, be in enumerate(backends):

@@ -41,7 +41,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PROXY_KIND, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
                      Skip, StartError, binary, check, eq, free_port, resp_encode, tmpdir,
-                     yaml_dump, yaml_scalar)
+                     yaml_dump, yaml_scalar, ring_owners)
 
 R = Runner("test_reload", per_test_timeout=170, total_timeout=420)
 RELOADS = int(os.environ.get("RL_RELOADS", "100"))
@@ -286,16 +286,7 @@ class RingTool:
         return self.cache[key]
 
     def owners(self, path, pool, keys):
-        r = subprocess.run([self.tool, "-c", path, "-p", pool, "--tsv"],
-                           input=b"".join(k + b"\n" for k in keys), capture_output=True,
-                           timeout=60)
-        eq(r.returncode, 0, "ringleader-ring --tsv exit (%s)" % r.stderr[-300:])
-        out = {}
-        for line in r.stdout.splitlines():
-            k, _, owner = line.rpartition(b"\t")
-            out[k] = owner.decode()
-        eq(sorted(out), sorted(keys), "ringleader-ring --tsv keys")
-        return out
+        return ring_owners(path, pool, keys)
 
     def diff(self, old, new, samples=100000):
         r = subprocess.run([self.tool, "-c", old, "--diff", new, "--json",

@@ -14,7 +14,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, PROXY_KIND, TOP_SRCDIR, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
                      Skip, StartError, binary, check, eq, free_port, parse_addr,
-                     server_lines, tmpdir, unique, yaml_dump)
+                     server_lines, tmpdir, unique, yaml_dump, ring_owners)
 
 R = Runner("test_stats", per_test_timeout=40, total_timeout=150)
 
@@ -125,16 +125,7 @@ class Env:
     # placement ------------------------------------------------------------------
     def owners(self, pool, keys):
         """{key: server name} from ringleader-ring --tsv on this proxy's file."""
-        r = subprocess.run([binary("ringleader-ring"), "-c", self.conf_path, "-p", pool, "--tsv"],
-                           input=b"".join(k + b"\n" for k in keys), capture_output=True,
-                           timeout=20)
-        eq(r.returncode, 0, "ringleader-ring exit status (%r)" % r.stderr[-300:])
-        out = {}
-        for line in r.stdout.splitlines():
-            k, _, o = line.rpartition(b"\t")
-            out[k] = o.decode()
-        eq(sorted(out), sorted(keys), "ringleader-ring answers every key")
-        return out
+        return ring_owners(self.conf_path, pool, keys, timeout=20)
 
     def diagnostics(self):
         try:
