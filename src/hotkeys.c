@@ -1,4 +1,4 @@
-/* struct hotkeys: space-saving sketch with an open-addressing index and a min-heap, two generations. */
+/* struct hotkeys: space-saving sketch (stream-summary order, open-addressing index), two generations. */
 #include "config.h"
 
 #include <errno.h>
@@ -19,6 +19,9 @@ static void gen_clear(struct hotkeys_gen *g)
 {
     g->n = 0;
     memset(g->index, 0, sizeof(g->index));
+    g->nfree = HOTKEYS_CAPACITY;
+    for (unsigned i = 0; i < HOTKEYS_CAPACITY; i++)
+        g->bfree[i] = (uint8_t)i;
 }
 
 void hotkeys_init(struct hotkeys *hk, uint64_t window_ms, uint64_t now_ms)
@@ -43,48 +46,77 @@ static void hk_rotate(struct hotkeys *hk, uint64_t now_ms)
     hk->cur_start_ms += windows * hk->window_ms;
 }
 
-/* ---- min-heap of counts */
+/* ---- stream-summary order: order[] sorted by count descending, runs of equal count */
 
-static inline void heap_set(struct hotkeys_gen *g, unsigned pos, struct hotkeys_heap_node nd)
+static inline struct hotkeys_bucket *bucket_of(struct hotkeys_gen *g, unsigned ci)
 {
-    g->heap[pos] = nd;
-    g->pos[nd.ci] = (uint8_t)pos;
+    return &g->bucket[g->bkt[ci]];
 }
 
-static void heap_down(struct hotkeys_gen *g, unsigned pos)
+static inline uint8_t bucket_new(struct hotkeys_gen *g, uint64_t count, unsigned at)
 {
-    struct hotkeys_heap_node nd = g->heap[pos];
-    for (;;) {
-        unsigned l = 2 * pos + 1;
-        if (l >= g->n)
-            break;
-        unsigned m = l;
-        if (l + 1 < g->n && g->heap[l + 1].count < g->heap[l].count)
-            m = l + 1;
-        if (g->heap[m].count >= nd.count)
-            break;
-        heap_set(g, pos, g->heap[m]);
-        pos = m;
-    }
-    heap_set(g, pos, nd);
+    uint8_t b = g->bfree[--g->nfree];      /* never empty: at most one run per counter */
+    g->bucket[b] = (struct hotkeys_bucket){ count, (uint8_t)at, (uint8_t)at };
+    return b;
 }
 
-static void heap_up(struct hotkeys_gen *g, unsigned pos)
+static inline void order_set(struct hotkeys_gen *g, unsigned at, uint8_t ci)
 {
-    struct hotkeys_heap_node nd = g->heap[pos];
-    while (pos > 0) {
-        unsigned p = (pos - 1) / 2;
-        if (g->heap[p].count <= nd.count)
-            break;
-        heap_set(g, pos, g->heap[p]);
-        pos = p;
+    g->order[at] = ci;
+    g->pos[ci] = (uint8_t)at;
+}
+
+/* Count one more for counter ci: move it to the front of its run, then into the run before
+ * it when that run's count is one more, else into a run of its own. */
+static void order_increment(struct hotkeys_gen *g, uint8_t ci)
+{
+    uint8_t b = g->bkt[ci];
+    struct hotkeys_bucket *run = &g->bucket[b];
+    unsigned f = run->first;
+    unsigned p = g->pos[ci];
+    uint64_t count = run->count + 1;
+
+    if (p != f) {
+        order_set(g, p, g->order[f]);
+        order_set(g, f, ci);
     }
-    heap_set(g, pos, nd);
+    struct hotkeys_bucket *prev = f > 0 ? bucket_of(g, g->order[f - 1]) : NULL;
+    int join = prev != NULL && prev->count == count;
+    if (run->last == f) {                   /* ci was alone in its run */
+        if (join) {
+            prev->last = (uint8_t)f;
+            g->bkt[ci] = g->bkt[g->order[f - 1]];
+            g->bfree[g->nfree++] = b;
+        } else {
+            run->count = count;
+        }
+        return;
+    }
+    run->first = (uint8_t)(f + 1);
+    if (join) {
+        prev->last = (uint8_t)f;
+        g->bkt[ci] = g->bkt[g->order[f - 1]];
+    } else {
+        g->bkt[ci] = bucket_new(g, count, f);
+    }
+}
+
+/* Append counter ci (== g->n) with a count of 1, the least a counter can hold. */
+static void order_append(struct hotkeys_gen *g, uint8_t ci)
+{
+    unsigned at = g->n++;
+    order_set(g, at, ci);
+    if (at > 0 && bucket_of(g, g->order[at - 1])->count == 1) {
+        g->bkt[ci] = g->bkt[g->order[at - 1]];
+        bucket_of(g, ci)->last = (uint8_t)at;
+    } else {
+        g->bkt[ci] = bucket_new(g, 1, at);
+    }
 }
 
 static inline uint64_t counter_count(const struct hotkeys_gen *g, const struct hotkeys_counter *c)
 {
-    return g->heap[g->pos[c - g->c]].count;
+    return g->bucket[g->bkt[c - g->c]].count;
 }
 
 static inline uint8_t hash_tag(uint64_t h)
@@ -184,26 +216,22 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
     uint8_t ci;
 
     if (found) {
-        c = &g->c[g->index[s] - 1];
-        unsigned p = g->pos[c - g->c];
-        g->heap[p].count++;
-        heap_down(g, p);
+        order_increment(g, (uint8_t)(g->index[s] - 1));
         return;
     }
     if (g->n < HOTKEYS_CAPACITY) {
-        ci = (uint8_t)g->n++;
+        ci = (uint8_t)g->n;
         c = &g->c[ci];
         c->error = 0;
         c->hash = h;
         c->len = (uint8_t)len;
         key_copy(c->key, key, len);
         index_set(g, s, ci, h);
-        g->heap[g->n - 1] = (struct hotkeys_heap_node){ 1, ci };
-        heap_up(g, g->n - 1);
+        order_append(g, ci);
         return;
     }
     /* Full: the least counted key gives its counter (and its count, as error) to this one. */
-    ci = (uint8_t)g->heap[0].ci;
+    ci = g->order[HOTKEYS_CAPACITY - 1];
     c = &g->c[ci];
     index_delete(g, index_slot_of(g, ci));
     /* The deletion may have shifted entries: probe again for the first free slot. */
@@ -211,19 +239,18 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
     while (g->index[s] != 0)
         s = (s + 1) & HK_MASK;
     index_set(g, s, ci, h);
-    c->error = g->heap[0].count;
+    c->error = counter_count(g, c);
     c->hash = h;
     c->len = (uint8_t)len;
     key_copy(c->key, key, len);
-    g->heap[0].count++;
-    heap_down(g, 0);
+    order_increment(g, ci);
 }
 
 /* ---- reading */
 
 static uint64_t gen_floor(const struct hotkeys_gen *g)
 {
-    return g->n == HOTKEYS_CAPACITY ? g->heap[0].count : 0;
+    return g->n == HOTKEYS_CAPACITY ? counter_count(g, &g->c[g->order[g->n - 1]]) : 0;
 }
 
 void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapshot *snap)
@@ -265,6 +292,43 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
         memcpy(e->key, c->key, c->len);
     }
     snap->n = n;
+}
+
+static int gen_verify(const struct hotkeys_gen *g)
+{
+    uint8_t seen[HOTKEYS_CAPACITY] = { 0 };
+    unsigned runs = 0;
+    if (g->n > HOTKEYS_CAPACITY)
+        return -__LINE__;
+    for (unsigned at = 0; at < g->n; at++) {
+        unsigned ci = g->order[at];
+        if (ci >= g->n || seen[ci]++ || g->pos[ci] != at)
+            return -__LINE__;
+        const struct hotkeys_bucket *b = &g->bucket[g->bkt[ci]];
+        if (at < b->first || at > b->last || b->last >= g->n || b->count == 0)
+            return -__LINE__;
+        if (at == b->first) {
+            runs++;
+            if (at > 0 && g->bucket[g->bkt[g->order[at - 1]]].count <= b->count)
+                return -__LINE__;
+        } else if (g->bkt[g->order[at - 1]] != g->bkt[ci]) {
+            return -__LINE__;
+        }
+        int found;
+        const struct hotkeys_counter *c = &g->c[ci];
+        unsigned s = index_find(g, c->hash, c->key, c->len, &found);
+        if (!found || g->index[s] != ci + 1)
+            return -__LINE__;
+    }
+    if (g->nfree + runs != HOTKEYS_CAPACITY)
+        return -__LINE__;
+    return 0;
+}
+
+int hotkeys_verify(const struct hotkeys *hk)
+{
+    int rc = gen_verify(&hk->gen[0]);
+    return rc ? rc : gen_verify(&hk->gen[1]);
 }
 
 /* A listed entry and the snapshot it came from, for grouping equal keys. */

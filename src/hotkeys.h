@@ -26,15 +26,18 @@
  * (the worker thread); the owner publishes snapshots (plain data) for the stats reader,
  * which merges the workers' snapshots with hotkeys_merge.
  *
- * Layout per generation: the counters, a min-heap of counter indices ordered by count
- * (the eviction victim is the root), and an open-addressing index (linear probing,
- * backward-shift deletion) from key hash to counter. A touch of a monitored key is an
- * inlined XXH3 hash, one or two probes, a memcmp and a sift-down of at most
- * log2(64) = 6 levels; a new key adds an index deletion and insertion.
+ * Layout per generation: the counters; the stream-summary order of the original paper
+ * (counter indices sorted by count, descending, cut into runs of equal count, each run a
+ * bucket holding the count once), so that both an increment and finding the least counted
+ * key are O(1): an increment swaps the counter to the front of its run and joins it to the
+ * run before (count + 1) or to a new run; the victim of an eviction is the last counter;
+ * and an open-addressing index (linear probing, backward-shift deletion) from key hash to
+ * counter. A touch is an inlined XXH3 hash, one or two probes, a memcmp and a constant
+ * number of small-array moves; a new key adds an index deletion and insertion.
  */
 #define HOTKEYS_CAPACITY   64
 #define HOTKEYS_KEY_MAX    128
-#define HOTKEYS_INDEX_SIZE 128     /* power of two, >= 2 * HOTKEYS_CAPACITY */
+#define HOTKEYS_INDEX_SIZE 256     /* power of two, >= 2 * HOTKEYS_CAPACITY; at 4x, a probe or a deletion seldom walks a cluster */
 #define HOTKEYS_TOP        20      /* the merged list's length */
 #define HOTKEYS_SNAP_MAX   (2 * HOTKEYS_CAPACITY)
 
@@ -45,21 +48,25 @@ struct hotkeys_counter {
     char     key[HOTKEYS_KEY_MAX];
 };
 
-/* The heap holds the counts themselves, so sifting walks 1 KB of contiguous memory. */
-struct hotkeys_heap_node {
+/* A run of counters with equal count: order[first..last]. */
+struct hotkeys_bucket {
     uint64_t count;
-    uint64_t ci;                              /* the counter's index in c[] */
+    uint8_t  first, last;
 };
 
-/* The small arrays keep probing, deleting and sifting off the 150-byte counters: they touch
- * a counter only when its hash tag matches. */
+/* The small arrays keep probing, deleting and reordering off the 150-byte counters: they
+ * touch a counter only when its hash tag matches. */
 struct hotkeys_gen {
     uint32_t n;                               /* counters in use */
+    uint32_t nfree;                           /* entries in bfree[] */
     uint8_t  index[HOTKEYS_INDEX_SIZE];       /* 0: empty slot; else counter index + 1 */
     uint8_t  tag[HOTKEYS_INDEX_SIZE];         /* top byte of the hash of index[s]'s key */
     uint8_t  home[HOTKEYS_CAPACITY];          /* counter -> its home slot (hash & mask) */
-    uint8_t  pos[HOTKEYS_CAPACITY];           /* counter -> its place in heap[] */
-    struct hotkeys_heap_node heap[HOTKEYS_CAPACITY];   /* min-heap by count */
+    uint8_t  order[HOTKEYS_CAPACITY];         /* counter indices, count descending */
+    uint8_t  pos[HOTKEYS_CAPACITY];           /* counter -> its place in order[] */
+    uint8_t  bkt[HOTKEYS_CAPACITY];           /* counter -> its bucket */
+    uint8_t  bfree[HOTKEYS_CAPACITY];         /* unused buckets */
+    struct hotkeys_bucket bucket[HOTKEYS_CAPACITY];
     struct hotkeys_counter c[HOTKEYS_CAPACITY];
 };
 
@@ -95,6 +102,11 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
 /* Fill snap with every monitored key of the window ending at now_ms (current plus
  * previous generation, per the rule above), unsorted. Owner only (it may rotate). */
 void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapshot *snap);
+
+/* 0 when the internal order of both generations is consistent (order[] and pos[] are inverse
+ * permutations, counts descend, every run is a maximal span of one count, the index finds
+ * every counter); else a negative line number of the broken rule. For tests. */
+int hotkeys_verify(const struct hotkeys *hk);
 
 /*
  * Merge n workers' snapshots into the k (<= HOTKEYS_TOP is typical) keys with the largest

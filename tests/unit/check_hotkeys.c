@@ -267,18 +267,24 @@ START_TEST(test_eviction_churn_keeps_index_consistent)
     for (int i = 0; i < 200000; i++) {
         int len = snprintf(k, sizeof(k), "k%lu", (unsigned long)(rng() % 300));
         hotkeys_touch(&hk, k, (size_t)len, 1);
+        if (i % 97 == 0 || i < 200)
+            ck_assert_int_eq(hotkeys_verify(&hk), 0);
     }
+    ck_assert_int_eq(hotkeys_verify(&hk), 0);
     hotkeys_snapshot(&hk, 1, &snap);
     ck_assert_uint_eq(snap.n, HOTKEYS_CAPACITY);
-    uint64_t sum = 0;
+    uint64_t sum = 0, least = UINT64_MAX;
     for (size_t i = 0; i < snap.n; i++) {
         sum += snap.e[i].count;
+        if (snap.e[i].count < least)
+            least = snap.e[i].count;
         for (size_t j = i + 1; j < snap.n; j++)
             ck_assert(!(snap.e[i].len == snap.e[j].len &&
                         memcmp(snap.e[i].key, snap.e[j].key, snap.e[i].len) == 0));
         ck_assert_uint_le(snap.e[i].error, snap.e[i].count);
     }
     ck_assert_uint_eq(sum, 200000);
+    ck_assert_uint_eq(snap.floor, least);   /* the floor is the least monitored count */
 }
 END_TEST
 
