@@ -146,8 +146,7 @@ void client_flush(struct client *c)
         client_maybe_finish(c);
         return;
     }
-    uv_buf_t b = uv_buf_init(buf_rptr(&c->obuf), (unsigned)RL_MIN(buf_len(&c->obuf), 1u << 30));
-    int n = uv_try_write(&c->h.stream, &b, 1);
+    int n = worker_try_send(&c->h.stream, buf_rptr(&c->obuf), RL_MIN(buf_len(&c->obuf), 1u << 30));
     if (n > 0)
         buf_consume(&c->obuf, (size_t)n);
     else if (n < 0 && n != UV_EAGAIN) {
@@ -163,7 +162,7 @@ void client_flush(struct client *c)
         return;
     }
     buf_swap(&c->obuf, &c->wbuf);
-    b = uv_buf_init(buf_rptr(&c->wbuf), (unsigned)buf_len(&c->wbuf));
+    uv_buf_t b = uv_buf_init(buf_rptr(&c->wbuf), (unsigned)buf_len(&c->wbuf));
     c->wreq.data = c;
     int rc = uv_write(&c->wreq, &c->h.stream, &b, 1, client_write_cb);
     if (rc < 0) {

@@ -889,8 +889,7 @@ void sconn_flush(struct sconn *s)
 {
     if (s->state != SCONN_CONNECTED || s->writing || buf_len(&s->obuf) == 0)
         return;
-    uv_buf_t b = uv_buf_init(buf_rptr(&s->obuf), (unsigned)RL_MIN(buf_len(&s->obuf), 1u << 30));
-    int n = uv_try_write(&s->h.stream, &b, 1);
+    int n = worker_try_send(&s->h.stream, buf_rptr(&s->obuf), RL_MIN(buf_len(&s->obuf), 1u << 30));
     if (n > 0)
         buf_consume(&s->obuf, (size_t)n);
     else if (n < 0 && n != UV_EAGAIN) {
@@ -900,7 +899,7 @@ void sconn_flush(struct sconn *s)
     if (buf_len(&s->obuf) == 0)
         return;
     buf_swap(&s->obuf, &s->wbuf);
-    b = uv_buf_init(buf_rptr(&s->wbuf), (unsigned)buf_len(&s->wbuf));
+    uv_buf_t b = uv_buf_init(buf_rptr(&s->wbuf), (unsigned)buf_len(&s->wbuf));
     s->wreq.data = s;
     int rc = uv_write(&s->wreq, &s->h.stream, &b, 1, sconn_write_cb);
     if (rc < 0) {

@@ -115,6 +115,11 @@ void wpool_unref(struct wpool *wp);
 
 /* Schedule a flush of this connection's output at the end of the iteration. */
 void worker_mark_client(struct worker *w, struct client *c);
+
+/* uv_try_write for a socket stream with nothing queued: send(2) with MSG_DONTWAIT, which
+ * skips the VFS layer write(2) goes through (a tenth of the per-request syscall cost
+ * unpipelined). Bytes written, UV_EAGAIN, or a negative libuv error. */
+int  worker_try_send(uv_stream_t *st, const char *p, size_t n);
 void worker_mark_sconn(struct worker *w, struct sconn *s);
 
 #endif
