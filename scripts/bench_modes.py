@@ -9,6 +9,7 @@ listens on 127.0.0.1 only. See docs/performance.md for what each mode measures a
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -140,6 +141,51 @@ def start_memcached(b, n):
 
 # ------------------------------------------------------------------ --stats-cost
 
+# What the observers run on the request path: the hot-key sketch (src/hotkeys.c, its static
+# helpers included, as perf names them when they are not inlined) and the latency histogram.
+OBSERVER_SYMBOLS = re.compile(r"^(hotkeys_|order_(increment|append|set)|index_(find|delete|set|slot_of)"
+                              r"|bucket_(of|new)|key_copy|hk_rotate|histogram_record)")
+
+
+def observer_share(b, sc, port, proc):
+    """One more run of scenario sc against the stats-on proxy under `perf record`: the
+    share of the proxy's CPU samples spent in the observers. A ratio of samples within one
+    process and one run, so the box's noise, which swings the on/off throughput pairs by
+    tens of percent, moves it little. None (and why) when perf cannot sample."""
+    perf = shutil.which("perf")
+    if not perf:
+        return None, "perf not installed"
+    data = os.path.join(b.tmp, f"perf-{sc[0]}.data")
+    rec = b.procs.start([perf, "record", "-q", "-F", "1999", "-p", str(proc.pid), "-o", data],
+                        os.path.join(b.tmp, f"perf-{sc[0]}.log"))
+    time.sleep(0.5)
+    name, ratio, pipeline = sc
+    extra = ["-P", str(pipeline), "--ratio", ratio, "--duration", str(b.a.duration),
+             "--seed", "99"]
+    res = b.run_rlbench(rlbench_at(b, port, extra), b.a.duration + 60)
+    rec.send_signal(signal.SIGINT)
+    try:
+        rec.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pass
+    b.procs.stop(rec)
+    if res.get("rc") != 0:
+        return None, f"rlbench failed: {res.get('stderr', '')[:200]}"
+    rep = subprocess.run([perf, "report", "-i", data, "--stdio", "--no-children", "-g", "none",
+                          "--sort", "sym", "--percent-limit", "0"],
+                         capture_output=True, text=True, timeout=120)
+    total = share = 0.0
+    for line in rep.stdout.splitlines():
+        m = re.match(r"\s*([0-9.]+)%\s+\[[.k]\]\s+(\S+)", line)
+        if m:
+            total += float(m.group(1))
+            if OBSERVER_SYMBOLS.match(m.group(2)):
+                share += float(m.group(1))
+    if total < 50:
+        return None, f"perf report gave no samples ({rep.stderr.strip()[:200]})"
+    return share, ""
+
+
 def stats_cost(b):
     """ringleader with the latency histograms and hot-key sketch on (the default) against
     the same build with both off, alternating, on the side-by-side scenarios."""
@@ -175,16 +221,30 @@ def stats_cost(b):
               f"{', '.join(f'{x:.3f}' for x in per)}), CPU/req {cpu_ratio:.3f}; "
               f"stats cost {100 * (1 - ops_ratio):+.1f} % of throughput, "
               f"{100 * (cpu_ratio - 1):+.1f} % CPU/req")
-        rows.append((sc[0], son, soff, ops_ratio, cpu_ratio, per))
+        share, why = observer_share(b, sc, lon, on.p)
+        if share is None:
+            print(f"  observers' share of the proxy's CPU: not measured ({why})")
+        else:
+            # Proxy and backends share CPU 1, which the load saturates: a request costs the
+            # core proxy + backend time, so removing the observers' share of the proxy's
+            # time raises throughput by share x proxy / (proxy + backend).
+            core = (share * son["cpu"] / (son["cpu"] + son["be"])
+                    if son["cpu"] and son["be"] else None)
+            print(f"  observers' share of the proxy's CPU (perf samples, one more stats-on run): "
+                  f"{share:.1f} %; throughput cost on the shared core about "
+                  f"{'n/a' if core is None else f'{core:.1f} %'}")
+        rows.append((sc[0], son, soff, ops_ratio, cpu_ratio, per, share))
     print(f"\nload average at end: {loadavg()}")
     print("\nMarkdown summary (medians):\n")
     print("| scenario | stats on ops/s | stats off ops/s | on/off ops/s (per round) "
-          "| on CPU us/req | off CPU us/req | on/off CPU/req | on p99 us | off p99 us |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, son, soff, r, c, per in rows:
+          "| on CPU us/req | off CPU us/req | on/off CPU/req | on p99 us | off p99 us "
+          "| observers' share of proxy CPU |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, son, soff, r, c, per, share in rows:
         print(f"| {name} | {fmt(son['ops'], 0)} | {fmt(soff['ops'], 0)} | {r:.3f} "
               f"({', '.join(f'{x:.2f}' for x in per)}) | {fmt(son['cpu'], 2)} | "
-              f"{fmt(soff['cpu'], 2)} | {c:.3f} | {fmt(son['p99'])} | {fmt(soff['p99'])} |")
+              f"{fmt(soff['cpu'], 2)} | {c:.3f} | {fmt(son['p99'])} | {fmt(soff['p99'])} | "
+              f"{'n/a' if share is None else f'{share:.1f} %'} |")
     return 1 if b.errors else 0
 
 
