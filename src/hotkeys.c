@@ -1,4 +1,4 @@
-/* struct hotkeys: space-saving sketch (stream-summary order, open-addressing index), two generations. */
+/* struct hotkeys: space-saving sketch (stream-summary order, grouped tag index), two generations. */
 #include "config.h"
 
 #include <errno.h>
@@ -9,16 +9,21 @@
 
 #include "hotkeys.h"
 
-#define HK_MASK (HOTKEYS_INDEX_SIZE - 1)
+#define HK_GMASK   (HOTKEYS_GROUPS - 1)
+#define HK_SPILLED 0xFFFF
+#define HK_LO      0x0101010101010101ULL
+#define HK_LOW7    0x7F7F7F7F7F7F7F7FULL
 
-_Static_assert((HOTKEYS_INDEX_SIZE & HK_MASK) == 0, "index size must be a power of two");
-_Static_assert(HOTKEYS_INDEX_SIZE >= 2 * HOTKEYS_CAPACITY, "index load factor must stay <= 1/2");
+_Static_assert((HOTKEYS_GROUPS & HK_GMASK) == 0, "the group count must be a power of two");
+_Static_assert(HOTKEYS_GROUPS * 8 >= 4 * HOTKEYS_CAPACITY, "keep the index at most 1/4 full");
 _Static_assert(HOTKEYS_CAPACITY < 255 && HOTKEYS_KEY_MAX <= 255, "uint8_t fields");
 
 static void gen_clear(struct hotkeys_gen *g)
 {
     g->n = 0;
-    memset(g->index, 0, sizeof(g->index));
+    memset(g->group, 0, sizeof(g->group));
+    memset(g->away, 0, sizeof(g->away));
+    g->nspill = 0;
     g->nfree = HOTKEYS_CAPACITY;
     for (unsigned i = 0; i < HOTKEYS_CAPACITY; i++)
         g->bfree[i] = (uint8_t)i;
@@ -119,63 +124,109 @@ static inline uint64_t counter_count(const struct hotkeys_gen *g, const struct h
     return g->bucket[g->bkt[c - g->c]].count;
 }
 
+/* ---- index: a key's hash picks two groups of eight slots; a slot holds a tag byte of the
+ * hash and a counter. A key goes into its first group unless that is full, then into its
+ * second; away[] counts, per first group, its keys held elsewhere, so a lookup compares
+ * the eight tags of one group at once (no probing loop, whose length would be a branch
+ * miss per touch) and looks further only when away[] says so. A deletion clears one byte.
+ * When both groups are full (64 keys over 512 slots: all but impossible) the counter goes
+ * to a small spill list. */
+
 static inline uint8_t hash_tag(uint64_t h)
 {
-    return (uint8_t)(h >> 56);
+    uint8_t t = (uint8_t)(h >> 56);
+    return t ? t : 1;                       /* 0 marks an empty slot */
 }
 
-/* ---- index: linear probing over hash -> counter index + 1 */
-
-/* The slot holding the key, or the empty slot where it would go (never full: load <= 1/2). */
-static unsigned index_find(const struct hotkeys_gen *g, uint64_t h, const char *key, size_t len,
-                           int *found)
+static inline unsigned group_a(uint64_t h)
 {
-    unsigned s = (unsigned)h & HK_MASK;
+    return (unsigned)h & HK_GMASK;
+}
+
+static inline unsigned group_b(uint64_t h)
+{
+    unsigned a = (unsigned)h & HK_GMASK, b = (unsigned)(h >> 20) & HK_GMASK;
+    return b != a ? b : a ^ 1;
+}
+
+/* The high bit of each byte of x that is zero (exact: no borrow between bytes). */
+static inline uint64_t zero_bytes(uint64_t x)
+{
+    uint64_t y = (x & HK_LOW7) + HK_LOW7;
+    return ~(y | x | HK_LOW7);
+}
+
+static inline int counter_is(const struct hotkeys_gen *g, unsigned ci, uint64_t h,
+                             const char *key, size_t len)
+{
+    const struct hotkeys_counter *c = &g->c[ci];
+    return c->hash == h && c->len == len && memcmp(c->key, key, len) == 0;
+}
+
+static inline int group_find(const struct hotkeys_gen *g, unsigned gi, uint64_t h, uint8_t t,
+                             const char *key, size_t len)
+{
+    const struct hotkeys_group *gr = &g->group[gi];
+    for (uint64_t m = zero_bytes(gr->tags ^ (HK_LO * t)); m != 0; m &= m - 1) {
+        unsigned ci = gr->ci[__builtin_ctzll(m) >> 3];
+        if (counter_is(g, ci, h, key, len))
+            return (int)ci;
+    }
+    return -1;
+}
+
+/* The counter holding the key, or -1. */
+static int index_find(const struct hotkeys_gen *g, uint64_t h, const char *key, size_t len)
+{
     uint8_t t = hash_tag(h);
-    for (;;) {
-        uint8_t v = g->index[s];
-        if (v == 0) {
-            *found = 0;
-            return s;
-        }
-        if (g->tag[s] == t) {
-            const struct hotkeys_counter *c = &g->c[v - 1];
-            if (c->hash == h && c->len == len && memcmp(c->key, key, len) == 0) {
-                *found = 1;
-                return s;
+    unsigned a = group_a(h);
+    int ci = group_find(g, a, h, t, key, len);
+    if (ci >= 0 || g->away[a] == 0)
+        return ci;
+    ci = group_find(g, group_b(h), h, t, key, len);
+    for (uint32_t i = 0; ci < 0 && i < g->nspill; i++)
+        if (counter_is(g, g->spill[i], h, key, len))
+            ci = g->spill[i];
+    return ci;
+}
+
+static void index_delete(struct hotkeys_gen *g, uint8_t ci)
+{
+    unsigned w = g->where[ci];
+    unsigned a = group_a(g->c[ci].hash);
+    if (w == HK_SPILLED || w >> 3 != a)
+        g->away[a]--;
+    if (w == HK_SPILLED) {
+        for (uint32_t i = 0; i < g->nspill; i++)
+            if (g->spill[i] == ci) {
+                g->spill[i] = g->spill[--g->nspill];
+                break;
             }
-        }
-        s = (s + 1) & HK_MASK;
+        return;
     }
+    g->group[w >> 3].tags &= ~(0xFFULL << ((w & 7) * 8));
 }
 
-/* Remove slot s, shifting back later entries of the cluster that may sit there. */
-static void index_delete(struct hotkeys_gen *g, unsigned s)
+/* Into the first group when it has room (nearly always: it holds one key on average),
+ * else the second, else the spill list. */
+static void index_insert(struct hotkeys_gen *g, uint8_t ci, uint64_t h)
 {
-    unsigned hole = s;
-    unsigned j = s;
-    for (;;) {
-        j = (j + 1) & HK_MASK;
-        uint8_t v = g->index[j];
-        if (v == 0)
-            break;
-        unsigned home = g->home[v - 1];
-        /* Move j into the hole unless its home lies cyclically in (hole, j]. */
-        if (((j - home) & HK_MASK) >= ((j - hole) & HK_MASK)) {
-            g->index[hole] = v;
-            g->tag[hole] = g->tag[j];
-            hole = j;
+    unsigned a = group_a(h), gi = a;
+    uint64_t e = zero_bytes(g->group[a].tags);
+    if (e == 0) {
+        g->away[a]++;
+        gi = group_b(h);
+        e = zero_bytes(g->group[gi].tags);
+        if (e == 0) {
+            g->spill[g->nspill++] = ci;     /* never full: one entry per counter at most */
+            g->where[ci] = HK_SPILLED;
+            return;
         }
     }
-    g->index[hole] = 0;
-}
-
-/* Point slot s at counter ci, which holds a key of hash h. */
-static inline void index_set(struct hotkeys_gen *g, unsigned s, uint8_t ci, uint64_t h)
-{
-    g->index[s] = (uint8_t)(ci + 1);
-    g->tag[s] = hash_tag(h);
-    g->home[ci] = (uint8_t)(h & HK_MASK);
+    unsigned way = (unsigned)__builtin_ctzll(e) >> 3;
+    g->group[gi].tags |= (uint64_t)hash_tag(h) << (way * 8);
+    g->group[gi].ci[way] = ci;
+    g->where[ci] = (uint16_t)(gi * 8 + way);
 }
 
 /* Copy a key of at most HOTKEYS_KEY_MAX bytes. GCC inlines memcpy of a bounded variable
@@ -193,15 +244,6 @@ static inline void key_copy(char *dst, const char *src, size_t len)
     }
 }
 
-/* The slot that holds counter ci (it is there: every counter in use is indexed). */
-static unsigned index_slot_of(const struct hotkeys_gen *g, uint8_t ci)
-{
-    unsigned s = g->home[ci];
-    while (g->index[s] != ci + 1)
-        s = (s + 1) & HK_MASK;
-    return s;
-}
-
 void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now_ms)
 {
     if (now_ms >= hk->cur_start_ms + hk->window_ms)
@@ -210,13 +252,12 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
     if (len > HOTKEYS_KEY_MAX)
         len = HOTKEYS_KEY_MAX;
     uint64_t h = XXH3_64bits(key, len);
-    int found;
-    unsigned s = index_find(g, h, key, len, &found);
+    int found = index_find(g, h, key, len);
     struct hotkeys_counter *c;
     uint8_t ci;
 
-    if (found) {
-        order_increment(g, (uint8_t)(g->index[s] - 1));
+    if (found >= 0) {
+        order_increment(g, (uint8_t)found);
         return;
     }
     if (g->n < HOTKEYS_CAPACITY) {
@@ -226,19 +267,15 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
         c->hash = h;
         c->len = (uint8_t)len;
         key_copy(c->key, key, len);
-        index_set(g, s, ci, h);
+        index_insert(g, ci, h);
         order_append(g, ci);
         return;
     }
     /* Full: the least counted key gives its counter (and its count, as error) to this one. */
     ci = g->order[HOTKEYS_CAPACITY - 1];
     c = &g->c[ci];
-    index_delete(g, index_slot_of(g, ci));
-    /* The deletion may have shifted entries: probe again for the first free slot. */
-    s = (unsigned)h & HK_MASK;
-    while (g->index[s] != 0)
-        s = (s + 1) & HK_MASK;
-    index_set(g, s, ci, h);
+    index_delete(g, ci);
+    index_insert(g, ci, h);
     c->error = counter_count(g, c);
     c->hash = h;
     c->len = (uint8_t)len;
@@ -265,13 +302,12 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
     for (uint32_t i = 0; i < cur->n; i++) {
         const struct hotkeys_counter *c = &cur->c[i];
         struct hotkeys_entry *e = &snap->e[n++];
-        int found;
-        unsigned s = index_find(prev, c->hash, c->key, c->len, &found);
+        int pi = index_find(prev, c->hash, c->key, c->len);
         e->count = counter_count(cur, c);
         e->error = c->error;
-        if (found) {
-            e->count += counter_count(prev, &prev->c[prev->index[s] - 1]);
-            e->error += prev->c[prev->index[s] - 1].error;
+        if (pi >= 0) {
+            e->count += counter_count(prev, &prev->c[pi]);
+            e->error += prev->c[pi].error;
         } else {
             e->count += fprev;
             e->error += fprev;
@@ -281,9 +317,7 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
     }
     for (uint32_t i = 0; i < prev->n; i++) {
         const struct hotkeys_counter *c = &prev->c[i];
-        int found;
-        index_find(cur, c->hash, c->key, c->len, &found);
-        if (found)
+        if (index_find(cur, c->hash, c->key, c->len) >= 0)
             continue;                       /* already listed with its current count */
         struct hotkeys_entry *e = &snap->e[n++];
         e->count = counter_count(prev, c) + fcur;
@@ -314,14 +348,49 @@ static int gen_verify(const struct hotkeys_gen *g)
         } else if (g->bkt[g->order[at - 1]] != g->bkt[ci]) {
             return -__LINE__;
         }
-        int found;
         const struct hotkeys_counter *c = &g->c[ci];
-        unsigned s = index_find(g, c->hash, c->key, c->len, &found);
-        if (!found || g->index[s] != ci + 1)
+        if (index_find(g, c->hash, c->key, c->len) != (int)ci)
+            return -__LINE__;
+        unsigned w = g->where[ci];
+        if (w != HK_SPILLED && (w / 8 >= HOTKEYS_GROUPS || g->group[w / 8].ci[w % 8] != ci ||
+                                ((g->group[w / 8].tags >> (w % 8 * 8)) & 0xFF) != hash_tag(c->hash)))
             return -__LINE__;
     }
     if (g->nfree + runs != HOTKEYS_CAPACITY)
         return -__LINE__;
+    unsigned tagged = 0;
+    for (unsigned gi = 0; gi < HOTKEYS_GROUPS; gi++)
+        tagged += 8 - (unsigned)__builtin_popcountll(zero_bytes(g->group[gi].tags));
+    if (tagged + g->nspill != g->n)
+        return -__LINE__;
+    unsigned away[HOTKEYS_GROUPS] = { 0 };
+    for (unsigned ci = 0; ci < g->n; ci++)
+        if (g->where[ci] == HK_SPILLED || g->where[ci] >> 3 != group_a(g->c[ci].hash))
+            away[group_a(g->c[ci].hash)]++;
+    for (unsigned gi = 0; gi < HOTKEYS_GROUPS; gi++)
+        if (away[gi] != g->away[gi])
+            return -__LINE__;
+    return 0;
+}
+
+void hotkeys_key_groups(const char *key, size_t len, unsigned *first, unsigned *second)
+{
+    uint64_t h = XXH3_64bits(key, len > HOTKEYS_KEY_MAX ? HOTKEYS_KEY_MAX : len);
+    *first = group_a(h);
+    *second = group_b(h);
+}
+
+int hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len)
+{
+    if (len > HOTKEYS_KEY_MAX)
+        len = HOTKEYS_KEY_MAX;
+    uint64_t h = XXH3_64bits(key, len);
+    for (unsigned gen = 0; gen < 2; gen++) {
+        const struct hotkeys_gen *g = &hk->gen[gen];
+        for (uint32_t i = 0; i < g->nspill; i++)
+            if (counter_is(g, g->spill[i], h, key, len))
+                return 1;
+    }
     return 0;
 }
 

@@ -31,13 +31,14 @@
  * bucket holding the count once), so that both an increment and finding the least counted
  * key are O(1): an increment swaps the counter to the front of its run and joins it to the
  * run before (count + 1) or to a new run; the victim of an eviction is the last counter;
- * and an open-addressing index (linear probing, backward-shift deletion) from key hash to
- * counter. A touch is an inlined XXH3 hash, one or two probes, a memcmp and a constant
- * number of small-array moves; a new key adds an index deletion and insertion.
+ * and an index from key hash to counter in groups of eight slots whose tags one 64-bit
+ * compare tests (src/hotkeys.c says how). A touch is an inlined XXH3 hash, one group
+ * compare, a memcmp and a constant number of small-array moves; a new key adds clearing
+ * one slot and filling another.
  */
 #define HOTKEYS_CAPACITY   64
 #define HOTKEYS_KEY_MAX    128
-#define HOTKEYS_INDEX_SIZE 256     /* power of two, >= 2 * HOTKEYS_CAPACITY; at 4x, a probe or a deletion seldom walks a cluster */
+#define HOTKEYS_GROUPS     64      /* index groups of 8 slots; power of two */
 #define HOTKEYS_TOP        20      /* the merged list's length */
 #define HOTKEYS_SNAP_MAX   (2 * HOTKEYS_CAPACITY)
 
@@ -56,16 +57,25 @@ struct hotkeys_bucket {
 
 /* The small arrays keep probing, deleting and reordering off the 150-byte counters: they
  * touch a counter only when its hash tag matches. */
+/* Eight index slots: a tag byte each (0: empty), packed so that one 64-bit compare tests
+ * all eight, and the counter each slot points at. */
+struct hotkeys_group {
+    uint64_t tags;
+    uint8_t  ci[8];
+};
+
 struct hotkeys_gen {
     uint32_t n;                               /* counters in use */
     uint32_t nfree;                           /* entries in bfree[] */
-    uint8_t  index[HOTKEYS_INDEX_SIZE];       /* 0: empty slot; else counter index + 1 */
-    uint8_t  tag[HOTKEYS_INDEX_SIZE];         /* top byte of the hash of index[s]'s key */
-    uint8_t  home[HOTKEYS_CAPACITY];          /* counter -> its home slot (hash & mask) */
+    uint32_t nspill;                          /* entries in spill[] */
+    uint16_t where[HOTKEYS_CAPACITY];         /* counter -> its slot (group * 8 + way), or HK_SPILLED */
     uint8_t  order[HOTKEYS_CAPACITY];         /* counter indices, count descending */
     uint8_t  pos[HOTKEYS_CAPACITY];           /* counter -> its place in order[] */
     uint8_t  bkt[HOTKEYS_CAPACITY];           /* counter -> its bucket */
     uint8_t  bfree[HOTKEYS_CAPACITY];         /* unused buckets */
+    uint8_t  spill[HOTKEYS_CAPACITY];         /* counters whose two groups were full */
+    uint8_t  away[HOTKEYS_GROUPS];            /* keys of this first group held elsewhere */
+    struct hotkeys_group group[HOTKEYS_GROUPS];
     struct hotkeys_bucket bucket[HOTKEYS_CAPACITY];
     struct hotkeys_counter c[HOTKEYS_CAPACITY];
 };
@@ -107,6 +117,11 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
  * permutations, counts descend, every run is a maximal span of one count, the index finds
  * every counter); else a negative line number of the broken rule. For tests. */
 int hotkeys_verify(const struct hotkeys *hk);
+
+/* The two index groups of a key (after truncation), and 1 if some generation keeps it in
+ * its spill list. For tests that crowd the index. */
+void hotkeys_key_groups(const char *key, size_t len, unsigned *first, unsigned *second);
+int  hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len);
 
 /*
  * Merge n workers' snapshots into the k (<= HOTKEYS_TOP is typical) keys with the largest

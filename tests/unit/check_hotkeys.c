@@ -288,6 +288,68 @@ START_TEST(test_eviction_churn_keeps_index_consistent)
 }
 END_TEST
 
+/* Keys crowded into one index group overflow into their second group and, when that is
+ * full too, into the spill list; every path keeps finding them, and eviction empties it. */
+START_TEST(test_crowded_groups_spill_and_stay_found)
+{
+    static struct hotkeys hk;
+    static struct hotkeys_snapshot snap;
+    char keys[40][24];
+    size_t lens[40];
+    unsigned na = 0, nb = 0, nboth = 0;     /* 8 of first group 0, 8 of first group 5, 4 of (0, 5) */
+    unsigned a, b;
+
+    for (unsigned long i = 0; i < 4000000 && (na < 8 || nb < 8 || nboth < 4); i++) {
+        char k[24];
+        size_t len = (size_t)snprintf(k, sizeof(k), "crowd:%lu", i);
+        hotkeys_key_groups(k, len, &a, &b);
+        unsigned slot;
+        if (a == 0 && b == 5 && nboth < 4)
+            slot = 16 + nboth++;
+        else if (a == 0 && b != 5 && na < 8)
+            slot = na++;
+        else if (a == 5 && nb < 8)
+            slot = 8 + nb++;
+        else
+            continue;
+        memcpy(keys[slot], k, len);
+        lens[slot] = len;
+    }
+    ck_assert_uint_eq(na, 8);
+    ck_assert_uint_eq(nb, 8);
+    ck_assert_uint_eq(nboth, 4);
+
+    hotkeys_init(&hk, 1000000, 0);
+    for (unsigned round = 1; round <= 3; round++)
+        for (unsigned i = 0; i < 20; i++) {
+            hotkeys_touch(&hk, keys[i], lens[i], 1);
+            ck_assert_int_eq(hotkeys_verify(&hk), 0);
+        }
+    /* Groups 0 and 5 hold eight keys each, so the last four went to the spill list. */
+    for (unsigned i = 16; i < 20; i++)
+        ck_assert(hotkeys_spilled(&hk, keys[i], lens[i]));
+    hotkeys_snapshot(&hk, 1, &snap);
+    ck_assert_uint_eq(snap.n, 20);
+    for (unsigned i = 0; i < 20; i++) {
+        const struct hotkeys_entry *e = find(snap.e, snap.n, keys[i], lens[i]);
+        ck_assert_ptr_nonnull(e);
+        ck_assert_uint_eq(e->count, 3);     /* found again each round: no second counter */
+        ck_assert_uint_eq(e->error, 0);
+    }
+    /* Churn through other keys until the crowd is evicted: the index drains cleanly. */
+    char k[32];
+    for (int i = 0; i < 20000; i++) {
+        int len = snprintf(k, sizeof(k), "other:%d", i % 500);
+        hotkeys_touch(&hk, k, (size_t)len, 1);
+        if (i % 101 == 0)
+            ck_assert_int_eq(hotkeys_verify(&hk), 0);
+    }
+    ck_assert_int_eq(hotkeys_verify(&hk), 0);
+    for (unsigned i = 16; i < 20; i++)
+        ck_assert(!hotkeys_spilled(&hk, keys[i], lens[i]));
+}
+END_TEST
+
 /* Not a pass/fail test: prints the cost of a touch on a skewed stream. */
 START_TEST(bench_touch)
 {
@@ -333,6 +395,7 @@ int main(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_zipf_stream_finds_true_top_keys);
+    tcase_add_test(tc, test_crowded_groups_spill_and_stay_found);
     tcase_add_test(tc, test_merge_of_workers_finds_true_top_keys);
     tcase_add_test(tc, test_window_keeps_previous_generation_then_forgets);
     tcase_add_test(tc, test_window_hot_key_replaced_by_new_hot_key);
