@@ -687,6 +687,65 @@ class Proxy:
         return None
 
 
+class PoolEnv:
+    """One test file's setup: backends it starts itself and a proxy in front of them, one
+    proxy per distinct pool (cached), or the running proxy an environment variable names.
+
+    A subclass sets POOL (the pool's name), BASE (pool keys of every proxy it starts),
+    EXTERNAL (the variable naming a running proxy of its protocol), OTHER and OTHER_WHY
+    (the other protocol's variable, which makes the file skip) and start_backends()."""
+    POOL = None
+    BASE = {}
+    EXTERNAL = None
+    OTHER = None
+    OTHER_WHY = ""
+
+    def __init__(self):
+        self.external = False
+        self.backends = []
+        self.more_backends = []      # started later by a test; stopped with the rest
+        self.proxies = {}
+        ext = os.environ.get(self.EXTERNAL)
+        if ext:
+            self.external = True
+            self.proxy = ExternalProxy(ext)
+            return
+        if os.environ.get(self.OTHER):
+            raise Skip(self.OTHER_WHY)
+        self.backends = self.start_backends()
+        self.proxy = self.with_pool()
+
+    def start_backends(self):
+        raise NotImplementedError
+
+    def pool(self, backends=None, **extra):
+        backends = backends or self.backends
+        p = {"hash": "md5", "distribution": "ketama", "timeout": 2000, **self.BASE,
+             "auto_eject_hosts": False, "servers": server_lines(backends, NAMES[:len(backends)])}
+        p.update(extra)
+        return p
+
+    def with_pool(self, backends=None, **extra):
+        """A proxy on backends (default: the file's) with extra pool keys."""
+        backends = backends or self.backends
+        key = (tuple(b.port for b in backends), tuple(sorted(extra.items())))
+        if key not in self.proxies:
+            self.proxies[key] = Proxy({self.POOL: self.pool(backends, **extra)})
+        return self.proxies[key]
+
+    def client(self, **extra):
+        return (self.with_pool(**extra) if extra else self.proxy).client()
+
+    def diagnostics(self):
+        return "--- proxy log tail:\n" + self.proxy.log_tail()
+
+    def close(self):
+        for p in self.proxies.values():
+            p.stop()
+        for b in self.backends + self.more_backends:
+            b.stop()
+
+
 class ExternalProxy:
     """An already-running proxy named by RL_PROXY_ADDR / RL_REDIS_PROXY_ADDR."""
 

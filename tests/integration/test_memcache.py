@@ -6,56 +6,24 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, PROXY_KIND, ExternalProxy, Memcached, Proxy, Runner, Skip,  # noqa: E402
-                     b64, check, eq, owners, port_is_free, ring_owners, server_lines, unique,
+from harness import (NAMES, PROXY_KIND, Memcached, PoolEnv, Proxy, Runner, Skip,  # noqa: E402
+                     b64, check, eq, owners, port_is_free, ring_owners, unique,
                      vector_files, vector_pool, vector_rows)
 
 R = Runner("test_memcache", per_test_timeout=60, total_timeout=300)
 ITEM_MAX = 1 << 20     # the proxy's default item_size_max (1 MiB)
 
 
-class Env:
-    def __init__(self):
-        self.external = False
-        self.backends = []
-        self.proxies = {}
-        ext = os.environ.get("RL_PROXY_ADDR")
-        if ext:
-            self.external = True
-            self.proxy = ExternalProxy(ext)
-            return
-        if os.environ.get("RL_REDIS_PROXY_ADDR"):
-            raise Skip("RL_REDIS_PROXY_ADDR names a running redis proxy; this file tests memcache")
+class Env(PoolEnv):
+    POOL = "mc"
+    EXTERNAL = "RL_PROXY_ADDR"
+    OTHER = "RL_REDIS_PROXY_ADDR"
+    OTHER_WHY = "RL_REDIS_PROXY_ADDR names a running redis proxy; this file tests memcache"
+
+    def start_backends(self):
         # -I 2m: the backends store a value of exactly 1 MiB, so the proxy's limit is
         # the one under test.
-        self.backends = [Memcached.start(extra=["-I", "2m"]) for _ in range(4)]
-        self.proxy = self.with_pool()
-
-    def pool(self, **extra):
-        p = {"hash": "md5", "distribution": "ketama", "timeout": 2000,
-             "auto_eject_hosts": False,
-             "servers": server_lines(self.backends, NAMES[:len(self.backends)])}
-        p.update(extra)
-        return p
-
-    def with_pool(self, **extra):
-        """A proxy on the 4 backends with extra pool keys; started once per distinct set."""
-        key = tuple(sorted(extra.items()))
-        if key not in self.proxies:
-            self.proxies[key] = Proxy({"mc": self.pool(**extra)})
-        return self.proxies[key]
-
-    def client(self, **extra):
-        return (self.with_pool(**extra) if extra else self.proxy).client()
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        for p in self.proxies.values():
-            p.stop()
-        for b in self.backends:
-            b.stop()
+        return [Memcached.start(extra=["-I", "2m"]) for _ in range(4)]
 
 
 # ---------------------------------------------------------------- storage commands

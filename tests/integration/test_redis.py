@@ -5,8 +5,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, PROXY_KIND, ExternalProxy, Proxy, Redis, RespError, Runner,  # noqa: E402
-                     Skip, check, eq, owners, resp_encode, server_lines, unique)
+from harness import (PROXY_KIND, PoolEnv, Redis, RespError, Runner,  # noqa: E402
+                     check, eq, owners, resp_encode, unique)
 
 R = Runner("test_redis", per_test_timeout=60, total_timeout=240)
 PASSWORD = "s3cret-pw"
@@ -16,44 +16,15 @@ def is_err(r, prefix):
     return isinstance(r, RespError) and str(r).startswith(prefix)
 
 
-class Env:
-    def __init__(self):
-        self.external = False
-        self.backends = []
-        self.proxies = {}
-        self.auth_backends = []
-        ext = os.environ.get("RL_REDIS_PROXY_ADDR")
-        if ext:
-            self.external = True
-            self.proxy = ExternalProxy(ext)
-            return
-        if os.environ.get("RL_PROXY_ADDR"):
-            raise Skip("RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR")
-        self.backends = [Redis.start() for _ in range(4)]
-        self.proxy = self.with_pool()
+class Env(PoolEnv):
+    POOL = "rd"
+    BASE = {"redis": True}
+    EXTERNAL = "RL_REDIS_PROXY_ADDR"
+    OTHER = "RL_PROXY_ADDR"
+    OTHER_WHY = "RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR"
 
-    def with_pool(self, backends=None, **extra):
-        backends = backends or self.backends
-        key = (tuple(b.port for b in backends), tuple(sorted(extra.items())))
-        if key not in self.proxies:
-            p = {"hash": "md5", "distribution": "ketama", "timeout": 2000,
-                 "redis": True, "auto_eject_hosts": False,
-                 "servers": server_lines(backends, NAMES[:len(backends)])}
-            p.update(extra)
-            self.proxies[key] = Proxy({"rd": p})
-        return self.proxies[key]
-
-    def client(self, **extra):
-        return (self.with_pool(**extra) if extra else self.proxy).client()
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        for p in self.proxies.values():
-            p.stop()
-        for b in self.backends + self.auth_backends:
-            b.stop()
+    def start_backends(self):
+        return [Redis.start() for _ in range(4)]
 
 
 def one_owner(env, *keys):
@@ -395,9 +366,9 @@ def unknown_command_error(env):
 
 @R.test
 def auth_with_redis_auth_and_password_backends(env):
-    if not env.auth_backends:
-        env.auth_backends = [Redis.start(password=PASSWORD) for _ in range(2)]
-    proxy = env.with_pool(backends=env.auth_backends, redis_auth=PASSWORD)
+    if not env.more_backends:
+        env.more_backends = [Redis.start(password=PASSWORD) for _ in range(2)]
+    proxy = env.with_pool(backends=env.more_backends, redis_auth=PASSWORD)
     k = unique().decode()
     with proxy.client() as c:
         r = c.rd("GET", k)
@@ -412,7 +383,7 @@ def auth_with_redis_auth_and_password_backends(env):
         eq(c.rd("GET", k), b"v")
         eq(c.rd("MSET", k + "a", "1", k + "b", "2"), "OK")
         eq(c.rd("MGET", k, k + "a", k + "b"), [b"v", b"1", b"2"])
-    held = owners(env.auth_backends, [k])[k.encode()]
+    held = owners(env.more_backends, [k])[k.encode()]
     eq(len(held), 1, "the key reached a password backend")
 
 

@@ -4,44 +4,35 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, ExternalProxy, Proxy, Redis, Runner, Skip,  # noqa: E402
-                     check, eq, owners, server_lines, unique)
+from harness import (PoolEnv, Redis, Runner, Skip,  # noqa: E402
+                     check, eq, owners, unique)
 
 R = Runner("test_redis_py", per_test_timeout=60, total_timeout=120)
 
 
-class Env:
+class Env(PoolEnv):
+    POOL = "rd"
+    BASE = {"redis": True}
+    EXTERNAL = "RL_REDIS_PROXY_ADDR"
+    OTHER = "RL_PROXY_ADDR"
+    OTHER_WHY = "RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR"
+
     def __init__(self):
         try:
             import redis
         except ImportError:
             raise Skip("python3-redis not installed")
         self.redis = redis
-        self.external = False
-        self.backends = []
-        self.proxy = None
-        ext = os.environ.get("RL_REDIS_PROXY_ADDR")
-        if ext:
-            self.external = True
-            self.proxy = ExternalProxy(ext)
-        elif os.environ.get("RL_PROXY_ADDR"):
-            raise Skip("RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR")
-        else:
-            self.backends = [Redis.start() for _ in range(4)]
-            self.proxy = Proxy({"rd": {"hash": "md5", "distribution": "ketama",
-                                       "timeout": 2000, "redis": True,
-                                       "servers": server_lines(self.backends, NAMES[:4])}})
+        super().__init__()
         host, port = self.proxy.addr()
         self.r = redis.Redis(host=host, port=port, socket_timeout=10, socket_connect_timeout=5)
 
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
+    def start_backends(self):
+        return [Redis.start() for _ in range(4)]
 
     def close(self):
         self.r.close()
-        self.proxy.stop()
-        for b in self.backends:
-            b.stop()
+        super().close()
 
 
 @R.test(external=True)
