@@ -248,17 +248,42 @@ static struct msg *client_new_msg(struct client *c, const struct proto_req *req)
     return m;
 }
 
+/* m is answered here, not by a server: done at once. A noreply request's message is put
+ * back (0: m is gone); otherwise its reply, already in m->rsp, is held for delivery. */
+static int client_answered_here(struct client *c, struct msg *m)
+{
+    m->flags |= MSG_F_DONE;
+    if (m->flags & MSG_F_NOREPLY) {
+        msg_put(c->w, m);
+        return 0;
+    }
+    c->held_bytes += buf_len(&m->rsp);
+    return 1;
+}
+
 /* Answer m locally with a protocol error (it was never sent). */
 static void client_fail(struct client *c, struct msg *m, enum proto_err code, const char *reason)
 {
-    m->flags |= MSG_F_ERROR | MSG_F_DONE;
+    m->flags |= MSG_F_ERROR;
     STATS_ADD(&c->pool->stats, forward_error, 1);
-    if (m->flags & MSG_F_NOREPLY) {
-        msg_put(c->w, m);
-        return;
+    if (!(m->flags & MSG_F_NOREPLY))
+        c->pool->ops->error_reply(code, reason, &m->rsp);
+    (void)client_answered_here(c, m);
+}
+
+/* The pool a keyed request goes to (routes pick it by key prefix), or NULL after failing
+ * m when its keys belong to different pools. */
+static struct wpool *client_route_pool(struct client *c, struct msg *m,
+                                       const struct proto_req *req, const char *buf)
+{
+    int mixed;
+    struct wpool *pool = route_pool(c->pool, req, buf, &mixed);
+    if (mixed) {
+        STATS_ADD(&c->pool->stats, crossslot, 1);
+        client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+        return NULL;
     }
-    c->pool->ops->error_reply(code, reason, &m->rsp);
-    c->held_bytes += buf_len(&m->rsp);
+    return pool;
 }
 
 enum client_write {
@@ -545,15 +570,13 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
     switch (req->kind) {
     case PROTO_REQ_ERROR:
         STATS_ADD(&pool->stats, client_errors_sent, 1);
-        m->flags |= MSG_F_DONE | MSG_F_ERROR;
+        m->flags |= MSG_F_ERROR;
         if (req->flags & PROTO_RF_CLOSE)
             m->flags |= MSG_F_CLOSE;
-        if (m->flags & MSG_F_NOREPLY) {
-            msg_put(c->w, m);
+        if (!(m->flags & MSG_F_NOREPLY))
+            buf_append(&m->rsp, req->err, req->err_len);
+        if (!client_answered_here(c, m))
             return;
-        }
-        buf_append(&m->rsp, req->err, req->err_len);
-        c->held_bytes += buf_len(&m->rsp);
         break;
 
     case PROTO_REQ_LOCAL: {
@@ -574,23 +597,15 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
         int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
         if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
             m->flags |= MSG_F_CLOSE;
-        if (m->flags & MSG_F_NOREPLY) {
-            msg_put(c->w, m);
+        if (!client_answered_here(c, m))
             return;
-        }
-        c->held_bytes += buf_len(&m->rsp);
         break;
     }
 
     case PROTO_REQ_SAME:
     case PROTO_REQ_SINGLE: {
-        int mixed;
-        pool = route_pool(c->pool, req, buf, &mixed);
-        if (mixed) {
-            STATS_ADD(&c->pool->stats, crossslot, 1);
-            client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+        if ((pool = client_route_pool(c, m, req, buf)) == NULL)
             goto out;
-        }
         uint64_t hash = 0;
         uint32_t owner = route_owner(pool, req, buf, 0, &hash);
         if (c->w->snap->conf->global.hot_keys)
@@ -615,13 +630,10 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
             client_copies(c, m, req, buf, rt.to, rt.n, rt.async);
             break;
         case ROUTE_MISS:
-            m->flags |= MSG_F_DONE;
-            if (m->flags & MSG_F_NOREPLY) {
-                msg_put(c->w, m);
+            if (!(m->flags & MSG_F_NOREPLY))
+                pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
+            if (!client_answered_here(c, m))
                 return;
-            }
-            pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
-            c->held_bytes += buf_len(&m->rsp);
             break;
         case ROUTE_FAIL:
             client_fail(c, m, rt.err, rt.reason);
@@ -630,17 +642,11 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
         break;
     }
 
-    case PROTO_REQ_FANOUT: {
-        int mixed;
-        pool = route_pool(c->pool, req, buf, &mixed);
-        if (mixed) {
-            STATS_ADD(&c->pool->stats, crossslot, 1);
-            client_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+    case PROTO_REQ_FANOUT:
+        if ((pool = client_route_pool(c, m, req, buf)) == NULL)
             goto out;
-        }
         client_fanout(c, pool, m, req, buf, 0);
         break;
-    }
     case PROTO_REQ_BROADCAST:
         client_fanout(c, c->pool, m, req, buf, 1);
         break;
