@@ -26,6 +26,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -262,6 +263,19 @@ class Raw:
 
     def read_exact(self, n, timeout=None):
         return self.read_until(lambda b: n if len(b) >= n else None, timeout)
+
+    def pipeline(self, data, want, timeout=30):
+        """Sends data in one write from another thread while reading (so the proxy's
+        replies never back up into our unread send) and fails at the first byte of the
+        replies that differs from want."""
+        t = threading.Thread(target=self.send, args=(data,), daemon=True)
+        t.start()
+        got = self.read_exact(len(want), timeout=timeout)
+        t.join(10)
+        if got != want:
+            i = next(j for j in range(len(want)) if got[j] != want[j])
+            raise AssertionError("pipeline reply differs at byte %d: got %r want %r" % (
+                i, got[max(0, i - 60):i + 60], want[max(0, i - 60):i + 60]))
 
     def read_line(self, timeout=None):
         """One line including its \\r\\n."""
