@@ -20,6 +20,7 @@ block and again at exit, whatever happened. Every wait has a timeout.
 import atexit
 import base64
 import gzip
+import json
 import os
 import signal
 import socket
@@ -608,6 +609,17 @@ def server_lines(backends, names=None, weights=None):
     return lines
 
 
+def read_stats(port, timeout=5):
+    """The JSON document a stats port on 127.0.0.1 writes before it closes."""
+    with Raw(("127.0.0.1", port)) as c:
+        try:
+            while True:
+                c._fill(time.monotonic() + timeout)
+        except EOFError:
+            pass
+        return json.loads(bytes(c.buf))
+
+
 NAMES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 
 
@@ -685,15 +697,7 @@ class Proxy:
 
     def stats(self):
         """The stats port's JSON document."""
-        import json
-        with Raw(("127.0.0.1", self.stats_port)) as c:
-            data = b""
-            try:
-                while True:
-                    c._fill(time.monotonic() + 5)
-            except EOFError:
-                data = bytes(c.buf)
-        return json.loads(data)
+        return read_stats(self.stats_port)
 
     def stop(self):
         if self.proc:

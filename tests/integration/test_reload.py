@@ -40,7 +40,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PROXY_KIND, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, resp_encode, tmpdir,
+                     Skip, StartError, binary, check, eq, free_port, read_stats, resp_encode, tmpdir,
                      yaml_dump, yaml_scalar, ring_owners)
 
 R = Runner("test_reload", per_test_timeout=170, total_timeout=420)
@@ -151,13 +151,7 @@ class RLProxy:
             return ""
 
     def stats(self):
-        with Raw(("127.0.0.1", self.stats_port)) as c:
-            try:
-                while True:
-                    c._fill(time.monotonic() + 5)
-            except EOFError:
-                pass
-            return json.loads(bytes(c.buf))
+        return read_stats(self.stats_port)
 
     def hup(self):
         os.kill(self.pid, signal.SIGHUP)

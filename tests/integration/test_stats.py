@@ -13,7 +13,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, PROXY_KIND, TOP_SRCDIR, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, parse_addr,
+                     Skip, StartError, binary, check, eq, free_port, parse_addr, read_stats,
                      server_lines, tmpdir, unique, yaml_dump, ring_owners)
 
 R = Runner("test_stats", per_test_timeout=40, total_timeout=150)
@@ -95,13 +95,7 @@ class Env:
     # reading the stats ----------------------------------------------------------
     def stats(self):
         """The stats port's document (read to EOF)."""
-        with Raw(("127.0.0.1", self.stats_port)) as c:
-            try:
-                while True:
-                    c._fill(time.monotonic() + 5)
-            except EOFError:
-                pass
-            return json.loads(bytes(c.buf))
+        return read_stats(self.stats_port)
 
     def http(self, path, method="GET", headers=None, data=None):
         """(status, headers, body bytes) of one admin request."""
