@@ -63,14 +63,14 @@ def mc_command(port, line, timeout=2.0):
     return data.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
-def pool_yaml(name, listen, ports, extra=""):
+def pool_yaml(name, listen, ports, extra="", preconnect=True):
     """A memcached pool (ketama over fnv1a_64 as in the side-by-side runs)."""
     servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in ports)
     return (f"{name}:\n"
             f"  listen: 127.0.0.1:{listen}\n"
             f"  hash: fnv1a_64\n"
             f"  distribution: ketama\n"
-            f"  preconnect: true\n"
+            f"  preconnect: {'true' if preconnect else 'false'}\n"
             f"  auto_eject_hosts: false\n"
             f"  server_connections: 1\n"
             f"{extra}"
@@ -435,14 +435,7 @@ def big_pool(listen, base, toggle):
     preconnect and no traffic); toggle moves the last one to another port so that every
     reload changes the ring."""
     ports = list(range(base, base + 999)) + [base + 999 + toggle]
-    servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in ports)
-    return (f"big:\n"
-            f"  listen: 127.0.0.1:{listen}\n"
-            f"  hash: fnv1a_64\n"
-            f"  distribution: ketama\n"
-            f"  preconnect: false\n"
-            f"  auto_eject_hosts: false\n"
-            f"  servers:\n{servers}")
+    return pool_yaml("big", listen, ports, preconnect=False)
 
 
 def reload_latency(b):
