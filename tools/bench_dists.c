@@ -18,7 +18,7 @@ static double now_ns(void)
 }
 
 struct bench_case {
-    const struct dist_ops *ops;
+    enum dist_type type;
     const char *note;
     int weighted;     /* weights 1..10 instead of all 1 */
 };
@@ -27,14 +27,14 @@ int main(int argc, char **argv)
 {
     uint32_t lookups = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 2000000;
     const struct bench_case cases[] = {
-        {.ops = &dist_maglev_ops, .note = "M=65537"},
-        {.ops = &dist_jump_ops, .note = ""},
-        {.ops = &dist_rendezvous_ops, .note = "equal weights"},
-        {.ops = &dist_rendezvous_ops, .note = "weights 1..10", .weighted = 1},
-        {.ops = &dist_maglev_ops, .note = "weights 1..10", .weighted = 1},
-        {.ops = &dist_multiprobe_ops, .note = "21 probes"},
-        {.ops = &dist_anchor_ops, .note = "capacity 256"},
-        {.ops = &dist_slots_ops, .note = "even split"},
+        {.type = DIST_MAGLEV, .note = "M=65537"},
+        {.type = DIST_JUMP, .note = ""},
+        {.type = DIST_RENDEZVOUS, .note = "equal weights"},
+        {.type = DIST_RENDEZVOUS, .note = "weights 1..10", .weighted = 1},
+        {.type = DIST_MAGLEV, .note = "weights 1..10", .weighted = 1},
+        {.type = DIST_MULTIPROBE, .note = "21 probes"},
+        {.type = DIST_ANCHOR, .note = "capacity 256"},
+        {.type = DIST_SLOTS, .note = "even split"},
     };
     enum { NSERV = 100, NBUILD = 1000, NKEYS = 1 << 16 };
 
@@ -54,15 +54,15 @@ int main(int argc, char **argv)
     printf("%-12s %-14s %12s %14s %16s\n", "dist", "note", "ns/lookup", "lookups/s",
            "build 1000 (ms)");
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
-        const struct dist_ops *ops = cases[c].ops;
         for (uint32_t i = 0; i < NBUILD; i++)
             servers[i].weight = cases[c].weighted ? 1 + i % 10 : 1;
         struct dist d;
         char err[256];
-        if (ops->build(&d, NULL, servers, NSERV, err, sizeof(err)) != 0) {
-            fprintf(stderr, "%s: %s\n", ops->name, err);
+        if (dist_build(&d, cases[c].type, NULL, servers, NSERV, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
             return 1;
         }
+        const struct dist_ops *ops = d.ops;
         uint64_t sink = 0;
         for (uint32_t i = 0; i < NKEYS; i++)   /* warm up */
             sink += ops->lookup(&d, XXH3_64bits(keys[i], 20));
@@ -75,16 +75,16 @@ int main(int argc, char **argv)
             double t = (now_ns() - t0) / (lookups / 5);
             per = t < per ? t : per;
         }
-        ops->destroy(&d);
+        dist_destroy(&d);
 
         double b0 = now_ns();
         int rounds = 0;
         do {
-            if (ops->build(&d, NULL, servers, NBUILD, err, sizeof(err)) != 0) {
+            if (dist_build(&d, cases[c].type, NULL, servers, NBUILD, err, sizeof(err)) != 0) {
                 fprintf(stderr, "%s: %s\n", ops->name, err);
                 return 1;
             }
-            ops->destroy(&d);
+            dist_destroy(&d);
             rounds++;
         } while (now_ns() - b0 < 2e8 && rounds < 100);
         double build_ms = (now_ns() - b0) / rounds / 1e6;

@@ -102,6 +102,11 @@ void dist_destroy(struct dist *d)
     memset(d, 0, sizeof(*d));
 }
 
+void dist__destroy_stateless(struct dist *d)
+{
+    d->impl = NULL;
+}
+
 /* qsort-style order: shorter identity first, then bytewise (memcmp). */
 int dist__ident_cmp(const struct dist_server *a, const struct dist_server *b)
 {

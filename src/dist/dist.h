@@ -114,4 +114,7 @@ extern const struct dist_ops dist_anchor_ops;
 /* twemproxy's server order: shorter identity first, then bytewise. */
 int dist__ident_cmp(const struct dist_server *a, const struct dist_server *b);
 
+/* The destroy of a scheme whose build keeps no state (d->impl stays NULL). */
+void dist__destroy_stateless(struct dist *d);
+
 #endif

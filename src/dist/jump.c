@@ -101,15 +101,10 @@ static uint32_t jump_preference(const struct dist *d, uint64_t hash, uint32_t *o
     return want;
 }
 
-static void jump_destroy(struct dist *d)
-{
-    d->impl = NULL;
-}
-
 const struct dist_ops dist_jump_ops = {
     .name = "jump",
     .build = jump_build,
     .lookup = jump_lookup,
     .preference = jump_preference,
-    .destroy = jump_destroy,
+    .destroy = dist__destroy_stateless,
 };

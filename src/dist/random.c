@@ -38,15 +38,10 @@ static uint32_t random_preference(const struct dist *d, uint64_t hash, uint32_t 
     return dist__preference_by_rehash(d, hash, out, want);
 }
 
-static void random_destroy(struct dist *d)
-{
-    d->impl = NULL;
-}
-
 const struct dist_ops dist_random_ops = {
     .name = "random",
     .build = random_build,
     .lookup = random_lookup,
     .preference = random_preference,
-    .destroy = random_destroy,
+    .destroy = dist__destroy_stateless,
 };
