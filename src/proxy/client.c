@@ -745,14 +745,8 @@ static void client_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     struct client *c = h->data;
 
     (void)suggested;
-    size_t chunk = c->w->proxy->opt.buf_size ? c->w->proxy->opt.buf_size : CLIENT_READ_CHUNK;
-    if (buf_reserve(&c->ibuf, chunk) < 0) {
-        b->base = NULL;
-        b->len = 0;
-        return;
-    }
-    b->base = buf_wptr(&c->ibuf);
-    b->len = buf_room(&c->ibuf);
+    worker_read_room(&c->ibuf, c->w->proxy->opt.buf_size ? c->w->proxy->opt.buf_size
+                                                        : CLIENT_READ_CHUNK, b);
 }
 
 static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)

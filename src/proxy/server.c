@@ -168,13 +168,7 @@ static void sconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     struct sconn *s = h->data;
 
     (void)suggested;
-    if (buf_reserve(&s->ibuf, 16384) < 0) {
-        b->base = NULL;
-        b->len = 0;
-        return;
-    }
-    b->base = buf_wptr(&s->ibuf);
-    b->len = buf_room(&s->ibuf);
+    worker_read_room(&s->ibuf, 16384, b);
 }
 
 static void sconn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)

@@ -702,3 +702,14 @@ int worker_try_send(uv_stream_t *st, const char *p, size_t n)
     }
     return UV_EAGAIN;
 }
+
+void worker_read_room(struct buf *in, size_t chunk, uv_buf_t *b)
+{
+    if (buf_reserve(in, chunk) < 0) {
+        b->base = NULL;
+        b->len = 0;
+        return;
+    }
+    b->base = buf_wptr(in);
+    b->len = buf_room(in);
+}

@@ -120,6 +120,11 @@ void worker_mark_client(struct worker *w, struct client *c);
  * skips the VFS layer write(2) goes through (a tenth of the per-request syscall cost
  * unpipelined). Bytes written, UV_EAGAIN, or a negative libuv error. */
 int  worker_try_send(uv_stream_t *st, const char *p, size_t n);
+
+/* A libuv alloc callback's work for a connection reading into in: at least chunk bytes of
+ * room after its data, handed out as *b (len 0, which libuv reports as UV_ENOBUFS, when
+ * memory runs out). */
+void worker_read_room(struct buf *in, size_t chunk, uv_buf_t *b);
 void worker_mark_sconn(struct worker *w, struct sconn *s);
 
 #endif
