@@ -233,7 +233,7 @@ static struct msg *client_new_msg(struct client *c, const struct proto_req *req)
     m->cmd = req->cmd;
     m->rflags = req->flags;
     m->nkeys = req->nkeys;
-    m->start_us = c->w->now_us;      /* read once per read callback, not per request */
+    m->start_us = worker_now_us(c->w);
     if (req->flags & PROTO_RF_NOREPLY) {
         m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
         return m;
@@ -756,7 +756,6 @@ static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     (void)b;
     if (nread > 0) {
         c->ibuf.wpos += (size_t)nread;
-        c->w->now_us = uv_hrtime() / 1000;
         client_process(c);
         return;
     }

@@ -178,7 +178,6 @@ static void sconn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
     (void)b;
     if (nread > 0) {
         s->ibuf.wpos += (size_t)nread;
-        s->server->w->now_us = uv_hrtime() / 1000;
         sconn_process(s);
         if (s->state == SCONN_CONNECTED && buf_len(&s->ibuf) == 0 && s->ibuf.cap > SCONN_IBUF_KEEP)
             buf_free(&s->ibuf);
@@ -772,7 +771,7 @@ static void sconn_reply_done(struct sconn *s)
     server_succeeded(srv);
     STATS_ADD(&srv->stats, responses, 1);
     if (w->snap->conf->global.latency_histograms) {
-        uint64_t now_us = w->now_us;     /* read once per read callback */
+        uint64_t now_us = worker_now_us(w);
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     }
     if (m->flags & (MSG_F_WARM | MSG_F_WARM2)) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -67,6 +68,7 @@ static void worker_flush_cb(uv_check_t *h)
             client_flush(c);
         }
     }
+    w->now_valid = 0;           /* the next iteration reads the clock afresh */
 }
 
 /* ------------------------------------------------------------------ listeners */
@@ -692,7 +694,10 @@ int worker_try_send(uv_stream_t *st, const char *p, size_t n)
         return uv_try_write(st, &b, 1);
     }
     for (int tries = 0; tries < 8; tries++) {
-        ssize_t r = send(fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        /* syscall(2), not send(3): the libc wrapper is a cancellation point and,
+         * in a threaded process, brackets every call with two atomic updates of
+         * the thread's cancel state; workers are never cancelled. */
+        ssize_t r = syscall(SYS_sendto, fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
         if (r >= 0)
             return (int)r;
         if (errno == EAGAIN || errno == EWOULDBLOCK)

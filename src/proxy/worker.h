@@ -86,7 +86,8 @@ struct worker {
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
     uint32_t          rr;             /* read_from: any-live rotation */
-    uint64_t          now_us;         /* monotonic clock read once per read callback */
+    uint64_t          now_us;         /* monotonic clock, read once per loop iteration */
+    int               now_valid;      /* now_us was read in this iteration */
     uint64_t          curr_connections;
     uint64_t          total_connections;
     uint64_t          drain_deadline;
@@ -120,6 +121,19 @@ void worker_mark_client(struct worker *w, struct client *c);
  * skips the VFS layer write(2) goes through (a tenth of the per-request syscall cost
  * unpipelined). Bytes written, UV_EAGAIN, or a negative libuv error. */
 int  worker_try_send(uv_stream_t *st, const char *p, size_t n);
+
+/* The monotonic clock in microseconds, read at most once per loop iteration
+ * (by the first read callback that needs it; the flush at the end of the
+ * iteration forgets it). Request latencies are measured with it, so they are
+ * exact to within one iteration's processing time, a few microseconds. */
+static inline uint64_t worker_now_us(struct worker *w)
+{
+    if (!w->now_valid) {
+        w->now_us = uv_hrtime() / 1000;
+        w->now_valid = 1;
+    }
+    return w->now_us;
+}
 
 /* A libuv alloc callback's work for a connection reading into in: at least chunk bytes of
  * room after its data, handed out as *b (len 0, which libuv reports as UV_ENOBUFS, when
