@@ -1,7 +1,9 @@
 /* The Redis 7.0 command table: arity, key positions, routing and merge for every command. */
 #include "config.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "proto/redis.h"
@@ -15,8 +17,8 @@
  *  - LOCAL: answered by the proxy; BROADCAST: every server, merged;
  *  - REFUSED: keyless server administration, transactions, pub/sub, blocking
  *    commands and anything else a sharding proxy cannot do faithfully.
- * The array must stay sorted by name (strcmp order): redis_command_find
- * bisects it, and the unit tests check the order.
+ * The array stays sorted by name (strcmp order; the unit tests check it) so
+ * that COMMAND listings come out in a stable order.
  *
  *  name                    arity first last step numkeys merge local flags
  */
@@ -392,21 +394,56 @@ const struct redis_command redis_commands[] = {
 
 const size_t redis_ncommands = RL_ARRAY_SIZE(redis_commands);
 
-const struct redis_command *redis_command_find(const char *upper)
-{
-    size_t lo = 0, hi = redis_ncommands;
+/*
+ * Lookup by name: an open-addressing index over the table (FNV-1a of the
+ * upper-case name, linear probing), built once on first use, so a request
+ * costs one hash of its command name and one compare instead of bisecting
+ * 367 names with strcmp.
+ */
+#define CMD_INDEX_SLOTS 1024u                   /* power of two, > 2x the table */
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(upper, redis_commands[mid].name);
-        if (c == 0)
-            return &redis_commands[mid];
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
+_Static_assert(RL_ARRAY_SIZE(redis_commands) * 2 < CMD_INDEX_SLOTS, "command index too small");
+
+static uint16_t cmd_index[CMD_INDEX_SLOTS];     /* table index + 1; 0 = empty */
+static pthread_once_t cmd_index_once = PTHREAD_ONCE_INIT;
+
+static uint32_t cmd_hash(const char *name, size_t len)
+{
+    uint32_t h = 2166136261u;
+
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)name[i]) * 16777619u;
+    return h;
+}
+
+static void cmd_index_build(void)
+{
+    for (size_t i = 0; i < redis_ncommands; i++) {
+        const char *name = redis_commands[i].name;
+        uint32_t slot = cmd_hash(name, strlen(name)) & (CMD_INDEX_SLOTS - 1);
+        while (cmd_index[slot] != 0)
+            slot = (slot + 1) & (CMD_INDEX_SLOTS - 1);
+        cmd_index[slot] = (uint16_t)(i + 1);
+    }
+}
+
+static const struct redis_command *cmd_find(const char *upper, size_t len)
+{
+    uint32_t slot = cmd_hash(upper, len) & (CMD_INDEX_SLOTS - 1);
+
+    pthread_once(&cmd_index_once, cmd_index_build);
+    for (uint32_t n = 0; n < CMD_INDEX_SLOTS && cmd_index[slot] != 0; n++) {
+        const struct redis_command *c = &redis_commands[cmd_index[slot] - 1];
+        if (strncmp(c->name, upper, len) == 0 && c->name[len] == '\0')
+            return c;
+        slot = (slot + 1) & (CMD_INDEX_SLOTS - 1);
     }
     return NULL;
+}
+
+const struct redis_command *redis_command_find(const char *upper)
+{
+    return cmd_find(upper, strlen(upper));
 }
 
 const struct redis_command *redis_command_lookup(const char *name, size_t len)
@@ -421,8 +458,7 @@ const struct redis_command *redis_command_lookup(const char *name, size_t len)
             return NULL;
         up[i] = (char)((ch >= 'a' && ch <= 'z') ? ch - 'a' + 'A' : ch);
     }
-    up[len] = '\0';
-    return redis_command_find(up);
+    return cmd_find(up, len);
 }
 
 size_t redis_command_listed(void)
