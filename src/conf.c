@@ -1130,6 +1130,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "warmup",               conf__set_u32,      P(warmup_s), 0, 86400, NULL, 0 },
     { "item_size_max",        conf__set_u32,      P(item_size_max), 1024, 1073741824, NULL, 0 },
     { "allow_flush",          conf__set_bool,     P(allow_flush), 0, 0, NULL, 0 },
+    { "coalesce_gets",        conf__set_bool,     P(coalesce_gets), 0, 0, NULL, 0 },
     { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
     { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
 };
@@ -1242,6 +1243,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->write_to = CONF_WRITE_PRIMARY;
     pool->on_down = CONF_ON_DOWN_FAILOVER;
     pool->item_size_max = 1048576;
+    pool->coalesce_gets = 1;
 }
 
 static int conf__is_prime(uint32_t n)

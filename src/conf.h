@@ -73,6 +73,7 @@ struct conf_pool {
     uint32_t warmup_s;            /* 0: off */
     uint32_t item_size_max;       /* memcached value limit: 1 MiB */
     int      allow_flush;         /* broadcast flush_all / FLUSHALL / FLUSHDB */
+    int      coalesce_gets;       /* memcached: join single-key gets to one server: 1 */
     struct conf_route *routes;
     uint32_t nroutes;
     struct conf_server *servers;  /* YAML order */

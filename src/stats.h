@@ -52,6 +52,7 @@ struct buf;
     ACTION(in_flight,           GAUGE,   "# requests sent and not yet answered")          \
     ACTION(spills,              COUNTER, "# requests placed here by bounded loads")       \
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
+    ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 

@@ -1225,6 +1225,48 @@ static int mc_warm_reply(uint16_t cmd, const char *rsp, size_t len, const char *
     return rc < 0 ? -ENOMEM : 1;
 }
 
+/* ------------------------------------------------------------------ coalescing */
+
+/*
+ * Single-key `get`s to one server in one write are joined into one
+ * `get k1 k2 ...` line: memcached answers a pipeline of separate gets with
+ * one send (and one TCP segment) per get, but a multi-key get with one. Only
+ * plain `get` joins (gets, gat and meta commands keep their own lines), and
+ * a line stays within MEMCACHE_JOIN_LINE_MAX bytes and MEMCACHE_JOIN_KEYS_MAX
+ * keys.
+ */
+static int mc_joinable(const struct proto_req *req)
+{
+    return req->cmd == MEMCACHE_CMD_GET && req->kind == PROTO_REQ_SINGLE && req->nkeys == 1 &&
+           req->body_len == 0 && req->flags == PROTO_RF_RETRIEVAL;
+}
+
+static int mc_join(const struct proto_req *req, const char *buf, struct buf *out,
+                   uint32_t open_len)
+{
+    const struct proto_key *k = &req->keys[0];
+
+    if (!mc_joinable(req) || open_len < 6 || buf_len(out) < open_len ||
+        (size_t)open_len + k->len + 3 > MEMCACHE_JOIN_LINE_MAX)
+        return 0;
+    const char *line = buf_wptr(out) - open_len;
+    if (memcmp(line, "get ", 4) != 0 || line[open_len - 1] != '\n')
+        return 0;
+    uint32_t keep = open_len - 1;               /* drop "\n", a "\r" and trailing blanks */
+    while (keep > 4 && (line[keep - 1] == '\r' || line[keep - 1] == ' '))
+        keep--;
+    if (buf_reserve(out, k->len + 3) != 0)
+        return -ENOMEM;
+    out->wpos -= open_len - keep;
+    char *w = buf_wptr(out);
+    w[0] = ' ';
+    memcpy(w + 1, buf + k->off, k->len);
+    w[1 + k->len] = '\r';
+    w[2 + k->len] = '\n';
+    out->wpos += k->len + 3;
+    return (int)(keep + k->len + 3);
+}
+
 const struct proto_ops proto_memcache_ops = {
     .name = "memcache",
     .parse_req = mc_parse_req,
@@ -1241,4 +1283,8 @@ const struct proto_ops proto_memcache_ops = {
     .warmable = mc_warmable,
     .warm_fetch = mc_warm_fetch,
     .warm_reply = mc_warm_reply,
+    .joinable = mc_joinable,
+    .join = mc_join,
+    .join_miss = "END\r\n",
+    .join_keys_max = MEMCACHE_JOIN_KEYS_MAX,
 };

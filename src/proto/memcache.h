@@ -46,6 +46,8 @@ enum memcache_cmd {
  * the proxy buffer megabytes of unterminated line. */
 #define MEMCACHE_RETRIEVAL_LINE_MAX (65536 + MEMCACHE_LINE_MAX)
 #define MEMCACHE_RSP_LINE_MAX   8192    /* a server's reply line */
+#define MEMCACHE_JOIN_LINE_MAX  2048    /* a get line joined from single-key gets */
+#define MEMCACHE_JOIN_KEYS_MAX  32      /* ... and the keys in it */
 #define MEMCACHE_META_TOKENS_MAX 19     /* memcached 1.6 refuses meta lines with more tokens */
 #define MEMCACHE_ITEM_SIZE_MAX  (1024u * 1024u)  /* default when item_size_max is 0 */
 

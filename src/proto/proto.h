@@ -195,6 +195,20 @@ struct proto_ops {
                       uint16_t *fetch_cmd);
     int (*warm_reply)(uint16_t cmd, const char *rsp, size_t len, const char *key, size_t klen,
                       struct buf *client, struct buf *copy, uint16_t *copy_cmd);
+
+    /* Coalescing of single-key retrievals (both NULL: the protocol has none).
+     * joinable: whether req may share one server command with others of its
+     * kind. join: append req's key to the command line that ends out
+     * (open_len bytes, written by forward() or join()); returns the line's new
+     * length, 0 when it cannot join (the line is left as it was), or -ENOMEM.
+     * The server then answers the joined command with one reply whose items
+     * come in key order, misses absent; join_miss is the reply a member whose
+     * key had no item gets, and the reply to a member with an item is that
+     * item followed by join_miss; join_keys_max bounds the keys of a line. */
+    int (*joinable)(const struct proto_req *req);
+    int (*join)(const struct proto_req *req, const char *buf, struct buf *out, uint32_t open_len);
+    const char *join_miss;
+    uint32_t    join_keys_max;
 };
 
 extern const struct proto_ops proto_memcache_ops;

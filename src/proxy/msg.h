@@ -39,6 +39,8 @@
 #define MSG_F_ASYNC    0x0800   /* REPLICA: answer with the first copy, the rest in background */
 #define MSG_F_WARM     0x1000   /* warm-up: on a miss, ask the key's previous owner */
 #define MSG_F_WARM2    0x2000   /* warm-up: this is that second ask */
+#define MSG_F_JKEY     0x4000   /* its key is queued in sconn->jkeys (a joinable get) */
+#define MSG_F_JOINED   0x8000   /* a later get was joined to its server command */
 
 struct client;
 struct sconn;

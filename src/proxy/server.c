@@ -152,6 +152,7 @@ static void sconn_unref(struct sconn *s)
     buf_free(&s->ibuf);
     buf_free(&s->obuf);
     buf_free(&s->wbuf);
+    buf_free(&s->jkeys);
     proto_parser_free(&s->parser);
     free(s);
     srv->nopen--;
@@ -430,7 +431,9 @@ static struct msg *sconn_pop(struct sconn *s)
     if (s->head == NULL)
         s->tail = NULL;
     m->snext = NULL;
-    m->flags &= (uint16_t)~MSG_F_SENT;
+    if (m->flags & MSG_F_JKEY)          /* its key entry leaves with it */
+        buf_consume(&s->jkeys, 1u + (uint8_t)*buf_rptr(&s->jkeys));
+    m->flags &= (uint16_t)~(MSG_F_SENT | MSG_F_JKEY | MSG_F_JOINED);
     s->inflight--;
     if (!(m->flags & MSG_F_INTERNAL))
         STATS_ADD(&s->server->stats, in_flight, -1);
@@ -800,6 +803,30 @@ static void sconn_reply_done(struct sconn *s)
         sconn_close(s, "server removed by a reload, drained", 0);
 }
 
+/*
+ * A reply unit for m, a get whose key is at the front of s->jkeys (see
+ * client_enqueue): 1 when the unit is m's (its item, or for the last key of
+ * a joined command also its END or error), 0 when m was joined to a later
+ * key and its part of the reply is over (a miss, or an error line that ends
+ * the whole command), -1 when the server sent an item m did not ask for.
+ * Items come back in the order the keys were sent, misses absent, so the
+ * first item with m's key is m's; matching the key byte for byte means a
+ * reply can never reach another request's client.
+ */
+static int sconn_join_match(struct sconn *s, const struct msg *m, const char *p,
+                            const struct proto_rsp *rsp)
+{
+    const char *e = buf_rptr(&s->jkeys);
+    uint32_t klen = (uint8_t)e[0];
+    int item = (rsp->flags & PROTO_SF_ITEM) != 0;
+    int mine = item && m->items == 0 && rsp->key.len == klen &&
+               memcmp(p + rsp->key.off, e + 1, klen) == 0;
+
+    if (m->flags & MSG_F_JOINED)
+        return mine;
+    return item && !mine ? -1 : 1;
+}
+
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
@@ -817,7 +844,10 @@ static void sconn_process(struct sconn *s)
             buf_consume(&s->ibuf, n);
             s->body_left -= n;
             if (s->body_left == 0 && s->body_final) {
+                if (s->body_join_end)
+                    deliver(s, s->cur, ops->join_miss, strlen(ops->join_miss), 0);
                 s->cur = NULL;
+                s->body_join_end = 0;
                 sconn_reply_done(s);
             }
             continue;
@@ -837,6 +867,28 @@ static void sconn_process(struct sconn *s)
             sconn_close(s, "malformed reply from server", 1);
             return;
         }
+        int join_end = 0;
+        if (m->flags & MSG_F_JKEY) {
+            int j = sconn_join_match(s, m, p, &rsp);
+            if (j < 0) {
+                log_hexdump(LOG_WARN_, __FILE__, __LINE__, "server returned a key not asked for",
+                            p, rsp.hdr_len);
+                sconn_close(s, "server returned a key not asked for", 1);
+                return;
+            }
+            if (j == 0) {
+                /* m's part of a joined get ended before this unit, which is
+                 * left for the next member: m missed, or an error line ends
+                 * the whole command and every member gets a copy. */
+                if (rsp.flags & PROTO_SF_ERROR)
+                    deliver(s, m, p, rsp.hdr_len, 0);
+                else
+                    deliver(s, m, ops->join_miss, strlen(ops->join_miss), 0);
+                sconn_reply_done(s);
+                continue;
+            }
+            join_end = (m->flags & MSG_F_JOINED) != 0;  /* m's item: its reply ends after it */
+        }
         int drop = (rsp.flags & PROTO_SF_SUPPRESS) ? 1 : 0;
         if (rsp.flags & PROTO_SF_ITEM)
             m->items++;
@@ -852,10 +904,13 @@ static void sconn_process(struct sconn *s)
             s->cur = m;
             s->body_left = rsp.body_len;
             s->body_drop = drop;
-            s->body_final = (rsp.flags & PROTO_SF_FINAL) != 0;
+            s->body_final = join_end || (rsp.flags & PROTO_SF_FINAL) != 0;
+            s->body_join_end = join_end;
             continue;
         }
-        if (rsp.flags & PROTO_SF_FINAL)
+        if (join_end)
+            deliver(s, m, ops->join_miss, strlen(ops->join_miss), 0);
+        if (join_end || (rsp.flags & PROTO_SF_FINAL))
             sconn_reply_done(s);
     }
 }
@@ -882,6 +937,7 @@ void sconn_flush(struct sconn *s)
 {
     if (s->state != SCONN_CONNECTED || s->writing || buf_len(&s->obuf) == 0)
         return;
+    s->join_tail = NULL;                /* what is sent can no longer be joined */
     int n = worker_try_send(&s->h.stream, buf_rptr(&s->obuf), RL_MIN(buf_len(&s->obuf), 1u << 30));
     if (n > 0)
         buf_consume(&s->obuf, (size_t)n);

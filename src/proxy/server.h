@@ -43,6 +43,14 @@ struct sconn {
     int                body_final;
     int                body_big;        /* the unit's body is large: stream it */
     int                resolving;       /* a getaddrinfo is pending */
+    /* Get coalescing: the joinable gets in the queue each have their key
+     * here ([u8 len][key], queue order); join_tail is the last request
+     * written to obuf while the command it ends is still open (unsent). */
+    struct buf         jkeys;
+    struct msg        *join_tail;
+    uint32_t           join_len;        /* bytes of that open command line */
+    uint32_t           join_n;          /* keys in it */
+    int                body_join_end;   /* after this body, end a joined get's reply */
 };
 
 /* One backend as one worker sees it. */

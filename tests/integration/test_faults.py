@@ -372,6 +372,55 @@ def half_reply_value_then_close_redis(env):
 
 # ---------------------------------------------------------------- slow and silent servers
 
+@R.test
+def joined_gets_with_a_broken_or_late_reply(env):
+    """Single-key gets to one server in one write travel as one `get a b c` command
+    (coalesce_gets). A reply to it that names a key nobody asked for reaches no client:
+    the members before it read as misses, the one it lands on gets SERVER_ERROR and the
+    connection is closed. An error line answers every member. A late reply goes to
+    nobody. Requests to other servers in the same pipeline are untouched throughout."""
+    f = env.mc
+    reset(f)
+    a, b, z = f.on_mock[2], f.on_mock[3], f.on_mock[4]
+    h = f.healthy()[0]
+    batch = b"get %s\r\nget %s\r\nget %s\r\nget %s\r\n" % (a, b, h, z)
+
+    def send_batch(c, timeout=3):
+        c.send(batch)
+        got = [mc_one(c, timeout=timeout) for _ in range(4)]
+        joined = [r for r in f.mock.requests() if a in r.keys]
+        check(joined and joined[-1].keys == [a, b, z],
+              "the mock's gets were not joined into one command: %r",
+              joined[-1].keys if joined else None)
+        return got
+
+    with f.client() as c:
+        eq(send_batch(c), [f.want(a), f.want(b), f.want(h), f.want(z)], "joined, healthy")
+        conn = f.mock_conn_of_last(a)
+        f.mock.on_key(a, garbage(b"VALUE not-asked 0 5\r\nstray\r\nEND\r\n"), times=1)
+        got = send_batch(c)
+        eq(got[:3], [b"END\r\n", b"END\r\n", f.want(h)], "before the stray item")
+        check(f.is_error(got[3]), "the member the stray item lands on: %r", got[3])
+        check(f.mock.wait_for(lambda: f.mock.closed_by_peer(conn)),
+              "the proxy kept its connection to the server that sent a stray item")
+        eq(send_batch(c), [f.want(a), f.want(b), f.want(h), f.want(z)], "after reconnecting")
+        f.mock.on_key(a, garbage(b"SERVER_ERROR out of memory\r\n"), times=1)
+        got = send_batch(c)
+        eq(got[2], f.want(h), "the healthy server's reply amid the error")
+        for r in got[:2] + got[3:]:
+            eq(r, b"SERVER_ERROR out of memory\r\n", "every joined member gets the error")
+        eq(send_batch(c), [f.want(a), f.want(b), f.want(h), f.want(z)], "after the error")
+        f.mock.on_key(a, delay(1000), times=1)
+        t0 = time.monotonic()
+        got = send_batch(c)
+        eq(got[2], f.want(h), "the healthy server's reply amid the timeouts")
+        for r in got[:2] + got[3:]:
+            check(f.is_error(r, "timeout"), "every joined member times out: %r", r)
+        time.sleep(max(0.0, t0 + 1.2 - time.monotonic()))
+        eq(send_batch(c), [f.want(a), f.want(b), f.want(h), f.want(z)], "after the late reply")
+        check(quiet(c), "extra bytes after the replies: %r", bytes(c.buf))
+
+
 def slow_reply(f):
     reset(f)
     k = f.on_mock[3]

@@ -1,8 +1,10 @@
 """test_memcache.py: the memcached text protocol through the proxy against 4 real memcached backends."""
 
 import os
+import random
 import subprocess
 import sys
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, PROXY_KIND, Memcached, PoolEnv, Proxy, Runner, Skip,  # noqa: E402
@@ -304,6 +306,102 @@ def pipeline_of_10000_mixed_commands(env):
     with env.client() as c:
         c.pipeline(data, want)
         check(c.mc(b"version").startswith(b"VERSION"), "nothing extra after the pipeline")
+
+
+def _gets_mix(k, vals, n, seed):
+    """n requests, mostly single-key gets (hits, misses, the same key twice in a row, a
+    large value now and then) with multi-key gets, sets and deletes among them; the
+    request bytes, the exact replies, and the hits and misses they make."""
+    rnd = random.Random(seed)
+    names = sorted(vals)
+    reqs, reps, hits, misses = [], [], 0, 0
+    prev = None
+
+    def value(key):
+        return b"VALUE %s %d %d\r\n%s\r\n" % (key, len(key), len(vals[key]), vals[key])
+
+    for i in range(n):
+        r = rnd.random()
+        if r < 0.75:
+            if prev is not None and rnd.random() < 0.15:
+                key = prev                                    # the same key again
+            elif rnd.random() < 0.25:
+                key = k + b":miss%d" % rnd.randrange(1000)
+            else:
+                key = rnd.choice(names)
+            prev = key
+            reqs.append(b"get %s\r\n" % key)
+            if key in vals:
+                reps.append(value(key) + b"END\r\n")
+                hits += 1
+            else:
+                reps.append(b"END\r\n")
+                misses += 1
+        elif r < 0.85:
+            a, b = rnd.choice(names), k + b":miss%d" % i
+            reqs.append(b"get %s %s\r\n" % (a, b))
+            reps.append(value(a) + b"END\r\n")
+            hits += 1
+            misses += 1
+        elif r < 0.93:
+            key = k + b":w%d:%d" % (seed, i)
+            reqs.append(b"set %s 0 0 2\r\nok\r\n" % key)
+            reps.append(b"STORED\r\n")
+        else:
+            reqs.append(b"delete %s:gone%d\r\n" % (k, i))
+            reps.append(b"NOT_FOUND\r\n")
+    return b"".join(reqs), b"".join(reps), hits, misses
+
+
+def _server_sum(doc, field):
+    return sum(v.get(field, 0) for v in doc["mc"].values() if isinstance(v, dict))
+
+
+@R.test
+def single_key_gets_are_joined_and_each_client_gets_its_own_reply(env):
+    """Pipelined single-key gets to one server travel as one `get k1 k2 ...` line
+    (coalesce_gets, on by default), from one client or many: every client still gets
+    exactly its own replies, for hits, misses, repeated keys, empty, binary and large
+    values, with other commands among them; hits and misses are counted per key."""
+    if PROXY_KIND == "nutcracker":
+        raise Skip("coalesce_gets is ringleader's")
+    k = unique()
+    vals = {}
+    for i in range(120):
+        key = k + b":%d" % i
+        vals[key] = [b"", b"x", b"a\r\nEND\r\nVALUE " + key + b" 0 1\r\nb", b"v%d" % i * (1 + i % 9)][i % 4]
+    vals[k + b":big"] = bytes(range(256)) * 2048          # 512 KiB: streamed, not held
+    with env.client() as c:
+        for key, v in vals.items():
+            eq(c.mc_store(b"set", key, v, flags=len(key)), b"STORED\r\n")
+    for proxy, joins in ((env.proxy, True), (env.with_pool(coalesce_gets=False), False)):
+        before = proxy.stats()
+        mixes = [_gets_mix(k, vals, 1500, seed) for seed in range(6)]
+        clients = [proxy.client() for _ in mixes]
+        errors = []
+
+        def run(c, data, want):
+            try:
+                c.pipeline(data, want)
+            except Exception as e:            # noqa: BLE001 - reported below
+                errors.append(e)
+        threads = [threading.Thread(target=run, args=(c, d, w), daemon=True)
+                   for c, (d, w, _, _) in zip(clients, mixes)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for c in clients:
+            c.close()
+        check(not errors, "replies (coalesce_gets %s): %s", joins, errors[:1])
+        after = proxy.stats()
+        joined = _server_sum(after, "joined_gets") - _server_sum(before, "joined_gets")
+        if joins:
+            check(joined > 1000, "pipelined gets joined: %d of ~6,750", joined)
+        else:
+            eq(joined, 0, "joined gets with coalesce_gets: false")
+        eq(after["mc"]["hits"] - before["mc"]["hits"], sum(m[2] for m in mixes), "hits")
+        eq(after["mc"]["misses"] - before["mc"]["misses"], sum(m[3] for m in mixes), "misses")
 
 
 # ---------------------------------------------------------------- bad input

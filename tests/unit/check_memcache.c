@@ -712,6 +712,86 @@ START_TEST(test_forward_strips_noreply_and_q)
 }
 END_TEST
 
+/*
+ * Join the requests of reqs (each a whole request) the way the core does:
+ * forward() the first joinable one, join() each next one while it can.
+ * Returns the server bytes; *njoined counts the requests joined.
+ */
+static char *join_all(const char *const *reqs, uint32_t n, uint32_t *njoined)
+{
+    static char out[8192];
+    struct buf b;
+    uint32_t open = 0;
+
+    buf_init(&b);
+    *njoined = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct preq x;
+        parse_checked(&x, reqs[i], strlen(reqs[i]), 0, 0);
+        ck_assert_int_gt(x.rc, 0);
+        int rc = open > 0 && ops->joinable(&x.r) ? ops->join(&x.r, reqs[i], &b, open) : 0;
+        ck_assert_int_ge(rc, 0);
+        if (rc > 0) {
+            open = (uint32_t)rc;
+            (*njoined)++;
+        } else {
+            size_t before = buf_len(&b);
+            ck_assert_int_eq(ops->forward(&x.r, reqs[i], &b), 0);
+            open = ops->joinable(&x.r) ? (uint32_t)(buf_len(&b) - before) : 0;
+        }
+        proto_parser_free(&x.p);
+    }
+    ck_assert_uint_lt(buf_len(&b), sizeof(out));
+    memcpy(out, buf_rptr(&b), buf_len(&b));
+    out[buf_len(&b)] = '\0';
+    buf_free(&b);
+    return out;
+}
+
+START_TEST(test_join_single_key_gets)
+{
+    uint32_t nj;
+    const char *three[] = { "get a\r\n", "get bb\n", "get  c  \r\n" };
+    ck_assert_str_eq(join_all(three, 3, &nj), "get a bb c\r\n");
+    ck_assert_uint_eq(nj, 2);
+    /* Only plain single-key get joins; anything else ends the line. */
+    const char *mixed[] = { "get a\r\n", "gets b\r\n", "get c\r\n", "get d e\r\n",
+                            "get f\r\n", "mg g v\r\n", "get h\r\n", "get noreply\r\n" };
+    ck_assert_str_eq(join_all(mixed, 8, &nj),
+                     "get a\r\ngets b\r\nget c\r\nget d e\r\nget f\r\nmg g v\r\n"
+                     "get h noreply\r\n");
+    ck_assert_uint_eq(nj, 1);
+    /* A line stops growing at MEMCACHE_JOIN_LINE_MAX bytes. */
+    static char keys[40][260];
+    const char *many[40];
+    for (int i = 0; i < 40; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "get %0200d\r\n", i);
+        many[i] = keys[i];
+    }
+    const char *out = join_all(many, 40, &nj);
+    ck_assert_uint_eq(nj, 40 - 4);      /* 10 keys of 200 bytes fit a line of 2,048: 4 lines */
+    const char *line = out;
+    for (int n = 0; n < 4; n++) {
+        const char *nl = strchr(line, '\n');
+        ck_assert_ptr_nonnull(nl);
+        ck_assert_uint_le((size_t)(nl + 1 - line), MEMCACHE_JOIN_LINE_MAX);
+        ck_assert_int_eq(strncmp(line, "get ", 4), 0);
+        line = nl + 1;
+    }
+    ck_assert_str_eq(line, "");
+    /* join() refuses an open line that is not a get. */
+    struct preq x;
+    struct buf b;
+    buf_init(&b);
+    buf_set(&b, "set k 0 0 1\r\n");
+    parse_checked(&x, "get z\r\n", 7, 0, 0);
+    ck_assert_int_eq(ops->join(&x.r, "get z\r\n", &b, (uint32_t)buf_len(&b)), 0);
+    ck_assert(buf_eq(&b, "set k 0 0 1\r\n"));
+    proto_parser_free(&x.p);
+    buf_free(&b);
+}
+END_TEST
+
 START_TEST(test_frag_write)
 {
     const char *s = "get a bb ccc dddd\r\n";
@@ -1080,6 +1160,7 @@ static Suite *memcache_suite(void)
     tc = tcase_create("forwarding");
     tcase_add_test(tc, test_forward_strips_noreply_and_q);
     tcase_add_test(tc, test_frag_write);
+    tcase_add_test(tc, test_join_single_key_gets);
     tcase_add_test(tc, test_merge_orders_items_by_client_keys);
     tcase_add_test(tc, test_merge_duplicates_and_misses);
     tcase_add_test(tc, test_merge_error_fragment);
