@@ -20,6 +20,7 @@
  *     reported complete exactly when its last byte arrives (prefix check);
  *   - forward() writes the header minus at most the recorded cut, ending in
  *     '\n'; a fragment written by frag_write() parses back to its keys;
+ *     the single-key gets of an input, joined, parse back to their keys;
  *   - merge() either fails or writes a reply that parses as items + END or
  *     as one error line.
  */
@@ -132,8 +133,68 @@ static void check_frag(const struct proto_req *r, const char *buf)
     buf_free(&out);
 }
 
+/*
+ * Get coalescing: every joinable request of the input is written to one
+ * output the way the core does (forward() opens a line, join() extends it
+ * while it can). The output must parse back as get lines carrying exactly
+ * those keys, in order, each joined line within MEMCACHE_JOIN_LINE_MAX.
+ */
+struct joiner {
+    struct buf out;
+    struct buf keys;      /* [u8 len][key] per joinable request, in order */
+    uint32_t open;        /* bytes of the open line, 0: none */
+};
+
+static void join_add(struct joiner *j, const struct proto_req *r, const char *buf)
+{
+    if (!ops->joinable(r))
+        return;
+    const struct proto_key *k = &r->keys[0];
+    FUZZ_CHECK(k->len <= MEMCACHE_KEY_MAX);
+    int rc = j->open > 0 ? ops->join(r, buf, &j->out, j->open) : 0;
+    FUZZ_CHECK(rc >= 0);
+    if (rc > 0) {
+        j->open = (uint32_t)rc;
+    } else {
+        size_t before = buf_len(&j->out);
+        FUZZ_CHECK(ops->forward(r, buf, &j->out) == 0);
+        j->open = (uint32_t)(buf_len(&j->out) - before);
+    }
+    uint8_t len = (uint8_t)k->len;
+    FUZZ_CHECK(buf_append(&j->keys, &len, 1) == 0 && buf_append(&j->keys, buf + k->off, len) == 0);
+}
+
+static void join_check(struct joiner *j)
+{
+    struct proto_parser p;
+    memset(&p, 0, sizeof(p));
+    const char *s = buf_rptr(&j->out), *kp = buf_rptr(&j->keys);
+    size_t n = buf_len(&j->out), off = 0, koff = 0;
+    while (off < n) {
+        struct proto_req r;
+        int rc = ops->parse_req(&p, s + off, n - off, &r);
+        FUZZ_CHECK(rc > 0 && r.cmd == MEMCACHE_CMD_GET && r.nkeys >= 1);
+        FUZZ_CHECK(r.nkeys == 1 || (size_t)rc <= MEMCACHE_JOIN_LINE_MAX);
+        for (uint32_t i = 0; i < r.nkeys; i++) {
+            FUZZ_CHECK(koff < buf_len(&j->keys));
+            uint8_t len = (uint8_t)kp[koff];
+            FUZZ_CHECK(r.keys[i].len == len && memcmp(s + off + r.keys[i].off, kp + koff + 1, len) == 0);
+            koff += 1u + len;
+        }
+        off += (size_t)rc;
+    }
+    FUZZ_CHECK(koff == buf_len(&j->keys));
+    proto_parser_free(&p);
+    buf_free(&j->out);
+    buf_free(&j->keys);
+}
+
 static void fuzz_requests(const uint8_t *data, size_t size, uint8_t mode)
 {
+    struct joiner join;
+    buf_init(&join.out);
+    buf_init(&join.keys);
+    join.open = 0;
     uint32_t item_max = (mode & 0x10) ? 64 : 0;
     uint32_t pflags = (mode & 0x20) ? PROTO_PF_ALLOW_FLUSH : 0;
     char *buf = dup_exact(data, size);
@@ -159,6 +220,7 @@ static void fuzz_requests(const uint8_t *data, size_t size, uint8_t mode)
         check_req_prefix(buf + off, rc, item_max, pflags, &r);
         if (r.kind == PROTO_REQ_SINGLE || r.kind == PROTO_REQ_BROADCAST)
             check_forward(&r, buf + off);
+        join_add(&join, &r, buf + off);
         if (r.kind == PROTO_REQ_FANOUT || (r.kind == PROTO_REQ_SINGLE &&
                                            (r.flags & PROTO_RF_RETRIEVAL) &&
                                            r.cmd != MEMCACHE_CMD_MG))
@@ -166,6 +228,7 @@ static void fuzz_requests(const uint8_t *data, size_t size, uint8_t mode)
         uint64_t next = (uint64_t)off + (uint64_t)rc + r.body_len;
         off = next > size ? size : (size_t)next;
     }
+    join_check(&join);
     proto_parser_free(&p);
     free(buf);
 }
