@@ -431,8 +431,11 @@ static struct msg *sconn_pop(struct sconn *s)
     if (s->head == NULL)
         s->tail = NULL;
     m->snext = NULL;
-    if (m->flags & MSG_F_JKEY)          /* its key entry leaves with it */
+    if (m->flags & MSG_F_JKEY) {        /* its key entry leaves with it */
         buf_consume(&s->jkeys, 1u + (uint8_t)*buf_rptr(&s->jkeys));
+        if (buf_len(&s->jkeys) == 0 && s->jkeys.cap > SCONN_IBUF_KEEP)
+            buf_free(&s->jkeys);        /* a long pipeline's keys: do not keep the space */
+    }
     m->flags &= (uint16_t)~(MSG_F_SENT | MSG_F_JKEY | MSG_F_JOINED);
     s->inflight--;
     if (!(m->flags & MSG_F_INTERNAL))
@@ -817,6 +820,8 @@ static int sconn_join_match(struct sconn *s, const struct msg *m, const char *p,
                             const struct proto_rsp *rsp)
 {
     const char *e = buf_rptr(&s->jkeys);
+    if (buf_len(&s->jkeys) == 0 || buf_len(&s->jkeys) < 1u + (uint8_t)e[0])
+        return -1;                      /* the queue and its keys disagree: fail safe */
     uint32_t klen = (uint8_t)e[0];
     int item = (rsp->flags & PROTO_SF_ITEM) != 0;
     int mine = item && m->items == 0 && rsp->key.len == klen &&
@@ -872,7 +877,7 @@ static void sconn_process(struct sconn *s)
             int j = sconn_join_match(s, m, p, &rsp);
             if (j < 0) {
                 log_hexdump(LOG_WARN_, __FILE__, __LINE__, "server returned a key not asked for",
-                            p, rsp.hdr_len);
+                            p, rsp.hdr_len);   /* (or the key queue is out of step) */
                 sconn_close(s, "server returned a key not asked for", 1);
                 return;
             }
