@@ -314,23 +314,11 @@ static int client_enqueue(struct wpool *pool, struct msg *m, struct server *srv,
     }
     const struct proto_ops *ops = pool->ops;
     size_t before = buf_len(&s->obuf);
-    /* A joinable get keeps its key in s->jkeys (its reply is matched by it)
-     * and joins the server command the previous get to s opened, while that
-     * is still the last thing written and unsent (see server.c). */
-    int jkey = how == CLIENT_WRITE_WHOLE && pool->cp->coalesce_gets && ops->joinable != NULL &&
-               !(m->flags & (MSG_F_FRAG | MSG_F_WARM)) && ops->joinable(req) &&
-               req->keys[0].len <= UINT8_MAX && buf_reserve(&s->jkeys, req->keys[0].len + 1u) == 0;
-    int rc = 0;
-    if (jkey && s->join_tail != NULL && s->join_tail == s->tail && s->join_n < ops->join_keys_max)
-        rc = ops->join(req, buf, &s->obuf, s->join_len);
-    if (rc > 0) {
-        s->join_tail->flags |= MSG_F_JOINED;
-        s->join_len = (uint32_t)rc;
-        s->join_n++;
-        STATS_ADD(&srv->stats, joined_gets, 1);
-        rc = 0;
-    } else if (rc == 0) {
-        s->join_len = 0;
+    int rc;
+    if (how == CLIENT_WRITE_WHOLE && pool->cp->coalesce_gets && ops->joinable != NULL &&
+        !(m->flags & (MSG_F_FRAG | MSG_F_WARM)) && ops->joinable(req)) {
+        rc = sconn_write_joinable(s, ops, m, req, buf);
+    } else {
         rc = how == CLIENT_WRITE_FRAG ? ops->frag_write(req, buf, idx, n, &s->obuf)
                                       : ops->forward(req, buf, &s->obuf);
         if (rc == 0 && how == CLIENT_WRITE_WHOLE && req->body_len > 0)
@@ -343,22 +331,9 @@ static int client_enqueue(struct wpool *pool, struct msg *m, struct server *srv,
         return -1;
     }
     m->req_bytes = buf_len(&s->obuf) - before;
-    if (jkey) {
-        const struct proto_key *k = &req->keys[0];
-        char *e = buf_wptr(&s->jkeys);          /* room reserved above */
-        e[0] = (char)(uint8_t)k->len;
-        memcpy(e + 1, buf + k->off, k->len);
-        s->jkeys.wpos += k->len + 1u;
-        m->flags |= MSG_F_JKEY;
-        if (s->join_len == 0) {                 /* it opened a new command */
-            s->join_len = (uint32_t)m->req_bytes;
-            s->join_n = 1;
-        }
-    }
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
-    s->join_tail = jkey ? m : NULL;
     worker_mark_sconn(pool->w, s);
     return 0;
 }

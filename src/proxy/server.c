@@ -409,6 +409,7 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
     else
         s->head = m;
     s->tail = m;
+    s->join_tail = (m->flags & MSG_F_JKEY) ? m : NULL;  /* anything else ends an open get line */
     s->inflight++;
     if (!(m->flags & MSG_F_INTERNAL))
         STATS_ADD(&srv->stats, in_flight, 1);
@@ -421,6 +422,37 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
             s->timer_armed = 1;
         }
     }
+}
+
+int sconn_write_joinable(struct sconn *s, const struct proto_ops *ops, struct msg *m,
+                         const struct proto_req *req, const char *buf)
+{
+    const struct proto_key *k = &req->keys[0];
+    int rc = 0;
+
+    if (k->len > UINT8_MAX || buf_reserve(&s->jkeys, k->len + 1u) != 0)
+        return -ENOMEM;
+    if (s->join_tail != NULL && s->join_n < ops->join_keys_max &&
+        (rc = ops->join(req, buf, &s->obuf, s->join_len)) > 0) {
+        s->join_tail->flags |= MSG_F_JOINED;
+        s->join_len = (uint32_t)rc;
+        s->join_n++;
+        STATS_ADD(&s->server->stats, joined_gets, 1);
+    } else if (rc == 0) {
+        size_t before = buf_len(&s->obuf);
+        if ((rc = ops->forward(req, buf, &s->obuf)) == 0) {
+            s->join_len = (uint32_t)(buf_len(&s->obuf) - before);
+            s->join_n = 1;
+        }
+    }
+    if (rc < 0)
+        return rc;
+    char *e = buf_wptr(&s->jkeys);              /* room reserved above */
+    e[0] = (char)(uint8_t)k->len;
+    memcpy(e + 1, buf + k->off, k->len);
+    s->jkeys.wpos += k->len + 1u;
+    m->flags |= MSG_F_JKEY;
+    return 0;
 }
 
 static struct msg *sconn_pop(struct sconn *s)
@@ -832,6 +864,15 @@ static int sconn_join_match(struct sconn *s, const struct msg *m, const char *p,
     return item && !mine ? -1 : 1;
 }
 
+/* m's part of a joined get is over: its reply ends as a lone get's would. */
+static void sconn_join_done(struct sconn *s, struct msg *m)
+{
+    const char *end = s->server->pool->ops->join_miss;
+
+    deliver(s, m, end, strlen(end), 0);
+    sconn_reply_done(s);
+}
+
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
@@ -849,11 +890,14 @@ static void sconn_process(struct sconn *s)
             buf_consume(&s->ibuf, n);
             s->body_left -= n;
             if (s->body_left == 0 && s->body_final) {
-                if (s->body_join_end)
-                    deliver(s, s->cur, ops->join_miss, strlen(ops->join_miss), 0);
+                struct msg *done = s->cur;
+                int join_end = s->body_join_end;
                 s->cur = NULL;
                 s->body_join_end = 0;
-                sconn_reply_done(s);
+                if (join_end)
+                    sconn_join_done(s, done);
+                else
+                    sconn_reply_done(s);
             }
             continue;
         }
@@ -885,11 +929,12 @@ static void sconn_process(struct sconn *s)
                 /* m's part of a joined get ended before this unit, which is
                  * left for the next member: m missed, or an error line ends
                  * the whole command and every member gets a copy. */
-                if (rsp.flags & PROTO_SF_ERROR)
+                if (rsp.flags & PROTO_SF_ERROR) {
                     deliver(s, m, p, rsp.hdr_len, 0);
-                else
-                    deliver(s, m, ops->join_miss, strlen(ops->join_miss), 0);
-                sconn_reply_done(s);
+                    sconn_reply_done(s);
+                } else {
+                    sconn_join_done(s, m);
+                }
                 continue;
             }
             join_end = (m->flags & MSG_F_JOINED) != 0;  /* m's item: its reply ends after it */
@@ -914,8 +959,8 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         if (join_end)
-            deliver(s, m, ops->join_miss, strlen(ops->join_miss), 0);
-        if (join_end || (rsp.flags & PROTO_SF_FINAL))
+            sconn_join_done(s, m);
+        else if (rsp.flags & PROTO_SF_FINAL)
             sconn_reply_done(s);
     }
 }

@@ -44,8 +44,9 @@ struct sconn {
     int                body_big;        /* the unit's body is large: stream it */
     int                resolving;       /* a getaddrinfo is pending */
     /* Get coalescing: the joinable gets in the queue each have their key
-     * here ([u8 len][key], queue order); join_tail is the last request
-     * written to obuf while the command it ends is still open (unsent). */
+     * here ([u8 len][key], queue order); join_tail is the queue's tail while
+     * it is a joinable get whose line is still unsent (sconn_enqueue sets it,
+     * sconn_flush clears it). */
     struct buf         jkeys;
     struct msg        *join_tail;
     uint32_t           join_len;        /* bytes of that open command line */
@@ -95,6 +96,14 @@ void server_msg_done(struct worker *w, struct msg *m);
 /* Queue a message on a connection (the request bytes are already in
  * s->obuf); arms its timeout. */
 void sconn_enqueue(struct sconn *s, struct msg *m);
+
+/* Write a joinable request (ops->joinable) to s: appended to the get line
+ * the previous request opened when that line is still the last thing queued
+ * and unsent, else forwarded as a new line; its key is kept for matching the
+ * reply (MSG_F_JKEY); the caller then queues m with sconn_enqueue(). 0, or
+ * -ENOMEM (nothing left written). */
+int  sconn_write_joinable(struct sconn *s, const struct proto_ops *ops, struct msg *m,
+                          const struct proto_req *req, const char *buf);
 
 /* Write what is in obuf (called from the worker's flush). */
 void sconn_flush(struct sconn *s);
