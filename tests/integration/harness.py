@@ -764,6 +764,18 @@ class PoolEnv:
             b.stop()
 
 
+class RedisPoolEnv(PoolEnv):
+    """The setup of a Redis test file: 4 redis-servers behind pool "rd"."""
+    POOL = "rd"
+    BASE = {"redis": True}
+    EXTERNAL = "RL_REDIS_PROXY_ADDR"
+    OTHER = "RL_PROXY_ADDR"
+    OTHER_WHY = "RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR"
+
+    def start_backends(self):
+        return [Redis.start() for _ in range(4)]
+
+
 class ExternalProxy:
     """An already-running proxy named by RL_PROXY_ADDR / RL_REDIS_PROXY_ADDR."""
 

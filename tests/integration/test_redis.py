@@ -4,7 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PROXY_KIND, PoolEnv, Redis, RespError, Runner,  # noqa: E402
+from harness import (PROXY_KIND, Redis, RedisPoolEnv, RespError, Runner,  # noqa: E402
                      check, eq, owners, resp_encode, unique)
 
 R = Runner("test_redis", per_test_timeout=60, total_timeout=240)
@@ -15,15 +15,7 @@ def is_err(r, prefix):
     return isinstance(r, RespError) and str(r).startswith(prefix)
 
 
-class Env(PoolEnv):
-    POOL = "rd"
-    BASE = {"redis": True}
-    EXTERNAL = "RL_REDIS_PROXY_ADDR"
-    OTHER = "RL_PROXY_ADDR"
-    OTHER_WHY = "RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR"
-
-    def start_backends(self):
-        return [Redis.start() for _ in range(4)]
+Env = RedisPoolEnv
 
 
 def one_owner(env, *keys):

@@ -4,19 +4,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PoolEnv, Redis, Runner, Skip,  # noqa: E402
+from harness import (RedisPoolEnv, Runner, Skip,  # noqa: E402
                      check, eq, owners, unique)
 
 R = Runner("test_redis_py", per_test_timeout=60, total_timeout=120)
 
 
-class Env(PoolEnv):
-    POOL = "rd"
-    BASE = {"redis": True}
-    EXTERNAL = "RL_REDIS_PROXY_ADDR"
-    OTHER = "RL_PROXY_ADDR"
-    OTHER_WHY = "RL_PROXY_ADDR names a running memcache proxy; set RL_REDIS_PROXY_ADDR"
-
+class Env(RedisPoolEnv):
     def __init__(self):
         try:
             import redis
@@ -26,9 +20,6 @@ class Env(PoolEnv):
         super().__init__()
         host, port = self.proxy.addr()
         self.r = redis.Redis(host=host, port=port, socket_timeout=10, socket_connect_timeout=5)
-
-    def start_backends(self):
-        return [Redis.start() for _ in range(4)]
 
     def close(self):
         self.r.close()
