@@ -1246,7 +1246,7 @@ static int mc_join(const struct proto_req *req, const char *buf, struct buf *out
 {
     const struct proto_key *k = &req->keys[0];
 
-    if (!mc_joinable(req) || open_len < 6 || buf_len(out) < open_len ||
+    if (open_len < 6 || buf_len(out) < open_len ||
         (size_t)open_len + k->len + 3 > MEMCACHE_JOIN_LINE_MAX)
         return 0;
     const char *line = buf_wptr(out) - open_len;

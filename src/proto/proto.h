@@ -198,9 +198,10 @@ struct proto_ops {
 
     /* Coalescing of single-key retrievals (both NULL: the protocol has none).
      * joinable: whether req may share one server command with others of its
-     * kind. join: append req's key to the command line that ends out
-     * (open_len bytes, written by forward() or join()); returns the line's new
-     * length, 0 when it cannot join (the line is left as it was), or -ENOMEM.
+     * kind. join: append the key of req, a joinable request, to the command
+     * line that ends out (open_len bytes, written by forward() or join());
+     * returns the line's new length, 0 when that line cannot take it (left as
+     * it was), or -ENOMEM.
      * The server then answers the joined command with one reply whose items
      * come in key order, misses absent; join_miss is the reply a member whose
      * key had no item gets, and the reply to a member with an item is that
