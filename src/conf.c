@@ -1109,6 +1109,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "redis",                conf__set_redis,    0, 0, 0, NULL, 0 },
     { "redis_auth",           conf__set_string,   P(redis_auth), 0, 0, NULL, 0 },
     { "redis_db",             conf__set_int,      P(redis_db), 0, INT32_MAX, NULL, 0 },
+    { "redis_username",       conf__set_string,   P(redis_username), 0, 0, NULL, 0 },
     { "server_connections",   conf__set_u32,      P(server_connections), 1, 65535, NULL, 0 },
     { "auto_eject_hosts",     conf__set_bool,     P(auto_eject_hosts), 0, 0, NULL, 0 },
     { "server_retry_timeout", conf__set_int,      P(server_retry_timeout_ms), 0, INT32_MAX, NULL, 0 },
@@ -1131,6 +1132,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "item_size_max",        conf__set_u32,      P(item_size_max), 1024, 1073741824, NULL, 0 },
     { "allow_flush",          conf__set_bool,     P(allow_flush), 0, 0, NULL, 0 },
     { "coalesce_gets",        conf__set_bool,     P(coalesce_gets), 0, 0, NULL, 0 },
+    { "scripts",              conf__set_bool,     P(scripts), 0, 0, NULL, 0 },
     { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
     { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
 };
@@ -1244,6 +1246,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->on_down = CONF_ON_DOWN_FAILOVER;
     pool->item_size_max = 1048576;
     pool->coalesce_gets = 1;
+    pool->scripts = 1;
 }
 
 static int conf__is_prime(uint32_t n)
@@ -1411,6 +1414,7 @@ static void conf__pool_free(struct conf_pool *pool)
     free(pool->name);
     conf_addr_free(&pool->listen);
     free(pool->redis_auth);
+    free(pool->redis_username);
     free(pool->slot_map);
     for (uint32_t i = 0; i < pool->nroutes; i++) {
         free(pool->routes[i].prefix);

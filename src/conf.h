@@ -52,6 +52,7 @@ struct conf_pool {
     int      backlog;             /* 512 */
     int      preconnect;
     char    *redis_auth;          /* NULL: none */
+    char    *redis_username;      /* ACL user the hello authenticates as; NULL: default */
     int      redis_db;            /* 0 */
     uint32_t server_connections;  /* 1 */
     int      auto_eject_hosts;    /* 0 */
@@ -73,6 +74,7 @@ struct conf_pool {
     uint32_t warmup_s;            /* 0: off */
     uint32_t item_size_max;       /* memcached value limit: 1 MiB */
     int      allow_flush;         /* broadcast flush_all / FLUSHALL / FLUSHDB */
+    int      scripts;             /* Redis: forward EVAL*, FCALL*: 1 */
     int      coalesce_gets;       /* memcached: join single-key gets to one server: 1 */
     struct conf_route *routes;
     uint32_t nroutes;

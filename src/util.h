@@ -13,11 +13,30 @@ uint64_t util_now_ms(void);      /* monotonic */
 uint64_t util_now_us(void);      /* monotonic */
 uint64_t util_wall_us(void);     /* since the epoch */
 
-/* Parse a decimal unsigned integer of exactly len bytes; 0 or -1 (empty,
- * non-digit, overflow of max). */
+/*
+ * The one decimal integer parser. s[0..len) must be exactly the number (no
+ * surrounding bytes: a NUL or a space is a non-digit). What else is allowed
+ * is the grammar of the reader it must agree with:
+ *   UTIL_DEC_MINUS  a leading '-' (the value is then negative or zero);
+ *   UTIL_DEC_PLUS   a leading '+' (memcached: strtoul/strtol accept it);
+ *   UTIL_DEC_CANON  Redis's string2ll: no leading zero unless the number is
+ *                   "0" itself, no "-0", at most 20 bytes.
+ * Leading zeros are otherwise allowed. The magnitude goes to *mag and the
+ * sign to *neg; overflow past UINT64_MAX (or, negative, past 2^63) fails.
+ * Returns 0, or -1 (empty, a sign alone, a non-digit, overflow); *mag and
+ * *neg are only written on success.
+ */
+#define UTIL_DEC_MINUS  0x1u
+#define UTIL_DEC_PLUS   0x2u
+#define UTIL_DEC_CANON  0x4u
+int util_parse_dec(const char *s, size_t len, unsigned grammar, uint64_t *mag, int *neg);
+
+/* Digits only (leading zeros allowed), at most max; 0 or -1. */
 int util_parse_u64(const char *s, size_t len, uint64_t max, uint64_t *out);
-/* Signed variant, accepting a leading '-'. */
+/* An optional '-' then digits, within int64_t; 0 or -1. */
 int util_parse_i64(const char *s, size_t len, int64_t *out);
+/* The signed value of a util_parse_dec grammar within int64_t; 0 or -1. */
+int util_parse_dec_i64(const char *s, size_t len, unsigned grammar, int64_t *out);
 
 /* strndup that returns NULL on allocation failure (never aborts). */
 char *util_strndup(const char *s, size_t n);

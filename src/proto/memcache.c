@@ -18,16 +18,26 @@
  * memcached does), optionally followed by a data block whose length the
  * line announces. parse_req() consumes only the line; the core forwards or
  * swallows body_len more bytes itself. Lines are bounded (MEMCACHE_LINE_MAX,
- * or MEMCACHE_RETRIEVAL_LINE_MAX for multi-gets), so an incomplete line is
- * re-scanned for its '\n' from p->scan, the offset the previous call looked
- * up to, and parsed only once complete.
+ * or MEMCACHE_RETRIEVAL_LINE_MAX for get/gets), so an incomplete line is
+ * re-scanned for its '\n' from p->u.mc.scan, the offset the previous call
+ * looked up to, and parsed only once complete.
  *
- * Rewriting is limited to what keeps every request answered: forward()
- * removes " noreply" and a meta command's q flag, recorded by the parser as
- * one cut [aux[0], aux[0] + aux[1]) of the line. The server then always
- * replies, the core drops replies the client did not ask for (NOREPLY) and
- * parse_rsp() marks the units the quiet mode hides (PROTO_SF_SUPPRESS), so a
- * reply can never be matched to the wrong request.
+ * The line is read as memcached 1.6 reads it (proto_text.c): one "\r"
+ * before the "\n" is dropped, the rest is a C string, so the line ends at
+ * its first NUL; tokens are separated by spaces only, so every other byte
+ * (tab, \x10, DEL ...) belongs to a token; numbers are what strtol/strtoul
+ * read whole (a '+' or leading zeros included). Whatever the proxy accepts,
+ * it forwards so that memcached reads the same command, keys and lengths:
+ * a line cut at a NUL is forwarded up to the NUL and ended with "\r\n".
+ * Where memcached would read bytes in a way the proxy does not model
+ * (numbers it truncates, a key with a CR), the request is refused.
+ *
+ * Rewriting is limited to that and to what keeps every request answered:
+ * forward() removes " noreply" and a meta command's q flag, recorded by the
+ * parser as one cut [u.mc.cut_off, + cut_len) of the line. The server then
+ * always replies, the core drops replies the client did not ask for
+ * (NOREPLY) and parse_rsp() marks the units the quiet mode hides
+ * (PROTO_SF_SUPPRESS), so a reply can never be matched to the wrong request.
  */
 
 /* How a command's line is laid out (selects the parse handler). */
@@ -127,6 +137,7 @@ const char *memcache_cmd_name(uint16_t cmd)
 #define S_DUP_FLAG       "CLIENT_ERROR duplicate flag\r\n"
 #define S_FLAGS_TOO_LONG "CLIENT_ERROR options flags are too long\r\n"
 #define S_BAD_B64        "CLIENT_ERROR error decoding key\r\n"
+#define S_TOO_MANY_KEYS  "CLIENT_ERROR too many keys\r\n"
 #define S_ME_REFUSED     "CLIENT_ERROR meta debug (me) is not supported through this proxy\r\n"
 #define S_FLUSH_REFUSED  "CLIENT_ERROR flush_all is not allowed through this proxy " \
                          "(set allow_flush: true on the pool)\r\n"
@@ -139,8 +150,8 @@ struct mc_tok {
 };
 
 /* Next space-separated token of buf[*pos..end) (memcached separates on ' '
- * only; other control bytes stay inside tokens and fail key validation).
- * Returns false at the end of the line. */
+ * only: tabs and other control bytes stay inside tokens). Returns false at
+ * the end of the line. */
 static bool mc_next(const char *buf, uint32_t *pos, uint32_t end, struct mc_tok *t)
 {
     uint32_t i = *pos;
@@ -179,36 +190,36 @@ static bool mc_tok_is(const char *buf, const struct mc_tok *t, const char *s, si
 
 #define TOK_IS(buf, t, lit) mc_tok_is((buf), (t), lit, sizeof(lit) - 1)
 
-/* Strict unsigned decimal: digits only, no sign, no overflow past max. */
-static bool mc_parse_u64(const char *s, size_t n, uint64_t max, uint64_t *out)
+/*
+ * Numbers, as memcached's safe_strtoul/safe_strtol/safe_strtoull read them
+ * (strtoul and strtol: an optional sign, then decimal digits, leading zeros
+ * allowed), narrowed to what they read without surprise: the proxy refuses
+ * a value memcached would silently truncate to 32 bits (flags 4294967296 is
+ * stored as 0, a length of 99999999999 becomes 1215752191), a trailing
+ * blank other than a space (memcached stops at it), and an unsigned number
+ * with a '-' unless it is zero ("-0": strtoull reads 0). Refusing is safe;
+ * accepting must give memcached's value.
+ */
+#define MC_DEC (UTIL_DEC_PLUS | UTIL_DEC_MINUS)
+
+/* An unsigned number of at most max. */
+static bool mc_tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out)
 {
-    if (n == 0 || n > 20)
+    uint64_t v;
+    int neg;
+    if (util_parse_dec(buf + t->off, t->len, MC_DEC, &v, &neg) < 0 || (neg && v != 0) ||
+        v > max)
         return false;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-        if (d > 9)
-            return false;
-        if (v > (max - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
     *out = v;
     return true;
 }
 
-static bool mc_tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out)
+/* A signed 32-bit number (exptime: negative means already expired). */
+static bool mc_tok_i32(const char *buf, const struct mc_tok *t)
 {
-    return mc_parse_u64(buf + t->off, t->len, max, out);
-}
-
-/* An exptime: a signed 32-bit decimal (negative means already expired). */
-static bool mc_tok_exptime(const char *buf, const struct mc_tok *t)
-{
-    uint64_t v;
-    if (t->len > 1 && buf[t->off] == '-')
-        return mc_parse_u64(buf + t->off + 1, t->len - 1, (uint64_t)INT32_MAX + 1, &v);
-    return mc_tok_u64(buf, t, INT32_MAX, &v);
+    int64_t v;
+    return util_parse_dec_i64(buf + t->off, t->len, MC_DEC, &v) == 0 && v >= INT32_MIN &&
+           v <= INT32_MAX;
 }
 
 /* A data block length memcached accepts: 0 .. INT32_MAX - 2. */
@@ -217,17 +228,13 @@ static bool mc_tok_bytes(const char *buf, const struct mc_tok *t, uint64_t *out)
     return mc_tok_u64(buf, t, (uint64_t)INT32_MAX - 2, out);
 }
 
-/* 1..250 bytes, none of them a control byte, space or DEL. */
+/* 1..250 bytes. A key cannot hold a space or a NUL (the line ends there)
+ * nor a LF; memcached takes a CR inside a key, the proxy refuses it so that
+ * no key it forwards can end a line of a client's reply early. */
 static bool mc_key_valid(const char *buf, const struct mc_tok *t)
 {
-    if (t->len == 0 || t->len > MEMCACHE_KEY_MAX)
-        return false;
-    for (uint32_t i = 0; i < t->len; i++) {
-        unsigned char c = (unsigned char)buf[t->off + i];
-        if (c < 0x21 || c == 0x7f)
-            return false;
-    }
-    return true;
+    return t->len > 0 && t->len <= MEMCACHE_KEY_MAX &&
+           memchr(buf + t->off, '\r', t->len) == NULL;
 }
 
 /* ------------------------------------------------------------------ base64 */
@@ -310,7 +317,7 @@ static void mc_refuse(struct proto_req *req, const char *err, uint64_t body_len)
     req->err = err;
     req->err_len = (uint32_t)strlen(err);
     req->body_len = body_len;
-    req->aux[0] = req->aux[1] = 0;
+    req->u.mc.cut_off = req->u.mc.cut_len = 0;
 }
 
 static uint32_t mc_item_max(const struct proto_parser *p)
@@ -324,8 +331,8 @@ static void mc_cut_noreply(struct proto_req *req, const struct mc_tok *prev,
                            const struct mc_tok *t)
 {
     req->flags |= PROTO_RF_NOREPLY;
-    req->aux[0] = prev->off + prev->len;
-    req->aux[1] = t->off + t->len - req->aux[0];
+    req->u.mc.cut_off = prev->off + prev->len;
+    req->u.mc.cut_len = t->off + t->len - req->u.mc.cut_off;
 }
 
 static int mc_set_key(struct proto_parser *p, struct proto_req *req, const struct mc_tok *k)
@@ -360,15 +367,17 @@ static void mc_req_get(struct proto_parser *p, const struct mc_line *l, struct p
     if (mc_cmds[l->cmd].syntax == MC_SYN_GAT) {
         if (!mc_next(buf, &pos, l->end, &t))
             return mc_refuse(req, S_ERROR, 0);
-        if (!mc_tok_exptime(buf, &t))
+        if (!mc_tok_i32(buf, &t))
             return mc_refuse(req, S_BAD_EXPTIME, 0);
-        req->aux[2] = t.off;
-        req->aux[3] = t.len;
+        req->u.mc.exp_off = t.off;
+        req->u.mc.exp_len = t.len;
     }
     uint32_t n = 0;
     while (mc_next(buf, &pos, l->end, &t)) {
         if (!mc_key_valid(buf, &t))
             return mc_refuse(req, S_BAD_FORMAT, 0);
+        if (n == MEMCACHE_RETRIEVAL_KEYS_MAX)
+            return mc_refuse(req, S_TOO_MANY_KEYS, 0);
         if (proto__keys_reserve(p, n + 1) != 0)
             return mc_refuse(req, S_NOMEM, 0);
         p->keys[n].off = t.off;
@@ -400,9 +409,9 @@ static void mc_req_store(struct proto_parser *p, const struct mc_line *l, struct
     if (n >= 4 && mc_tok_bytes(buf, &t[3], &bytes))
         body = bytes + 2;
     if (n < need || n > need + 1)
-        return mc_refuse(req, S_BAD_FORMAT, 0);
+        return mc_refuse(req, S_ERROR, 0);        /* memcached: wrong token count */
     if (!mc_key_valid(buf, &t[0]) || !mc_tok_u64(buf, &t[1], UINT32_MAX, &v) ||
-        !mc_tok_exptime(buf, &t[2]) || body == 0 ||
+        !mc_tok_i32(buf, &t[2]) || body == 0 ||
         (need == 5 && !mc_tok_u64(buf, &t[4], UINT64_MAX, &v)))
         return mc_refuse(req, S_BAD_FORMAT, 0);
     if (bytes > mc_item_max(p))
@@ -420,7 +429,7 @@ static void mc_req_delete(struct proto_parser *p, const struct mc_line *l, struc
     uint32_t n = mc_tokens(buf, l->pos, l->end, t, 3);
 
     if (n == 0 || n > 3)
-        return mc_refuse(req, S_BAD_FORMAT, 0);
+        return mc_refuse(req, S_ERROR, 0);
     if (!mc_key_valid(buf, &t[0]))
         return mc_refuse(req, S_BAD_FORMAT, 0);
     /* memcached tolerates a legacy hold time of 0: delete <key> [0] [noreply]. */
@@ -444,12 +453,14 @@ static void mc_req_key_arg(struct proto_parser *p, const struct mc_line *l,
     uint32_t n = mc_tokens(buf, l->pos, l->end, t, 3);
     uint64_t v;
 
-    if (n < 2 || n > 3 || !mc_key_valid(buf, &t[0]))
+    if (n < 2 || n > 3)
+        return mc_refuse(req, S_ERROR, 0);
+    if (!mc_key_valid(buf, &t[0]))
         return mc_refuse(req, S_BAD_FORMAT, 0);
     if (mc_cmds[l->cmd].syntax == MC_SYN_ARITH) {
         if (!mc_tok_u64(buf, &t[1], UINT64_MAX, &v))
             return mc_refuse(req, S_BAD_DELTA, 0);
-    } else if (!mc_tok_exptime(buf, &t[1])) {
+    } else if (!mc_tok_i32(buf, &t[1])) {
         return mc_refuse(req, S_BAD_EXPTIME, 0);
     }
     if (n == 3 && TOK_IS(buf, &t[2], "noreply"))
@@ -492,8 +503,8 @@ static void mc_req_meta(struct proto_parser *p, const struct mc_line *l, struct 
             if (flags & PROTO_RF_QUIET)
                 return mc_refuse(req, S_DUP_FLAG, body);
             flags |= PROTO_RF_QUIET;
-            req->aux[0] = prev.off + prev.len;
-            req->aux[1] = t.off + t.len - req->aux[0];
+            req->u.mc.cut_off = prev.off + prev.len;
+            req->u.mc.cut_len = t.off + t.len - req->u.mc.cut_off;
         } else if (f == 'b') {
             flags |= PROTO_RF_KEYB64;
         }
@@ -542,7 +553,7 @@ static void mc_req_flush(struct proto_parser *p, const struct mc_line *l, struct
     bool noreply = n > 0 && TOK_IS(buf, &t[n - 1], "noreply");
     /* The delay is the first token unless that is the noreply; like
      * memcached, a second token other than noreply is ignored. */
-    if (n > 0 && !(n == 1 && noreply) && !mc_tok_exptime(buf, &t[0]))
+    if (n > 0 && !(n == 1 && noreply) && !mc_tok_i32(buf, &t[0]))
         return mc_refuse(req, S_BAD_EXPTIME, 0);
     if (!(p->flags & PROTO_PF_ALLOW_FLUSH))
         return mc_refuse(req, S_FLUSH_REFUSED, 0);
@@ -561,31 +572,32 @@ static uint16_t mc_lookup(const char *s, uint32_t n)
     return MEMCACHE_CMD_NONE;
 }
 
-/* Whether an unterminated line is a retrieval, allowed the longer bound. */
-static bool mc_is_retrieval_line(const char *buf, size_t len)
+/*
+ * Whether an unterminated line longer than MEMCACHE_LINE_MAX may grow to
+ * MEMCACHE_RETRIEVAL_LINE_MAX: memcached 1.6 reads on past 2048 bytes only
+ * for a line that starts, after at most 100 spaces, with "get " or "gets "
+ * (try_read_command_ascii); any other line it closes the connection on
+ * when it spans reads, gat and gats included (measured), so those keep the
+ * short bound and the proxy never forwards one memcached may refuse.
+ */
+static bool mc_is_long_get(const char *buf, size_t len)
 {
     size_t i = 0;
-    while (i < len && buf[i] == ' ')
+    while (i < len && i <= 100 && buf[i] == ' ')
         i++;
-    size_t s = i;
-    while (i < len && i - s < 5 && buf[i] != ' ')
-        i++;
-    if (i == len || buf[i] != ' ')
+    if (i > 100 || len - i < 5)
         return false;
-    uint16_t c = mc_lookup(buf + s, (uint32_t)(i - s));
-    return c != MEMCACHE_CMD_NONE &&
-           (mc_cmds[c].syntax == MC_SYN_GET || mc_cmds[c].syntax == MC_SYN_GAT);
+    return memcmp(buf + i, "get ", 4) == 0 || memcmp(buf + i, "gets ", 5) == 0;
 }
 
-/* Whether the unterminated tail of a long retrieval line is already longer
- * than any key can be (no separator in its last MEMCACHE_KEY_MAX + 1 bytes):
- * then the line can never become valid and is refused at once. */
+/* Whether the unterminated tail of a long get line is already longer than
+ * any key can be (no space in its last MEMCACHE_KEY_MAX + 1 bytes): then
+ * the line can never become valid and is refused at once. */
 static bool mc_tail_token_too_long(const char *buf, size_t len)
 {
     size_t n = 0;
     while (n < len && n <= MEMCACHE_KEY_MAX) {
-        char ch = buf[len - 1 - n];
-        if (ch == ' ' || ch == '\t')
+        if (buf[len - 1 - n] == ' ')
             return false;
         n++;
     }
@@ -594,12 +606,12 @@ static bool mc_tail_token_too_long(const char *buf, size_t len)
 
 /*
  * Find the end of the line starting at buf. Returns the index of its '\n',
- * -1 if it is incomplete (p->scan remembers how far was searched), -2 if it
- * is longer than max.
+ * -1 if it is incomplete (p->u.mc.scan remembers how far was searched), -2
+ * if it is longer than max.
  */
 static long mc_find_eol(struct proto_parser *p, const char *buf, size_t len, size_t max)
 {
-    size_t from = p->scan <= len ? p->scan : 0;
+    size_t from = p->u.mc.scan <= len ? p->u.mc.scan : 0;
     size_t to = len < max ? len : max;
     if (from < to) {
         const char *nl = memchr(buf + from, '\n', to - from);
@@ -608,9 +620,12 @@ static long mc_find_eol(struct proto_parser *p, const char *buf, size_t len, siz
     }
     if (len >= max)
         return -2;
-    p->scan = (uint32_t)len;
+    p->u.mc.scan = (uint32_t)len;
     return -1;
 }
+
+/* The first byte of a memcached binary protocol request. */
+#define MC_BINARY_MAGIC 0x80
 
 static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
                         struct proto_req *req)
@@ -618,14 +633,22 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     memset(req, 0, sizeof(*req));
     req->keys = p->keys;
 
+    if (len > 0 && (unsigned char)buf[0] == MC_BINARY_MAGIC) {
+        /* A binary request cannot be answered in text, nor its end found:
+         * close at once, as nutcracker does, instead of waiting for a '\n'. */
+        req->kind = PROTO_REQ_ERROR;
+        req->flags = PROTO_RF_CLOSE;
+        req->why = "memcached binary protocol request (not supported)";
+        return -EPROTONOSUPPORT;
+    }
     long eol = mc_find_eol(p, buf, len, MEMCACHE_LINE_MAX);
-    if (eol == -2 && mc_is_retrieval_line(buf, len))
+    if (eol == -2 && mc_is_long_get(buf, len))
         eol = mc_find_eol(p, buf, len, MEMCACHE_RETRIEVAL_LINE_MAX);
     if (eol == -1 && len >= MEMCACHE_LINE_MAX && mc_tail_token_too_long(buf, len))
         eol = -2;
     if (eol == -1)
         return 0;
-    p->scan = 0;
+    p->u.mc.scan = 0;
     if (eol == -2) {
         mc_refuse(req, S_LINE_TOO_LONG, 0);
         req->flags = PROTO_RF_CLOSE;
@@ -636,6 +659,13 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     if (l.end > 0 && buf[l.end - 1] == '\r')
         l.end--;
     req->hdr_len = (uint32_t)eol + 1;
+    /* memcached reads the line as a C string: it ends at the first NUL. */
+    const char *nul = memchr(buf, '\0', l.end);
+    if (nul != NULL) {
+        l.end = (uint32_t)(nul - buf);
+        req->u.mc.nul_cut = 1;
+        req->u.mc.line_end = l.end;
+    }
 
     struct mc_tok t;
     uint32_t pos = 0;
@@ -819,7 +849,7 @@ static int mc_rsp_unit(const char *buf, size_t len, uint16_t cmd, uint16_t rflag
         kind = R_OK;
     else if (LINE_STARTS(buf, n, "VERSION "))
         kind = R_VERSION;
-    else if (n > 0 && buf[0] >= '0' && buf[0] <= '9' && mc_parse_u64(buf, n, UINT64_MAX, &v))
+    else if (n > 0 && buf[0] >= '0' && buf[0] <= '9' && util_parse_u64(buf, n, UINT64_MAX, &v) == 0)
         kind = R_NUMBER;
     else
         kind = mc_meta_code(buf, n);
@@ -834,8 +864,6 @@ static int mc_rsp_unit(const char *buf, size_t len, uint16_t cmd, uint16_t rflag
             return -EPROTO;
         rsp->body_len = v + 2;
     }
-    if (kind == R_EN && cmd == MEMCACHE_CMD_MG)
-        rsp->flags |= PROTO_SF_MISS;
     if ((rflags & PROTO_RF_QUIET) && (d->quiet_hide & kind))
         rsp->flags |= PROTO_SF_SUPPRESS;
     return (int)rsp->hdr_len;
@@ -844,22 +872,35 @@ static int mc_rsp_unit(const char *buf, size_t len, uint16_t cmd, uint16_t rflag
 static int mc_parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
                         uint16_t rflags, struct proto_rsp *rsp)
 {
-    return mc_rsp_unit(buf, len, cmd, rflags, rsp, &p->scan);
+    return mc_rsp_unit(buf, len, cmd, rflags, rsp, &p->u.mc.scan);
 }
 
 /* ------------------------------------------------------------------ forwarding */
 
+/*
+ * The line as memcached is to read it: the line less the recorded cut; a
+ * line cut at a NUL ends at the NUL with "\r\n" (the bytes after it, which
+ * memcached would ignore, are not sent). The common case is one copy.
+ * 0 or -ENOMEM (out unchanged).
+ */
 static int mc_forward(const struct proto_req *req, const char *buf, struct buf *out)
 {
-    uint32_t cut = req->aux[0], cutlen = req->aux[1];
-    if (cutlen == 0 || (uint64_t)cut + cutlen > req->hdr_len)
+    const struct proto_mc_req *m = &req->u.mc;
+    uint32_t cut = m->cut_off, cutlen = m->cut_len;
+    uint32_t end = m->nul_cut ? m->line_end : req->hdr_len;
+    if (cutlen == 0 || (uint64_t)cut + cutlen > end)
+        cut = end, cutlen = 0;
+    if (cutlen == 0 && !m->nul_cut)
         return buf_append(out, buf, req->hdr_len);
-    if (buf_reserve(out, req->hdr_len - cutlen) != 0)
+    size_t n = end - cutlen + (m->nul_cut ? 2 : 0);
+    if (buf_reserve(out, n) != 0)
         return -ENOMEM;
     char *w = buf_wptr(out);
     memcpy(w, buf, cut);
-    memcpy(w + cut, buf + cut + cutlen, req->hdr_len - cut - cutlen);
-    out->wpos += req->hdr_len - cutlen;
+    memcpy(w + cut, buf + cut + cutlen, end - cut - cutlen);
+    if (m->nul_cut)
+        memcpy(w + end - cutlen, "\r\n", 2);
+    out->wpos += n;
     return 0;
 }
 
@@ -868,7 +909,7 @@ static int mc_frag_write(const struct proto_req *req, const char *buf, const uin
 {
     const struct mc_cmd_def *d = &mc_cmds[req->cmd < MEMCACHE_CMD_COUNT ? req->cmd : 0];
     bool gat = d->syntax == MC_SYN_GAT;
-    size_t need = d->len + 2 + (gat ? 1 + req->aux[3] : 0);
+    size_t need = d->len + 2 + (gat ? 1 + req->u.mc.exp_len : 0);
     for (uint32_t i = 0; i < n; i++)
         need += 1 + req->keys[idx[i]].len;
     if (buf_reserve(out, need) != 0)
@@ -878,8 +919,8 @@ static int mc_frag_write(const struct proto_req *req, const char *buf, const uin
     w += d->len;
     if (gat) {
         *w++ = ' ';
-        memcpy(w, buf + req->aux[2], req->aux[3]);
-        w += req->aux[3];
+        memcpy(w, buf + req->u.mc.exp_off, req->u.mc.exp_len);
+        w += req->u.mc.exp_len;
     }
     for (uint32_t i = 0; i < n; i++) {
         const struct proto_key *k = &req->keys[idx[i]];
@@ -967,6 +1008,11 @@ static int mc_merge(uint16_t cmd, const char *reqbuf, const struct proto_key *ke
                     uint32_t nkeys, const uint32_t *key_frag, struct buf *const *frag,
                     uint32_t nfrag, struct buf *out)
 {
+    /* A fragment's reply is never empty; checking that first also keeps
+     * buf_rptr() off a buffer that was never allocated (NULL + 0). */
+    for (uint32_t f = 0; f < nfrag; f++)
+        if (buf_len(frag[f]) == 0)
+            return -1;
     if (key_frag == NULL)
         return mc_merge_broadcast(frag, nfrag, out);
     if (cmd >= MEMCACHE_CMD_COUNT || !(mc_cmds[cmd].replies & R_VALUE))
@@ -1136,11 +1182,25 @@ static int mc_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
     }
 }
 
-static int mc_server_hello(const char *auth, int db, struct buf *out)
-{
-    return 0;
-}
 
+/* ------------------------------------------------------------------ keys */
+
+/* proto_ops.key_bytes: a meta command's base64 key is placed by its
+ * decoding (as memcached stores it), every other key by its bytes. */
+static const char *mc_key_bytes(const struct proto_req *req, const char *buf, uint32_t k,
+                                char *dec, size_t *len)
+{
+    const char *key = buf + req->keys[k].off;
+    *len = req->keys[k].len;
+    if (req->flags & PROTO_RF_KEYB64) {
+        int n = memcache_key_decode(key, *len, dec, PROTO_KEY_DECODED_MAX);
+        if (n >= 0) {
+            *len = (size_t)n;
+            return dec;
+        }
+    }
+    return key;
+}
 
 /* ------------------------------------------------------------------ warm-up */
 
@@ -1210,19 +1270,19 @@ static int mc_warm_reply(uint16_t cmd, const char *rsp, size_t len, const char *
     int64_t ttl = 0;
     if (t != NULL && util_parse_i64(t, tn, &ttl) < 0)
         return -1;
-    int rc = buf_append_str(client, "VALUE ") | buf_append(client, key, klen) |
-             buf_appendf(client, " %.*s %llu", f ? (int)fn : 1, f ? f : "0",
-                         (unsigned long long)vlen);
-    if (with_cas && c != NULL)
-        rc |= buf_appendf(client, " %.*s", (int)cn, c);
-    rc |= buf_append_str(client, "\r\n") | buf_append(client, data, (size_t)vlen + 2) |
-          buf_append_str(client, "END\r\n");
     /* t-1 means no expiry: T0 stores it the same way. */
-    rc |= buf_append_str(copy, "ms ") | buf_append(copy, key, klen) |
-          buf_appendf(copy, " %llu F%.*s T%lld\r\n", (unsigned long long)vlen,
-                      f ? (int)fn : 1, f ? f : "0", ttl > 0 ? (long long)ttl : 0LL) |
-          buf_append(copy, data, (size_t)vlen + 2);
-    return rc < 0 ? -ENOMEM : 1;
+    if (buf_append_str(client, "VALUE ") < 0 || buf_append(client, key, klen) < 0 ||
+        buf_appendf(client, " %.*s %llu", f ? (int)fn : 1, f ? f : "0",
+                    (unsigned long long)vlen) < 0 ||
+        (with_cas && c != NULL && buf_appendf(client, " %.*s", (int)cn, c) < 0) ||
+        buf_append_str(client, "\r\n") < 0 || buf_append(client, data, (size_t)vlen + 2) < 0 ||
+        buf_append_str(client, "END\r\n") < 0 ||
+        buf_append_str(copy, "ms ") < 0 || buf_append(copy, key, klen) < 0 ||
+        buf_appendf(copy, " %llu F%.*s T%lld\r\n", (unsigned long long)vlen,
+                    f ? (int)fn : 1, f ? f : "0", ttl > 0 ? (long long)ttl : 0LL) < 0 ||
+        buf_append(copy, data, (size_t)vlen + 2) < 0)
+        return -ENOMEM;
+    return 1;
 }
 
 /* ------------------------------------------------------------------ coalescing */
@@ -1276,7 +1336,8 @@ const struct proto_ops proto_memcache_ops = {
     .merge = mc_merge,
     .local = mc_local,
     .error_reply = mc_error_reply,
-    .server_hello = mc_server_hello,
+    .server_hello = NULL,       /* memcached needs no hello */
+    .key_bytes = mc_key_bytes,
     .probe = "version\r\n",
     .probe_cmd = MEMCACHE_CMD_VERSION,
     .miss_reply = mc_miss_reply,

@@ -40,11 +40,14 @@ enum memcache_cmd {
 
 #define MEMCACHE_KEY_MAX        250     /* memcached's KEY_MAX_LENGTH */
 #define MEMCACHE_LINE_MAX       2048    /* a request line, terminator included */
-/* get/gets/gat/gats lines carry many keys: 64 KiB of keys (1,000 keys of 60
- * bytes) plus the ordinary line allowance. Fixed rather than tied to
- * item_size_max so that a pool with huge items does not let one client make
- * the proxy buffer megabytes of unterminated line. */
-#define MEMCACHE_RETRIEVAL_LINE_MAX (65536 + MEMCACHE_LINE_MAX)
+/* get/gets lines carry many keys (nutcracker passes a 1,500-key get_many):
+ * 1 MiB of keys plus the ordinary line allowance, and at most 65,536 keys
+ * (the parser's key array: 512 KiB). Fixed rather than tied to
+ * item_size_max so that a pool with huge items does not let one client
+ * make the proxy buffer megabytes of unterminated line. gat/gats keep
+ * MEMCACHE_LINE_MAX: memcached closes the connection on a longer one. */
+#define MEMCACHE_RETRIEVAL_LINE_MAX (1024 * 1024 + MEMCACHE_LINE_MAX)
+#define MEMCACHE_RETRIEVAL_KEYS_MAX 65536
 #define MEMCACHE_RSP_LINE_MAX   8192    /* a server's reply line */
 #define MEMCACHE_JOIN_LINE_MAX  2048    /* a get line joined from single-key gets */
 #define MEMCACHE_JOIN_KEYS_MAX  32      /* ... and the keys in it */

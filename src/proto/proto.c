@@ -24,9 +24,29 @@ int proto__keys_reserve(struct proto_parser *p, uint32_t n)
     return 0;
 }
 
+int proto__dec_reserve(struct proto_parser *p, uint32_t n)
+{
+    if (n <= p->deccap)
+        return 0;
+    uint32_t cap = p->deccap ? p->deccap : 256;
+    while (cap < n) {
+        if (cap > UINT32_MAX / 2)
+            return -ENOMEM;
+        cap *= 2;
+    }
+    char *d = realloc(p->dec, cap);
+    if (d == NULL)
+        return -ENOMEM;
+    p->dec = d;
+    p->deccap = cap;
+    return 0;
+}
+
 void proto_parser_free(struct proto_parser *p)
 {
     free(p->keys);
+    free(p->dec);
     p->keys = NULL;
-    p->keycap = 0;
+    p->dec = NULL;
+    p->keycap = p->deccap = 0;
 }

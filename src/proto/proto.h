@@ -48,6 +48,26 @@ struct proto_key {
     uint32_t len;
 };
 
+/* Protocol-private annotations of one request, read only by the same
+ * protocol's forward(), frag_write(), join(), local() and key_bytes(). */
+struct proto_mc_req {
+    uint32_t cut_off;      /* forward() leaves out [cut_off, cut_off + cut_len): */
+    uint32_t cut_len;      /*   " noreply" or a meta q flag; cut_len 0: nothing */
+    uint32_t line_end;     /* nul_cut: where memcached's line ends (the first NUL) */
+    uint32_t exp_off;      /* gat/gats: the exptime token, for frag_write() */
+    uint32_t exp_len;
+    uint8_t  nul_cut;      /* the line held a NUL: forward() ends it at line_end + "\r\n" */
+};
+
+struct proto_redis_req {
+    uint32_t    start;     /* where the request starts in buf (skipped empty requests before) */
+    uint32_t    argc;      /* arguments; keys[0..argc) holds them all for LOCAL requests */
+    const char *inl;       /* an inline line's RESP re-encoding (parser memory), which
+                            * forward() sends and keys[] are offsets into; NULL: RESP
+                            * as sent, keys[] are offsets into buf */
+    uint32_t    inl_len;
+};
+
 struct proto_req {
     enum proto_kind kind;
     uint16_t cmd;          /* the protocol's own command id */
@@ -55,17 +75,21 @@ struct proto_req {
     uint32_t hdr_len;      /* bytes of buf this request consumed (memcached: the line) */
     uint64_t body_len;     /* bytes following the header: forwarded (or swallowed for ERROR) */
     uint32_t nkeys;
-    struct proto_key *keys;        /* owned by the parser; valid until its next call */
-    const char *err;       /* ERROR: the complete reply, e.g. "CLIENT_ERROR bad format\r\n" */
+    struct proto_key *keys;        /* owned by the parser; valid until its next call;
+                                    * read the bytes through proto_ops.key_bytes */
+    const char *err;       /* ERROR: the complete reply, e.g. "CLIENT_ERROR bad format\r\n";
+                            * a fatal return may have none (err_len 0): close silently */
     uint32_t err_len;
-    /* Protocol-private annotations the same protocol's forward() may use. */
-    uint32_t aux[4];
+    const char *why;       /* fatal return: a static reason for the log line, or NULL */
+    union {
+        struct proto_mc_req    mc;
+        struct proto_redis_req redis;
+    } u;                   /* protocol-private */
 };
 
 /* Reply unit flags. */
 #define PROTO_SF_FINAL     0x0001  /* last unit of the reply to the request */
 #define PROTO_SF_ITEM      0x0002  /* one value of a retrieval (a hit) */
-#define PROTO_SF_MISS      0x0004  /* a single-key miss (EN, nil) */
 #define PROTO_SF_ERROR     0x0008  /* an error reply (SERVER_ERROR, -ERR ...) */
 #define PROTO_SF_SUPPRESS  0x0010  /* not for the client (quiet mode) */
 
@@ -76,19 +100,52 @@ struct proto_rsp {
     struct proto_key key;  /* ITEM: the key, relative to buf */
 };
 
-/* Per-connection parser state (client or server side). */
+/* Per-connection parser state of each protocol (client or server side). */
+struct proto_mc_parser {
+    uint32_t scan;         /* resume offset of an incomplete line's '\n' search */
+};
+
+#define PROTO_REDIS_ERR_MAX 512   /* bytes of a formatted Redis error reply */
+
+struct proto_redis_parser {
+    uint32_t state;        /* idle, or inside a multibulk request / an array reply */
+    uint32_t scan;         /* multibulk: offset of the next argument; array: bytes walked */
+    uint32_t start;        /* multibulk: where the request starts */
+    uint32_t argc;         /* multibulk: arguments announced */
+    uint32_t done;         /* multibulk: arguments recorded in keys[] */
+    uint64_t pending;      /* array reply: elements still to come */
+    char     err[PROTO_REDIS_ERR_MAX];  /* a formatted error reply; req->err points here */
+};
+
 struct proto_parser {
-    uint32_t scan;          /* resume offset of an incomplete scan */
-    uint32_t state;         /* protocol-private */
-    uint64_t aux[4];        /* protocol-private */
+    union {
+        struct proto_mc_parser    mc;
+        struct proto_redis_parser redis;
+    } u;                    /* protocol-private */
     struct proto_key *keys; /* grows to the largest request seen on this connection */
     uint32_t keycap;
+    uint32_t deccap;
+    char    *dec;           /* decoded request bytes (Redis quoted inline arguments);
+                             * grows like keys */
     uint32_t item_size_max; /* memcached: values above this are refused */
     uint32_t flags;         /* PROTO_PF_* */
 };
 
 #define PROTO_PF_ALLOW_FLUSH  0x0001  /* broadcast flush_all / FLUSHALL / FLUSHDB */
 #define PROTO_PF_AUTHED       0x0002  /* Redis: client passed AUTH (or none needed) */
+#define PROTO_PF_DENY_SCRIPTS 0x0004  /* Redis: refuse EVAL*, FCALL*, SCRIPT, FUNCTION
+                                       * (pool scripts: false) */
+
+/* Room a caller of key_bytes() gives for a decoded key: memcached's
+ * KEY_MAX_LENGTH, the most a meta command's base64 key may decode to. */
+#define PROTO_KEY_DECODED_MAX 250
+
+/* What a server connection says first (proto_ops.server_hello). */
+struct proto_hello {
+    const char *username;  /* Redis ACL user (redis_username), NULL: the default user */
+    const char *password;  /* redis_auth, NULL: none */
+    int         db;        /* redis_db */
+};
 
 /* Per-client state the proxy keeps for local commands. */
 struct proto_client {
@@ -134,8 +191,10 @@ struct proto_ops {
     /* Parse the next request in buf[0..len).
      * >0: bytes consumed (== req->hdr_len); req filled in.
      *  0: incomplete, nothing consumed.
-     * <0: fatal (line too long, garbage that cannot be resynchronised):
-     *     req->err is the reply to send before the connection is closed. */
+     * <0: fatal (line too long, garbage that cannot be resynchronised, a
+     *     protocol the proxy does not speak): req->err[0..err_len) is the
+     *     reply to send before the connection is closed (err_len 0: none),
+     *     req->why, when set, a reason for the log line. */
     int (*parse_req)(struct proto_parser *p, const char *buf, size_t len, struct proto_req *req);
 
     /* Parse the next reply unit for a request with command `cmd` and flags
@@ -169,9 +228,18 @@ struct proto_ops {
     /* Phrase an error for the client. 0 or -ENOMEM. */
     int (*error_reply)(enum proto_err code, const char *reason, struct buf *out);
 
-    /* Request a server connection sends when it opens (Redis AUTH/SELECT);
-     * returns how many replies to swallow. */
-    int (*server_hello)(const char *auth, int db, struct buf *out);
+    /* Requests a server connection sends when it opens (Redis AUTH/SELECT),
+     * written to out; returns how many replies to swallow, or -ENOMEM.
+     * Optional (NULL: the protocol says nothing first). */
+    int (*server_hello)(const struct proto_hello *h, struct buf *out);
+
+    /* The bytes request key k is placed by: the key as sent, or its
+     * decoding (a meta command's base64 key, written to dec, which holds
+     * PROTO_KEY_DECODED_MAX bytes; a quoted Redis inline argument, in the
+     * parser's memory). *len gets their length. Valid while req and buf are.
+     * A key that does not decode is placed by its bytes as sent. */
+    const char *(*key_bytes)(const struct proto_req *req, const char *buf, uint32_t k,
+                             char *dec, size_t *len);
 
     /* Health probe request (memcached "version", Redis PING) and the
      * command id its reply is parsed as. */
@@ -217,6 +285,9 @@ extern const struct proto_ops proto_redis_ops;
 
 /* Key array growth shared by the parsers: room for n keys; 0 or -ENOMEM. */
 int proto__keys_reserve(struct proto_parser *p, uint32_t n);
+/* Decode buffer growth: room for n bytes in p->dec; 0 or -ENOMEM. */
+int proto__dec_reserve(struct proto_parser *p, uint32_t n);
+/* Free what a parser grew (keys, dec); the struct may be reused zeroed. */
 void proto_parser_free(struct proto_parser *p);
 
 #endif

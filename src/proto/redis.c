@@ -22,24 +22,37 @@
  * connection), then the command table decides the kind and the keys are
  * compacted in place at the front of that same array.
  *
- * Resuming: while a RESP request is incomplete, p->state is REQ_MULTIBULK,
- * p->aux[0] the argument count, p->aux[1] the arguments already recorded,
- * p->aux[2] where the request starts (after skipped empty requests) and
- * p->scan the offset of the next argument. Only the bounded "$<len>" line of
- * the argument being waited for is re-read; a 100 MB value is not rescanned.
+ * Resuming: while a RESP request is incomplete, p->u.redis.state is
+ * REQ_MULTIBULK with argc the argument count, done the arguments already
+ * recorded, start where the request starts (after skipped empty requests)
+ * and scan the offset of the next argument. Only the bounded "$<len>" line
+ * of the argument being waited for is re-read; a 100 MB value is not
+ * rescanned.
  *
- * Annotations for the same protocol's forward/frag_write/local:
- *   req->aux[0] REDIS_REQ_INLINE if the request was an inline line,
- *   req->aux[1] where the request starts in buf (empty requests "*0\r\n" or
- *               blank lines before it are consumed with it and not forwarded),
- *   req->aux[2] the argument count; for LOCAL requests p->keys[0..argc)
- *               still holds every argument when local() is called.
- * Inline requests are forwarded as they came (Redis reads both forms on one
- * connection); fragments are always written as RESP arrays.
+ * Agreement with the server. Every byte the proxy forwards is read by
+ * redis-server 7.0 (networking.c) exactly as the proxy read it:
+ *   - numbers ("*<n>", "$<n>", numkeys) follow string2ll: no sign but '-',
+ *     no leading zero, no "-0", no space; anything else is the protocol
+ *     error Redis itself answers, and the client is closed as Redis does;
+ *   - a header line is found by its '\r' (Redis: strchr, so a NUL before
+ *     it would make Redis wait forever; the proxy refuses it);
+ *   - an inline line (telnet, nc) is split as sdssplitargs splits it
+ *     (quotes, escapes, \xHH) and always re-sent as a RESP array written
+ *     into parser memory (p->dec), so the server never parses inline text;
+ *     an inline line with a NUL, which Redis would wait on forever (strchr
+ *     stops there), closes the client with an error instead.
+ *
+ * Annotations for the same protocol's forward/frag_write/local/key_bytes
+ * (req->u.redis): start, where the request starts in buf (empty requests
+ * "*0\r\n" or blank lines before it are consumed with it and not
+ * forwarded); argc, the argument count (for LOCAL requests p->keys[0..argc)
+ * still holds every argument when local() is called); inl, for an inline
+ * request, its RESP re-encoding (inl_len bytes), which keys[] are offsets
+ * into instead of buf. Fragments are always written as RESP arrays.
  *
  * Error replies that need formatting (unknown command, wrong arity ...) are
- * written into p->keys past the arguments: memory the parser owns, valid
- * until its next call, as req->err must be.
+ * written into p->u.redis.err: memory the parser owns, valid until its next
+ * call, as req->err must be.
  */
 
 #define REQ_IDLE        0
@@ -49,8 +62,7 @@
 #define REDIS_MAX_REQ           (1024u * 1024 * 1024) /* Redis's client-query-buffer-limit */
 #define REDIS_UNAUTH_MAX_ARGS   10u                   /* Redis's limits before AUTH */
 #define REDIS_UNAUTH_MAX_BULK   16384u
-#define REDIS_ERR_ROOM          512                   /* bytes of a formatted error reply */
-#define REDIS_ERR_SLOTS         ((REDIS_ERR_ROOM + sizeof(struct proto_key) - 1) / sizeof(struct proto_key))
+#define REDIS_ERR_ROOM          PROTO_REDIS_ERR_MAX   /* bytes of a formatted error reply */
 
 #define ERR_OOM         "-ERR out of memory\r\n"
 #define ERR_MBULK       "-ERR Protocol error: invalid multibulk length\r\n"
@@ -60,8 +72,8 @@
 #define ERR_BIG_INLINE  "-ERR Protocol error: too big inline request\r\n"
 #define ERR_BIG_REQ     "-ERR Protocol error: request larger than 1 GiB\r\n"
 #define ERR_UNBALANCED  "-ERR Protocol error: unbalanced quotes in request\r\n"
-#define ERR_ESCAPES     "-ERR Protocol error: quoted inline arguments with escapes are not " \
-                        "supported by ringleader, send RESP instead\r\n"
+#define ERR_INLINE_NUL  "-ERR Protocol error: NUL byte in inline request\r\n"
+#define ERR_HDR_NUL     "-ERR Protocol error: NUL byte in a header line\r\n"
 #define ERR_UNAUTH_MBULK "-ERR Protocol error: unauthenticated multibulk length\r\n"
 #define ERR_UNAUTH_BULK "-ERR Protocol error: unauthenticated bulk length\r\n"
 #define ERR_NOAUTH      "-NOAUTH Authentication required.\r\n"
@@ -73,9 +85,9 @@
 
 static void req_reset(struct proto_parser *p)
 {
-    p->state = REQ_IDLE;
-    p->scan = 0;
-    p->aux[0] = p->aux[1] = p->aux[2] = 0;
+    struct proto_redis_parser *r = &p->u.redis;
+    r->state = REQ_IDLE;
+    r->scan = r->start = r->argc = r->done = 0;
 }
 
 static int req_fatal(struct proto_parser *p, struct proto_req *req, const char *msg)
@@ -97,21 +109,15 @@ static void req_static_error(struct proto_req *req, const char *msg)
 }
 
 /*
- * Format an error reply "-<fmt>\r\n" into the parser's key array past the
- * argc arguments. CR and LF inside are turned into spaces (as Redis does) so
- * that a client's argument cannot inject protocol. Never fails: without
- * memory the reply is a static "-ERR out of memory".
+ * Format an error reply "-<fmt>\r\n" into the parser's error buffer. CR
+ * and LF inside are turned into spaces (as Redis does) so that a client's
+ * argument cannot inject protocol. Never fails; a longer text is cut.
  */
-static void req_error(struct proto_parser *p, uint32_t argc, struct proto_req *req,
-                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void req_error(struct proto_parser *p, uint32_t argc, struct proto_req *req,
-                      const char *fmt, ...)
+static void req_error(struct proto_parser *p, struct proto_req *req, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void req_error(struct proto_parser *p, struct proto_req *req, const char *fmt, ...)
 {
-    if (proto__keys_reserve(p, argc + (uint32_t)REDIS_ERR_SLOTS) < 0) {
-        req_static_error(req, ERR_OOM);
-        return;
-    }
-    char *s = (char *)(p->keys + argc);
+    char *s = p->u.redis.err;
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(s + 1, REDIS_ERR_ROOM - 3, fmt, ap);
@@ -133,11 +139,11 @@ static void req_error(struct proto_parser *p, uint32_t argc, struct proto_req *r
     req->err_len = (uint32_t)n + 3;
 }
 
-/* Parse the decimal number of a header line body [s, s+len): an optional
- * '-' then digits. 0 or -1. */
+/* A number as Redis's string2ll reads it, the whole of [s, s+len): see
+ * REDIS_DEC. 0 or -1. */
 static int parse_num(const char *s, size_t len, int64_t *out)
 {
-    return util_parse_i64(s, len, out);
+    return util_parse_dec_i64(s, len, REDIS_DEC, out);
 }
 
 static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
@@ -163,51 +169,113 @@ static void lower_name(const char *name, char *out, size_t cap)
     out[i] = '\0';
 }
 
+/* isspace() in the C locale: what sdssplitargs skips between arguments. */
 static int is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/*
- * Split the inline token starting at or after pos (bounded by end).
- * Returns 1 with *tok set and *next after it, 0 at the end of the line,
- * -1 unbalanced quotes (fatal in Redis too), -2 an escape or a quote inside
- * a word (ringleader keeps arguments in place, so it refuses them).
- */
-static int inline_token(const char *buf, size_t pos, size_t end, struct proto_key *tok,
-                        size_t *next)
+/* What ends an unquoted inline argument in sdssplitargs: not \v or \f,
+ * which it keeps inside the argument though it skips them before one. */
+static int is_word_end(char c)
 {
-    while (pos < end && is_space(buf[pos]))
-        pos++;
-    if (pos >= end)
-        return 0;
-    char q = buf[pos];
-    if (q == '"' || q == '\'') {
-        size_t i = pos + 1;
-        while (i < end && buf[i] != q) {
-            if (buf[i] == '\\')
-                return -2;
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*
+ * Split the inline line s[0..n) (no NUL in it) into arguments exactly as
+ * Redis's sdssplitargs does: blanks (isspace) between arguments; "..." with
+ * the escapes \xHH \n \r \t \b \a and \<any>; '...' with \' only; a quote
+ * may open inside a word ("a\"b c\"" is one argument), and a closing quote
+ * must be followed by a blank or the end. The decoded bytes of argument i
+ * are written to out + arg[i].off (out holds n bytes: decoding never
+ * grows), at most max arguments. Returns the count, -1 for unbalanced
+ * quotes (Redis closes the connection), -2 for more than max.
+ */
+static int64_t inline_split(const char *s, size_t n, char *out, struct proto_key *arg,
+                            uint32_t max)
+{
+    size_t i = 0, o = 0;
+    uint32_t argc = 0;
+
+    for (;;) {
+        while (i < n && is_space(s[i]))
             i++;
-        }
-        if (i >= end)
-            return -1;
-        if (i + 1 < end && !is_space(buf[i + 1]))
-            return -1;          /* closing quote must be followed by a space */
-        tok->off = (uint32_t)(pos + 1);
-        tok->len = (uint32_t)(i - pos - 1);
-        *next = i + 1;
-        return 1;
-    }
-    size_t i = pos;
-    while (i < end && !is_space(buf[i])) {
-        if (buf[i] == '"' || buf[i] == '\'')
+        if (i == n)
+            return argc;
+        if (argc == max)
             return -2;
-        i++;
+        size_t begin = o;
+        int inq = 0, insq = 0;
+        for (;;) {
+            if (inq) {
+                if (i == n)
+                    return -1;
+                if (s[i] == '\\' && i + 3 < n && s[i + 1] == 'x' && hex_value(s[i + 2]) >= 0 &&
+                    hex_value(s[i + 3]) >= 0) {
+                    out[o++] = (char)(hex_value(s[i + 2]) * 16 + hex_value(s[i + 3]));
+                    i += 4;
+                } else if (s[i] == '\\' && i + 1 < n) {
+                    char c = s[i + 1];
+                    switch (c) {
+                    case 'n': c = '\n'; break;
+                    case 'r': c = '\r'; break;
+                    case 't': c = '\t'; break;
+                    case 'b': c = '\b'; break;
+                    case 'a': c = '\a'; break;
+                    default: break;
+                    }
+                    out[o++] = c;
+                    i += 2;
+                } else if (s[i] == '"') {
+                    if (i + 1 < n && !is_space(s[i + 1]))
+                        return -1;
+                    i++;
+                    break;
+                } else {
+                    out[o++] = s[i++];
+                }
+            } else if (insq) {
+                if (i == n)
+                    return -1;
+                if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\'') {
+                    out[o++] = '\'';
+                    i += 2;
+                } else if (s[i] == '\'') {
+                    if (i + 1 < n && !is_space(s[i + 1]))
+                        return -1;
+                    i++;
+                    break;
+                } else {
+                    out[o++] = s[i++];
+                }
+            } else if (i == n || is_word_end(s[i])) {
+                break;
+            } else if (s[i] == '"') {
+                inq = 1;
+                i++;
+            } else if (s[i] == '\'') {
+                insq = 1;
+                i++;
+            } else {
+                out[o++] = s[i++];
+            }
+        }
+        arg[argc].off = (uint32_t)begin;
+        arg[argc].len = (uint32_t)(o - begin);
+        argc++;
     }
-    tok->off = (uint32_t)pos;
-    tok->len = (uint32_t)(i - pos);
-    *next = i;
-    return 1;
 }
 
 /* ------------------------------------------------------------------ keys */
@@ -322,7 +390,7 @@ static void unknown_command(struct proto_parser *p, const char *buf, uint32_t ar
         args[al] = '\0';
     }
     int nl = (int)(a[0].len < 128 ? a[0].len : 128);
-    req_error(p, argc, req, "ERR unknown command '%.*s', with args beginning with: %.*s",
+    req_error(p, req, "ERR unknown command '%.*s', with args beginning with: %.*s",
               nl, buf + a[0].off, (int)al, args);
 }
 
@@ -356,7 +424,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             sub = NULL;         /* INFO keyspace alone is the variant; INFO x y is local */
         if (sub == NULL && (c->flags & REDIS_CMD_CONTAINER)) {
             int sl = (int)(args[1].len < 128 ? args[1].len : 128);
-            req_error(p, argc, req, "ERR unknown subcommand '%.*s'. Try %s HELP.", sl,
+            req_error(p, req, "ERR unknown subcommand '%.*s'. Try %s HELP.", sl,
                       buf + args[1].off, c->name);
             return;
         }
@@ -367,7 +435,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     if ((c->arity > 0 && argc != (uint32_t)c->arity) ||
         (c->arity < 0 && argc < (uint32_t)-c->arity)) {
         lower_name(c->name, name, sizeof(name));
-        req_error(p, argc, req, "ERR wrong number of arguments for '%s' command", name);
+        req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
         return;
     }
     if (!(p->flags & PROTO_PF_AUTHED) && !(c->flags & REDIS_CMD_NOAUTH)) {
@@ -382,7 +450,12 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         for (i = 0; c->name[i] != '\0' && i + 1 < sizeof(name); i++)
             name[i] = c->name[i] == '|' ? ' ' : c->name[i];
         name[i] = '\0';
-        req_error(p, argc, req, "ERR command '%s' is not supported by ringleader", name);
+        req_error(p, req, "ERR command '%s' is not supported by ringleader", name);
+        return;
+    }
+    if ((c->flags & REDIS_CMD_SCRIPT) && (p->flags & PROTO_PF_DENY_SCRIPTS)) {
+        req_error(p, req, "ERR command '%s' is not allowed through this proxy "
+                  "(the pool has scripts: false)", c->name);
         return;
     }
     if (c->flags & REDIS_CMD_LOCAL) {
@@ -401,12 +474,12 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     int n = keys_extract(c, args, argc, buf, p->keys, &nokey, &err);
     if (n == -2 || n == 0) {
         lower_name(c->name, name, sizeof(name));
-        req_error(p, argc, req, "ERR wrong number of arguments for '%s' command", name);
+        req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
         return;
     }
     if (n == -3) {
         lower_name(c->name, name, sizeof(name));
-        req_error(p, argc, req, "ERR at least 1 input key is needed for '%s' command", name);
+        req_error(p, req, "ERR at least 1 input key is needed for '%s' command", name);
         return;
     }
     if (n < 0) {
@@ -428,67 +501,96 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
 
 /* ---------------------------------------------------------- parse_req */
 
-/* Finish a request spanning buf[start..end) with argc arguments recorded. */
-static int req_done(struct proto_parser *p, const char *buf, size_t start, size_t end,
-                    uint32_t argc, int inl, struct proto_req *req)
+/* Finish a request spanning buf[start..end) with argc arguments recorded
+ * in p->keys as offsets into base (buf, or an inline request's RESP). */
+static int req_done(struct proto_parser *p, const char *base, size_t start, size_t end,
+                    uint32_t argc, struct proto_req *req)
 {
     req_reset(p);
     req->hdr_len = (uint32_t)end;
-    req->aux[0] = inl ? REDIS_REQ_INLINE : 0;
-    req->aux[1] = (uint32_t)start;
-    req->aux[2] = argc;
-    req_classify(p, buf, argc, req);
+    req->u.redis.start = (uint32_t)start;
+    req->u.redis.argc = argc;
+    req_classify(p, base, argc, req);
     req->keys = p->keys;
     return (int)end;
 }
 
+static size_t dec_digits(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+/*
+ * An inline request: the line at buf[pos..], split as Redis splits it and
+ * re-encoded as a RESP array in p->dec (after the decoded arguments, which
+ * it is written from): req->u.redis.inl. keys[] are offsets into it.
+ */
 static int parse_inline(struct proto_parser *p, const char *buf, size_t len, size_t pos,
                         struct proto_req *req)
 {
     const char *nl = memchr(buf + pos, '\n', len - pos);
-    if (nl == NULL) {
-        if (len - pos > REDIS_MAX_INLINE)
-            return req_fatal(p, req, ERR_BIG_INLINE);
-        return 0;
-    }
-    size_t eol = (size_t)(nl - buf);
+    size_t eol = nl ? (size_t)(nl - buf) : len;
+    /* Redis finds the '\n' with strchr: past a NUL it never finds it and
+     * waits on that connection for good. Refuse at once instead. */
+    if (memchr(buf + pos, '\0', eol - pos) != NULL)
+        return req_fatal(p, req, ERR_INLINE_NUL);
     if (eol - pos > REDIS_MAX_INLINE)
         return req_fatal(p, req, ERR_BIG_INLINE);
+    if (nl == NULL)
+        return 0;
     size_t end = eol;
     if (end > pos && buf[end - 1] == '\r')
         end--;
 
-    uint32_t argc = 0;
-    size_t at = pos;
-    for (;;) {
-        struct proto_key tok;
-        int r = inline_token(buf, at, end, &tok, &at);
-        if (r == 0)
-            break;
-        if (r == -1)
-            return req_fatal(p, req, ERR_UNBALANCED);
-        if (r == -2) {
-            req_reset(p);
-            req->hdr_len = (uint32_t)(eol + 1);
-            req->aux[1] = (uint32_t)pos;
-            req_static_error(req, ERR_ESCAPES);
-            req->keys = p->keys;
-            return (int)(eol + 1);
-        }
-        if (proto__keys_reserve(p, argc + 1) < 0)
-            return req_fatal(p, req, ERR_OOM);
-        p->keys[argc++] = tok;
-    }
+    /* Decoded arguments: at most the line's bytes, at most one argument
+     * per two bytes of line. */
+    size_t n = end - pos;
+    uint32_t maxargs = (uint32_t)(n / 2 + 1);
+    if (proto__keys_reserve(p, maxargs) < 0 || proto__dec_reserve(p, (uint32_t)n + 1) < 0)
+        return req_fatal(p, req, ERR_OOM);
+    int64_t argc = inline_split(buf + pos, n, p->dec, p->keys, maxargs);
+    if (argc < 0)
+        return req_fatal(p, req, ERR_UNBALANCED);
     if (argc == 0)              /* the caller skips blank lines: cannot happen */
         return req_fatal(p, req, ERR_UNBALANCED);
-    return req_done(p, buf, pos, eol + 1, argc, 1, req);
+    size_t resp = 1 + dec_digits((uint64_t)argc) + 2;
+    for (int64_t a = 0; a < argc; a++)
+        resp += 1 + dec_digits(p->keys[a].len) + 2 + p->keys[a].len + 2;
+    if (n + resp > UINT32_MAX / 2 || proto__dec_reserve(p, (uint32_t)(n + resp)) < 0)
+        return req_fatal(p, req, ERR_OOM);
+    char *w = p->dec + n;
+    w += sprintf(w, "*%" PRId64 "\r\n", argc);
+    for (int64_t a = 0; a < argc; a++) {
+        struct proto_key *k = &p->keys[a];
+        w += sprintf(w, "$%" PRIu32 "\r\n", k->len);
+        memmove(w, p->dec + k->off, k->len);
+        k->off = (uint32_t)(w - (p->dec + n));
+        w += k->len;
+        *w++ = '\r';
+        *w++ = '\n';
+    }
+    req->u.redis.inl = p->dec + n;
+    req->u.redis.inl_len = (uint32_t)resp;
+    return req_done(p, req->u.redis.inl, pos, eol + 1, (uint32_t)argc, req);
 }
 
 /* Find the end of the header line starting at pos ("*3\r\n", "$5\r\n"):
- * the offset of its '\r', 0 if incomplete, -1 if longer than Redis allows. */
+ * the offset of its '\r' (Redis reads the byte after it as the '\n'
+ * whatever it is, and so does the proxy), 0 if incomplete, -1 if longer
+ * than Redis allows, -2 if a NUL comes first (Redis would look for the
+ * '\r' with strchr and wait forever). */
 static int64_t header_line(const char *buf, size_t len, size_t pos)
 {
-    const char *cr = memchr(buf + pos, '\r', len - pos);
+    size_t room = len - pos;
+    const char *cr = memchr(buf + pos, '\r', room);
+    size_t upto = cr ? (size_t)(cr - buf) - pos : room;
+    if (memchr(buf + pos, '\0', upto) != NULL)
+        return -2;
     if (cr == NULL || (size_t)(cr - buf) + 1 >= len) {
         if (len - pos > REDIS_MAX_INLINE)
             return -1;
@@ -497,9 +599,22 @@ static int64_t header_line(const char *buf, size_t len, size_t pos)
     return cr - buf;
 }
 
+/* Redis's reply to a multibulk whose next argument does not start with
+ * '$': its text with the offending byte; a control byte is shown as '?' so
+ * that the reply stays one printable line. */
+static int req_expected_dollar(struct proto_parser *p, struct proto_req *req, char got)
+{
+    unsigned char ch = (unsigned char)got;
+    snprintf(p->u.redis.err, sizeof(p->u.redis.err),
+             "-ERR Protocol error: expected '$', got '%c'\r\n",
+             (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch);
+    return req_fatal(p, req, p->u.redis.err);
+}
+
 static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
                            struct proto_req *req)
 {
+    struct proto_redis_parser *r = &p->u.redis;
     size_t pos = 0, start;
     uint64_t argc, done;
     int authed = (p->flags & PROTO_PF_AUTHED) != 0;
@@ -508,11 +623,11 @@ static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
     req->cmd = REDIS_CMD_NONE;
     req->keys = p->keys;
 
-    if (p->state == REQ_MULTIBULK) {
-        argc = p->aux[0];
-        done = p->aux[1];
-        start = (size_t)p->aux[2];
-        pos = p->scan;
+    if (r->state == REQ_MULTIBULK) {
+        argc = r->argc;
+        done = r->done;
+        start = r->start;
+        pos = r->scan;
         goto args;
     }
 
@@ -522,7 +637,7 @@ static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
         if (buf[pos] != '*') {
             size_t i = pos;
             while (i < len && buf[i] != '\n' && is_space(buf[i]))
-                i++;        /* the same whitespace inline_token skips */
+                i++;        /* the blanks sdssplitargs skips */
             if (i < len && buf[i] == '\n') {
                 pos = i + 1;    /* a blank line: Redis ignores it */
                 continue;
@@ -530,8 +645,10 @@ static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
             return parse_inline(p, buf, len, pos, req);
         }
         int64_t cr = header_line(buf, len, pos);
-        if (cr < 0)
+        if (cr == -1)
             return req_fatal(p, req, ERR_BIG_MBULK);
+        if (cr == -2)
+            return req_fatal(p, req, ERR_HDR_NUL);
         if (cr == 0)
             return 0;
         int64_t n;
@@ -554,22 +671,13 @@ args:
     while (done < argc) {
         if (pos >= len)
             goto more;
-        if (buf[pos] != '$') {
-            /* Redis's text with the offending byte; a control byte is shown
-             * as '?' so that the reply stays one printable line. */
-            static const char fmt[] = "-ERR Protocol error: expected '$', got ' '\r\n";
-            if (proto__keys_reserve(p, (uint32_t)done + (uint32_t)REDIS_ERR_SLOTS) < 0)
-                return req_fatal(p, req, ERR_OOM);
-            char *s = (char *)(p->keys + done);
-            unsigned char ch = (unsigned char)buf[pos];
-            memcpy(s, fmt, sizeof(fmt));
-            s[sizeof(fmt) - 5] = (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch;
-            req_fatal(p, req, s);
-            return -1;
-        }
+        if (buf[pos] != '$')
+            return req_expected_dollar(p, req, buf[pos]);
         int64_t cr = header_line(buf, len, pos);
-        if (cr < 0)
+        if (cr == -1)
             return req_fatal(p, req, ERR_BIG_BULK);
+        if (cr == -2)
+            return req_fatal(p, req, ERR_HDR_NUL);
         if (cr == 0)
             goto more;
         int64_t n;
@@ -591,14 +699,14 @@ args:
         done++;
         pos = next;
     }
-    return req_done(p, buf, start, pos, (uint32_t)argc, 0, req);
+    return req_done(p, buf, start, pos, (uint32_t)argc, req);
 
 more:
-    p->state = REQ_MULTIBULK;
-    p->aux[0] = argc;
-    p->aux[1] = done;
-    p->aux[2] = start;
-    p->scan = (uint32_t)pos;
+    r->state = REQ_MULTIBULK;
+    r->argc = (uint32_t)argc;
+    r->done = (uint32_t)done;
+    r->start = (uint32_t)start;
+    r->scan = (uint32_t)pos;
     req->keys = p->keys;
     return 0;
 }
@@ -701,8 +809,8 @@ static int rsp_line(const char *buf, size_t len, size_t *eol)
  * One unit per reply: simple strings, errors, integers and arrays are one
  * unit of hdr_len bytes; a top-level bulk string is its "$<n>\r\n" line
  * with body_len = n + 2, so a large value streams through. State between
- * calls (an incomplete array): p->state RSP_ARRAY, p->aux[0] the elements
- * still pending, p->scan the bytes of whole elements already walked.
+ * calls (an incomplete array): p->u.redis.state RSP_ARRAY, p->u.redis.pending the elements
+ * still pending, p->u.redis.scan the bytes of whole elements already walked.
  */
 static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
                            uint16_t rflags, struct proto_rsp *rsp)
@@ -713,9 +821,9 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     int r;
 
     memset(rsp, 0, sizeof(*rsp));
-    if (p->state == RSP_ARRAY) {
-        pos = p->scan;
-        pending = p->aux[0];
+    if (p->u.redis.state == RSP_ARRAY) {
+        pos = p->u.redis.scan;
+        pending = p->u.redis.pending;
         goto scan;
     }
     if (len == 0)
@@ -740,8 +848,6 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
             rsp->body_len = (uint64_t)n + 2;
             if (rflags & PROTO_RF_RETRIEVAL)
                 rsp->flags |= PROTO_SF_ITEM;
-        } else if (rflags & PROTO_RF_RETRIEVAL) {
-            rsp->flags |= PROTO_SF_MISS;
         }
         break;
     case '*':
@@ -763,15 +869,15 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
 scan:
     r = rsp_scan(buf, len, &pos, &pending);
     if (r < 0) {
-        p->state = RSP_IDLE;
-        p->scan = 0;
-        p->aux[0] = 0;
+        p->u.redis.state = RSP_IDLE;
+        p->u.redis.scan = 0;
+        p->u.redis.pending = 0;
         return -1;
     }
     if (r == 1) {
-        p->state = RSP_IDLE;
-        p->scan = 0;
-        p->aux[0] = 0;
+        p->u.redis.state = RSP_IDLE;
+        p->u.redis.scan = 0;
+        p->u.redis.pending = 0;
         rsp->hdr_len = (uint32_t)pos;
         rsp->flags |= PROTO_SF_FINAL;
         return (int)pos;
@@ -779,24 +885,43 @@ scan:
     if (pos >= REDIS_RSP_UNIT_MAX) {
         /* Hand over the whole elements so far; the rest of the array
          * continues from offset 0 of the next call's buffer. */
-        p->state = RSP_ARRAY;
-        p->scan = 0;
-        p->aux[0] = pending;
+        p->u.redis.state = RSP_ARRAY;
+        p->u.redis.scan = 0;
+        p->u.redis.pending = pending;
         rsp->hdr_len = (uint32_t)pos;
         return (int)pos;
     }
-    p->state = RSP_ARRAY;
-    p->scan = (uint32_t)pos;
-    p->aux[0] = pending;
+    p->u.redis.state = RSP_ARRAY;
+    p->u.redis.scan = (uint32_t)pos;
+    p->u.redis.pending = pending;
     return 0;
 }
 
 /* ------------------------------------------------- forward / fragments */
 
+/* The bytes key offsets and arguments of req are relative to. */
+static const char *req_base(const struct proto_req *req, const char *buf)
+{
+    return req->u.redis.inl != NULL ? req->u.redis.inl : buf;
+}
+
+/* A RESP request as it came (less the empty requests before it); an inline
+ * one as its RESP re-encoding. 0 or -ENOMEM. */
 static int redis_forward(const struct proto_req *req, const char *buf, struct buf *out)
 {
-    size_t start = req->aux[1];
+    if (req->u.redis.inl != NULL)
+        return buf_append(out, req->u.redis.inl, req->u.redis.inl_len);
+    size_t start = req->u.redis.start;
     return buf_append(out, buf + start, req->hdr_len - start);
+}
+
+/* proto_ops.key_bytes: a key's bytes as the server reads them. */
+static const char *redis_key_bytes(const struct proto_req *req, const char *buf, uint32_t k,
+                                   char *dec, size_t *len)
+{
+    (void)dec;
+    *len = req->keys[k].len;
+    return req_base(req, buf) + req->keys[k].off;
 }
 
 static int append_bulk(struct buf *out, const char *s, size_t n)
@@ -807,21 +932,18 @@ static int append_bulk(struct buf *out, const char *s, size_t n)
     return 0;
 }
 
-/* The argument following key k in the request (MSET's value). */
+/* The argument following key k in the request (MSET's value): in RESP,
+ * whether as sent or re-encoded from an inline line, the next "$<n>". */
 static int arg_after(const struct proto_req *req, const char *buf, const struct proto_key *k,
                      struct proto_key *v)
 {
-    size_t at = (size_t)k->off + k->len;
-    size_t end = req->hdr_len;
+    const char *base = req_base(req, buf);
+    size_t at = (size_t)k->off + k->len + 2;    /* past the key's CRLF */
+    size_t end = req->u.redis.inl != NULL ? req->u.redis.inl_len : req->hdr_len;
 
-    if (req->aux[0] & REDIS_REQ_INLINE) {
-        if (at < end && (buf[at] == '"' || buf[at] == '\''))
-            at++;               /* the key's closing quote */
-        while (end > at && (buf[end - 1] == '\n' || buf[end - 1] == '\r'))
-            end--;
-        return inline_token(buf, at, end, v, &at) == 1 ? 0 : -1;
-    }
-    at += 2;                    /* the key's CRLF */
+    if (at >= end)
+        return -1;
+    buf = base;
     int64_t cr = header_line(buf, end, at);
     int64_t n;
     if (cr <= 0 || buf[at] != '$' || parse_num(buf + at + 1, (size_t)cr - at - 1, &n) < 0)
@@ -843,15 +965,16 @@ static int redis_frag_write(const struct proto_req *req, const char *buf, const 
     if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (uint64_t)n * per) < 0 ||
         append_bulk(out, c->name, nl) < 0)
         return -ENOMEM;
+    const char *base = req_base(req, buf);
     for (uint32_t i = 0; i < n; i++) {
         const struct proto_key *k = &req->keys[idx[i]];
-        if (append_bulk(out, buf + k->off, k->len) < 0)
+        if (append_bulk(out, base + k->off, k->len) < 0)
             return -ENOMEM;
         if (per == 2) {
             struct proto_key v;
             if (arg_after(req, buf, k, &v) < 0)
                 return -EINVAL;
-            if (append_bulk(out, buf + v.off, v.len) < 0)
+            if (append_bulk(out, base + v.off, v.len) < 0)
                 return -ENOMEM;
         }
     }
@@ -970,7 +1093,8 @@ static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
         if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
             parse_num(d + 1, eol - 2, &n) < 0)
             return -1;
-        sum += n;
+        if (__builtin_add_overflow(sum, n, &sum))
+            return -1;          /* no server counts past int64: malformed */
     }
     return buf_appendf(out, ":%" PRId64 "\r\n", sum);
 }
@@ -1073,6 +1197,11 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
 
     if (cmd >= redis_ncommands || nfrag == 0)
         return -1;
+    /* A fragment's reply is never empty; checking that first also keeps
+     * buf_rptr() off a buffer that was never allocated (NULL + 0). */
+    for (uint32_t f = 0; f < nfrag; f++)
+        if (buf_len(frag[f]) == 0)
+            return -1;
     if (merge_first_error(frag, nfrag, out, &rc) == 0) {
         switch (redis_commands[cmd].merge) {
         case REDIS_MERGE_ARRAY:
@@ -1127,19 +1256,24 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     return buf_append(out, "\r\n", 2);
 }
 
-static int redis_server_hello(const char *auth, int db, struct buf *out)
+/* AUTH [user] password, then SELECT db when it is not 0. Returns the
+ * number of requests written (replies to swallow), or -ENOMEM. */
+static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 {
     int n = 0;
     char num[16];
 
-    if (auth != NULL) {
-        if (buf_append_str(out, "*2\r\n$4\r\nAUTH\r\n") < 0 ||
-            append_bulk(out, auth, strlen(auth)) < 0)
+    if (h->password != NULL) {
+        int rc = h->username != NULL
+                     ? (buf_append_str(out, "*3\r\n$4\r\nAUTH\r\n") < 0 ||
+                        append_bulk(out, h->username, strlen(h->username)) < 0)
+                     : buf_append_str(out, "*2\r\n$4\r\nAUTH\r\n") < 0;
+        if (rc || append_bulk(out, h->password, strlen(h->password)) < 0)
             return -ENOMEM;
         n++;
     }
-    if (db != 0) {
-        int l = snprintf(num, sizeof(num), "%d", db);
+    if (h->db != 0) {
+        int l = snprintf(num, sizeof(num), "%d", h->db);
         if (buf_append_str(out, "*2\r\n$6\r\nSELECT\r\n") < 0 || append_bulk(out, num, (size_t)l) < 0)
             return -ENOMEM;
         n++;
@@ -1167,6 +1301,7 @@ const struct proto_ops proto_redis_ops = {
     .local = redis__local,
     .error_reply = redis_error_reply,
     .server_hello = redis_server_hello,
+    .key_bytes = redis_key_bytes,
     .probe = "*1\r\n$4\r\nPING\r\n",
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "proto/proto.h"
+#include "util.h"
 
 /* Redis's own request limits (server.c, networking.c). */
 #define REDIS_MAX_ARGS        1048576u            /* multibulk length */
@@ -39,6 +40,11 @@
 #define REDIS_CMD_INTERNAL   0x04000  /* a routing variant, not listed by COMMAND */
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
 #define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
+#define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
+
+/* The number grammar of Redis's string2ll, for util_parse_dec: what every
+ * number the proxy reads in a request must follow. */
+#define REDIS_DEC            (UTIL_DEC_MINUS | UTIL_DEC_CANON)
 
 /* How the replies of a FANOUT or BROADCAST request are joined. */
 enum redis_merge {
@@ -108,7 +114,6 @@ const struct redis_command *redis_command_lookup(const char *name, size_t len);
 size_t redis_command_listed(void);
 
 /* Shared by redis.c and redis_local.c. */
-#define REDIS_REQ_INLINE   1u       /* req->aux[0]: the request was an inline line */
 #define REDIS_CMD_NONE     0xffff   /* req->cmd of a request not in the table */
 
 /* LOCAL requests: write the reply (proto_ops.local). */

@@ -134,7 +134,7 @@ static int local_hello(struct proto_client *c, struct proto_parser *p, const str
     int32_t auth_at = -1, name_at = -1;
 
     if (l->argc >= 2) {
-        if (util_parse_i64(l->buf + l->a[1].off, l->a[1].len, &ver) < 0)
+        if (util_parse_dec_i64(l->buf + l->a[1].off, l->a[1].len, REDIS_DEC, &ver) < 0)
             return buf_append_str(out, "-ERR Protocol version is not an integer or out of range\r\n");
         if (ver == 3)
             return buf_append_str(out, "-NOPROTO this protocol version is not supported by "
@@ -450,7 +450,9 @@ static int local_info(const struct largs *l, const struct proto_env *env, struct
     size_t n = buf_len(&s);
     if (n >= 2)
         n -= 2;
-    r = bulk(out, buf_rptr(&s), n);
+    /* INFO <unknown section> renders nothing: s was never allocated, and
+     * buf_rptr() of it would be NULL + 0. */
+    r = bulk(out, n ? buf_rptr(&s) : "", n);
 out:
     buf_free(&s);
     return r;
@@ -461,7 +463,7 @@ out:
 int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
                  const char *buf, const struct proto_env *env, struct buf *out)
 {
-    struct largs l = { buf, p->keys, (uint32_t)req->aux[2] };
+    struct largs l = { req->u.redis.inl ? req->u.redis.inl : buf, p->keys, req->u.redis.argc };
     const struct redis_command *cmd;
     int64_t v;
 
@@ -480,7 +482,7 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_QUIT:
         return buf_append_str(out, "+OK\r\n") < 0 ? -ENOMEM : PROTO_LOCAL_CLOSE;
     case REDIS_LOCAL_SELECT:
-        if (util_parse_i64(buf + l.a[1].off, l.a[1].len, &v) < 0 || v < INT32_MIN || v > INT32_MAX)
+        if (util_parse_dec_i64(l.buf + l.a[1].off, l.a[1].len, REDIS_DEC, &v) < 0 || v < INT32_MIN || v > INT32_MAX)
             return buf_append_str(out, "-ERR value is not an integer or out of range\r\n");
         if (v == c->db)
             return buf_append_str(out, "+OK\r\n");

@@ -9,7 +9,6 @@
 
 #include "health.h"
 #include "log.h"
-#include "proto/memcache.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
@@ -413,9 +412,9 @@ static void client_copies(struct client *c, struct msg *m, const struct proto_re
 static void client_warm_mark(struct client *c, struct msg *m, const struct proto_req *req,
                              const char *buf, struct server *prev)
 {
-    char dec[512];
+    char dec[PROTO_KEY_DECODED_MAX];
     size_t len;
-    const char *key = route_key(req, buf, 0, dec, &len);
+    const char *key = route_key(c->pool->ops, req, buf, 0, dec, &len);
     if (buf_append(&m->reqcopy, key, len) < 0)
         return;
     m->flags |= MSG_F_WARM;
@@ -615,9 +614,12 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
             goto out;
         uint64_t hash = 0;
         uint32_t owner = route_owner(pool, req, buf, 0, &hash);
-        if (c->w->snap->conf->global.hot_keys)
-            hotkeys_touch(&pool->hot, buf + req->keys[0].off, req->keys[0].len,
-                          uv_now(&c->w->loop));
+        if (c->w->snap->conf->global.hot_keys) {
+            char dec[PROTO_KEY_DECODED_MAX];
+            size_t klen;
+            const char *key = route_key(pool->ops, req, buf, 0, dec, &klen);
+            hotkeys_touch(&pool->hot, key, klen, uv_now(&c->w->loop));
+        }
         for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
             if (route_owner(pool, req, buf, i, NULL) != owner) {
                 STATS_ADD(&pool->stats, crossslot, 1);
@@ -697,6 +699,8 @@ static void client_process(struct client *c)
         if (rc == 0)
             break;
         if (rc < 0) {
+            if (req.why != NULL)
+                log_info("pool '%s': client %s closed: %s", c->pool->cp->name, c->pc.peer, req.why);
             struct msg *m = client_new_msg(c, &req);
             STATS_ADD(&c->pool->stats, client_err, 1);
             if (m != NULL) {
@@ -856,6 +860,8 @@ void client_accept(struct listener *l)
     c->parser.item_size_max = pool->cp->item_size_max;
     if (pool->cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
+    if (!pool->cp->scripts)
+        c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
     c->pc.id = atomic_fetch_add(&w->proxy->next_client_id, 1) + 1;

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "health.h"
-#include "proto/memcache.h"
 #include "proxy/proxy.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
@@ -15,19 +14,10 @@
 
 #define ROUTE_SPILL_WARM_S 10   /* writes follow a key's reads' spill server this long */
 
-const char *route_key(const struct proto_req *req, const char *buf, uint32_t k, char *dec,
-                      size_t *len)
+const char *route_key(const struct proto_ops *ops, const struct proto_req *req, const char *buf,
+                      uint32_t k, char *dec, size_t *len)
 {
-    const char *key = buf + req->keys[k].off;
-    *len = req->keys[k].len;
-    if (req->flags & PROTO_RF_KEYB64) {
-        int n = memcache_key_decode(key, *len, dec, 512);
-        if (n >= 0) {
-            *len = (size_t)n;
-            return dec;
-        }
-    }
-    return key;
+    return ops->key_bytes(req, buf, k, dec, len);
 }
 
 /* The route's pool for one key, or NULL when no prefix matches. */
@@ -35,9 +25,9 @@ static struct wpool *route_key_pool(struct wpool *pool, const struct proto_req *
                                     const char *buf, uint32_t k)
 {
     const struct conf_pool *cp = pool->cp;
-    char dec[512];
+    char dec[PROTO_KEY_DECODED_MAX];
     size_t len;
-    const char *key = route_key(req, buf, k, dec, &len);
+    const char *key = route_key(pool->ops, req, buf, k, dec, &len);
 
     for (uint32_t i = 0; i < cp->nroutes; i++) {
         size_t n = strlen(cp->routes[i].prefix);
@@ -72,9 +62,9 @@ uint32_t route_owner(const struct wpool *pool, const struct proto_req *req, cons
                      uint32_t k, uint64_t *hash)
 {
     const struct ring *r = pool->ring;
-    char dec[512];
+    char dec[PROTO_KEY_DECODED_MAX];
     size_t len;
-    const char *key = route_key(req, buf, k, dec, &len);
+    const char *key = route_key(pool->ops, req, buf, k, dec, &len);
     uint64_t h = ring_key_hash(r, key, len);
     if (hash)
         *hash = h;
@@ -93,9 +83,9 @@ static uint32_t route_live_prefs(const struct wpool *pool, const struct proto_re
                                  const char *buf, uint32_t want, uint32_t *live)
 {
     uint32_t pref[RING_MAX_PREF], n, nlive = 0;
-    char dec[512];
+    char dec[PROTO_KEY_DECODED_MAX];
     size_t len;
-    const char *key = route_key(req, buf, 0, dec, &len);
+    const char *key = route_key(pool->ops, req, buf, 0, dec, &len);
 
     n = ring_preference(pool->ring, key, len, pref, RL_MIN(RL_MIN(want, pool->nservers),
                                                             RING_MAX_PREF));
@@ -131,9 +121,9 @@ static uint32_t route_down(struct wpool *pool, const struct proto_req *req, cons
     switch (pool->cp->on_down) {
     case CONF_ON_DOWN_FAILOVER: {
         uint32_t pref[RING_MAX_PREF];
-        char dec[512];
+        char dec[PROTO_KEY_DECODED_MAX];
         size_t len;
-        const char *key = route_key(req, buf, k, dec, &len);
+        const char *key = route_key(pool->ops, req, buf, k, dec, &len);
         uint32_t n = ring_preference(pool->ring, key, len, pref,
                                      RL_MIN(pool->nservers, RING_MAX_PREF));
         for (uint32_t i = 0; i < n; i++) {
@@ -285,9 +275,9 @@ static struct server *route_warm_from(struct wpool *pool, const struct proto_req
     if (pool->prev_ring == NULL || req->nkeys != 1 || pool->ops->warmable == NULL ||
         !pool->ops->warmable(req->cmd) || uv_now(&pool->w->loop) >= pool->warm_until)
         return NULL;
-    char dec[512];
+    char dec[PROTO_KEY_DECODED_MAX];
     size_t len;
-    const char *key = route_key(req, buf, 0, dec, &len);
+    const char *key = route_key(pool->ops, req, buf, 0, dec, &len);
     uint32_t o = ring_owner(pool->prev_ring, key, len);
     if (o >= pool->prev_ring->nservers)
         return NULL;

@@ -28,10 +28,11 @@ struct route {
     struct server  *warm_from;      /* SEND of a get: ask this previous owner on a miss */
 };
 
-/* The bytes key k is placed by (base64 keys are decoded into dec, which
- * holds at least 512 bytes); *len gets their length. */
-const char *route_key(const struct proto_req *req, const char *buf, uint32_t k, char *dec,
-                      size_t *len);
+/* The bytes key k is placed by: the protocol's key_bytes (base64 keys are
+ * decoded into dec, which holds PROTO_KEY_DECODED_MAX bytes); *len gets
+ * their length. */
+const char *route_key(const struct proto_ops *ops, const struct proto_req *req, const char *buf,
+                      uint32_t k, char *dec, size_t *len);
 
 /*
  * routes: the pool a request's keys belong to. A key that starts with a

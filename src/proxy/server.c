@@ -285,7 +285,10 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     /* The hello (Redis AUTH/SELECT) goes first; its replies are swallowed. */
     const struct conf_pool *cp = srv->pool->cp;
     if (srv->pool->ops->server_hello) {
-        int n = srv->pool->ops->server_hello(cp->redis_auth, cp->redis_db, &s->obuf);
+        const struct proto_hello hello = {
+            .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+        };
+        int n = srv->pool->ops->server_hello(&hello, &s->obuf);
         for (int i = 0; i < n; i++) {
             struct msg *m = msg_get(w);
             if (m == NULL)

@@ -399,9 +399,11 @@ static void wpool_refresh_clients(struct worker *w, struct wpool *wp)
         if (c->pool != wp)
             continue;
         c->parser.item_size_max = wp->cp->item_size_max;
-        c->parser.flags &= ~(uint32_t)PROTO_PF_ALLOW_FLUSH;
+        c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS);
         if (wp->cp->allow_flush)
             c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
+        if (!wp->cp->scripts)
+            c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
         c->pc.auth = wp->cp->redis_auth;
         c->pc.db = wp->cp->redis_db;
     }

@@ -1,6 +1,7 @@
 /* Fuzz target for the memcache protocol: request and reply parsers, forward/frag_write, and multi-get merging. */
 #include "config.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,138 @@ static char *dup_exact(const uint8_t *p, size_t n)
     return c;
 }
 
+/*
+ * A model of how memcached 1.6.18 reads a request line (proto_text.c),
+ * written from its behaviour, not from the proxy's parser: the line ends
+ * at the first '\n'; one '\r' before it is dropped when the line has more
+ * than one byte; the rest is a C string (it ends at the first NUL); tokens
+ * are separated by spaces only; a line longer than 2048 bytes is read only
+ * when it starts, after at most 100 spaces, with "get " or "gets " (else
+ * memcached may close the connection when the line spans reads). Numbers
+ * are read as strtol reads them. What the proxy forwards must be one such
+ * line that the model reads as the command, keys and lengths the proxy
+ * parsed.
+ */
+#define MODEL_TOKENS 80
+
+struct mc_model {
+    size_t consumed;               /* the line's bytes, '\n' included */
+    uint32_t ntok;                 /* tokens (may exceed MODEL_TOKENS) */
+    struct { const char *p; size_t n; } tok[MODEL_TOKENS];
+};
+
+/* Returns 0 with m filled in, -1 if memcached would not read one line. */
+static int model_mc_line(const char *b, size_t n, struct mc_model *m)
+{
+    memset(m, 0, sizeof(*m));
+    const char *nl = memchr(b, '\n', n);
+    if (nl == NULL)
+        return -1;
+    size_t len = (size_t)(nl - b);
+    if (len + 1 > 2048) {
+        size_t sp = 0;
+        while (sp < len && b[sp] == ' ')
+            sp++;
+        if (sp > 100 || !(len - sp >= 4 && (memcmp(b + sp, "get ", 4) == 0 ||
+                                            (len - sp >= 5 && memcmp(b + sp, "gets ", 5) == 0))))
+            return -1;
+    }
+    m->consumed = len + 1;
+    if (len > 1 && b[len - 1] == '\r')
+        len--;
+    const char *z = memchr(b, '\0', len);
+    if (z != NULL)
+        len = (size_t)(z - b);
+    size_t i = 0;
+    while (i < len) {
+        while (i < len && b[i] == ' ')
+            i++;
+        if (i == len)
+            break;
+        size_t st = i;
+        while (i < len && b[i] != ' ')
+            i++;
+        if (m->ntok < MODEL_TOKENS) {
+            m->tok[m->ntok].p = b + st;
+            m->tok[m->ntok].n = i - st;
+        }
+        m->ntok++;
+    }
+    return 0;
+}
+
+static int model_tok_is(const struct mc_model *m, uint32_t i, const char *s)
+{
+    return i < m->ntok && i < MODEL_TOKENS && m->tok[i].n == strlen(s) &&
+           memcmp(m->tok[i].p, s, m->tok[i].n) == 0;
+}
+
+/* strtol of a whole token: optional sign, decimal digits; -1 if not that. */
+static int model_strtol(const struct mc_model *m, uint32_t i, long long *v)
+{
+    if (i >= m->ntok || i >= MODEL_TOKENS)
+        return -1;
+    const char *p = m->tok[i].p;
+    size_t n = m->tok[i].n, k = 0;
+    int neg = 0;
+    if (k < n && (p[k] == '+' || p[k] == '-'))
+        neg = p[k++] == '-';
+    if (k == n)
+        return -1;
+    long long x = 0;
+    for (; k < n; k++) {
+        if (p[k] < '0' || p[k] > '9' || x > (LLONG_MAX - 9) / 10)
+            return -1;
+        x = x * 10 + (p[k] - '0');
+    }
+    *v = neg ? -x : x;
+    return 0;
+}
+
+/* The bytes the proxy forwarded for request r (parsed from buf) are read by
+ * the model as that command, with key k at token kt and the data block the
+ * proxy expects, and with nothing that would silence the reply. */
+static void model_check_forward(const struct proto_req *r, const char *buf, const char *out,
+                                size_t n)
+{
+    struct mc_model m;
+    FUZZ_CHECK(model_mc_line(out, n, &m) == 0);
+    FUZZ_CHECK(m.consumed == n);
+    const char *name = memcache_cmd_name(r->cmd);
+    FUZZ_CHECK(name != NULL && model_tok_is(&m, 0, name));
+    uint32_t kt = (r->cmd == MEMCACHE_CMD_GAT || r->cmd == MEMCACHE_CMD_GATS) ? 2 : 1;
+    for (uint32_t k = 0; k < r->nkeys; k++) {
+        FUZZ_CHECK(kt + k < m.ntok && kt + k < MODEL_TOKENS);
+        FUZZ_CHECK(m.tok[kt + k].n == r->keys[k].len &&
+                   memcmp(m.tok[kt + k].p, buf + r->keys[k].off, r->keys[k].len) == 0);
+    }
+    long long v;
+    switch (r->cmd) {
+    case MEMCACHE_CMD_GET: case MEMCACHE_CMD_GETS: case MEMCACHE_CMD_GAT: case MEMCACHE_CMD_GATS:
+        FUZZ_CHECK(m.ntok == kt + r->nkeys && r->body_len == 0);
+        break;
+    case MEMCACHE_CMD_SET: case MEMCACHE_CMD_ADD: case MEMCACHE_CMD_REPLACE:
+    case MEMCACHE_CMD_APPEND: case MEMCACHE_CMD_PREPEND: case MEMCACHE_CMD_CAS:
+        /* memcached dispatches a storage line by its token count */
+        FUZZ_CHECK(m.ntok == (r->cmd == MEMCACHE_CMD_CAS ? 6u : 5u) ||
+                   (m.ntok == (r->cmd == MEMCACHE_CMD_CAS ? 7u : 6u) &&
+                    !model_tok_is(&m, m.ntok - 1, "noreply")));
+        FUZZ_CHECK(model_strtol(&m, 4, &v) == 0 && v >= 0 && (uint64_t)v + 2 == r->body_len);
+        break;
+    case MEMCACHE_CMD_MS:
+        FUZZ_CHECK(model_strtol(&m, 2, &v) == 0 && v >= 0 && (uint64_t)v + 2 == r->body_len);
+        /* fall through */
+    case MEMCACHE_CMD_MG: case MEMCACHE_CMD_MD: case MEMCACHE_CMD_MA:
+        for (uint32_t i = 2; i < m.ntok && i < MODEL_TOKENS; i++)
+            FUZZ_CHECK(m.tok[i].p[0] != 'q');      /* the proxy must see every reply */
+        break;
+    default:
+        FUZZ_CHECK(!model_tok_is(&m, m.ntok - 1, "noreply") || m.ntok == 2);
+        FUZZ_CHECK(r->body_len == 0);
+        break;
+    }
+}
+
 static void check_req(const struct proto_req *r, int rc, size_t len)
 {
     FUZZ_CHECK((size_t)rc <= len);
@@ -79,7 +212,7 @@ static void check_req_prefix(const char *buf, int rc, uint32_t item_max, uint32_
     p.flags = pflags;
     char *h = dup_exact((const uint8_t *)buf, (size_t)rc);
     FUZZ_CHECK(ops->parse_req(&p, h, (size_t)rc - 1, &r) == 0);
-    FUZZ_CHECK(p.scan <= (uint32_t)rc - 1);
+    FUZZ_CHECK(p.u.mc.scan <= (uint32_t)rc - 1);
     FUZZ_CHECK(ops->parse_req(&p, h, (size_t)rc, &r) == rc);
     FUZZ_CHECK(r.kind == want->kind && r.cmd == want->cmd && r.flags == want->flags);
     FUZZ_CHECK(r.body_len == want->body_len && r.nkeys == want->nkeys);
@@ -93,9 +226,10 @@ static void check_forward(const struct proto_req *r, const char *buf)
     buf_init(&out);
     FUZZ_CHECK(ops->forward(r, buf, &out) == 0);
     size_t n = buf_len(&out);
-    FUZZ_CHECK(n >= 1 && n <= r->hdr_len);
-    FUZZ_CHECK(r->hdr_len - n == r->aux[1]);
+    FUZZ_CHECK(n >= 1 && n <= r->hdr_len + 2);
+    FUZZ_CHECK(n == (r->u.mc.nul_cut ? r->u.mc.line_end + 2u : r->hdr_len) - r->u.mc.cut_len);
     FUZZ_CHECK(buf_rptr(&out)[n - 1] == '\n');
+    model_check_forward(r, buf, buf_rptr(&out), n);
     /* The forwarded line is itself a valid request of the same command. */
     struct proto_parser p;
     struct proto_req r2;
@@ -119,6 +253,13 @@ static void check_frag(const struct proto_req *r, const char *buf)
     struct buf out;
     buf_init(&out);
     FUZZ_CHECK(ops->frag_write(r, buf, idx, n, &out) == 0);
+    struct proto_req fr = *r;       /* the fragment's keys, as the model must read them */
+    struct proto_key fk[8];
+    for (uint32_t i = 0; i < n; i++)
+        fk[i] = r->keys[idx[i]];
+    fr.keys = fk;
+    fr.nkeys = n;
+    model_check_forward(&fr, buf, buf_rptr(&out), buf_len(&out));
     struct proto_parser p;
     struct proto_req r2;
     memset(&p, 0, sizeof(p));
@@ -168,8 +309,10 @@ static void join_check(struct joiner *j)
 {
     struct proto_parser p;
     memset(&p, 0, sizeof(p));
-    const char *s = buf_rptr(&j->out), *kp = buf_rptr(&j->keys);
     size_t n = buf_len(&j->out), off = 0, koff = 0;
+    /* No joinable request: nothing was ever written, and an unallocated
+     * buffer has no bytes to point at (buf_rptr would be NULL + 0). */
+    const char *s = n ? buf_rptr(&j->out) : "", *kp = n ? buf_rptr(&j->keys) : "";
     while (off < n) {
         struct proto_req r;
         int rc = ops->parse_req(&p, s + off, n - off, &r);
@@ -207,16 +350,16 @@ static void fuzz_requests(const uint8_t *data, size_t size, uint8_t mode)
         struct proto_req r;
         int rc = ops->parse_req(&p, buf + off, size - off, &r);
         if (rc == 0) {
-            FUZZ_CHECK(p.scan <= size - off);
+            FUZZ_CHECK(p.u.mc.scan <= size - off);
             break;
         }
         if (rc < 0) {
-            FUZZ_CHECK(r.kind == PROTO_REQ_ERROR && r.err != NULL);
-            FUZZ_CHECK(p.scan == 0);
+            FUZZ_CHECK(r.kind == PROTO_REQ_ERROR && (r.err != NULL || r.why != NULL));
+            FUZZ_CHECK(p.u.mc.scan == 0);
             break;
         }
         check_req(&r, rc, size - off);
-        FUZZ_CHECK(p.scan == 0);
+        FUZZ_CHECK(p.u.mc.scan == 0);
         check_req_prefix(buf + off, rc, item_max, pflags, &r);
         if (r.kind == PROTO_REQ_SINGLE || r.kind == PROTO_REQ_BROADCAST)
             check_forward(&r, buf + off);

@@ -20,6 +20,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,16 +82,145 @@ static void check_req(const char *buf, size_t len, int rc, const struct proto_re
         return;
     CHECK(req->hdr_len == (uint32_t)rc);
     CHECK(req->body_len == 0);
-    CHECK(req->aux[1] < (uint32_t)rc);
+    CHECK(req->u.redis.start < (uint32_t)rc);
     if (req->kind == PROTO_REQ_ERROR)
         CHECK(req->err != NULL);
+    uint64_t keyroom = req->u.redis.inl ? req->u.redis.inl_len : (uint64_t)rc;
     for (uint32_t i = 0; i < req->nkeys; i++)
-        CHECK((uint64_t)req->keys[i].off + req->keys[i].len <= (uint64_t)rc);
+        CHECK((uint64_t)req->keys[i].off + req->keys[i].len <= keyroom);
     if (req->kind == PROTO_REQ_SINGLE)
         CHECK(req->nkeys == 1);
     if (req->kind == PROTO_REQ_SAME || req->kind == PROTO_REQ_FANOUT)
         CHECK(req->nkeys >= 2);
     (void)buf;
+}
+
+/*
+ * A model of how redis-server 7.0 reads a request (networking.c
+ * processMultibulkBuffer), written from its behaviour, not from the
+ * proxy's parser: "*<n>" then n times "$<len>" and len bytes plus two;
+ * each header line ends at its '\r', searched as strchr searches (a NUL
+ * first means Redis would wait forever); numbers are string2ll's: '-' the
+ * only sign, no leading zero, no "-0", at most 20 bytes; a count above
+ * INT_MAX or a bulk above 512 MB is an error. The proxy forwards nothing
+ * else than such arrays (inline lines are re-encoded).
+ */
+#define MODEL_ARGS 64
+
+struct redis_model {
+    size_t consumed;
+    uint32_t argc;
+    struct { const char *p; size_t n; } arg[MODEL_ARGS];
+};
+
+static int model_string2ll(const char *s, size_t n, long long *v)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (n == 0 || n >= 21)
+        return -1;
+    if (n == 1 && s[0] == '0') {
+        *v = 0;
+        return 0;
+    }
+    if (s[0] == '-') {
+        neg = 1;
+        if (++i == n)
+            return -1;
+    }
+    if (s[i] < '1' || s[i] > '9')
+        return -1;
+    unsigned long long x = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9' || x > (ULLONG_MAX - 9) / 10)
+            return -1;
+        x = x * 10 + (unsigned)(s[i] - '0');
+    }
+    if (neg ? x > (unsigned long long)LLONG_MAX + 1 : x > (unsigned long long)LLONG_MAX)
+        return -1;
+    *v = neg ? (long long)(0 - x) : (long long)x;
+    return 0;
+}
+
+/* The header line at b[pos]: its number and the position after "\r?". */
+static int model_header(const char *b, size_t n, size_t pos, long long *v, size_t *next)
+{
+    size_t i = pos + 1;
+    while (i < n && b[i] != '\r' && b[i] != '\0')
+        i++;
+    if (i >= n || b[i] == '\0' || i + 2 > n)
+        return -1;
+    if (model_string2ll(b + pos + 1, i - pos - 1, v) < 0)
+        return -1;
+    *next = i + 2;
+    return 0;
+}
+
+static int model_redis_read(const char *b, size_t n, struct redis_model *m)
+{
+    long long c, l;
+    size_t pos;
+    memset(m, 0, sizeof(*m));
+    if (n == 0 || b[0] != '*' || model_header(b, n, 0, &c, &pos) < 0 || c <= 0 || c > INT_MAX)
+        return -1;
+    for (long long a = 0; a < c; a++) {
+        if (pos >= n || b[pos] != '$' || model_header(b, n, pos, &l, &pos) < 0 || l < 0 ||
+            l > 512LL * 1024 * 1024 || (size_t)l + 2 > n - pos)
+            return -1;
+        if (m->argc < MODEL_ARGS) {
+            m->arg[m->argc].p = b + pos;
+            m->arg[m->argc].n = (size_t)l;
+        }
+        m->argc++;
+        pos += (size_t)l + 2;
+    }
+    m->consumed = pos;
+    return 0;
+}
+
+static int model_arg_is(const struct redis_model *m, uint32_t i, const char *s, size_t n)
+{
+    return i < m->argc && i < MODEL_ARGS && m->arg[i].n == n && memcmp(m->arg[i].p, s, n) == 0;
+}
+
+static int model_name_is(const struct redis_model *m, uint32_t i, const char *upper, size_t n)
+{
+    if (i >= m->argc || i >= MODEL_ARGS || m->arg[i].n != n)
+        return 0;
+    for (size_t k = 0; k < n; k++) {
+        char ch = m->arg[i].p[k];
+        if (ch >= 'a' && ch <= 'z')
+            ch = (char)(ch - 'a' + 'A');
+        if (ch != upper[k])
+            return 0;
+    }
+    return 1;
+}
+
+/* What the proxy forwarded for req is read by the model as req's command
+ * (and subcommand), every argument the proxy counted, and each of its keys
+ * as one of the arguments. */
+static void model_check_forward(const struct proto_req *req, const char *buf, const char *out,
+                                size_t n)
+{
+    struct redis_model m;
+    CHECK(model_redis_read(out, n, &m) == 0);
+    CHECK(m.consumed == n);
+    CHECK(m.argc == req->u.redis.argc);
+    CHECK(req->cmd < redis_ncommands);
+    const char *name = redis_commands[req->cmd].name, *bar = strchr(name, '|');
+    CHECK(model_name_is(&m, 0, name, bar ? (size_t)(bar - name) : strlen(name)));
+    if (bar != NULL)
+        CHECK(model_name_is(&m, 1, bar + 1, strlen(bar + 1)));
+    for (uint32_t k = 0; k < req->nkeys; k++) {
+        char dec[PROTO_KEY_DECODED_MAX];
+        size_t klen;
+        const char *key = R->key_bytes(req, buf, k, dec, &klen);
+        int found = m.argc > MODEL_ARGS;
+        for (uint32_t i = 1; i < m.argc && i < MODEL_ARGS && !found; i++)
+            found = model_arg_is(&m, i, key, klen);
+        CHECK(found);
+    }
 }
 
 /* Write the fragments of a FANOUT request (keys alternately on two
@@ -117,6 +247,21 @@ static void fanout_roundtrip(const char *buf, const struct proto_req *req)
         if (cnt == 0)
             continue;
         CHECK(R->frag_write(&copy, buf, idx, cnt, &out) == 0);
+        /* the server reads the command and, in order, each key (and, for
+         * MSET-like commands, its value after it) */
+        struct redis_model m;
+        CHECK(model_redis_read(buf_rptr(&out), buf_len(&out), &m) == 0);
+        CHECK(m.consumed == buf_len(&out));
+        uint32_t per = redis_commands[req->cmd].step > 1 ? 2 : 1;
+        CHECK(m.argc == 1 + cnt * per);
+        CHECK(model_name_is(&m, 0, redis_commands[req->cmd].name,
+                            strlen(redis_commands[req->cmd].name)));
+        for (uint32_t i = 0; i < cnt; i++) {
+            char dec[PROTO_KEY_DECODED_MAX];
+            size_t klen;
+            const char *key = R->key_bytes(&copy, buf, idx[i], dec, &klen);
+            CHECK(1 + i * per >= MODEL_ARGS || model_arg_is(&m, 1 + i * per, key, klen));
+        }
         struct proto_parser p = { .flags = PROTO_PF_AUTHED };
         struct proto_req fr;
         int rc = R->parse_req(&p, buf_rptr(&out), buf_len(&out), &fr);
@@ -124,9 +269,12 @@ static void fanout_roundtrip(const char *buf, const struct proto_req *req)
         CHECK(fr.cmd == req->cmd);
         CHECK(fr.nkeys == cnt);
         for (uint32_t i = 0; i < cnt; i++) {
-            const struct proto_key *a = &fr.keys[i], *b = &keys[idx[i]];
-            CHECK(a->len == b->len);
-            CHECK(memcmp(buf_rptr(&out) + a->off, buf + b->off, a->len) == 0);
+            char dec[PROTO_KEY_DECODED_MAX];
+            size_t klen;
+            const char *key = R->key_bytes(&copy, buf, idx[i], dec, &klen);
+            const struct proto_key *a = &fr.keys[i];
+            CHECK(a->len == klen);
+            CHECK(memcmp(buf_rptr(&out) + a->off, key, a->len) == 0);
         }
         proto_parser_free(&p);
         buf_free(&out);
@@ -178,7 +326,7 @@ static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
         case PROTO_REQ_SAME:
         case PROTO_REQ_BROADCAST:
             CHECK(R->forward(&req, buf + off, &out) == 0);
-            CHECK(buf_len(&out) <= (size_t)rc);
+            model_check_forward(&req, buf + off, buf_rptr(&out), buf_len(&out));
             break;
         case PROTO_REQ_FANOUT:
             fanout_roundtrip(buf + off, &req);
@@ -220,7 +368,7 @@ static void fuzz_replies(const char *buf, size_t len, uint16_t rflags)
         CHECK(rc <= (int)(len - off));
         if (rc <= 0) {
             /* whole-input verdict; byte by byte must agree for a fresh reply */
-            if (p.state == 0 || rc < 0) {
+            if (p.u.redis.state == 0 || rc < 0) {
                 struct proto_parser q = { 0 };
                 int r = 0;
                 for (size_t i = 0; i <= len - off && r == 0; i++)

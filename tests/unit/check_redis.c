@@ -47,6 +47,8 @@ struct res {
     char keys[16][64];
     struct proto_key k[16];     /* the offsets: req.keys is freed with the parser */
     char err[600];
+    char fwd[4096];             /* what forward() writes (SINGLE, SAME, BROADCAST) */
+    size_t fwd_len;
 };
 
 static void snap(struct res *r, int rc, const struct proto_req *req, const char *buf)
@@ -55,10 +57,25 @@ static void snap(struct res *r, int rc, const struct proto_req *req, const char 
     r->rc = rc;
     r->req = *req;
     for (uint32_t i = 0; i < req->nkeys && i < 16; i++) {
+        char dec[PROTO_KEY_DECODED_MAX];
+        size_t klen;
+        const char *key = R->key_bytes(req, buf, i, dec, &klen);
         r->k[i] = req->keys[i];
-        snprintf(r->keys[i], sizeof(r->keys[i]), "%.*s", (int)req->keys[i].len, buf + req->keys[i].off);
+        snprintf(r->keys[i], sizeof(r->keys[i]), "%.*s", (int)klen, key);
+    }
+    if (rc > 0 && (req->kind == PROTO_REQ_SINGLE || req->kind == PROTO_REQ_SAME ||
+                   req->kind == PROTO_REQ_BROADCAST)) {
+        struct buf out;
+        buf_init(&out);
+        ck_assert_int_eq(R->forward(req, buf, &out), 0);
+        if (buf_len(&out) < sizeof(r->fwd)) {
+            memcpy(r->fwd, buf_rptr(&out), buf_len(&out));
+            r->fwd_len = buf_len(&out);
+        }
+        buf_free(&out);
     }
     r->req.keys = NULL;
+    r->req.u.redis.inl = NULL;  /* parser memory, freed with it: r->fwd has the bytes */
     if (req->err)
         snprintf(r->err, sizeof(r->err), "%.*s", (int)req->err_len, req->err);
 }
@@ -171,11 +188,16 @@ START_TEST(test_req_inline)
     ck_assert_str_eq(cmd_name(&r), "SET");
     ck_assert_str_eq(r.keys[0], "a b");
 
-    /* escapes cannot be kept in place: refused, line consumed, connection kept */
-    static const char s3[] = "set \"a\\nb\" c\r\n";
+    /* escapes are decoded as sdssplitargs decodes them */
+    static const char s3[] = "set \"a\\nb\\x41\\x4g\\q\" 'c\\'d\\n'\r\n";
     r = parse_both(s3, sizeof(s3) - 1, AUTHED);
     ck_assert_int_eq(r.rc, (int)sizeof(s3) - 1);
-    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_str_eq(r.keys[0], "a\nbAx4gq");
+    /* ... and the request is forwarded as RESP, never as inline text */
+    static const char w3[] = "*3\r\n$3\r\nset\r\n$8\r\na\nbAx4gq\r\n$5\r\nc'd\\n\r\n";
+    ck_assert_uint_eq(r.fwd_len, sizeof(w3) - 1);
+    ck_assert_int_eq(memcmp(r.fwd, w3, r.fwd_len), 0);
 
     static const char s4[] = "set \"ab c\r\n";
     r = parse_both(s4, sizeof(s4) - 1, AUTHED);
@@ -269,11 +291,11 @@ START_TEST(test_req_big_value_resumes_without_rescanning)
     struct proto_req req;
     for (size_t have = 4096; have < len; have += 4096) {
         ck_assert_int_eq(R->parse_req(&p, buf, have, &req), 0);
-        ck_assert_uint_eq(p.scan, vline);
+        ck_assert_uint_eq(p.u.redis.scan, vline);
     }
     ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
     ck_assert_uint_eq(req.nkeys, 1);
-    ck_assert_uint_eq(p.scan, 0);
+    ck_assert_uint_eq(p.u.redis.scan, 0);
     proto_parser_free(&p);
     free(buf);
 }
@@ -604,7 +626,7 @@ static struct rres rsp_both(const char *s, size_t len, uint16_t rflags)
         ck_assert_uint_eq(rsp.hdr_len, a.rsp.hdr_len);
         ck_assert_uint_eq(rsp.body_len, a.rsp.body_len);
         ck_assert_uint_eq(rsp.flags, a.rsp.flags);
-        ck_assert_uint_eq(p2.state, 0);
+        ck_assert_uint_eq(p2.u.redis.state, 0);
     } else if (a.rc < 0) {
         /* garbage is also garbage when it arrives byte by byte */
         int rc = 0;
@@ -629,7 +651,7 @@ START_TEST(test_rsp_types)
     ck_assert_int_eq(r.rc, 6);
     r = RSP("$-1\r\n", PROTO_RF_RETRIEVAL);
     ck_assert_int_eq(r.rc, 5);
-    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_MISS);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
     r = RSP("$-1\r\n", 0);
     ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
     /* a top-level bulk: its header, the value streams as body */
@@ -695,8 +717,8 @@ START_TEST(test_rsp_large_array_chunked_linear)
             int rc = R->parse_rsp(&p, all.data + consumed, avail - consumed, 0, 0, &rsp);
             ck_assert_int_ge(rc, 0);
             if (rc == 0) {
-                ck_assert_uint_ge(p.scan, last_scan);
-                last_scan = p.scan;
+                ck_assert_uint_ge(p.u.redis.scan, last_scan);
+                last_scan = p.u.redis.scan;
                 break;
             }
             consumed += (size_t)rc;
@@ -1141,12 +1163,18 @@ START_TEST(test_error_reply_hello_probe)
     ck_assert_uint_eq(buf_len(&out), strlen(want));
     ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
     out.rpos = out.wpos = 0;
-    ck_assert_int_eq(R->server_hello("pw", 2, &out), 2);
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, "pw", 2 }, &out), 2);
     want = "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n";
     ck_assert_uint_eq(buf_len(&out), strlen(want));
     ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
     out.rpos = out.wpos = 0;
-    ck_assert_int_eq(R->server_hello(NULL, 0, &out), 0);
+    /* an ACL user: AUTH user pass */
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ "proxy", "pw", 0 }, &out), 1);
+    want = "*3\r\n$4\r\nAUTH\r\n$5\r\nproxy\r\n$2\r\npw\r\n";
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, NULL, 0 }, &out), 0);
     ck_assert_uint_eq(buf_len(&out), 0);
     ck_assert_str_eq(R->probe, "*1\r\n$4\r\nPING\r\n");
     ck_assert_str_eq(R->name, "redis");
