@@ -83,17 +83,14 @@ void log_write(int level, const char *file, int line, const char *fmt, ...)
 
 void log_hexdump(int level, const char *file, int line, const char *what, const char *p, size_t n)
 {
-    char clean[161];
-    size_t k = 0;
+    /* Bytes from a server may be a cached value: log how many there are and
+     * a hex prefix of at most LOG_HEX_PREFIX of them, never the value. */
+    char hex[LOG_HEX_PREFIX * 2 + 1];
+    size_t k = n < LOG_HEX_PREFIX ? n : LOG_HEX_PREFIX;
 
-    for (size_t i = 0; i < n && k + 4 < sizeof(clean); i++) {
-        unsigned char c = (unsigned char)p[i];
-        if (c >= 0x20 && c < 0x7f && c != '\\') {
-            clean[k++] = (char)c;
-        } else {
-            k += (size_t)snprintf(clean + k, sizeof(clean) - k, "\\x%02x", c);
-        }
-    }
-    clean[k] = '\0';
-    log_write(level, file, line, "%s (%zu bytes): \"%s%s\"", what, n, clean, k + 4 >= sizeof(clean) ? "..." : "");
+    for (size_t i = 0; i < k; i++)
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)p[i]);
+    hex[2 * k] = '\0';
+    log_write(level, file, line, "%s (%zu bytes, first %zu in hex): %s%s", what, n, k, hex,
+              n > k ? "..." : "");
 }

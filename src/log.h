@@ -17,7 +17,10 @@ void log_reopen(void);                         /* SIGHUP/SIGUSR1 rotation */
 void log_set_level(int level);
 void log_write(int level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-/* Append a sanitized, truncated copy of protocol bytes to a message. */
+/* Log `what`, the byte count n and a hex dump of at most the first
+ * LOG_HEX_PREFIX bytes of p (protocol garbage from a peer, which may hold
+ * cached values: never more). */
+#define LOG_HEX_PREFIX 32
 void log_hexdump(int level, const char *file, int line, const char *what, const char *p, size_t n);
 
 #define log_enabled(lvl) ((lvl) <= atomic_load_explicit(&log_level_current, memory_order_relaxed))
