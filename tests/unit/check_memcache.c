@@ -1140,6 +1140,294 @@ START_TEST(test_hello_and_probe)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ agreement with memcached */
+
+/* forward() of s[0..len) (which may hold NULs), into out; its length. */
+static size_t fwd_n(const char *s, size_t len, char *out, size_t cap, struct preq *x)
+{
+    parse_checked(x, s, len, 0, PROTO_PF_ALLOW_FLUSH);
+    ck_assert_int_gt(x->rc, 0);
+    struct buf b;
+    buf_init(&b);
+    ck_assert_int_eq(ops->forward(&x->r, s, &b), 0);
+    size_t n = buf_len(&b);
+    ck_assert_uint_lt(n, cap);
+    memcpy(out, buf_rptr(&b), n);
+    buf_free(&b);
+    return n;
+}
+
+#define FWD_N(lit, out, x) fwd_n((lit), sizeof(lit) - 1, (out), sizeof(out), (x))
+
+START_TEST(test_nul_ends_the_line_as_in_memcached)
+{
+    char out[256];
+    struct preq x;
+    size_t n;
+
+    /* the attacker's line: memcached reads "incr atk 1 noreply" */
+    n = FWD_N("incr atk 1 noreply\0\r\n", out, &x);
+    ck_assert_int_eq(x.r.kind, PROTO_REQ_SINGLE);
+    ck_assert(x.r.flags & PROTO_RF_NOREPLY);
+    ck_assert_uint_eq(x.r.hdr_len, 21);
+    ck_assert_uint_eq(n, 12);
+    ck_assert_int_eq(memcmp(out, "incr atk 1\r\n", n), 0);
+
+    n = FWD_N("get a\0b c\r\n", out, &x);
+    ck_assert_uint_eq(x.r.nkeys, 1);
+    ck_assert_int_eq(memcmp(out, "get a\r\n", n), 0);
+    n = FWD_N("set k 0 0 1 noreply\0x\r\n", out, &x);
+    ck_assert(x.r.flags & PROTO_RF_NOREPLY);
+    ck_assert_uint_eq(x.r.body_len, 3);
+    ck_assert_int_eq(memcmp(out, "set k 0 0 1\r\n", n), 0);
+    n = FWD_N("delete k noreply\0\r\n", out, &x);
+    ck_assert(x.r.flags & PROTO_RF_NOREPLY);
+    ck_assert_int_eq(memcmp(out, "delete k\r\n", n), 0);
+    n = FWD_N("touch k 10 noreply\0zz\r\n", out, &x);
+    ck_assert(x.r.flags & PROTO_RF_NOREPLY);
+    ck_assert_int_eq(memcmp(out, "touch k 10\r\n", n), 0);
+    n = FWD_N("flush_all noreply\0\r\n", out, &x);
+    ck_assert_int_eq(x.r.kind, PROTO_REQ_BROADCAST);
+    ck_assert_int_eq(memcmp(out, "flush_all\r\n", n), 0);
+    /* a q flag past the NUL is not a flag: the server answers */
+    n = FWD_N("mg k v\0 q\r\n", out, &x);
+    ck_assert(!(x.r.flags & PROTO_RF_QUIET));
+    ck_assert_int_eq(memcmp(out, "mg k v\r\n", n), 0);
+
+    /* memcached reads "set a": the wrong token count, nothing swallowed */
+    static const char s1[] = "set a\0b 0 0 1\r\n";
+    parse_checked(&x, s1, sizeof(s1) - 1, 0, 0);
+    assert_err(&x, "ERROR\r\n");
+    ck_assert_uint_eq(x.r.body_len, 0);
+    static const char s2[] = "\0get a\r\n";
+    parse_checked(&x, s2, sizeof(s2) - 1, 0, 0);
+    assert_err(&x, "ERROR\r\n");
+    /* "get a\r\0\n": the CR is not before the LF, so it is key "a\r": refused */
+    static const char s3[] = "get a\r\0\n";
+    parse_checked(&x, s3, sizeof(s3) - 1, 0, 0);
+    assert_err(&x, "CLIENT_ERROR bad command line format\r\n");
+    proto_parser_free(&x.p);
+}
+END_TEST
+
+START_TEST(test_nul_at_every_position_of_noreply_lines)
+{
+    static const char *const lines[] = {
+        "incr atk 1 noreply\r\n", "set k 0 0 1 noreply\r\n", "delete k noreply\r\n",
+        "touch k 1 noreply\r\n", "decr k 5 noreply\r\n", "cas k 0 0 1 7 noreply\r\n",
+    };
+    for (size_t l = 0; l < sizeof(lines) / sizeof(lines[0]); l++) {
+        size_t len = strlen(lines[l]);
+        for (size_t at = 0; at + 2 <= len; at++) {
+            char s[64];
+            memcpy(s, lines[l], at);
+            s[at] = '\0';
+            memcpy(s + at + 1, lines[l] + at, len - at);
+            struct preq x;
+            parse_checked(&x, s, len + 1, 0, 0);
+            ck_assert_int_gt(x.rc, 0);
+            if (x.r.kind != PROTO_REQ_ERROR) {
+                /* memcached reads lines[l][0..at): noreply iff it is all there */
+                int all = at >= len - 2;
+                ck_assert_int_eq(!!(x.r.flags & PROTO_RF_NOREPLY), all);
+                struct buf b;
+                buf_init(&b);
+                ck_assert_int_eq(ops->forward(&x.r, s, &b), 0);
+                ck_assert_ptr_null(memchr(buf_rptr(&b), '\0', buf_len(&b)));
+                ck_assert(memmem(buf_rptr(&b), buf_len(&b), "noreply", 7) == NULL);
+                buf_free(&b);
+            }
+            proto_parser_free(&x.p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_numbers_as_memcached_reads_them)
+{
+    struct preq *x;
+    const char *bad = "CLIENT_ERROR bad command line format\r\n";
+
+    /* strtol/strtoul forms memcached 1.6.18 accepts (measured) */
+    x = req("set k +0 +0 +1\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(x->r.body_len, 3);
+    x = req("set k 0 0 01\r\n");
+    ck_assert_uint_eq(x->r.body_len, 3);
+    x = req("set k 0 0 -0\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(x->r.body_len, 2);
+    x = req("set k 0 -5 1\r\n");                   /* negative exptime: expired */
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    x = req("incr k +1\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    x = req("incr k -0\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    x = req("touch k +10\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    x = req("cas k 0 0 1 +1\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+    x = req("ms k +1\r\n");
+    ck_assert_uint_eq(x->r.body_len, 3);
+    x = req("gat +10 k\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_SINGLE);
+
+    /* refused: what memcached would truncate or read up to a blank */
+    x = req("set k 4294967296 0 1\r\n");          /* memcached stores flags 0 */
+    assert_err(x, bad);
+    x = req("set k 0 0 99999999999\r\n");         /* ... a length of 1215752191 */
+    assert_err(x, bad);
+    ck_assert_uint_eq(x->r.body_len, 0);
+    x = req("set k 0 2147483648 1\r\n");
+    assert_err(x, bad);
+    x = req("set k 0 0 1\t\r\n");                 /* memcached stops at the tab */
+    assert_err(x, bad);
+    x = req("set k 0 0 0x1\r\n");
+    assert_err(x, bad);
+    x = req("set k 0 0 -1\r\n");
+    assert_err(x, bad);
+    x = req("set k -1 0 1\r\n");
+    assert_err(x, bad);
+    x = req("set k 0 0 +\r\n");
+    assert_err(x, bad);
+    x = req("incr k -1\r\n");
+    assert_err(x, "CLIENT_ERROR invalid numeric delta argument\r\n");
+    x = req("incr k 18446744073709551616\r\n");
+    assert_err(x, "CLIENT_ERROR invalid numeric delta argument\r\n");
+    x = req("touch k 2147483648\r\n");
+    assert_err(x, "CLIENT_ERROR invalid exptime argument\r\n");
+    x = req("delete k 00\r\n");                   /* memcached: only "0" itself */
+    assert_err(x, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
+}
+END_TEST
+
+START_TEST(test_cr_lf_variants)
+{
+    struct preq *x;
+    x = req("get a\n");                            /* bare LF ends a line */
+    assert_key(x, "get a\n", 0, "a");
+    x = req("\r\n");
+    assert_err(x, "ERROR\r\n");
+    x = req("\n");
+    assert_err(x, "ERROR\r\n");
+    x = req("get a\rb\r\n");                       /* a CR inside: key "a\rb" */
+    assert_err(x, "CLIENT_ERROR bad command line format\r\n");
+    x = req("get a \r\n");                         /* trailing space */
+    ck_assert_uint_eq(x->r.nkeys, 1);
+    x = req("  get   a  b \r\n");                  /* spaces anywhere */
+    ck_assert_uint_eq(x->r.nkeys, 2);
+    x = req("get\ta\r\n");                         /* a tab does not separate */
+    assert_err(x, "ERROR\r\n");
+}
+END_TEST
+
+START_TEST(test_retrieval_lines_up_to_1mib)
+{
+    /* nutcracker's 1,500-key get_many, then 10,000 keys in ~1 MiB */
+    uint32_t counts[] = { 1500, 10000 };
+    for (size_t c = 0; c < 2; c++) {
+        size_t cap = 16 + (size_t)counts[c] * 105;
+        char *s = malloc(cap);
+        size_t n = (size_t)sprintf(s, c ? "gets" : "get");
+        for (uint32_t i = 0; i < counts[c]; i++)
+            n += (size_t)sprintf(s + n, " %0100u", i);
+        n += (size_t)sprintf(s + n, "\r\n");
+        ck_assert_uint_le(n, MEMCACHE_RETRIEVAL_LINE_MAX);
+        struct preq x;
+        preq_init(&x, 0, 0);
+        for (size_t have = 1000; have < n; have += 7777)
+            ck_assert_int_eq(ops->parse_req(&x.p, s, have, &x.r), 0);
+        ck_assert_int_eq(ops->parse_req(&x.p, s, n, &x.r), (int)n);
+        ck_assert_int_eq(x.r.kind, PROTO_REQ_FANOUT);
+        ck_assert_uint_eq(x.r.nkeys, counts[c]);
+        proto_parser_free(&x.p);
+        free(s);
+    }
+
+    /* gat/gats keep memcached's 2 KiB line: it closes on a longer one */
+    char *s = malloc(4096);
+    size_t n = (size_t)sprintf(s, "gat 10");
+    while (n < 3000)
+        n += (size_t)sprintf(s + n, " key%zu", n);
+    struct preq x;
+    preq_init(&x, 0, 0);
+    ck_assert_int_lt(ops->parse_req(&x.p, s, n, &x.r), 0);
+    assert_err(&x, "CLIENT_ERROR line too long\r\n");
+    /* so does a get that memcached would not know as one: over 100 spaces first */
+    memset(s, ' ', 200);
+    memcpy(s + 200, "get ", 4);
+    memset(s + 204, 'k', 50);
+    for (size_t i = 260; i < 3000; i += 60)
+        memset(s + i - 6, ' ', 1);
+    preq_init(&x, 0, 0);
+    ck_assert_int_lt(ops->parse_req(&x.p, s, 3000, &x.r), 0);
+    proto_parser_free(&x.p);
+    free(s);
+
+    /* more keys than the parser keeps */
+    size_t cap = 8 + (MEMCACHE_RETRIEVAL_KEYS_MAX + 1) * 2 + 4;
+    s = malloc(cap);
+    n = (size_t)sprintf(s, "get");
+    for (uint32_t i = 0; i <= MEMCACHE_RETRIEVAL_KEYS_MAX; i++) {
+        s[n++] = ' ';
+        s[n++] = 'k';
+    }
+    n += (size_t)sprintf(s + n, "\r\n");
+    preq_init(&x, 0, 0);
+    ck_assert_int_eq(ops->parse_req(&x.p, s, n, &x.r), (int)n);
+    assert_err(&x, "CLIENT_ERROR too many keys\r\n");
+    proto_parser_free(&x.p);
+    free(s);
+}
+END_TEST
+
+START_TEST(test_binary_protocol_closes_silently)
+{
+    static const char bin[] = "\x80\x01\x00\x05\x00\x00\x00\x00";
+    struct preq x;
+    parse_checked(&x, bin, sizeof(bin) - 1, 0, 0);
+    ck_assert_int_lt(x.rc, 0);
+    ck_assert_int_eq(x.r.kind, PROTO_REQ_ERROR);
+    ck_assert_uint_eq(x.r.err_len, 0);              /* no text reply */
+    ck_assert_ptr_nonnull(x.r.why);                 /* a reason to log */
+    ck_assert(x.r.flags & PROTO_RF_CLOSE);
+    proto_parser_free(&x.p);
+}
+END_TEST
+
+START_TEST(test_key_bytes_decodes_meta_base64)
+{
+    char dec[PROTO_KEY_DECODED_MAX];
+    size_t len;
+    const char *s = "mg Zm9vYmFy b v\r\n";
+    struct preq *x = req(s);
+    const char *k = ops->key_bytes(&x->r, s, 0, dec, &len);
+    ck_assert_uint_eq(len, 6);
+    ck_assert_int_eq(memcmp(k, "foobar", 6), 0);
+    s = "get a\x10 bb\r\n";
+    x = req(s);
+    k = ops->key_bytes(&x->r, s, 1, dec, &len);
+    ck_assert_ptr_eq(k, s + 7);
+    ck_assert_uint_eq(len, 2);
+}
+END_TEST
+
+START_TEST(test_merge_refuses_an_empty_fragment)
+{
+    const char *r[] = { "", "END\r\n" };
+    uint32_t kf[] = { 0, 1 };
+    struct buf out;
+    ck_assert_int_eq(merge_run("get a b\r\n", r, 2, kf, &out), -1);
+    buf_free(&out);
+    struct buf empty, *fp[1] = { &empty };
+    buf_init(&empty);                               /* never allocated */
+    buf_init(&out);
+    ck_assert_int_eq(ops->merge(MEMCACHE_CMD_FLUSH_ALL, "", NULL, 0, NULL, fp, 1, &out), -1);
+    buf_free(&out);
+}
+END_TEST
+
 static Suite *memcache_suite(void)
 {
     Suite *s = suite_create("memcache");
@@ -1181,6 +1469,14 @@ static Suite *memcache_suite(void)
     tcase_add_test(tc, test_error_reply);
     tcase_add_test(tc, test_key_decode);
     tcase_add_test(tc, test_hello_and_probe);
+    tcase_add_test(tc, test_nul_ends_the_line_as_in_memcached);
+    tcase_add_test(tc, test_nul_at_every_position_of_noreply_lines);
+    tcase_add_test(tc, test_numbers_as_memcached_reads_them);
+    tcase_add_test(tc, test_cr_lf_variants);
+    tcase_add_test(tc, test_retrieval_lines_up_to_1mib);
+    tcase_add_test(tc, test_binary_protocol_closes_silently);
+    tcase_add_test(tc, test_key_bytes_decodes_meta_base64);
+    tcase_add_test(tc, test_merge_refuses_an_empty_fragment);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -230,6 +230,8 @@ START_TEST(test_req_empty_requests_skipped)
 }
 END_TEST
 
+/* s is fatal with err, whole and when it arrives one byte at a time (the
+ * earlier prefixes are incomplete, or the same error). */
 static void expect_fatal(const char *s, size_t len, uint32_t pflags, const char *err)
 {
     struct proto_parser p = { .flags = pflags };
@@ -240,6 +242,16 @@ static void expect_fatal(const char *s, size_t len, uint32_t pflags, const char 
     ck_assert_uint_eq(req.err_len, strlen(err));
     ck_assert_int_eq(memcmp(req.err, err, req.err_len), 0);
     proto_parser_free(&p);
+    if (len > 4096)
+        return;
+    struct proto_parser q = { .flags = pflags };
+    rc = 0;
+    for (size_t i = 1; i <= len && rc == 0; i++)
+        rc = R->parse_req(&q, s, i, &req);
+    ck_assert_int_lt(rc, 0);
+    ck_assert_uint_eq(req.err_len, strlen(err));
+    ck_assert_int_eq(memcmp(req.err, err, req.err_len), 0);
+    proto_parser_free(&q);
 }
 
 #define FATAL(s, f, e) expect_fatal(s, sizeof(s) - 1, f, e)
@@ -1182,6 +1194,176 @@ START_TEST(test_error_reply_hello_probe)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ agreement with redis-server */
+
+#define MBULK "-ERR Protocol error: invalid multibulk length\r\n"
+#define BULK  "-ERR Protocol error: invalid bulk length\r\n"
+
+START_TEST(test_req_numbers_as_string2ll)
+{
+    /* every form redis-server 7.0.15 rejects (measured) is Redis's error */
+    FATAL("*01\r\n$4\r\nPING\r\n", AUTHED, MBULK);
+    FATAL("*-0\r\n", AUTHED, MBULK);
+    FATAL("*+1\r\n", AUTHED, MBULK);
+    FATAL("* 1\r\n", AUTHED, MBULK);
+    FATAL("*1 \r\n", AUTHED, MBULK);
+    FATAL("*00\r\n", AUTHED, MBULK);
+    FATAL("*\r\n", AUTHED, MBULK);
+    FATAL("*-\r\n", AUTHED, MBULK);
+    FATAL("*1\n$4\r\nPING\r\n", AUTHED, MBULK);     /* the line runs to the next '\r' */
+    FATAL("*1\r\n$04\r\nPING\r\n", AUTHED, BULK);
+    FATAL("*1\r\n$-0\r\n", AUTHED, BULK);
+    FATAL("*1\r\n$+4\r\nPING\r\n", AUTHED, BULK);
+    FATAL("*1\r\n$4 \r\nPING\r\n", AUTHED, BULK);
+    FATAL("*1\r\n$99999999999999999999\r\n", AUTHED, BULK);
+    FATAL("*1\r\n$-9223372036854775809\r\n", AUTHED, BULK);
+
+    /* accepted forms: "*-5" is an empty request, skipped as Redis skips it */
+    char buf[128];
+    size_t pre = (size_t)sprintf(buf, "*-5\r\n");
+    size_t len = pre + mk(buf + pre, "GET k");
+    struct res r = parse_both(buf, len, AUTHED);
+    ck_assert_int_eq(r.rc, (int)len);
+    ck_assert_str_eq(r.keys[0], "k");
+    /* Redis reads the byte after a header's '\r' as its '\n', whatever it is */
+    static const char odd[] = "*1\rX$4\r\nPING\r\n";
+    r = parse_both(odd, sizeof(odd) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(odd) - 1);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_LOCAL);
+
+    /* numkeys: Redis answers "not an integer" for 01 and -0 */
+    r = req_of("EVAL x 01 k", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR value is not an integer or out of range\r\n");
+    r = req_of("EVAL x -0", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR value is not an integer or out of range\r\n");
+    r = req_of("EVAL x +1 k", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR value is not an integer or out of range\r\n");
+}
+END_TEST
+
+START_TEST(test_req_nul_in_header_refused)
+{
+    /* Redis looks for the '\r' with strchr: it would wait forever */
+    static const char a[] = "*1\0\r\n$4\r\nPING\r\n";
+    expect_fatal(a, sizeof(a) - 1, AUTHED, "-ERR Protocol error: NUL byte in a header line\r\n");
+    static const char b[] = "*1\r\n$4\0\r\nPING\r\n";
+    expect_fatal(b, sizeof(b) - 1, AUTHED, "-ERR Protocol error: NUL byte in a header line\r\n");
+    /* a NUL inside a bulk is data */
+    static const char c[] = "*2\r\n$3\r\nGET\r\n$3\r\na\0b\r\n";
+    struct res r = parse_both(c, sizeof(c) - 1, AUTHED);
+    ck_assert_int_eq(r.rc, (int)sizeof(c) - 1);
+    ck_assert_uint_eq(r.k[0].len, 3);
+}
+END_TEST
+
+START_TEST(test_req_inline_nul_closes_at_once)
+{
+    static const char a[] = "get a\0b\r\n";
+    expect_fatal(a, sizeof(a) - 1, AUTHED, "-ERR Protocol error: NUL byte in inline request\r\n");
+    /* no need to wait for the '\n': Redis would never find it */
+    static const char b[] = "get a\0";
+    expect_fatal(b, sizeof(b) - 1, AUTHED, "-ERR Protocol error: NUL byte in inline request\r\n");
+    static const char c[] = "\0\r\n";
+    expect_fatal(c, sizeof(c) - 1, AUTHED, "-ERR Protocol error: NUL byte in inline request\r\n");
+}
+END_TEST
+
+START_TEST(test_req_inline_split_as_sdssplitargs)
+{
+    struct res r;
+    /* \v and \f are skipped between arguments but kept inside one */
+    static const char a[] = "\v\fGET a\vb\r\n";
+    r = parse_both(a, sizeof(a) - 1, AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_str_eq(r.keys[0], "a\vb");
+    /* a quote may open inside a word */
+    static const char b[] = "GET a\"b c\"\r\n";
+    r = parse_both(b, sizeof(b) - 1, AUTHED);
+    ck_assert_str_eq(r.keys[0], "ab c");
+    ck_assert_uint_eq(r.fwd_len, strlen("*2\r\n$3\r\nGET\r\n$4\r\nab c\r\n"));
+    ck_assert_int_eq(memcmp(r.fwd, "*2\r\n$3\r\nGET\r\n$4\r\nab c\r\n", r.fwd_len), 0);
+    /* a CR inside the line separates; one CR before the LF is dropped */
+    static const char c[] = "GET a\rb\r\n";
+    r = parse_both(c, sizeof(c) - 1, AUTHED);
+    ck_assert_str_eq(r.err, "-ERR wrong number of arguments for 'get' command\r\n");
+    static const char d[] = "GET a\r\r\n";
+    r = parse_both(d, sizeof(d) - 1, AUTHED);
+    ck_assert_str_eq(r.keys[0], "a");
+    /* an empty quoted argument is an argument */
+    static const char e[] = "GET \"\"\n";
+    r = parse_both(e, sizeof(e) - 1, AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(r.k[0].len, 0);
+    /* \x00 in quotes decodes to a NUL byte, sent as RESP */
+    static const char f[] = "GET \"a\\x00b\"\r\n";
+    r = parse_both(f, sizeof(f) - 1, AUTHED);
+    ck_assert_uint_eq(r.k[0].len, 3);
+    ck_assert_int_eq(memcmp(r.fwd, "*2\r\n$3\r\nGET\r\n$3\r\na\0b\r\n", r.fwd_len), 0);
+    /* inline MSET: values travel with their keys into the fragments */
+    static const char g[] = "MSET \"k 1\" v1 k2 'v 2'\r\n";
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, g, sizeof(g) - 1, &req), (int)sizeof(g) - 1);
+    ck_assert_int_eq(req.kind, PROTO_REQ_FANOUT);
+    uint32_t i1[] = { 1 };
+    frag_of(&req, g, i1, 1, "*3\r\n$4\r\nMSET\r\n$2\r\nk2\r\n$3\r\nv 2\r\n");
+    uint32_t i0[] = { 0 };
+    frag_of(&req, g, i0, 1, "*3\r\n$4\r\nMSET\r\n$3\r\nk 1\r\n$2\r\nv1\r\n");
+    proto_parser_free(&p);
+    /* Redis closes the connection on these (measured) */
+    FATAL("ECHO a\"b c\"d\r\n", AUTHED, "-ERR Protocol error: unbalanced quotes in request\r\n");
+    FATAL("ECHO \"a\"x\r\n", AUTHED, "-ERR Protocol error: unbalanced quotes in request\r\n");
+    FATAL("PING \"a\\\r\n", AUTHED, "-ERR Protocol error: unbalanced quotes in request\r\n");
+    FATAL("PING 'a\r\n", AUTHED, "-ERR Protocol error: unbalanced quotes in request\r\n");
+}
+END_TEST
+
+START_TEST(test_req_scripts_refused_when_the_pool_says_so)
+{
+    struct res r = req_of("EVALSHA abc 1 k", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    const char *names[] = { "EVAL", "EVALSHA", "EVAL_RO", "EVALSHA_RO", "FCALL", "FCALL_RO" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char line[64], want[160];
+        snprintf(line, sizeof(line), "%s x 1 k", names[i]);
+        r = req_of(line, AUTHED | PROTO_PF_DENY_SCRIPTS);
+        ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+        snprintf(want, sizeof(want), "-ERR command '%s' is not allowed through this proxy "
+                 "(the pool has scripts: false)\r\n", names[i]);
+        ck_assert_str_eq(r.err, want);
+    }
+    r = req_of("SCRIPT LOAD x", AUTHED);       /* keyless: refused either way */
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    r = req_of("GET k", AUTHED | PROTO_PF_DENY_SCRIPTS);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+}
+END_TEST
+
+START_TEST(test_merge_sum_overflow_and_empty_fragment)
+{
+    char buf[64];
+    size_t len = mk(buf, "del a b");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    uint32_t kf[] = { 0, 1 };
+    struct buf *fr[2] = { mkbuf(":9223372036854775807\r\n"), mkbuf(":1\r\n") };
+    merge_to(&req, buf, kf, fr, 2, -1, NULL);      /* no server counts past int64 */
+    freebufs(fr, 2);
+    struct buf *ok[2] = { mkbuf(":9223372036854775806\r\n"), mkbuf(":1\r\n") };
+    merge_to(&req, buf, kf, ok, 2, 0, ":9223372036854775807\r\n");
+    freebufs(ok, 2);
+    struct buf empty, *e[2];
+    buf_init(&empty);                               /* never allocated */
+    e[0] = &empty;
+    e[1] = mkbuf(":1\r\n");
+    merge_to(&req, buf, kf, e, 2, -1, NULL);
+    freebufs(e + 1, 1);
+    proto_parser_free(&p);
+}
+END_TEST
+
 static Suite *redis_suite(void)
 {
     Suite *s = suite_create("redis");
@@ -1191,6 +1373,12 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_req_binary_key_and_empty_arg);
     tcase_add_test(tc, test_req_pipeline_consumes_one_at_a_time);
     tcase_add_test(tc, test_req_inline);
+    tcase_add_test(tc, test_req_numbers_as_string2ll);
+    tcase_add_test(tc, test_req_nul_in_header_refused);
+    tcase_add_test(tc, test_req_inline_nul_closes_at_once);
+    tcase_add_test(tc, test_req_inline_split_as_sdssplitargs);
+    tcase_add_test(tc, test_req_scripts_refused_when_the_pool_says_so);
+    tcase_add_test(tc, test_merge_sum_overflow_and_empty_fragment);
     tcase_add_test(tc, test_req_empty_requests_skipped);
     tcase_add_test(tc, test_req_fatal_errors);
     tcase_add_test(tc, test_req_big_value_resumes_without_rescanning);
