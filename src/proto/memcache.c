@@ -384,8 +384,8 @@ static void mc_req_get(struct proto_parser *p, const struct mc_line *l, struct p
         p->keys[n].len = t.len;
         n++;
     }
-    if (n == 0)
-        return mc_refuse(req, S_ERROR, 0);
+    if (n == 0)     /* memcached: a gat without keys finds nothing, a get is an ERROR */
+        return mc_refuse(req, mc_cmds[l->cmd].syntax == MC_SYN_GAT ? "END\r\n" : S_ERROR, 0);
     req->keys = p->keys;
     req->nkeys = n;
     req->kind = n == 1 ? PROTO_REQ_SINGLE : PROTO_REQ_FANOUT;
@@ -590,20 +590,6 @@ static bool mc_is_long_get(const char *buf, size_t len)
     return memcmp(buf + i, "get ", 4) == 0 || memcmp(buf + i, "gets ", 5) == 0;
 }
 
-/* Whether the unterminated tail of a long get line is already longer than
- * any key can be (no space in its last MEMCACHE_KEY_MAX + 1 bytes): then
- * the line can never become valid and is refused at once. */
-static bool mc_tail_token_too_long(const char *buf, size_t len)
-{
-    size_t n = 0;
-    while (n < len && n <= MEMCACHE_KEY_MAX) {
-        if (buf[len - 1 - n] == ' ')
-            return false;
-        n++;
-    }
-    return n > MEMCACHE_KEY_MAX;
-}
-
 /*
  * Find the end of the line starting at buf. Returns the index of its '\n',
  * -1 if it is incomplete (p->u.mc.scan remembers how far was searched), -2
@@ -644,8 +630,6 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     long eol = mc_find_eol(p, buf, len, MEMCACHE_LINE_MAX);
     if (eol == -2 && mc_is_long_get(buf, len))
         eol = mc_find_eol(p, buf, len, MEMCACHE_RETRIEVAL_LINE_MAX);
-    if (eol == -1 && len >= MEMCACHE_LINE_MAX && mc_tail_token_too_long(buf, len))
-        eol = -2;
     if (eol == -1)
         return 0;
     p->u.mc.scan = 0;

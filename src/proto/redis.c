@@ -90,14 +90,21 @@ static void req_reset(struct proto_parser *p)
     r->scan = r->start = r->argc = r->done = 0;
 }
 
-static int req_fatal(struct proto_parser *p, struct proto_req *req, const char *msg)
+/* A fatal error: msg[0..len) is the reply, then the client is closed. */
+static int req_fatal_n(struct proto_parser *p, struct proto_req *req, const char *msg,
+                       size_t len)
 {
     req_reset(p);
     req->kind = PROTO_REQ_ERROR;
     req->flags |= PROTO_RF_CLOSE;
     req->err = msg;
-    req->err_len = (uint32_t)strlen(msg);
+    req->err_len = (uint32_t)len;
     return -1;
+}
+
+static int req_fatal(struct proto_parser *p, struct proto_req *req, const char *msg)
+{
+    return req_fatal_n(p, req, msg, strlen(msg));
 }
 
 static void req_static_error(struct proto_req *req, const char *msg)
@@ -600,15 +607,18 @@ static int64_t header_line(const char *buf, size_t len, size_t pos)
 }
 
 /* Redis's reply to a multibulk whose next argument does not start with
- * '$': its text with the offending byte; a control byte is shown as '?' so
- * that the reply stays one printable line. */
+ * '$', byte for byte: its text with the offending byte, a CR or LF shown as
+ * a space (Redis maps them so the reply stays one line), any other byte,
+ * a NUL included, as it is. */
 static int req_expected_dollar(struct proto_parser *p, struct proto_req *req, char got)
 {
-    unsigned char ch = (unsigned char)got;
-    snprintf(p->u.redis.err, sizeof(p->u.redis.err),
-             "-ERR Protocol error: expected '$', got '%c'\r\n",
-             (ch < 0x20 || ch == 0x7f) ? '?' : (char)ch);
-    return req_fatal(p, req, p->u.redis.err);
+    static const char head[] = "-ERR Protocol error: expected '$', got '";
+    char *e = p->u.redis.err;
+    size_t n = sizeof(head) - 1;
+    memcpy(e, head, n);
+    e[n++] = (got == '\r' || got == '\n') ? ' ' : got;
+    memcpy(e + n, "'\r\n", 3);
+    return req_fatal_n(p, req, e, n + 3);
 }
 
 static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
@@ -671,8 +681,9 @@ args:
     while (done < argc) {
         if (pos >= len)
             goto more;
-        if (buf[pos] != '$')
-            return req_expected_dollar(p, req, buf[pos]);
+        /* Redis's order: the line first (a NUL anywhere from here to its
+         * '\r', the first byte included, would make it wait forever), then
+         * the '$'. */
         int64_t cr = header_line(buf, len, pos);
         if (cr == -1)
             return req_fatal(p, req, ERR_BIG_BULK);
@@ -680,6 +691,8 @@ args:
             return req_fatal(p, req, ERR_HDR_NUL);
         if (cr == 0)
             goto more;
+        if (buf[pos] != '$')
+            return req_expected_dollar(p, req, buf[pos]);
         int64_t n;
         if (parse_num(buf + pos + 1, (size_t)cr - pos - 1, &n) < 0 || n < 0 ||
             n > (int64_t)REDIS_MAX_BULK)

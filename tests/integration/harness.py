@@ -505,7 +505,7 @@ class Memcached:
 
 
 class Redis:
-    def __init__(self, port, password=None):
+    def __init__(self, port, password=None, extra=()):
         self.port = port
         self.addr = ("127.0.0.1", port)
         self.password = password
@@ -514,6 +514,7 @@ class Redis:
                 "--logfile", ""]
         if password:
             argv += ["--requirepass", password]
+        argv += list(extra)
         self.proc = Proc("redis-%d" % port, argv)
         try:
             self.proc.wait_listening(port)
@@ -522,10 +523,11 @@ class Redis:
             raise
 
     @classmethod
-    def start(cls, port=None, password=None):
+    def start(cls, port=None, password=None, extra=()):
+        """extra: more redis-server arguments (e.g. --user NAME RULES...)."""
         if port is not None:
-            return cls(port, password)
-        return _start_with_retry(lambda p: cls(p, password))
+            return cls(port, password, extra)
+        return _start_with_retry(lambda p: cls(p, password, extra))
 
     def hostport(self):
         return "127.0.0.1:%d" % self.port

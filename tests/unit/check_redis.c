@@ -263,8 +263,11 @@ START_TEST(test_req_fatal_errors)
     FATAL("*1\r\n$-1\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
     FATAL("*1\r\n$536870913\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
     FATAL("*1\r\n$x\r\n", AUTHED, "-ERR Protocol error: invalid bulk length\r\n");
-    FATAL("*2\r\n$3\r\nGET\r\nx", AUTHED, "-ERR Protocol error: expected '$', got 'x'\r\n");
+    FATAL("*2\r\n$3\r\nGET\r\nx\r\n", AUTHED, "-ERR Protocol error: expected '$', got 'x'\r\n");
     FATAL("*2\r\n:3\r\n", AUTHED, "-ERR Protocol error: expected '$', got ':'\r\n");
+    /* Redis shows a CR or LF as a space, every other byte as it is */
+    FATAL("*2\r\n$3\r\nGET\r\n\n\r\n", AUTHED, "-ERR Protocol error: expected '$', got ' '\r\n");
+    FATAL("*2\r\n$3\r\nGET\r\n\x10\r\n", AUTHED, "-ERR Protocol error: expected '$', got '\x10'\r\n");
     /* before AUTH, Redis's tighter limits */
     FATAL("*11\r\n", 0, "-ERR Protocol error: unauthenticated multibulk length\r\n");
     FATAL("*1\r\n$16385\r\n", 0, "-ERR Protocol error: unauthenticated bulk length\r\n");
@@ -1249,6 +1252,9 @@ START_TEST(test_req_nul_in_header_refused)
     expect_fatal(a, sizeof(a) - 1, AUTHED, "-ERR Protocol error: NUL byte in a header line\r\n");
     static const char b[] = "*1\r\n$4\0\r\nPING\r\n";
     expect_fatal(b, sizeof(b) - 1, AUTHED, "-ERR Protocol error: NUL byte in a header line\r\n");
+    /* ... the first byte of a bulk's line included: Redis looks for its '\r' first */
+    static const char b2[] = "*1\r\n\0$4\r\nPING\r\n";
+    expect_fatal(b2, sizeof(b2) - 1, AUTHED, "-ERR Protocol error: NUL byte in a header line\r\n");
     /* a NUL inside a bulk is data */
     static const char c[] = "*2\r\n$3\r\nGET\r\n$3\r\na\0b\r\n";
     struct res r = parse_both(c, sizeof(c) - 1, AUTHED);
