@@ -226,6 +226,8 @@ START_TEST(test_defaults)
     ck_assert_uint_eq(p->warmup_s, 0);
     ck_assert_uint_eq(p->item_size_max, 1048576);
     ck_assert_int_eq(p->allow_flush, 0);
+    ck_assert_int_eq(p->scripts, 1);          /* redis-py locks use EVALSHA */
+    ck_assert_ptr_null(p->redis_username);
     ck_assert_uint_eq(p->nroutes, 0);
     ck_assert_int_eq(p->listen.perm, -1);
     ck_assert_ptr_null(p->listen.path);
@@ -321,6 +323,8 @@ START_TEST(test_every_key)
         "  warmup: 30\n"
         "  item_size_max: 2097152\n"
         "  allow_flush: true\n"
+        "  scripts: false\n"
+        "  redis_username: ringleader\n"
         "  routes:\n"
         "    - {prefix: \"sess:\", pool: mc2}\n"
         "  servers:\n"
@@ -390,6 +394,8 @@ START_TEST(test_every_key)
     ck_assert_uint_eq(p->warmup_s, 30);
     ck_assert_uint_eq(p->item_size_max, 2097152);
     ck_assert_int_eq(p->allow_flush, 1);
+    ck_assert_int_eq(p->scripts, 0);
+    ck_assert_str_eq(p->redis_username, "ringleader");
     ck_assert_uint_eq(p->nroutes, 1);
     ck_assert_str_eq(p->routes[0].prefix, "sess:");
     ck_assert_str_eq(p->routes[0].pool, "mc2");
@@ -401,7 +407,7 @@ START_TEST(test_every_key)
     ck_assert_str_eq(p->servers[0].name, "a");
     ck_assert_str_eq(p->servers[0].ident, "a");
     ck_assert_str_eq(p->servers[0].zone, "z1");
-    ck_assert_int_eq(p->servers[0].line, 44);
+    ck_assert_int_eq(p->servers[0].line, 46);
     ck_assert_int_eq(p->servers[0].col, 6);
     ck_assert_uint_eq(p->servers[1].weight, 1);
     ck_assert_ptr_null(p->servers[1].name);
