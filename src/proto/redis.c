@@ -224,57 +224,43 @@ static int64_t inline_split(const char *s, size_t n, char *out, struct proto_key
         if (argc == max)
             return -2;
         size_t begin = o;
-        int inq = 0, insq = 0;
+        char quote = 0;             /* '"' or '\'' while inside quotes */
         for (;;) {
-            if (inq) {
-                if (i == n)
-                    return -1;
-                if (s[i] == '\\' && i + 3 < n && s[i + 1] == 'x' && hex_value(s[i + 2]) >= 0 &&
-                    hex_value(s[i + 3]) >= 0) {
-                    out[o++] = (char)(hex_value(s[i + 2]) * 16 + hex_value(s[i + 3]));
-                    i += 4;
-                } else if (s[i] == '\\' && i + 1 < n) {
-                    char c = s[i + 1];
-                    switch (c) {
-                    case 'n': c = '\n'; break;
-                    case 'r': c = '\r'; break;
-                    case 't': c = '\t'; break;
-                    case 'b': c = '\b'; break;
-                    case 'a': c = '\a'; break;
-                    default: break;
-                    }
-                    out[o++] = c;
-                    i += 2;
-                } else if (s[i] == '"') {
-                    if (i + 1 < n && !is_space(s[i + 1]))
-                        return -1;
-                    i++;
+            if (quote == 0) {
+                if (i == n || is_word_end(s[i]))
                     break;
-                } else {
+                if (s[i] == '"' || s[i] == '\'')
+                    quote = s[i++];
+                else
                     out[o++] = s[i++];
+                continue;
+            }
+            if (i == n)
+                return -1;          /* unterminated quotes */
+            if (quote == '"' && s[i] == '\\' && i + 3 < n && s[i + 1] == 'x' &&
+                hex_value(s[i + 2]) >= 0 && hex_value(s[i + 3]) >= 0) {
+                out[o++] = (char)(hex_value(s[i + 2]) * 16 + hex_value(s[i + 3]));
+                i += 4;
+            } else if (quote == '"' && s[i] == '\\' && i + 1 < n) {
+                char c = s[i + 1];
+                switch (c) {
+                case 'n': c = '\n'; break;
+                case 'r': c = '\r'; break;
+                case 't': c = '\t'; break;
+                case 'b': c = '\b'; break;
+                case 'a': c = '\a'; break;
+                default: break;
                 }
-            } else if (insq) {
-                if (i == n)
-                    return -1;
-                if (s[i] == '\\' && i + 1 < n && s[i + 1] == '\'') {
-                    out[o++] = '\'';
-                    i += 2;
-                } else if (s[i] == '\'') {
-                    if (i + 1 < n && !is_space(s[i + 1]))
-                        return -1;
-                    i++;
-                    break;
-                } else {
-                    out[o++] = s[i++];
-                }
-            } else if (i == n || is_word_end(s[i])) {
+                out[o++] = c;
+                i += 2;
+            } else if (quote == '\'' && s[i] == '\\' && i + 1 < n && s[i + 1] == '\'') {
+                out[o++] = '\'';
+                i += 2;
+            } else if (s[i] == quote) {
+                if (i + 1 < n && !is_space(s[i + 1]))
+                    return -1;      /* the closing quote must end the argument */
+                i++;
                 break;
-            } else if (s[i] == '"') {
-                inq = 1;
-                i++;
-            } else if (s[i] == '\'') {
-                insq = 1;
-                i++;
             } else {
                 out[o++] = s[i++];
             }

@@ -1,14 +1,9 @@
 /* libFuzzer target for the Redis protocol: parse_req, parse_rsp, frag_write, merge and local. */
 /*
  * Build and run with libFuzzer from a configured build directory (for its
- * config.h), e.g. build-san/ made by `../configure --enable-sanitizers`:
+ * config.h): `make fuzz-redis`, then
  *
- *   clang-14 -g -O1 -fsanitize=fuzzer,address,undefined -I. -I../src \
- *       ../tests/fuzz/fuzz_redis.c ../src/proto/redis.c ../src/proto/redis_commands.c \
- *       ../src/proto/redis_local.c ../src/proto/proto.c ../src/buf.c ../src/util.c \
- *       -o fuzz_redis
- *   cp -r ../tests/fuzz/corpus/redis corpus
- *   ./fuzz_redis -max_total_time=300 -max_len=4096 corpus
+ *   tests/fuzz/fuzz_redis -max_total_time=600 -jobs=1 corpus ../../tests/fuzz/corpus/redis
  *
  * `make check` runs the same target without libFuzzer through
  * tests/fuzz/replay_redis.c (the seed corpus plus fixed-seed mutations).

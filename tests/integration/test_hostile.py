@@ -155,16 +155,17 @@ def exchange(addr, data, sentinel, closes=False):
 class Cases:
     """The attacker's corpus for one protocol: (name, bytes, expectation) where the
     expectation is "server" (the reply the real server gives to the same bytes, with the
-    key tag swapped), bytes (a refusal, then the sentinel), or ("closed", prefix)."""
+    key tag swapped), "server-closed" / "server-any" (Redis: the server's replies and
+    whether it closes), bytes (a refusal, then the sentinel), or ("closed", prefix)."""
 
-    def __init__(self, tag_len=6):
+    def __init__(self):
         self.items = []
 
     def add(self, name, data, expect):
         self.items.append((name, data, expect))
 
 
-def run_cases(env, cases, proxy_addr, server_addr, sentinel, tag):
+def run_cases(cases, proxy_addr, server_addr, sentinel, tag):
     """Every case through the proxy (tag "P") and, for "server" ones, straight at the
     server (tag "S"); returns the list of mismatches."""
     bad = []
@@ -295,21 +296,30 @@ def mc_cases():
     return cs.items
 
 
-@R.test
-def memcache_attacker_and_victims(env):
-    addr, srv = env.proxy.addr("mc"), env.mc.addr
-    cases = [c for c in mc_cases() if c[1]]
-    with Victims(addr, redis=False) as v:
-        held = hold_truncated(addr, [b"set hold 0 0 5 noreply\r\nvalue\r\n",
-                                     b"get a b c\r\n", b"incr n 1 noreply\r\n"], 12)
-        bad = run_cases(env, cases, addr, srv, b"MN\r\n", TAG)
+def attack(addr, redis, partial, run):
+    """Victims on addr and connections held inside the partial requests while
+    run() sends the attacker's cases; returns its mismatches after checking the
+    victims."""
+    with Victims(addr, redis=redis) as v:
+        held = hold_truncated(addr, partial, 12)
+        bad = run()
         time.sleep(0.3)         # victims keep going with the partial requests held
         for c in held:
             c.close()
         time.sleep(0.2)
+    v.check()
+    return bad
+
+
+@R.test
+def memcache_attacker_and_victims(env):
+    addr, srv = env.proxy.addr("mc"), env.mc.addr
+    cases = [c for c in mc_cases() if c[1]]
+    bad = attack(addr, False, [b"set hold 0 0 5 noreply\r\nvalue\r\n", b"get a b c\r\n",
+                               b"incr n 1 noreply\r\n"],
+                 lambda: run_cases(cases, addr, srv, b"MN\r\n", TAG))
     check(not bad, "%d of %d memcache cases differ:\n  %s", len(bad), len(cases),
           "\n  ".join(bad[:12]))
-    v.check()
 
 
 @R.test
@@ -400,7 +410,7 @@ def run_redis_cases(env, cases):
     whether it closed with redis-server's for the same bytes."""
     addr, srv = env.proxy.addr("rd"), env.rd.addr
     plain = [(n, d, e) for n, d, e in cases if e not in ("server-closed", "server-any")]
-    bad = run_cases(env, plain, addr, srv, b"+PONG\r\n", TAG)
+    bad = run_cases(plain, addr, srv, b"+PONG\r\n", TAG)
     for name, data, how in cases:
         if how not in ("server-closed", "server-any"):
             continue
@@ -421,19 +431,12 @@ def run_redis_cases(env, cases):
 
 @R.test
 def redis_attacker_and_victims(env):
-    addr = env.proxy.addr("rd")
     cases = rd_cases()
-    with Victims(addr, redis=True) as v:
-        held = hold_truncated(addr, [resp_encode("SET", "hold", "v" * 40),
-                                     b"SET hold inline\r\n"], 12)
-        bad = run_redis_cases(env, cases)
-        time.sleep(0.3)
-        for c in held:
-            c.close()
-        time.sleep(0.2)
+    bad = attack(env.proxy.addr("rd"), True,
+                 [resp_encode("SET", "hold", "v" * 40), b"SET hold inline\r\n"],
+                 lambda: run_redis_cases(env, cases))
     check(not bad, "%d of %d redis cases differ:\n  %s", len(bad), len(cases),
           "\n  ".join(bad[:12]))
-    v.check()
 
 
 # ---------------------------------------------------------------- the ACL boundary
