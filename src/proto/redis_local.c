@@ -475,10 +475,10 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         if (l.argc > 2)
             return wrong_args(out, "ping");
         if (l.argc == 2)
-            return bulk(out, buf + l.a[1].off, l.a[1].len);
+            return bulk(out, l.buf + l.a[1].off, l.a[1].len);
         return buf_append_str(out, "+PONG\r\n");
     case REDIS_LOCAL_ECHO:
-        return bulk(out, buf + l.a[1].off, l.a[1].len);
+        return bulk(out, l.buf + l.a[1].off, l.a[1].len);
     case REDIS_LOCAL_QUIT:
         return buf_append_str(out, "+OK\r\n") < 0 ? -ENOMEM : PROTO_LOCAL_CLOSE;
     case REDIS_LOCAL_SELECT:

@@ -380,7 +380,8 @@ def rd_cases():
                  b"GET %s\rx\r\n" % k, b"GET %s\r\r\n" % k, b'GET ""\r\n',
                  b"\r\n\r\n  \t\r\nGET %s\r\n" % k, b"get %s\n" % k,
                  b'MSET "%s m" 1 %sn "2 2"\r\nMGET "%s m" %sn\r\n' % (k, k, k, k),
-                 b"EXISTS %s %s\r\n" % (k, k)]:
+                 b"EXISTS %s %s\r\n" % (k, k),
+                 b'ECHO "a\\x41 b\\n" c\r\n', b"PING 'x y'\r\n", b"ECHO a\x0bb\r\n"]:
         cs.add("inline %r" % line[:30], line, "server")
     for line in [b'GET "%s\r\n' % k, b'GET "a"b\r\n', b"GET 'a\r\n", b'GET "a\\\r\n']:
         cs.add("unbalanced %r" % line, line, "server-closed")

@@ -1157,6 +1157,7 @@ static size_t fwd_n(const char *s, size_t len, char *out, size_t cap, struct pre
     ck_assert_uint_lt(n, cap);
     memcpy(out, buf_rptr(&b), n);
     buf_free(&b);
+    proto_parser_free(&x->p);       /* x->r's scalars stay valid, its keys do not */
     return n;
 }
 
