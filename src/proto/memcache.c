@@ -229,8 +229,10 @@ static bool mc_tok_bytes(const char *buf, const struct mc_tok *t, uint64_t *out)
 }
 
 /* 1..250 bytes. A key cannot hold a space or a NUL (the line ends there)
- * nor a LF; memcached takes a CR inside a key, the proxy refuses it so that
- * no key it forwards can end a line of a client's reply early. */
+ * nor a LF. memcached takes a CR inside a key, but a CR is where line
+ * readers part ways (one before the LF is dropped, the next one is a key
+ * byte: "get a\r\r\n" asks for "a\r"; a client reading the VALUE line
+ * back may not agree), so the proxy refuses keys that hold one. */
 static bool mc_key_valid(const char *buf, const struct mc_tok *t)
 {
     return t->len > 0 && t->len <= MEMCACHE_KEY_MAX &&

@@ -427,23 +427,24 @@ def bad_input_client_error_and_usable(env):
         b"set " + k + b" x 0 1",
         b"incr " + k + b" abc",
         b"touch " + k + b" soon",
-        b"set " + k + b" 0 0",                    # missing arguments
-        b"incr " + k,
-        b"touch " + k,
-        b"cas " + k + b" 0 0 1",
     ]
+    # a wrong token count is memcached's ERROR (measured on 1.6.18)
+    wrong_count = [b"set " + k + b" 0 0", b"incr " + k, b"touch " + k, b"cas " + k + b" 0 0 1"]
     with env.client() as c:
-        for line in cases:
+        for line in cases + wrong_count:
             r = c.mc(line)
-            check(r.startswith(b"CLIENT_ERROR "), "%r -> %r, want CLIENT_ERROR", line[:40], r)
+            want = b"ERROR\r\n" if line in wrong_count else b"CLIENT_ERROR "
+            check(r.startswith(want), "%r -> %r, want %r", line[:40], r, want)
             eq(c.mc_store(b"set", k, b"ok"), b"STORED\r\n", "usable after %r" % line[:40])
         eq(c.mc_get(b"get", k), [(k, 0, b"ok", None)])
 
 
 @R.test(external=True, ringleader=True, nutcracker_reason="twemproxy closes without a reply")
 def line_of_3kib_without_newline_closes(env):
+    # not a get (those may run to 1 MiB, as memcached reads them): memcached
+    # closes the connection on it, and so does the proxy, with a reason
     with env.client() as c:
-        c.send(b"get " + b"a" * 3072)
+        c.send(b"set " + b"a" * 3072)
         r = c.read_line(timeout=5)
         check(r.startswith(b"CLIENT_ERROR "), "got %r", r)
         check(c.closed(), "connection closed after an over-long line")
