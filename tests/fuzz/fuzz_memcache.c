@@ -318,6 +318,8 @@ static void join_check(struct joiner *j)
         int rc = ops->parse_req(&p, s + off, n - off, &r);
         FUZZ_CHECK(rc > 0 && r.cmd == MEMCACHE_CMD_GET && r.nkeys >= 1);
         FUZZ_CHECK(r.nkeys == 1 || (size_t)rc <= MEMCACHE_JOIN_LINE_MAX);
+        /* memcached reads the joined line as one get of exactly these keys */
+        model_check_forward(&r, s + off, s + off, (size_t)rc);
         for (uint32_t i = 0; i < r.nkeys; i++) {
             FUZZ_CHECK(koff < buf_len(&j->keys));
             uint8_t len = (uint8_t)kp[koff];
