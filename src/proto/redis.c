@@ -575,21 +575,30 @@ static int parse_inline(struct proto_parser *p, const char *buf, size_t len, siz
 /* Find the end of the header line starting at pos ("*3\r\n", "$5\r\n"):
  * the offset of its '\r' (Redis reads the byte after it as the '\n'
  * whatever it is, and so does the proxy), 0 if incomplete, -1 if longer
- * than Redis allows, -2 if a NUL comes first (Redis would look for the
- * '\r' with strchr and wait forever). */
-static int64_t header_line(const char *buf, size_t len, size_t pos)
+ * than Redis allows, -2 if incomplete with a NUL in it: Redis looks for the
+ * '\r' with strchr, which stops at the NUL, and would wait forever. */
+static inline int64_t header_line(const char *buf, size_t len, size_t pos)
 {
-    size_t room = len - pos;
-    const char *cr = memchr(buf + pos, '\r', room);
-    size_t upto = cr ? (size_t)(cr - buf) - pos : room;
-    if (memchr(buf + pos, '\0', upto) != NULL)
-        return -2;
+    const char *cr = memchr(buf + pos, '\r', len - pos);
     if (cr == NULL || (size_t)(cr - buf) + 1 >= len) {
+        if (memchr(buf + pos, '\0', len - pos) != NULL)
+            return -2;
         if (len - pos > REDIS_MAX_INLINE)
             return -1;
         return 0;
     }
     return cr - buf;
+}
+
+/* A complete header line buf[pos..cr) Redis would not have read to its
+ * '\r' (a NUL in it) gets ERR_HDR_NUL, else err: the proxy tells the NUL
+ * apart only once a line is refused, off the common path. */
+static int header_refused(struct proto_parser *p, struct proto_req *req, const char *buf,
+                          size_t pos, int64_t cr, const char *err)
+{
+    if (memchr(buf + pos, '\0', (size_t)cr - pos) != NULL)
+        return req_fatal(p, req, ERR_HDR_NUL);
+    return req_fatal(p, req, err);
 }
 
 /* Redis's reply to a multibulk whose next argument does not start with
@@ -649,7 +658,7 @@ static int redis_parse_req(struct proto_parser *p, const char *buf, size_t len,
             return 0;
         int64_t n;
         if (parse_num(buf + pos + 1, (size_t)cr - pos - 1, &n) < 0 || n > (int64_t)REDIS_MAX_ARGS)
-            return req_fatal(p, req, ERR_MBULK);
+            return header_refused(p, req, buf, pos, cr, ERR_MBULK);
         if (!authed && n > (int64_t)REDIS_UNAUTH_MAX_ARGS)
             return req_fatal(p, req, ERR_UNAUTH_MBULK);
         if (n <= 0) {
@@ -669,7 +678,7 @@ args:
             goto more;
         /* Redis's order: the line first (a NUL anywhere from here to its
          * '\r', the first byte included, would make it wait forever), then
-         * the '$'. */
+         * the '$', then the number. */
         int64_t cr = header_line(buf, len, pos);
         if (cr == -1)
             return req_fatal(p, req, ERR_BIG_BULK);
@@ -677,12 +686,15 @@ args:
             return req_fatal(p, req, ERR_HDR_NUL);
         if (cr == 0)
             goto more;
-        if (buf[pos] != '$')
+        if (buf[pos] != '$') {
+            if (memchr(buf + pos, '\0', (size_t)cr - pos) != NULL)
+                return req_fatal(p, req, ERR_HDR_NUL);
             return req_expected_dollar(p, req, buf[pos]);
+        }
         int64_t n;
         if (parse_num(buf + pos + 1, (size_t)cr - pos - 1, &n) < 0 || n < 0 ||
             n > (int64_t)REDIS_MAX_BULK)
-            return req_fatal(p, req, ERR_BULK);
+            return header_refused(p, req, buf, pos, cr, ERR_BULK);
         if (!authed && n > (int64_t)REDIS_UNAUTH_MAX_BULK)
             return req_fatal(p, req, ERR_UNAUTH_BULK);
         size_t data = (size_t)cr + 2;
