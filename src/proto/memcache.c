@@ -1136,8 +1136,37 @@ static int mc_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
     }
 }
 
-static int mc_server_hello(const char *auth, int db, struct buf *out)
+/* A fragment of a multi-get in which every key missed. */
+static int mc_frag_miss(uint16_t cmd, uint16_t rflags, uint32_t nkeys, struct buf *out)
 {
+    (void)rflags;
+    (void)nkeys;
+    if (cmd >= MEMCACHE_CMD_COUNT || !(mc_cmds[cmd].replies & R_VALUE))
+        return -1;
+    return buf_append_str(out, "END\r\n") < 0 ? -1 : 0;
+}
+
+/* A meta command's base64 key (b flag) is placed by its decoded bytes, as
+ * memcached stores it; every other key by its bytes as sent. */
+static const char *mc_key_bytes(const struct proto_req *req, const char *buf, uint32_t k,
+                                char *dec, size_t *len)
+{
+    const char *key = buf + req->keys[k].off;
+    *len = req->keys[k].len;
+    if (req->flags & PROTO_RF_KEYB64) {
+        int n = memcache_key_decode(key, *len, dec, PROTO_KEY_DECODED_MAX);
+        if (n >= 0) {
+            *len = (size_t)n;
+            return dec;
+        }
+    }
+    return key;
+}
+
+/* A memcached connection keeps no state between requests: nothing to reset. */
+static int mc_pin_reset(struct buf *out)
+{
+    (void)out;
     return 0;
 }
 
@@ -1276,10 +1305,12 @@ const struct proto_ops proto_memcache_ops = {
     .merge = mc_merge,
     .local = mc_local,
     .error_reply = mc_error_reply,
-    .server_hello = mc_server_hello,
     .probe = "version\r\n",
     .probe_cmd = MEMCACHE_CMD_VERSION,
     .miss_reply = mc_miss_reply,
+    .frag_miss = mc_frag_miss,
+    .key_bytes = mc_key_bytes,
+    .pin_reset = mc_pin_reset,
     .warmable = mc_warmable,
     .warm_fetch = mc_warm_fetch,
     .warm_reply = mc_warm_reply,

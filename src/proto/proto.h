@@ -48,6 +48,9 @@ struct proto_key {
     uint32_t len;
 };
 
+/* The room a decoded key may need (proto_ops.key_bytes): memcached's key limit. */
+#define PROTO_KEY_DECODED_MAX 250
+
 struct proto_req {
     enum proto_kind kind;
     uint16_t cmd;          /* the protocol's own command id */
@@ -181,6 +184,24 @@ struct proto_ops {
     /* on_down: miss — the reply a request gets while its server is down:
      * a miss for a read, a refusal for a write. 0 or -ENOMEM. */
     int (*miss_reply)(uint16_t cmd, uint16_t rflags, struct buf *out);
+
+    /* Optional. on_down: miss for one fragment of a multi-key read whose
+     * server is down: a fragment reply in which each of its nkeys keys
+     * missed, as merge() reads it. 0, or -1 when the protocol has none (the
+     * fragment then fails). */
+    int (*frag_miss)(uint16_t cmd, uint16_t rflags, uint32_t nkeys, struct buf *out);
+
+    /* Optional (NULL: the bytes as sent). The bytes key k of req is placed
+     * by: the key itself, or (memcached meta `b` flag) its base64 decoding
+     * written to dec[0..PROTO_KEY_DECODED_MAX). *len gets their length. */
+    const char *(*key_bytes)(const struct proto_req *req, const char *buf, uint32_t k,
+                             char *dec, size_t *len);
+
+    /* Optional (NULL: a pinned connection is closed after use, never reused).
+     * Write what returns a pinned server connection to a fresh state (Redis
+     * RESET) before the hello is sent again; returns the replies to swallow
+     * (0 for a protocol whose connections keep no state), or -ENOMEM. */
+    int (*pin_reset)(struct buf *out);
 
     /* Warm-up after a reload (all NULL: the protocol has none). warmable:
      * whether a miss of request cmd may be retried on the key's previous

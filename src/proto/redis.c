@@ -1147,6 +1147,14 @@ static int redis_server_hello(const char *auth, int db, struct buf *out)
     return n;
 }
 
+/* RESET (Redis 6.2+) ends a pinned connection's transaction, subscriptions,
+ * blocking state, WATCHes, CLIENT settings, database and authentication;
+ * the hello then authenticates and selects again. */
+static int redis_pin_reset(struct buf *out)
+{
+    return buf_append_str(out, "*1\r\n$5\r\nRESET\r\n") < 0 ? -ENOMEM : 1;
+}
+
 /* on_down: miss. A read of a down server's key answers nil; a write is
  * refused (storing it elsewhere would lose it when the server is back). */
 static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
@@ -1170,6 +1178,7 @@ const struct proto_ops proto_redis_ops = {
     .probe = "*1\r\n$4\r\nPING\r\n",
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
+    .pin_reset = redis_pin_reset,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
