@@ -220,8 +220,18 @@ void client_flush(struct client *c)
         client_close(c);
         return;
     }
+    client_mem_sync(c, 0);
+    if (c->conn.writing && client_pending_bytes(c) > c->w->proxy->client_output_limit &&
+        (uint64_t)proxy_memory(c) > client_memory_limit(c)) {
+        /* A client that does not read while large replies stream to it: the
+         * proxy is out of memory_limit, and this client is why. */
+        STATS_ADD(&c->pool->stats, memory_refused, 1);
+        log_warn("pool '%s': client %s closed: %zu reply bytes unread and memory_limit reached",
+                 c->pool->cp->name, c->pc.peer, client_pending_bytes(c));
+        client_close(c);
+        return;
+    }
     if (!c->conn.writing) {
-        client_mem_sync(c, 0);
         client_check_resume(c);
         client_maybe_finish(c);
     }
