@@ -191,9 +191,11 @@ struct proto_ops {
      * fragment then fails). */
     int (*frag_miss)(uint16_t cmd, uint16_t rflags, uint32_t nkeys, struct buf *out);
 
-    /* Optional (NULL: the bytes as sent). The bytes key k of req is placed
-     * by: the key itself, or (memcached meta `b` flag) its base64 decoding
-     * written to dec[0..PROTO_KEY_DECODED_MAX). *len gets their length. */
+    /* Optional (NULL: the bytes as sent). For a request whose keys are
+     * encoded (PROTO_RF_KEYB64; the core asks for no other), the bytes key k
+     * is placed by: (memcached meta `b` flag) its base64 decoding written to
+     * dec[0..PROTO_KEY_DECODED_MAX), or the key itself when that does not
+     * decode. *len gets their length. */
     const char *(*key_bytes)(const struct proto_req *req, const char *buf, uint32_t k,
                              char *dec, size_t *len);
 

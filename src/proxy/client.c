@@ -44,7 +44,7 @@ static size_t client_mem_usage(const struct client *c)
 
 /* Bring the proxy-wide count up to date with this client's use (in steps,
  * so the shared counter is touched rarely; `exact` on close). */
-static void client_mem_sync(struct client *c, int exact)
+static inline void client_mem_sync(struct client *c, int exact)
 {
     size_t now = exact ? 0 : client_mem_usage(c);
     int64_t delta = (int64_t)now - (int64_t)c->mem_reported;
@@ -263,7 +263,10 @@ void client_advance(struct client *c)
             c->eof = 1;
             c->closing = 1;
         }
-        msg_release(w, m);
+        if (m->state == MSG_DONE && m->frags == NULL)
+            msg_put(w, m);          /* held by nothing else: the common case */
+        else
+            msg_release(w, m);
         if (c->closing)
             break;
     }
@@ -382,23 +385,26 @@ static int client_try_stream(struct client *c, const struct proto_req *req, cons
 
 /* ------------------------------------------------------------------ parsing */
 
-/* A request the client must not send (memory): answered, then closed. */
-static void client_refuse(struct client *c, const char *why)
+/*
+ * End the client's input: a last reply (the protocol's error `code` with
+ * `why`, or the parser's own error text `err`), delivered after what it
+ * asked before, then the connection closes; nothing more is read.
+ */
+static void client_last_reply(struct client *c, enum proto_err code, const char *why,
+                              const char *err, size_t err_len)
 {
-    struct proto_req req;
-
-    memset(&req, 0, sizeof(req));
-    req.kind = PROTO_REQ_ERROR;
     struct msg *m = msg_get(c->w);
-    STATS_ADD(&c->pool->stats, memory_refused, 1);
-    log_warn("pool '%s': client %s refused: %s", c->pool->cp->name, c->pc.peer, why);
+
     if (m != NULL) {
         m->role = MSG_REQUEST;
         m->client = c;
         m->flags |= MSG_F_CLOSE | MSG_F_ERROR;
         queue_insert_tail(&c->msgs, &m->cq);
         c->nmsgs++;
-        c->pool->ops->error_reply(PROTO_ERR_TOO_LARGE, why, &m->rsp);
+        if (why != NULL)
+            c->pool->ops->error_reply(code, why, &m->rsp);
+        else if (err != NULL)
+            buf_append(&m->rsp, err, err_len);
         c->held_bytes += buf_len(&m->rsp);
         msg_complete(c->w, m);
     }
@@ -408,27 +414,19 @@ static void client_refuse(struct client *c, const char *why)
     client_advance(c);
 }
 
+/* A client over memory_limit: an error, then closed. */
+static void client_refuse(struct client *c, const char *why)
+{
+    STATS_ADD(&c->pool->stats, memory_refused, 1);
+    log_warn("pool '%s': client %s refused: %s", c->pool->cp->name, c->pc.peer, why);
+    client_last_reply(c, PROTO_ERR_SERVER, why, NULL, 0);
+}
+
 /* A request the parser could not resynchronise after: its reply, then close. */
 static void client_fatal(struct client *c, const struct proto_req *req)
 {
-    struct msg *m = msg_get(c->w);
-
     STATS_ADD(&c->pool->stats, client_err, 1);
-    if (m != NULL) {
-        m->role = MSG_REQUEST;
-        m->client = c;
-        m->flags |= MSG_F_CLOSE | MSG_F_ERROR;
-        queue_insert_tail(&c->msgs, &m->cq);
-        c->nmsgs++;
-        if (req->err)
-            buf_append(&m->rsp, req->err, req->err_len);
-        c->held_bytes += buf_len(&m->rsp);
-        msg_complete(c->w, m);
-    }
-    c->eof = 1;
-    conn_read_stop(&c->conn);
-    buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));
-    client_advance(c);
+    client_last_reply(c, PROTO_ERR_SERVER, NULL, req->err, req->err_len);
 }
 
 /* Parse and dispatch every complete request in the input buffer. */

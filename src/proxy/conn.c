@@ -23,11 +23,6 @@ void conn_read_room(struct buf *in, size_t chunk, uv_buf_t *b)
     b->len = buf_room(in);
 }
 
-static struct buf *conn_rx(struct conn *c)
-{
-    return c->tp->rx ? c->tp->rx(c) : &c->ibuf;
-}
-
 static struct buf *conn_tx(struct conn *c)
 {
     return c->tp->tx ? c->tp->tx(c) : &c->obuf;
@@ -38,7 +33,7 @@ static void conn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
     struct conn *c = h->data;
 
     (void)suggested;
-    conn_read_room(conn_rx(c), c->chunk, b);
+    conn_read_room(c->rx, c->chunk, b);
 }
 
 static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
@@ -53,7 +48,7 @@ static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         c->ev->on_read(c, nread);
         return;
     }
-    conn_rx(c)->wpos += (size_t)nread;
+    c->rx->wpos += (size_t)nread;
     if (c->tp->decode != NULL) {
         nread = c->tp->decode(c);
         if (nread < 0)
@@ -72,12 +67,18 @@ int conn_init(struct conn *c, uv_loop_t *loop, int is_unix, const struct conn_ev
     c->ev = ev;
     c->tp = tp;
     c->chunk = chunk;
+    c->fd = -1;
     c->is_unix = (uint8_t)(is_unix != 0);
     return 0;
 }
 
 int conn_read_start(struct conn *c)
 {
+    /* The handle is open now (accepted or connected): what the hot path
+     * needs of the transport and the socket is looked up once. */
+    c->rx = c->tp->rx ? c->tp->rx(c) : &c->ibuf;
+    if (c->fd < 0 && uv_fileno(&c->h.handle, &c->fd) != 0)
+        c->fd = -1;
     return uv_read_start(&c->h.stream, conn_alloc_cb, conn_read_cb);
 }
 
@@ -92,8 +93,8 @@ void conn_read_stop(struct conn *c)
  * negative libuv error. */
 static int conn_try_send(struct conn *c, const char *p, size_t n)
 {
-    uv_os_fd_t fd;
-    if (uv_fileno(&c->h.handle, &fd) != 0) {
+    uv_os_fd_t fd = c->fd;
+    if (fd < 0) {
         uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
         return uv_try_write(&c->h.stream, &b, 1);
     }
@@ -125,7 +126,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 
 int conn_flush(struct conn *c)
 {
-    if (c->writing || conn_closing(c))
+    if (c->writing)
         return 0;
     if (c->tp->encode != NULL) {
         int rc = c->tp->encode(c);
@@ -153,14 +154,6 @@ int conn_flush(struct conn *c)
         return rc;
     c->writing = 1;
     return 0;
-}
-
-size_t conn_output(const struct conn *c)
-{
-    size_t n = buf_len(&c->obuf) + buf_len(&c->wbuf);
-    if (c->tp->tx != NULL)
-        n += buf_len(c->tp->tx((struct conn *)c));
-    return n;
 }
 
 void conn_close(struct conn *c, uv_close_cb cb)

@@ -38,6 +38,9 @@ struct conn {
     struct buf                ibuf;     /* read, not yet consumed */
     struct buf                obuf;     /* to write, filling */
     struct buf                wbuf;     /* being written by uv_write */
+    struct buf               *rx;       /* where socket bytes are read into (ibuf, or the
+                                           transport's), set by conn_read_start */
+    uv_os_fd_t                fd;       /* the socket, once open (-1 before) */
     uint32_t                  chunk;    /* read room reserved per read */
     uint8_t                   writing;  /* a uv_write is in flight */
     uint8_t                   is_unix;
@@ -58,12 +61,19 @@ void conn_read_stop(struct conn *c);
  * Put c->obuf on the wire: through the transport, then as much as the socket
  * takes at once (send(2) with MSG_DONTWAIT), the rest by a uv_write whose end
  * is reported to ev->on_written. Nothing happens while a write is in flight.
+ * The connection must not be closing (the caller knows its own state).
  * Returns 0, or a negative libuv error (the caller closes the connection).
  */
 int  conn_flush(struct conn *c);
 
 /* Bytes accepted for writing and not yet on the wire (obuf, transport, wbuf). */
-size_t conn_output(const struct conn *c);
+static inline size_t conn_output(const struct conn *c)
+{
+    size_t n = buf_len(&c->obuf) + buf_len(&c->wbuf);
+    if (c->tp->tx != NULL)
+        n += buf_len(c->tp->tx((struct conn *)c));
+    return n;
+}
 
 /* Whether the transport still handshakes (no plaintext can flow). */
 static inline int conn_handshaking(const struct conn *c)

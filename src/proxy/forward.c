@@ -74,7 +74,7 @@ static void forward_fail_route(struct client *c, struct wpool *pool, struct msg 
 static void forward_key(const struct wpool *pool, const struct proto_req *req, const char *buf,
                         uint32_t k, char *dec, struct route_key *rk)
 {
-    if (pool->ops->key_bytes != NULL) {
+    if ((req->flags & PROTO_RF_KEYB64) && pool->ops->key_bytes != NULL) {
         rk->bytes = pool->ops->key_bytes(req, buf, k, dec, &rk->len);
     } else {
         rk->bytes = buf + req->keys[k].off;
@@ -99,6 +99,8 @@ static struct wpool *forward_key_pool(struct client *c, const struct route_key *
 static void forward_route_effects(struct client *c, struct wpool *pool, const struct route *rt,
                                   const struct route_key *rk)
 {
+    if (rt->events == 0 && rt->probe == ROUTE_NONE)
+        return;                         /* the owner, up: nothing to do */
     if (rt->events & ROUTE_EV_FAILOVER)
         STATS_ADD(&pool->stats, failovers, 1);
     if (rt->events & ROUTE_EV_FAIL_OPEN)

@@ -47,10 +47,16 @@ struct msg *msg_get(struct worker *w)
  */
 void msg_put(struct worker *w, struct msg *m)
 {
-    buf_free(&m->reqcopy);
-    buf_free(&m->req);
-    free(m->frags);         /* one allocation with the merge's buffer array */
-    free(m->key_frag);      /* one allocation with keys */
+    /* Most messages have none of these: free(NULL) still costs a call into
+     * the allocator, four per request. */
+    if (m->reqcopy.data != NULL)
+        buf_free(&m->reqcopy);
+    if (m->req.data != NULL)
+        buf_free(&m->req);
+    if (m->frags != NULL) {
+        free(m->frags);     /* one allocation with the merge's buffer array */
+        free(m->key_frag);  /* one allocation with keys */
+    }
     if (w->nfree_msgs >= MSG_FREE_MAX) {
         buf_free(&m->rsp);
         free(m);
@@ -125,7 +131,7 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
      * leaves the client a clean error instead of half a value; only a
      * large value streams straight out (its request being the first). A
      * warm-up ask may still be replaced by the previous owner's answer. */
-    if (queue_first(&c->msgs) == &m->cq && ((m->flags & MSG_F_STREAMED) || big) &&
+    if ((big || (m->flags & MSG_F_STREAMED)) && queue_first(&c->msgs) == &m->cq &&
         m->warm == MSG_WARM_NONE) {
         if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
             client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
@@ -296,7 +302,7 @@ int msg_resend(struct worker *w, struct msg *m, struct server *to, const char *p
                size_t prefix_len)
 {
     const char *reason = NULL;
-    struct sconn *s = server_pick(to, m->req_bytes, &reason);
+    struct sconn *s = server_pick(to, 0, &reason);
     struct msg *pm = NULL;
 
     if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)

@@ -29,7 +29,16 @@ static struct wpool *worker_pool(struct worker *w, const char *name)
 
 static void add_server(struct stats_view_server *vs, const struct server *s)
 {
+    /* The worker counts every request in flight in out_queue_bytes and the
+     * unsent ones in in_queue too (server.c, sconn_inqueue); it never writes
+     * out_queue: twemproxy's out_queue is what is on the wire. */
+    int64_t in_flight = __atomic_load_n(&s->stats.in_flight, __ATOMIC_RELAXED);
+    int64_t in_queue = __atomic_load_n(&s->stats.in_queue, __ATOMIC_RELAXED);
+    int64_t in_queue_bytes = __atomic_load_n(&s->stats.in_queue_bytes, __ATOMIC_RELAXED);
+
     stats_server_add(&vs->stats, &s->stats);
+    vs->stats.out_queue += in_flight - in_queue;
+    vs->stats.out_queue_bytes -= in_queue_bytes;
     histogram_merge(&vs->latency, &s->latency);
 }
 

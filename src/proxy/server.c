@@ -522,13 +522,12 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
     queue_insert_tail(&s->sent, &m->sq);
     join_queued(s, m);
     s->inflight++;
-    s->unsent_n++;
-    s->unsent_bytes += m->req_bytes;
-    STATS_ADD(&srv->stats, in_queue, 1);
-    STATS_ADD(&srv->stats, in_queue_bytes, m->req_bytes);
     if (internal)
         return;
+    s->unsent_n++;
+    s->unsent_bytes += m->req_bytes;
     STATS_ADD(&srv->stats, in_flight, 1);
+    STATS_ADD(&srv->stats, out_queue_bytes, m->req_bytes);   /* all in flight; see sconn_inqueue */
     if (srv->pool->cp->balance_factor > 0 && srv->health)
         health_inflight_add(srv->health);
     if (timeout > 0) {
@@ -549,19 +548,31 @@ void sconn_deadline(struct sconn *s, struct msg *m)
         sconn_arm(s, (uint64_t)timeout);
 }
 
-/* The queue's bytes are all on the wire: its messages move from in_queue to out_queue. */
-static void sconn_drained(struct sconn *s)
+/*
+ * twemproxy's queue gauges at the cost of two counter updates per request:
+ * in_flight and out_queue_bytes count every request queued to the server
+ * until its reply (enqueue / dequeue); after each flush the requests queued
+ * since the output last drained completely are reported as in_queue /
+ * in_queue_bytes while bytes of them are still unsent, and the stats view
+ * takes them out of out_queue (= in_flight - in_queue). `drained`: the
+ * output is all on the wire, or never will be (closing).
+ */
+static void sconn_inqueue(struct sconn *s, int drained)
 {
     struct server *srv = s->server;
+    uint32_t n = drained ? 0 : s->unsent_n;
+    uint64_t b = drained ? 0 : s->unsent_bytes;
 
-    if (s->unsent_n == 0)
-        return;
-    STATS_ADD(&srv->stats, in_queue, -(int64_t)s->unsent_n);
-    STATS_ADD(&srv->stats, in_queue_bytes, -(int64_t)s->unsent_bytes);
-    STATS_ADD(&srv->stats, out_queue, s->unsent_n);
-    STATS_ADD(&srv->stats, out_queue_bytes, s->unsent_bytes);
-    s->unsent_n = 0;
-    s->unsent_bytes = 0;
+    if (n != s->rep_unsent_n) {
+        STATS_ADD(&srv->stats, in_queue, (int64_t)n - (int64_t)s->rep_unsent_n);
+        STATS_ADD(&srv->stats, in_queue_bytes, (int64_t)b - (int64_t)s->rep_unsent_bytes);
+        s->rep_unsent_n = n;
+        s->rep_unsent_bytes = b;
+    }
+    if (drained) {
+        s->unsent_n = 0;
+        s->unsent_bytes = 0;
+    }
 }
 
 static void sconn_dequeue(struct sconn *s, struct msg *m)
@@ -569,14 +580,14 @@ static void sconn_dequeue(struct sconn *s, struct msg *m)
     struct server *srv = s->server;
 
     queue_remove(&m->sq);
-    join_forget(s, m);
+    if ((m->flags & MSG_F_JKEY) || s->join_tail == m)
+        join_forget(s, m);
     m->sconn = NULL;
     s->inflight--;
-    STATS_ADD(&srv->stats, out_queue, -1);
-    STATS_ADD(&srv->stats, out_queue_bytes, -(int64_t)m->req_bytes);
     if (m->role >= MSG_HELLO)
         return;
     STATS_ADD(&srv->stats, in_flight, -1);
+    STATS_ADD(&srv->stats, out_queue_bytes, -(int64_t)m->req_bytes);
     if (srv->pool->cp->balance_factor > 0 && srv->health)
         health_inflight_sub(srv->health);
 }
@@ -591,21 +602,31 @@ static struct msg *sconn_pop(struct sconn *s)
 
 void sconn_unqueue(struct sconn *s, struct msg *m)
 {
-    sconn_drained(s);           /* (a failing connection: its bytes will never go out) */
     sconn_dequeue(s, m);
     m->state = MSG_NEW;
 }
 
+static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout);
+
 static void sconn_timer_cb(uv_timer_t *t)
 {
     struct sconn *s = t->data;
-    struct server *srv = s->server;
-    struct worker *w = srv->w;
+    struct worker *w = s->server->w;
     uint64_t now = uv_now(&w->loop);
-    int timeout = srv->pool->cp->timeout_ms;
-    struct qnode *n;
+    int timeout = s->server->pool->cp->timeout_ms;
 
     s->timer_armed = 0;
+    sconn_timeouts(s, now, timeout);
+    worker_flush(w);            /* the errors go out now, not at the next I/O event */
+}
+
+/* The timer's work: fail what is overdue, close a hung connection, re-arm. */
+static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
+{
+    struct server *srv = s->server;
+    struct worker *w = srv->w;
+    struct qnode *n;
+
     n = queue_first(&s->sent);
     struct msg *m = n ? QUEUE_DATA(n, struct msg, sq) : NULL;
     /* A server that has sat on a timed-out request for 4 timeouts is hung:
@@ -810,8 +831,8 @@ void sconn_flush(struct sconn *s)
         sconn_close(s, uv_strerror(rc), 1);
         return;
     }
-    if (conn_output(&s->conn) == 0)
-        sconn_drained(s);
+    if (s->unsent_n > 0)
+        sconn_inqueue(s, conn_output(&s->conn) == 0);
     if (s->pinned != NULL)
         client_pin_writable(s->pinned, s);
 }
@@ -853,7 +874,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,
                  srv->addr.text, reason, s->inflight);
     worker_unmark_sconn(w, s);
-    sconn_drained(s);
+    sconn_inqueue(s, 1);
     while (!queue_empty(&s->sent)) {
         struct msg *m = sconn_pop(s);
         if (m->role >= MSG_HELLO || m->state == MSG_ZOMBIE) {

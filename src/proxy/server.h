@@ -47,7 +47,9 @@ struct sconn {
     struct qnode       sent;            /* messages sent, awaiting replies (msg.sq) */
     uint32_t           inflight;
     uint32_t           unsent_n;        /* of those, queued since the output last drained */
-    uint64_t           unsent_bytes;    /* ... and their request bytes (in_queue gauges) */
+    uint64_t           unsent_bytes;    /* ... and their request bytes */
+    uint32_t           rep_unsent_n;    /* ... as the in_queue gauges have them now */
+    uint64_t           rep_unsent_bytes;
     struct proto_parser parser;
     /* reply streaming */
     enum sconn_rx      rx;

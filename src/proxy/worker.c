@@ -64,7 +64,7 @@ void worker_unmark_sconn(struct worker *w, struct sconn *s)
  * buffered requests dirty servers again: loop until both lists are empty,
  * or the next poll could sleep on unsent requests. Each round consumes input.
  */
-static void worker_flush(struct worker *w)
+static inline void worker_flush_all(struct worker *w)
 {
     struct qnode *n;
 
@@ -84,20 +84,18 @@ static void worker_flush(struct worker *w)
     }
 }
 
+void worker_flush(struct worker *w)
+{
+    worker_flush_all(w);
+}
+
 /* After each round of I/O callbacks. */
 static void worker_flush_cb(uv_check_t *h)
 {
     struct worker *w = h->data;
 
-    worker_flush(w);
+    worker_flush_all(w);
     w->now_valid = 0;           /* the next iteration reads the clock afresh */
-}
-
-/* Before each poll: what timer callbacks wrote (a timeout's error reply)
- * goes out now, not when the next I/O event wakes the loop. */
-static void worker_flush_early_cb(uv_prepare_t *h)
-{
-    worker_flush(h->data);
 }
 
 /* ------------------------------------------------------------------ listeners */
@@ -512,7 +510,6 @@ static void worker_finish(struct worker *w)
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
-    uv_close((uv_handle_t *)&w->flush_early, NULL);
 }
 
 static void worker_drain_cb(uv_timer_t *t)
@@ -595,9 +592,6 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     uv_check_init(&w->loop, &w->flush);
     w->flush.data = w;
     uv_check_start(&w->flush, worker_flush_cb);
-    uv_prepare_init(&w->loop, &w->flush_early);
-    w->flush_early.data = w;
-    uv_prepare_start(&w->flush_early, worker_flush_early_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
     uv_timer_init(&w->loop, &w->tick);
@@ -674,32 +668,28 @@ void worker_join(struct worker *w)
 
 /* ------------------------------------------------------------------ scratch */
 
-int worker_scratch(struct worker *w, uint32_t n)
+/* Grow *arr (of elements of `size` bytes, *cap of them) to hold n, doubling. */
+static int worker_grow(void **arr, uint32_t *cap, uint32_t n, size_t size)
 {
-    if (n <= w->scratch_cap)
+    if (n <= *cap)
         return 0;
-    uint32_t cap = w->scratch_cap ? w->scratch_cap : 64;
-    while (cap < n)
-        cap *= 2;
-    uint32_t *p = realloc(w->scratch, (size_t)cap * sizeof(*p));
+    uint32_t c = *cap ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    void *p = realloc(*arr, (size_t)c * size);
     if (p == NULL)
         return -ENOMEM;
-    w->scratch = p;
-    w->scratch_cap = cap;
+    *arr = p;
+    *cap = c;
     return 0;
+}
+
+int worker_scratch(struct worker *w, uint32_t n)
+{
+    return worker_grow((void **)&w->scratch, &w->scratch_cap, n, sizeof(*w->scratch));
 }
 
 int worker_rkeys(struct worker *w, uint32_t n)
 {
-    if (n <= w->rkeys_cap)
-        return 0;
-    uint32_t cap = w->rkeys_cap ? w->rkeys_cap : 64;
-    while (cap < n)
-        cap *= 2;
-    struct route_key *p = realloc(w->rkeys, (size_t)cap * sizeof(*p));
-    if (p == NULL)
-        return -ENOMEM;
-    w->rkeys = p;
-    w->rkeys_cap = cap;
-    return 0;
+    return worker_grow((void **)&w->rkeys, &w->rkeys_cap, n, sizeof(*w->rkeys));
 }

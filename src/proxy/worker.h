@@ -63,7 +63,6 @@ struct worker {
     uv_loop_t         loop;
     uv_thread_t       thread;
     uv_async_t        async;          /* main -> worker: new snapshot, stop */
-    uv_prepare_t      flush_early;    /* before each poll: output of timer callbacks */
     uv_check_t        flush;          /* after each round of I/O: batched writes */
     uv_timer_t        drain_timer;
     uv_timer_t        tick;           /* once a second: hot keys, client timeouts, retired pools */
@@ -107,6 +106,12 @@ void worker_adopt_snapshot(struct worker *w);
 
 /* A client or server stops pointing at a pool. */
 void wpool_unref(struct wpool *wp);
+
+/* Write every dirty connection's output now. The loop does it after each
+ * round of I/O callbacks; a timer callback that answers requests (a
+ * timeout's error) calls it itself, or the reply would wait for the next
+ * I/O event to wake the loop. */
+void worker_flush(struct worker *w);
 
 /* Schedule a flush of this connection's output at the end of the iteration. */
 void worker_mark_client(struct worker *w, struct client *c);

@@ -26,12 +26,10 @@ import socket
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Memcached, Proxy, Raw, Redis, Runner, Skip, check, eq,  # noqa: E402
-                     free_port, resp_encode, server_lines, unique, yaml_dump)
+from harness import (Memcached, Proxy, Redis, Runner, check, eq,  # noqa: E402
+                     free_port, http, server_lines, unique, yaml_dump)
 
 R = Runner("test_limits", per_test_timeout=60, total_timeout=240)
 
@@ -46,15 +44,6 @@ def rss_kb(pid):
         pass
     return 0
 
-
-def http(port, method, path, timeout=10):
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=b"" if method == "POST" else None, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
 
 
 class Env:
