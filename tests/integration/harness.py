@@ -65,6 +65,21 @@ def binary(name):
     raise Skip("%s not built in %s" % (name, TOP_BUILDDIR))
 
 
+_sanitized = []
+
+
+def sanitized():
+    """Whether the ringleader under test is the ASan/UBSan build (slower, and its RSS is
+    mostly the sanitizer's own)."""
+    if not _sanitized:
+        try:
+            with open(binary("ringleader"), "rb") as f:
+                _sanitized.append(b"__asan_init" in f.read())
+        except (OSError, Skip):
+            _sanitized.append(False)
+    return _sanitized[0]
+
+
 def parse_addr(text):
     host, _, port = text.rpartition(":")
     return (host or "127.0.0.1", int(port))

@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Memcached, Proxy, Redis, Runner, check, eq,  # noqa: E402
-                     free_port, http, server_lines, unique, yaml_dump)
+                     free_port, http, sanitized, server_lines, unique, yaml_dump)
 
 R = Runner("test_limits", per_test_timeout=60, total_timeout=240)
 
@@ -66,6 +66,17 @@ class Env:
             b.stop()
 
 
+def wait_stopped(pid, timeout=5.0):
+    """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
+    raise AssertionError("process %d not stopped after %.0f s" % (pid, timeout))
+
+
 def victim_ok(px, pool, redis):
     """One verified set-then-get through the proxy; returns its time in seconds."""
     key, val = unique(b"v"), os.urandom(8).hex().encode()
@@ -82,6 +93,8 @@ def victim_ok(px, pool, redis):
 
 @R.test(ringleader=True)
 def stalled_clients_are_bounded(env):
+    """(RSS is only checked in the optimised build: ASan's shadow memory and quarantine
+    make the sanitizer build's RSS say nothing about the proxy's own buffers.)"""
     px = Proxy({"mc": env.mc_pool(), "rd": env.rd_pool()},
                glob={"memory_limit": 64 << 20, "client_header_timeout": 0})
     try:
@@ -126,8 +139,9 @@ def stalled_clients_are_bounded(env):
         print("  stalled clients: proxy RSS peak %.0f MB; %d refused; victims served in "
               "%.0f ms at worst; memcached values streamed: %d" % (
                   peak / 1024.0, refused, worst * 1000, st["mc"]["streamed_requests"]))
-        check(peak < 200 * 1024, "proxy RSS peaked at %d kB" % peak)
-        check(worst < 1.0, "a victim waited %.2f s" % worst)
+        if not sanitized():
+            check(peak < 200 * 1024, "proxy RSS peaked at %d kB" % peak)
+        check(worst < (3.0 if sanitized() else 1.0), "a victim waited %.2f s" % worst)
         check(refused > 0, "no client was refused over memory_limit")
         for s, _ in stalled:
             s.close()
@@ -169,7 +183,8 @@ def large_body_streams(env):
         grew = (set_peak - base) / 1024.0
         print("  a 48 MB value streamed in: proxy RSS grew by %.1f MB (reading it back: %.1f MB)"
               % (grew, (peak[0] - base) / 1024.0))
-        check(grew < 8, "proxy RSS grew by %.1f MB for a streamed 48 MB value" % grew)
+        if not sanitized():
+            check(grew < 8, "proxy RSS grew by %.1f MB for a streamed 48 MB value" % grew)
         srv = px.stats()["mc"]
         pinned = sum(srv[n]["pinned_connections"] for n in ("a", "b"))
         check(pinned <= 1, "pinned connections after the stream: %d" % pinned)
@@ -232,6 +247,7 @@ def timeout_fires_on_time(env):
         with px.client("mc") as c:
             eq(c.mc_store(b"set", b"t", b"1"), b"STORED\r\n")
             os.kill(frozen.proc.pid, signal.SIGSTOP)
+            wait_stopped(frozen.proc.pid)
             try:
                 worst = 0.0
                 for _ in range(3):
@@ -242,7 +258,8 @@ def timeout_fires_on_time(env):
                     eq(line, b"SERVER_ERROR timeout\r\n")
                     time.sleep(0.9)     # let the zombie's check pass: an idle loop again
                 print("  timeout 200 ms: the error arrived after %.0f ms at worst" % (worst * 1000))
-                check(worst < 0.32, "the timeout error took %.0f ms" % (worst * 1000))
+                check(worst < (0.6 if sanitized() else 0.32),
+                      "the timeout error took %.0f ms" % (worst * 1000))
             finally:
                 os.kill(frozen.proc.pid, signal.SIGCONT)
     finally:
