@@ -319,6 +319,12 @@ class Bench:
                 if s[t]["cpu"] and s["nutcracker"]["cpu"]:
                     ratios.append(f"{t}/nutcracker CPU/req "
                                   f"{s[t]['cpu'] / s['nutcracker']['cpu']:.2f}")
+        if "ringleader" in s and "ringleader-before" in s and s["ringleader-before"]["ops"]:
+            ratios.append(f"ringleader/ringleader-before ops/s "
+                          f"{s['ringleader']['ops'] / s['ringleader-before']['ops']:.3f}")
+            if s["ringleader"]["cpu"] and s["ringleader-before"]["cpu"]:
+                ratios.append(f"ringleader/ringleader-before CPU/req "
+                              f"{s['ringleader']['cpu'] / s['ringleader-before']['cpu']:.3f}")
         for t in targets:
             if t.startswith("ringleader") and t in unavailable:
                 ratios.append(f"{t}/nutcracker: n/a")
@@ -380,8 +386,14 @@ class Bench:
             print("  (ringleader binary not found: build/release/ringleader, ./ringleader, "
                   "or env RINGLEADER)")
 
+        if a.compare:
+            rb, why = self.start_proxy("ringleader-before", a.compare, workers=a.workers)
+            if not rb:
+                raise Setup(f"--compare {a.compare} did not start: {why}")
+            procs["ringleader-before"] = rb
+
         print("prefill (every key once through each target, also a smoke test):")
-        for t in ["direct", "nutcracker", "ringleader"]:
+        for t in ["direct", "nutcracker", "ringleader"] + (["ringleader-before"] if a.compare else []):
             if t in unavailable:
                 continue
             why = self.prefill(t)
@@ -391,7 +403,7 @@ class Bench:
             elif why:
                 raise Setup(f"{t}: {why}")
 
-        targets = ["direct", "nutcracker", "ringleader"]
+        targets = ["direct", "nutcracker", "ringleader"] + (["ringleader-before"] if a.compare else [])
         live = [t for t in targets if t not in unavailable]
         summary = {}
         for sc in scenarios:
@@ -433,7 +445,8 @@ class Bench:
         for sc in scenarios:
             s = summary[sc[0]]
             d = s.get("direct", {}).get("ops")
-            for t in ["direct", "nutcracker", "ringleader"]:
+            for t in ["direct", "nutcracker", "ringleader"] + (
+                    ["ringleader-before"] if "ringleader-before" in s else []):
                 if t in unavailable:
                     print(f"| {sc[0]} | {t} | not available | | | | | |")
                     continue
@@ -468,6 +481,9 @@ def main():
     ap.add_argument("--no-pin", action="store_true", help="do not use taskset")
     ap.add_argument("--json", metavar="FILE", help="write every run's figures to FILE")
     ap.add_argument("--keep", action="store_true", help="keep the work dir (configs, logs)")
+    ap.add_argument("--compare", metavar="BINARY",
+                    help="also run this ringleader binary (e.g. the build before a change) as "
+                         "target ringleader-before, alternating with the others")
     m = ap.add_argument_group("feature modes (one at a time; memcached pools; see "
                               "docs/performance.md)")
     m.add_argument("--stats-cost", action="store_true",

@@ -201,6 +201,20 @@ void conf_addr_free(struct conf_addr *addr)
     addr->perm = -1;
 }
 
+int conf_addr_copy(struct conf_addr *dst, const struct conf_addr *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    dst->port = src->port;
+    dst->perm = src->perm;
+    if ((src->text && (dst->text = strdup(src->text)) == NULL) ||
+        (src->host && (dst->host = strdup(src->host)) == NULL) ||
+        (src->path && (dst->path = strdup(src->path)) == NULL)) {
+        conf_addr_free(dst);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
 /*
  * Split "host:port" (host may be a [bracketed] IPv6 literal) into freshly
  * allocated host and port. Returns 0, or -1 with a reason; *enomem set when
@@ -408,6 +422,17 @@ static const char *conf__set_u32(struct conf_ctx *c, const struct conf_command *
     if (conf__number(c, cmd, node, &v) != NULL)
         return c->why;
     *(uint32_t *)((char *)obj + cmd->offset) = (uint32_t)v;
+    return NULL;
+}
+
+static const char *conf__set_u64(struct conf_ctx *c, const struct conf_command *cmd,
+                                 yaml_node_t *node, void *obj)
+{
+    int64_t v;
+
+    if (conf__number(c, cmd, node, &v) != NULL)
+        return c->why;
+    *(uint64_t *)((char *)obj + cmd->offset) = (uint64_t)v;
     return NULL;
 }
 
@@ -1116,6 +1141,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "server_failure_limit", conf__set_u32,      P(server_failure_limit), 0, UINT32_MAX, NULL, 0 },
     { "tcpkeepalive",         conf__set_bool,     P(tcpkeepalive), 0, 0, NULL, 0 },
     { "client_connections",   conf__set_u32,      P(client_connections), 0, UINT32_MAX, NULL, 0 },
+    { "max_pinned",           conf__set_u32,      P(max_pinned), 0, 1000000, NULL, 0 },
     { "servers",              conf__set_servers,  0, 0, 0, NULL, 0 },
     /* ringleader */
     { "protocol",             conf__set_protocol, P(protocol), 0, 0, conf_proto_names, 0 },
@@ -1160,6 +1186,10 @@ static const struct conf_command conf_global_commands[] = {
     { "zone",                conf__set_word,   G(zone), 0, 0, NULL, 0 },
     { "drain_timeout",       conf__set_int,    G(drain_timeout_ms), 0, INT32_MAX, NULL, 0 },
     { "client_output_limit", conf__set_u32,    G(client_output_limit), 1024, UINT32_MAX, NULL, 0 },
+    { "memory_limit",        conf__set_u64,    G(memory_limit), 1048576, INT64_MAX, NULL, 0 },
+    { "client_timeout",      conf__set_int,    G(client_timeout_s), 0, 86400 * 365, NULL, 0 },
+    { "client_header_timeout", conf__set_int,  G(client_header_timeout_s), 0, 86400, NULL, 0 },
+    { "stream_threshold",    conf__set_u32,    G(stream_threshold), 4096, UINT32_MAX, NULL, 0 },
     { "latency_histograms",  conf__set_bool,   G(latency_histograms), 0, 0, NULL, 0 },
     { "hot_keys",            conf__set_bool,   G(hot_keys), 0, 0, NULL, 0 },
 };
@@ -1247,6 +1277,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->item_size_max = 1048576;
     pool->coalesce_gets = 1;
     pool->scripts = 1;
+    pool->max_pinned = 1000;
 }
 
 static int conf__is_prime(uint32_t n)
@@ -1358,6 +1389,9 @@ static int conf__global_defaults(struct conf_global *g)
     g->latency_histograms = 1;
     g->hot_keys = 1;
     g->client_output_limit = 8u << 20;
+    g->memory_limit = UINT64_C(1) << 30;
+    g->client_header_timeout_s = 60;
+    g->stream_threshold = 256u * 1024;
     return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
 }
 

@@ -60,6 +60,7 @@ struct conf_pool {
     uint32_t server_failure_limit;    /* 2 */
     int      tcpkeepalive;
     uint32_t client_connections;  /* 0: unlimited */
+    uint32_t max_pinned;          /* pinned connections per server over all workers: 1000 (0: none) */
     /* ringleader extensions */
     uint32_t vnodes;              /* ketama points per server at equal weight: 160 */
     uint32_t maglev_table_size;   /* 65537 */
@@ -94,6 +95,11 @@ struct conf_global {
     char    *zone;                /* this proxy's zone for read_from: local-zone */
     int      drain_timeout_ms;    /* graceful shutdown/reload drain: 5000 */
     uint32_t client_output_limit; /* pause a client beyond this many queued reply bytes: 8 MiB */
+    uint64_t memory_limit;        /* client input and output held by the proxy, all clients: 1 GiB */
+    int      client_timeout_s;    /* close a client idle this long: 0 (never, as memcached) */
+    int      client_header_timeout_s; /* a request's header must be whole this long after its
+                                         first byte: 60 (0: no deadline) */
+    uint32_t stream_threshold;    /* request bodies above this stream to a pinned connection: 256 KiB */
     int      latency_histograms;  /* per-server latency histograms on the request path: 1 */
     int      hot_keys;            /* the hot-key sketch on the request path: 1 */
 };
@@ -132,5 +138,7 @@ int conf_pool_has_server(const struct conf_pool *p, const struct conf_server *s,
  * are split off by the server parser before it calls this. Shared with the CLI. */
 int conf_parse_addr(const char *text, struct conf_addr *addr, char *err, size_t errlen);
 void conf_addr_free(struct conf_addr *addr);
+/* A deep copy of src into dst; 0, or -ENOMEM with dst zeroed. */
+int conf_addr_copy(struct conf_addr *dst, const struct conf_addr *src);
 
 #endif

@@ -26,6 +26,7 @@ struct health {
     atomic_uint          ejects;        /* transitions to down */
     atomic_uint          inflight;      /* requests sent and not answered, all workers */
     atomic_uint          inflight_peak; /* the most ever in flight at once */
+    atomic_uint          pinned;        /* pinned connections open, all workers (max_pinned) */
 };
 
 /* Bounded loads' in-flight accounting (only for pools with balance_factor). */

@@ -10,6 +10,7 @@
 #include "conf.h"
 #include "log.h"
 #include "proxy/proxy.h"
+#include "proxy/registry.h"
 #include "proxy/worker.h"
 #include "reload.h"
 #include "ring.h"
@@ -59,13 +60,14 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
 
 int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
 {
-    struct reload_state *rs = p->reload;
+    struct reload *rl = p->reload;
+    struct reload_state *rs = &rl->st;
     struct conf *conf = NULL;
     uint64_t t0 = util_now_us();
 
-    if (p->reload_old != NULL) {
+    if (rl->old != NULL) {
         /* Workers are still moving to the previous one: run after it. */
-        p->reload_pending = 1;
+        rl->pending = 1;
         snprintf(err, errlen, "a reload is in progress; this one will follow it");
         return 0;
     }
@@ -96,12 +98,12 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         const struct conf_pool *np = &nc->pools[i];
         struct reload_pool_report *r = &rep[n++];
         snprintf(r->name, sizeof(r->name), "%s", np->name);
-        r->new_epoch = snap->rings[i]->epoch;
-        r->new_checksum = snap->rings[i]->checksum;
+        r->new_epoch = snap->pools[i].ring->epoch;
+        r->new_checksum = snap->pools[i].ring->checksum;
         const struct conf_pool *op = find_pool(oc, np->name);
         const struct ring *or = NULL;
         if (op != NULL && op->protocol == np->protocol)
-            or = old->rings[op - oc->pools];
+            or = old->pools[op - oc->pools].ring;
         for (uint32_t s = 0; s < np->nservers; s++)
             r->added += !conf_pool_has_server(or ? op : NULL, &np->servers[s], s);
         if (or == NULL) {
@@ -113,10 +115,10 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         r->old_checksum = or->checksum;
         for (uint32_t s = 0; s < op->nservers; s++)
             r->removed += !conf_pool_has_server(np, &op->servers[s], s);
-        if (or == snap->rings[i])
+        if (or == snap->pools[i].ring)
             continue;   /* unchanged ring: nothing moved */
-        atomic_fetch_add(&snap->shared[i]->reloads, 1);
-        r->moved = ring_moved_fraction(or, snap->rings[i], RELOAD_SAMPLES, &r->floor);
+        atomic_fetch_add(&snap->pools[i].shared->reloads, 1);
+        r->moved = ring_moved_fraction(or, snap->pools[i].ring, RELOAD_SAMPLES, &r->floor);
     }
     for (uint32_t i = 0; rep != NULL && i < oc->npools; i++) {
         const struct conf_pool *op = &oc->pools[i];
@@ -125,8 +127,8 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
             continue;
         struct reload_pool_report *r = &rep[n++];
         snprintf(r->name, sizeof(r->name), "%s", op->name);
-        r->old_epoch = old->rings[i]->epoch;
-        r->old_checksum = old->rings[i]->checksum;
+        r->old_epoch = old->pools[i].ring->epoch;
+        r->old_checksum = old->pools[i].ring->checksum;
         r->removed = op->nservers;
         r->moved = r->floor = 1.0;
     }
@@ -143,9 +145,9 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
      * thread keeps the old snapshot until all have acknowledged. */
     p->client_output_limit = nc->global.client_output_limit ? nc->global.client_output_limit
                                                             : p->client_output_limit;
-    atomic_store(&p->reload_acks, 0);
-    atomic_store(&p->reload_worker_errors, 0);
-    p->reload_old = old;
+    atomic_store(&rl->acks, 0);
+    atomic_store(&rl->worker_errors, 0);
+    rl->old = old;
     uv_mutex_lock(&p->snap_mu);
     atomic_store_explicit(&p->current, snap, memory_order_release);
     uv_mutex_unlock(&p->snap_mu);
@@ -169,21 +171,95 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     return 0;
 }
 
-void reload_on_ack(struct proxy *p)
+/* Every worker runs the published snapshot: the old one can go, and a
+ * reload asked meanwhile runs now (main thread, from the ack async). */
+static void reload_ack_cb(uv_async_t *a)
 {
-    if (p->reload_old == NULL || atomic_load(&p->reload_acks) < p->nworkers)
+    struct proxy *p = a->data;
+    struct reload *r = p->reload;
+
+    if (r->old == NULL || atomic_load(&r->acks) < p->nworkers)
         return;
-    if (atomic_load(&p->reload_worker_errors) > 0)
+    if (atomic_load(&r->worker_errors) > 0)
         log_error("reload: %u worker(s) could not apply every pool (see errors above)",
-                  atomic_load(&p->reload_worker_errors));
-    snapshot_unref(p->reload_old);
-    p->reload_old = NULL;
+                  atomic_load(&r->worker_errors));
+    snapshot_close_listeners(r->old);
+    snapshot_unref(r->old);
+    r->old = NULL;
+    if (atomic_load(&p->stopping))
+        snapshot_close_listeners(atomic_load(&p->current));
     log_info("reload: every worker runs the new configuration");
-    if (p->reload_pending) {
+    if (r->pending) {
         char err[1024];
-        p->reload_pending = 0;
+        r->pending = 0;
         reload_run(p, "queued", err, sizeof(err));
     }
+}
+
+void reload_worker_adopted(struct proxy *p, int failed)
+{
+    struct reload *r = p->reload;
+
+    atomic_fetch_add(&r->acks, 1);
+    if (failed)
+        atomic_fetch_add(&r->worker_errors, 1);
+    uv_async_send(&r->ack_async);
+}
+
+/* ------------------------------------------------------------------ POST /reload */
+
+int reload_admin_request(struct proxy *p, struct buf *out)
+{
+    struct reload *r = p->reload;
+    int status;
+
+    uv_mutex_lock(&r->admin_mu);
+    while (r->admin_state != RELOAD_ADMIN_IDLE)     /* one request at a time */
+        uv_cond_wait(&r->admin_cond, &r->admin_mu);
+    r->admin_state = RELOAD_ADMIN_ASKED;
+    uv_async_send(&r->admin_async);
+    while (r->admin_state != RELOAD_ADMIN_ANSWERED)
+        uv_cond_wait(&r->admin_cond, &r->admin_mu);
+    status = r->admin_status;
+    buf_append_str(out, r->admin_text);
+    buf_append_str(out, "\n");
+    r->admin_state = RELOAD_ADMIN_IDLE;
+    uv_cond_broadcast(&r->admin_cond);
+    uv_mutex_unlock(&r->admin_mu);
+    return status;
+}
+
+/* Answer the waiting request (under admin_mu). */
+static void reload_admin_answer(struct reload *r, int status, const char *fmt, const char *arg)
+{
+    r->admin_status = status;
+    snprintf(r->admin_text, sizeof(r->admin_text), fmt, arg);
+    r->admin_state = RELOAD_ADMIN_ANSWERED;
+    uv_cond_broadcast(&r->admin_cond);
+}
+
+static void reload_admin_cb(uv_async_t *a)
+{
+    struct proxy *p = a->data;
+    struct reload *r = p->reload;
+    char err[1024] = "";
+
+    uv_mutex_lock(&r->admin_mu);
+    int asked = r->admin_state == RELOAD_ADMIN_ASKED;
+    uv_mutex_unlock(&r->admin_mu);
+    if (!asked)
+        return;
+    int busy = r->old != NULL;
+    int rc = busy ? 0 : reload_run(p, "admin", err, sizeof(err));
+    uv_mutex_lock(&r->admin_mu);
+    if (busy)
+        reload_admin_answer(r, 409, "%s", "a reload is still being applied; try again");
+    else if (rc < 0)
+        reload_admin_answer(r, 422, "configuration refused, the running one keeps serving: %s",
+                            err);
+    else
+        reload_admin_answer(r, 200, "%s", "reloaded");
+    uv_mutex_unlock(&r->admin_mu);
 }
 
 /* ------------------------------------------------------------------ file watch */
@@ -198,7 +274,7 @@ static void reload_debounce_cb(uv_timer_t *t)
 static void reload_watch_cb(uv_fs_event_t *h, const char *filename, int events, int status)
 {
     struct proxy *p = h->data;
-    struct reload_state *rs = p->reload;
+    struct reload *rs = p->reload;
 
     (void)events;
     if (status < 0 || (filename != NULL && strcmp(filename, rs->watch_name) != 0))
@@ -209,13 +285,20 @@ static void reload_watch_cb(uv_fs_event_t *h, const char *filename, int events, 
 
 int reload_init(struct proxy *p, int watch)
 {
-    struct reload_state *rs = calloc(1, sizeof(*rs));
-    if (rs == NULL)
+    struct reload *r = calloc(1, sizeof(*r));
+    if (r == NULL)
         return -ENOMEM;
-    uv_mutex_init(&rs->mu);
-    p->reload = rs;
-    uv_timer_init(&p->loop, &rs->debounce);
-    rs->debounce.data = p;
+    r->p = p;
+    uv_mutex_init(&r->st.mu);
+    uv_mutex_init(&r->admin_mu);
+    uv_cond_init(&r->admin_cond);
+    p->reload = r;
+    uv_async_init(&p->loop, &r->ack_async, reload_ack_cb);
+    r->ack_async.data = p;
+    uv_async_init(&p->loop, &r->admin_async, reload_admin_cb);
+    r->admin_async.data = p;
+    uv_timer_init(&p->loop, &r->debounce);
+    r->debounce.data = p;
     if (!watch)
         return 0;
     /* Watch the directory, not the file: an atomic rename replaces the
@@ -224,41 +307,53 @@ int reload_init(struct proxy *p, int watch)
     if (copy1 == NULL || copy2 == NULL) {
         free(copy1);
         free(copy2);
-        return -ENOMEM;
+        log_error("watch: out of memory; '%s' is not watched", p->opt.conf_path);
+        return 0;
     }
-    snprintf(rs->watch_name, sizeof(rs->watch_name), "%s", basename(copy1));
-    uv_fs_event_init(&p->loop, &rs->watch);
-    rs->watch.data = p;
-    int rc = uv_fs_event_start(&rs->watch, reload_watch_cb, dirname(copy2), 0);
+    snprintf(r->watch_name, sizeof(r->watch_name), "%s", basename(copy1));
+    uv_fs_event_init(&p->loop, &r->watch);
+    r->watch.data = p;
+    int rc = uv_fs_event_start(&r->watch, reload_watch_cb, dirname(copy2), 0);
     free(copy1);
     free(copy2);
     if (rc < 0) {
         log_error("watch: cannot watch '%s': %s", p->opt.conf_path, uv_strerror(rc));
-        uv_close((uv_handle_t *)&rs->watch, NULL);
+        uv_close((uv_handle_t *)&r->watch, NULL);
         return 0;
     }
-    rs->watching = 1;
+    r->watching = 1;
     log_notice("watching '%s' for changes", p->opt.conf_path);
     return 0;
 }
 
 void reload_close(struct proxy *p)
 {
-    struct reload_state *rs = p->reload;
-    if (rs == NULL)
+    struct reload *r = p->reload;
+    if (r == NULL)
         return;
-    if (rs->watching)
-        uv_close((uv_handle_t *)&rs->watch, NULL);
-    uv_close((uv_handle_t *)&rs->debounce, NULL);
+    /* A POST /reload waiting for the main loop would wait forever. */
+    uv_mutex_lock(&r->admin_mu);
+    if (r->admin_state == RELOAD_ADMIN_ASKED)
+        reload_admin_answer(r, 503, "%s", "shutting down");
+    uv_mutex_unlock(&r->admin_mu);
+    if (r->watching)
+        uv_close((uv_handle_t *)&r->watch, NULL);
+    uv_close((uv_handle_t *)&r->debounce, NULL);
+    uv_close((uv_handle_t *)&r->ack_async, NULL);
+    uv_close((uv_handle_t *)&r->admin_async, NULL);
 }
 
 void reload_free(struct proxy *p)
 {
-    struct reload_state *rs = p->reload;
-    if (rs == NULL)
+    struct reload *r = p->reload;
+    if (r == NULL)
         return;
-    uv_mutex_destroy(&rs->mu);
-    free(rs->pools);
-    free(rs);
+    if (r->old != NULL)
+        snapshot_unref(r->old);
+    uv_mutex_destroy(&r->st.mu);
+    uv_mutex_destroy(&r->admin_mu);
+    uv_cond_destroy(&r->admin_cond);
+    free(r->st.pools);
+    free(r);
     p->reload = NULL;
 }

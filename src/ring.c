@@ -11,15 +11,11 @@
 #include "buf.h"
 #include "conf.h"
 #include "dist/ketama.h"
-#include "dist/modula.h"
 #include "ring.h"
 
 #define RING_CHECKSUM_VERSION 1
 #define RING_DEFAULT_SAMPLES  (1u << 20)
 
-/* Defaults of dist.h, so that "0 = default" and the explicit default checksum alike. */
-#define RING_DEFAULT_MAGLEV_TABLE 65537u
-#define RING_DEFAULT_PROBES       21u
 
 static uint32_t ring_zone_id(const struct ring *r, const char *zone)
 {
@@ -57,7 +53,7 @@ static int append_field(struct buf *b, const char *s)
  * timeouts) and nothing machine-specific (pointers) is in it.
  */
 static int ring_canonical_text(const struct ring *r, const struct conf_pool *pool,
-                               struct buf *b)
+                               const struct dist_params *params, struct buf *b)
 {
     int rc = 0;
 
@@ -68,28 +64,8 @@ static int ring_canonical_text(const struct ring *r, const struct conf_pool *poo
     if (r->has_tag)
         rc |= buf_appendf(b, "hash_tag %02x%02x\n", (unsigned char)r->tag[0],
                           (unsigned char)r->tag[1]);
-    switch (r->dist.type) {
-    case DIST_KETAMA:
-        rc |= buf_appendf(b, "vnodes %u\n", pool->vnodes ? pool->vnodes : KETAMA_DEFAULT_VNODES);
-        break;
-    case DIST_MAGLEV:
-        rc |= buf_appendf(b, "maglev_table_size %u\n",
-                          pool->maglev_table_size ? pool->maglev_table_size
-                                                  : RING_DEFAULT_MAGLEV_TABLE);
-        break;
-    case DIST_MULTIPROBE:
-        rc |= buf_appendf(b, "probes %u\n", pool->probes ? pool->probes : RING_DEFAULT_PROBES);
-        break;
-    case DIST_SLOTS:
-        if (pool->slot_map != NULL)
-            rc |= buf_appendf(b, "slot_map %016llx\n", (unsigned long long)
-                              XXH64(pool->slot_map, 16384 * sizeof(uint32_t), 0));
-        else
-            rc |= buf_appendf(b, "slot_map even\n");
-        break;
-    default:
-        break;
-    }
+    if (r->dist.ops->canonical != NULL)
+        rc |= r->dist.ops->canonical(params, b);
     for (uint32_t i = 0; i < pool->nservers; i++) {
         const struct conf_server *s = &pool->servers[i];
         rc |= buf_append_str(b, "server");
@@ -174,7 +150,7 @@ struct ring *ring_build(const struct conf_pool *pool, char *err, size_t errlen)
     if (dist_build(&r->dist, pool->dist, &params, ds, n, err, errlen) != 0)
         goto fail;
 
-    if (ring_canonical_text(r, pool, &text) != 0)
+    if (ring_canonical_text(r, pool, &params, &text) != 0)
         goto nomem;
     r->checksum = XXH64(buf_rptr(&text), buf_len(&text), 0);
     buf_free(&text);
@@ -266,10 +242,14 @@ uint32_t ring_owner(const struct ring *r, const char *key, size_t len)
 uint32_t ring_preference(const struct ring *r, const char *key, size_t len,
                          uint32_t *out, uint32_t want)
 {
+    return ring_preference_hash(r, ring_key_hash(r, key, len), out, want);
+}
+
+uint32_t ring_preference_hash(const struct ring *r, uint64_t h, uint32_t *out, uint32_t want)
+{
     uint32_t cand[RING_MAX_PREF], zones_seen[RING_MAX_PREF];
     unsigned char taken[RING_MAX_PREF] = { 0 };
     uint32_t ncand, count = 0, nseen = 0;
-    uint64_t h;
 
     if (want > RING_MAX_PREF)
         want = RING_MAX_PREF;
@@ -277,7 +257,10 @@ uint32_t ring_preference(const struct ring *r, const char *key, size_t len,
         want = r->nservers;
     if (want == 0)
         return 0;
-    h = ring_key_hash(r, key, len);
+    if (r->nservers == 1) {
+        out[0] = 0;
+        return 1;
+    }
     if (r->nzones <= 2)                  /* no zones, or one zone: nothing to reorder */
         return dist_preference(&r->dist, h, out, want);
 
@@ -324,24 +307,8 @@ void ring_shares(const struct ring *r, double *shares, uint32_t samples)
         shares[0] = 1.0;
         return;
     }
-    if (r->dist.type == DIST_KETAMA) {
-        /* point i owns (points[i-1], points[i]]; point 0 also owns the wrap */
-        const struct ketama_point *pt;
-        uint32_t np = dist__ketama_points(&r->dist, &pt);
-        for (uint32_t i = 1; i < np; i++)
-            shares[pt[i].owner] += (double)(pt[i].value - pt[i - 1].value);
-        shares[pt[0].owner] += (double)pt[0].value + 1.0 + (double)(UINT32_MAX - pt[np - 1].value);
-        for (uint32_t s = 0; s < r->nservers; s++)
-            shares[s] /= 4294967296.0;
-        return;
-    }
-    if (r->dist.type == DIST_MODULA) {
-        const uint32_t *table;
-        uint32_t size = dist__modula_table(&r->dist, &table);
-        for (uint32_t i = 0; i < size; i++)
-            shares[table[i]] += 1.0;
-        for (uint32_t s = 0; s < r->nservers; s++)
-            shares[s] /= size;
+    if (r->dist.ops->shares != NULL) {
+        r->dist.ops->shares(&r->dist, shares);
         return;
     }
     if (samples == 0)

@@ -63,6 +63,9 @@ uint32_t ring_owner(const struct ring *r, const char *key, size_t len);
 uint32_t ring_preference(const struct ring *r, const char *key, size_t len,
                          uint32_t *out, uint32_t want);
 
+/* The same from the key's hash (ring_key_hash), for callers that hashed once. */
+uint32_t ring_preference_hash(const struct ring *r, uint64_t hash, uint32_t *out, uint32_t want);
+
 /* Exact share of the keyspace owned by each server (shares[nservers], sums
  * to 1): from the ring's points where the distribution has them, else by
  * sampling `samples` hashes. */

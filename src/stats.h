@@ -32,6 +32,10 @@ struct buf;
     ACTION(fail_open,           COUNTER, "# requests sent to a down server because most were down") \
     ACTION(warm_retries,        COUNTER, "# misses after a reload retried on the key's previous owner") \
     ACTION(warm_hits,           COUNTER, "# of those found there and copied to the new owner") \
+    ACTION(streamed_requests,   COUNTER, "# requests whose large body streamed to a pinned connection") \
+    ACTION(pin_refused,         COUNTER, "# pinned connections refused over max_pinned")    \
+    ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
+    ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \
@@ -43,16 +47,17 @@ struct buf;
     ACTION(request_bytes,       COUNTER, "total request bytes")                           \
     ACTION(responses,           COUNTER, "# responses")                                   \
     ACTION(response_bytes,      COUNTER, "total response bytes")                          \
-    ACTION(in_queue,            GAUGE,   "# requests in incoming queue")                  \
-    ACTION(in_queue_bytes,      GAUGE,   "current request bytes in incoming queue")       \
-    ACTION(out_queue,           GAUGE,   "# requests in outgoing queue")                  \
-    ACTION(out_queue_bytes,     GAUGE,   "current request bytes in outgoing queue")       \
+    ACTION(in_queue,            GAUGE,   "# requests queued whose bytes are not all on the wire") \
+    ACTION(in_queue_bytes,      GAUGE,   "request bytes queued, not yet on the wire")     \
+    ACTION(out_queue,           GAUGE,   "# requests sent, awaiting a reply")             \
+    ACTION(out_queue_bytes,     GAUGE,   "request bytes sent, awaiting a reply")          \
     ACTION(hits,                COUNTER, "# memcached retrieval hits")                    \
     ACTION(misses,              COUNTER, "# memcached retrieval misses")                  \
     ACTION(in_flight,           GAUGE,   "# requests sent and not yet answered")          \
     ACTION(spills,              COUNTER, "# requests placed here by bounded loads")       \
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
+    ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 

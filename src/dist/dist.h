@@ -37,6 +37,7 @@ struct dist_params {
 };
 
 struct dist;
+struct buf;
 
 struct dist_ops {
     const char *name;
@@ -50,6 +51,13 @@ struct dist_ops {
      * (out[0] == lookup(hash)); returns how many were written (min(want, n)). */
     uint32_t (*preference)(const struct dist *d, uint64_t hash, uint32_t *out, uint32_t want);
     void (*destroy)(struct dist *d);
+    /* Optional. Append the parameters that decide placement, one "name value"
+     * line each, with defaults resolved (so "not given" and "the default
+     * given" checksum alike): the ring's checksum covers them. 0 or -ENOMEM. */
+    int  (*canonical)(const struct dist_params *p, struct buf *out);
+    /* Optional. The exact share of the keyspace each server owns
+     * (shares[nservers], summing to 1); without it the ring samples. */
+    void (*shares)(const struct dist *d, double *shares);
 };
 
 /* Built distribution: the common header every implementation fills in. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "dist/dist.h"
 #include "dist/ketama.h"
 
@@ -294,10 +295,31 @@ uint32_t dist__ketama_points(const struct dist *d, const struct ketama_point **p
     return k->npoints;
 }
 
+static int ketama_canonical(const struct dist_params *p, struct buf *out)
+{
+    return buf_appendf(out, "vnodes %u\n", p->vnodes ? p->vnodes : KETAMA_DEFAULT_VNODES);
+}
+
+/* Point i owns (points[i-1], points[i]]; point 0 also owns the wrap. */
+static void ketama_shares(const struct dist *d, double *shares)
+{
+    const struct ketama *k = d->impl;
+    const struct ketama_point *pt = k->points;
+    uint32_t np = k->npoints;
+
+    for (uint32_t i = 1; i < np; i++)
+        shares[pt[i].owner] += (double)(pt[i].value - pt[i - 1].value);
+    shares[pt[0].owner] += (double)pt[0].value + 1.0 + (double)(UINT32_MAX - pt[np - 1].value);
+    for (uint32_t s = 0; s < d->nservers; s++)
+        shares[s] /= 4294967296.0;
+}
+
 const struct dist_ops dist_ketama_ops = {
     .name = "ketama",
     .build = ketama_build,
     .lookup = ketama_lookup,
     .preference = ketama_preference,
     .destroy = ketama_destroy,
+    .canonical = ketama_canonical,
+    .shares = ketama_shares,
 };

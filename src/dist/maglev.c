@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "buf.h"
 #include "dist/dist.h"
 #include "dist/dist_helpers.h"
 #include "dist/dist_schemes.h"
@@ -193,10 +194,17 @@ void dist_maglev_slot_counts(const struct dist *d, uint32_t *counts)
         counts[mg->table[s]]++;
 }
 
+static int maglev_canonical(const struct dist_params *p, struct buf *out)
+{
+    return buf_appendf(out, "maglev_table_size %u\n",
+                       p->maglev_table_size ? p->maglev_table_size : MAGLEV_DEFAULT_M);
+}
+
 const struct dist_ops dist_maglev_ops = {
     .name = "maglev",
     .build = maglev_build,
     .lookup = maglev_lookup,
     .preference = maglev_preference,
     .destroy = maglev_destroy,
+    .canonical = maglev_canonical,
 };

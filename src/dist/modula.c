@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "dist/dist.h"
-#include "dist/modula.h"
+
+#define MODULA_MAX_TABLE (1u << 24)   /* slots of the weighted table */
 
 struct modula {
     uint32_t  size;       /* total weight */
@@ -103,12 +104,14 @@ static void modula_destroy(struct dist *d)
     d->impl = NULL;
 }
 
-uint32_t dist__modula_table(const struct dist *d, const uint32_t **table)
+static void modula_shares(const struct dist *d, double *shares)
 {
     const struct modula *m = d->impl;
 
-    *table = m->table;
-    return m->size;
+    for (uint32_t i = 0; i < m->size; i++)
+        shares[m->table[i]] += 1.0;
+    for (uint32_t s = 0; s < d->nservers; s++)
+        shares[s] /= m->size;
 }
 
 const struct dist_ops dist_modula_ops = {
@@ -117,4 +120,5 @@ const struct dist_ops dist_modula_ops = {
     .lookup = modula_lookup,
     .preference = modula_preference,
     .destroy = modula_destroy,
+    .shares = modula_shares,
 };

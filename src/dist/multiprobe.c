@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include "buf.h"
 #include "dist/dist.h"
 #include "dist/dist_helpers.h"
 #include "hash/hash.h"
@@ -196,10 +197,16 @@ static void multiprobe_destroy(struct dist *d)
     d->impl = NULL;
 }
 
+static int multiprobe_canonical(const struct dist_params *p, struct buf *out)
+{
+    return buf_appendf(out, "probes %u\n", p->probes ? p->probes : MULTIPROBE_DEFAULT_PROBES);
+}
+
 const struct dist_ops dist_multiprobe_ops = {
     .name = "multiprobe",
     .build = multiprobe_build,
     .lookup = multiprobe_lookup,
     .preference = multiprobe_preference,
     .destroy = multiprobe_destroy,
+    .canonical = multiprobe_canonical,
 };

@@ -2,7 +2,9 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <xxhash.h>
 
+#include "buf.h"
 #include "dist/dist.h"
 #include "dist/dist_helpers.h"
 #include "dist/dist_schemes.h"
@@ -144,10 +146,19 @@ static void slots_destroy(struct dist *d)
     d->impl = NULL;
 }
 
+static int slots_canonical(const struct dist_params *p, struct buf *out)
+{
+    if (p->slot_map == NULL)
+        return buf_appendf(out, "slot_map even\n");
+    return buf_appendf(out, "slot_map %016llx\n", (unsigned long long)
+                       XXH64(p->slot_map, DIST_SLOTS_COUNT * sizeof(uint32_t), 0));
+}
+
 const struct dist_ops dist_slots_ops = {
     .name = "slots",
     .build = slots_build,
     .lookup = slots_lookup,
     .preference = slots_preference,
     .destroy = slots_destroy,
+    .canonical = slots_canonical,
 };

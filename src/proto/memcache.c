@@ -508,7 +508,7 @@ static void mc_req_meta(struct proto_parser *p, const struct mc_line *l, struct 
             req->u.mc.cut_off = prev.off + prev.len;
             req->u.mc.cut_len = t.off + t.len - req->u.mc.cut_off;
         } else if (f == 'b') {
-            flags |= PROTO_RF_KEYB64;
+            flags |= PROTO_RF_KEYB64 | PROTO_RF_KEYBYTES;
         }
         prev = t;
     }
@@ -1168,6 +1168,22 @@ static int mc_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
     }
 }
 
+/* A fragment of a multi-get in which every key missed. */
+static int mc_frag_miss(uint16_t cmd, uint16_t rflags, uint32_t nkeys, struct buf *out)
+{
+    (void)rflags;
+    (void)nkeys;
+    if (cmd >= MEMCACHE_CMD_COUNT || !(mc_cmds[cmd].replies & R_VALUE))
+        return -1;
+    return buf_append_str(out, "END\r\n") < 0 ? -1 : 0;
+}
+
+/* A memcached connection keeps no state between requests: nothing to reset. */
+static int mc_pin_reset(struct buf *out)
+{
+    (void)out;
+    return 0;
+}
 
 /* ------------------------------------------------------------------ keys */
 
@@ -1327,6 +1343,8 @@ const struct proto_ops proto_memcache_ops = {
     .probe = "version\r\n",
     .probe_cmd = MEMCACHE_CMD_VERSION,
     .miss_reply = mc_miss_reply,
+    .frag_miss = mc_frag_miss,
+    .pin_reset = mc_pin_reset,
     .warmable = mc_warmable,
     .warm_fetch = mc_warm_fetch,
     .warm_reply = mc_warm_reply,

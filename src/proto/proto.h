@@ -42,6 +42,8 @@ enum proto_kind {
 #define PROTO_RF_CLOSE      0x0010  /* close the connection after this reply (quit, fatal) */
 #define PROTO_RF_KEYB64     0x0020  /* meta b flag: keys are base64; hash the decoded bytes */
 #define PROTO_RF_NOKEY      0x0040  /* SINGLE request routed by a non-key argument (EVAL 0) */
+#define PROTO_RF_KEYBYTES   0x0080  /* keys[] are not the key bytes in buf: read them
+                                     * through proto_ops.key_bytes (meta b, Redis inline) */
 
 struct proto_key {
     uint32_t off;   /* from the start of the request's buffer */
@@ -76,7 +78,8 @@ struct proto_req {
     uint64_t body_len;     /* bytes following the header: forwarded (or swallowed for ERROR) */
     uint32_t nkeys;
     struct proto_key *keys;        /* owned by the parser; valid until its next call;
-                                    * read the bytes through proto_ops.key_bytes */
+                                    * with PROTO_RF_KEYBYTES read the bytes through
+                                    * proto_ops.key_bytes, else they are in buf */
     const char *err;       /* ERROR: the complete reply, e.g. "CLIENT_ERROR bad format\r\n";
                             * a fatal return may have none (err_len 0): close silently */
     uint32_t err_len;
@@ -237,7 +240,9 @@ struct proto_ops {
      * decoding (a meta command's base64 key, written to dec, which holds
      * PROTO_KEY_DECODED_MAX bytes; a quoted Redis inline argument, in the
      * parser's memory). *len gets their length. Valid while req and buf are.
-     * A key that does not decode is placed by its bytes as sent. */
+     * A key that does not decode is placed by its bytes as sent. Only a
+     * request with PROTO_RF_KEYBYTES needs it: the keys of any other are
+     * buf + keys[k].off, keys[k].len. */
     const char *(*key_bytes)(const struct proto_req *req, const char *buf, uint32_t k,
                              char *dec, size_t *len);
 
@@ -249,6 +254,18 @@ struct proto_ops {
     /* on_down: miss — the reply a request gets while its server is down:
      * a miss for a read, a refusal for a write. 0 or -ENOMEM. */
     int (*miss_reply)(uint16_t cmd, uint16_t rflags, struct buf *out);
+
+    /* Optional. on_down: miss for one fragment of a multi-key read whose
+     * server is down: a fragment reply in which each of its nkeys keys
+     * missed, as merge() reads it. 0, or -1 when the protocol has none (the
+     * fragment then fails). */
+    int (*frag_miss)(uint16_t cmd, uint16_t rflags, uint32_t nkeys, struct buf *out);
+
+    /* Optional (NULL: a pinned connection is closed after use, never reused).
+     * Write what returns a pinned server connection to a fresh state (Redis
+     * RESET) before the hello is sent again; returns the replies to swallow
+     * (0 for a protocol whose connections keep no state), or -ENOMEM. */
+    int (*pin_reset)(struct buf *out);
 
     /* Warm-up after a reload (all NULL: the protocol has none). warmable:
      * whether a miss of request cmd may be retried on the key's previous

@@ -569,7 +569,10 @@ static int parse_inline(struct proto_parser *p, const char *buf, size_t len, siz
     }
     req->u.redis.inl = p->dec + n;
     req->u.redis.inl_len = (uint32_t)resp;
-    return req_done(p, req->u.redis.inl, pos, eol + 1, (uint32_t)argc, req);
+    int rc = req_done(p, req->u.redis.inl, pos, eol + 1, (uint32_t)argc, req);
+    if (req->nkeys > 0)
+        req->flags |= PROTO_RF_KEYBYTES;    /* keys are in the re-encoding, not in buf */
+    return rc;
 }
 
 /* Find the end of the header line starting at pos ("*3\r\n", "$5\r\n"):
@@ -1292,6 +1295,14 @@ static int redis_server_hello(const struct proto_hello *h, struct buf *out)
     return n;
 }
 
+/* RESET (Redis 6.2+) ends a pinned connection's transaction, subscriptions,
+ * blocking state, WATCHes, CLIENT settings, database and authentication;
+ * the hello then authenticates and selects again. */
+static int redis_pin_reset(struct buf *out)
+{
+    return buf_append_str(out, "*1\r\n$5\r\nRESET\r\n") < 0 ? -ENOMEM : 1;
+}
+
 /* on_down: miss. A read of a down server's key answers nil; a write is
  * refused (storing it elsewhere would lose it when the server is back). */
 static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
@@ -1316,6 +1327,7 @@ const struct proto_ops proto_redis_ops = {
     .probe = "*1\r\n$4\r\nPING\r\n",
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
+    .pin_reset = redis_pin_reset,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

@@ -1,4 +1,4 @@
-/* Client connections: read, parse, route, fan out, answer in order, backpressure. */
+/* Client connections: read, parse, answer in order, backpressure, limits. */
 #ifndef RL_PROXY_CLIENT_H
 #define RL_PROXY_CLIENT_H
 
@@ -7,48 +7,83 @@
 
 #include "buf.h"
 #include "proto/proto.h"
-#include "proxy/worker.h"
+#include "proxy/conn.h"
+#include "queue.h"
 
+struct listener;
 struct msg;
+struct sconn;
+struct worker;
+struct wpool;
+
+/* What the client's input is doing. */
+enum client_in {
+    CLIENT_IN_PARSE,    /* parse requests from ibuf */
+    CLIENT_IN_SWALLOW,  /* drop `swallow` more body bytes of a refused request */
+    CLIENT_IN_STREAM,   /* copy `stream_left` body bytes to the pinned connection `stream` */
+    CLIENT_IN_HOLD      /* a streamed request is unanswered: parse nothing until it is */
+};
 
 struct client {
-    union rl_handle     h;
-    uv_write_t          wreq;
+    struct conn         conn;
     struct worker      *w;
     struct wpool       *pool;
-    struct client      *prev, *next;    /* worker's list */
-    struct client      *dirty_next;
-    struct buf          ibuf;
-    struct buf          obuf;           /* filling */
-    struct buf          wbuf;           /* being written */
-    struct msg         *head, *tail;    /* reply order */
+    struct qnode        link;           /* worker's clients */
+    struct qnode        dirty_link;     /* worker's dirty list */
+    struct qnode        msgs;           /* requests in reply order (msg.cq) */
+    struct qnode        pins;           /* pinned server connections it holds (sconn.client_link) */
     uint32_t            nmsgs;
     size_t              held_bytes;     /* reply bytes waiting in queued msgs */
-    uint64_t            swallow;        /* body bytes of a refused request to drop */
+    size_t              mem_reported;   /* bytes this client counts in the proxy's memory use */
+    enum client_in      in;
+    uint64_t            swallow;        /* SWALLOW: body bytes still to drop */
+    uint64_t            stream_left;    /* STREAM: body bytes still to copy */
+    struct sconn       *stream;         /* STREAM / HOLD: the pinned connection */
+    struct msg         *stream_msg;     /* ... and the request it carries */
     size_t              need;           /* bytes a pending request needs in ibuf */
+    uint64_t            active_ms;      /* last read or write (client_timeout) */
+    uint64_t            partial_ms;     /* since when an incomplete request waits (0: none) */
     struct proto_parser parser;
     struct proto_client pc;
-    int                 writing;
-    int                 dirty;
-    int                 paused;         /* reading stopped for backpressure */
-    int                 eof;            /* no more input: close when answered */
-    int                 closing;
-    int                 is_unix;
+    uint8_t             dirty;
+    uint8_t             paused;         /* reading stopped for backpressure */
+    uint8_t             eof;            /* no more input: close when answered */
+    uint8_t             closing;
 };
 
 /* Accept one connection from a listener (worker thread). */
 void client_accept(struct listener *l);
 
-/* A message of this client is complete: deliver what can be delivered. */
+/* A message of this client is complete: deliver what can be delivered, in order. */
 void client_advance(struct client *c);
 
-/* Append reply bytes for the head message directly. */
-int client_write_bytes(struct client *c, const char *p, size_t n);
+/* Append reply bytes for the client's first message directly (streaming). */
+int  client_write_bytes(struct client *c, const char *p, size_t n);
 
-/* Flush output (called from the worker's flush). */
+/* Flush output (the worker's flush). */
 void client_flush(struct client *c);
 
-/* Close now (worker shutdown or fatal error). */
+/* Close now (worker shutdown or fatal error); messages owed a reply by a
+ * server stay there as orphans. */
 void client_close(struct client *c);
+
+/* Stop reading; close once everything asked has been answered and written. */
+void client_finish(struct client *c);
+
+/* The worker's once-a-second check: idle clients (client_timeout) and
+ * requests whose header is late (client_header_timeout). */
+void client_check_timeouts(struct client *c, uint64_t now_ms);
+
+/* The pool's settings that live in the client changed by a reload. */
+void client_refresh(struct client *c);
+
+/* A pinned connection c holds has answered everything it was sent. */
+void client_pin_idle(struct client *c, struct sconn *s);
+
+/* A pinned connection c holds wrote out what it had (streaming backpressure). */
+void client_pin_writable(struct client *c, struct sconn *s);
+
+/* A pinned connection c held closed under it (its requests were failed). */
+void client_pin_lost(struct client *c, struct sconn *s);
 
 #endif

@@ -1,23 +1,31 @@
-/* struct msg allocation from a per-worker free list: no malloc per request in steady state. */
+/* struct msg: one request's lifecycle from parse to reply — fragments, copies, merge, failure, re-dispatch, release. */
 #include "config.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "proxy/client.h"
 #include "proxy/msg.h"
+#include "proxy/server.h"
 #include "proxy/worker.h"
+#include "stats.h"
+#include "util.h"
 
 #define MSG_FREE_MAX     4096   /* messages a worker keeps for reuse */
 #define MSG_KEEP_RSP_MAX 1024   /* ... of which this many keep their reply buffer */
 
+/* ------------------------------------------------------------------ allocation */
+
 struct msg *msg_get(struct worker *w)
 {
-    struct msg *m = w->free_msgs;
+    struct qnode *n = queue_first(&w->free_msgs);
+    struct msg *m;
     struct buf rsp;
 
-    if (m != NULL) {
-        w->free_msgs = m->cnext;
+    if (n != NULL) {
+        queue_remove(n);
         w->nfree_msgs--;
+        m = QUEUE_DATA(n, struct msg, cq);
         rsp = m->rsp;                 /* a reply buffer travels with the message */
     } else {
         m = malloc(sizeof(*m));
@@ -39,11 +47,15 @@ struct msg *msg_get(struct worker *w)
  */
 void msg_put(struct worker *w, struct msg *m)
 {
-    buf_free(&m->reqcopy);
+    /* Most messages have none of these: free(NULL) still costs a call into
+     * the allocator, four per request. */
+    if (m->reqcopy.data != NULL)
+        buf_free(&m->reqcopy);
+    if (m->req.data != NULL)
+        buf_free(&m->req);
     if (m->frags != NULL) {
-        free(m->frags);
-        free(m->key_frag);
-        free(m->keys);
+        free(m->frags);     /* one allocation with the merge's buffer array */
+        free(m->key_frag);  /* one allocation with keys */
     }
     if (w->nfree_msgs >= MSG_FREE_MAX) {
         buf_free(&m->rsp);
@@ -52,7 +64,277 @@ void msg_put(struct worker *w, struct msg *m)
     }
     if (m->rsp.cap > BUF_STD_SIZE || w->nfree_msgs >= MSG_KEEP_RSP_MAX)
         buf_free(&m->rsp);
-    m->cnext = w->free_msgs;
-    w->free_msgs = m;
+    m->cq.next = m->cq.prev = NULL;
+    queue_insert_head(&w->free_msgs, &m->cq);
     w->nfree_msgs++;
+}
+
+static int msg_internal(const struct msg *m)
+{
+    return m->role >= MSG_HELLO;
+}
+
+static int msg_child(const struct msg *m)
+{
+    return m->role == MSG_FRAG || m->role == MSG_COPY;
+}
+
+const struct proto_ops *msg_ops(const struct msg *m)
+{
+    if (m->server != NULL)
+        return m->server->pool->ops;
+    if (m->client != NULL)
+        return m->client->pool->ops;
+    if (m->parent != NULL)
+        return msg_ops(m->parent);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ release */
+
+void msg_release(struct worker *w, struct msg *m)
+{
+    if (m->state == MSG_SENT || m->state == MSG_ZOMBIE)
+        return;                 /* still owed a reply by a server */
+    if (m->client != NULL)
+        return;                 /* still in its client's queue */
+    if (msg_child(m) && m->parent != NULL)
+        return;                 /* the parent frees it after merging */
+    if (m->nfrag_pending > 0)
+        return;                 /* orphaned parent: children still out */
+    for (uint32_t i = 0; m->frags != NULL && i < m->nfrag; i++) {
+        struct msg *f = m->frags[i];
+        if (f == NULL)
+            continue;
+        m->frags[i] = NULL;
+        f->parent = NULL;
+        msg_release(w, f);
+    }
+    msg_put(w, m);
+}
+
+/* ------------------------------------------------------------------ replies */
+
+void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
+{
+    if (drop || msg_internal(m) || m->state != MSG_SENT || (m->flags & MSG_F_NOREPLY))
+        return;
+    if (msg_child(m)) {
+        if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
+            m->flags |= MSG_F_ERROR;
+        return;
+    }
+    struct client *c = m->client;
+    if (c == NULL || c->closing)
+        return;
+    /* A reply is held until complete, so a server that fails mid-reply
+     * leaves the client a clean error instead of half a value; only a
+     * large value streams straight out (its request being the first). A
+     * warm-up ask may still be replaced by the previous owner's answer. */
+    if ((big || (m->flags & MSG_F_STREAMED)) && queue_first(&c->msgs) == &m->cq &&
+        m->warm == MSG_WARM_NONE) {
+        if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
+            client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
+            c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+            m->rsp.rpos = m->rsp.wpos = 0;
+        }
+        m->flags |= MSG_F_STREAMED;
+        client_write_bytes(c, p, n);
+        return;
+    }
+    if (buf_append(&m->rsp, p, n) == 0)
+        c->held_bytes += n;
+}
+
+/* Copies of one request: the client gets the first copy (in preference
+ * order) that did not fail, else the first copy's error. */
+static void msg_pick_copy(struct msg *p)
+{
+    struct msg *pick = NULL;
+    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
+        if (p->frags[i] != NULL && p->frags[i]->state == MSG_DONE &&
+            !(p->frags[i]->flags & MSG_F_ERROR))
+            pick = p->frags[i];
+    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
+        if (p->frags[i] != NULL &&
+            (p->frags[i]->state == MSG_DONE || p->frags[i]->state == MSG_ZOMBIE))
+            pick = p->frags[i];
+    p->rsp.rpos = p->rsp.wpos = 0;
+    if (pick != NULL)
+        buf_swap(&p->rsp, &pick->rsp);
+}
+
+/* Join the fragments' replies in the client's key order (the protocol's
+ * merge reads them in place). */
+static void msg_merge_frags(struct msg *p, struct client *c)
+{
+    const struct proto_ops *ops = c->pool->ops;
+    struct buf **bufs = (struct buf **)(void *)(p->frags + p->nfrag);
+    uint64_t items = 0;
+
+    for (uint32_t i = 0; i < p->nfrag; i++) {
+        bufs[i] = &p->frags[i]->rsp;
+        items += p->frags[i]->items;
+    }
+    if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs, p->nfrag,
+                   &p->rsp) < 0) {
+        p->rsp.rpos = p->rsp.wpos = 0;
+        ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
+        STATS_ADD(&c->pool->stats, forward_error, 1);
+    }
+    if (p->rflags & PROTO_RF_RETRIEVAL) {
+        STATS_ADD(&c->pool->stats, hits, items);
+        STATS_ADD(&c->pool->stats, misses, p->nkeys > items ? p->nkeys - items : 0);
+    }
+}
+
+/* Every child of parent p is answered (or, for all-async copies, the first
+ * one succeeded): build p's reply and deliver it. */
+static void msg_parent_done(struct worker *w, struct msg *p)
+{
+    struct client *c = p->client;
+
+    if (c == NULL) {            /* orphan: nobody wants the reply */
+        msg_release(w, p);
+        return;
+    }
+    if (p->flags & MSG_F_COPIES)
+        msg_pick_copy(p);
+    else
+        msg_merge_frags(p, c);
+    for (uint32_t i = 0; i < p->nfrag; i++) {
+        struct msg *f = p->frags[i];
+        if (f == NULL)
+            continue;           /* an all-async copy already detached */
+        p->frags[i] = NULL;
+        f->parent = NULL;
+        msg_release(w, f);
+    }
+    p->state = MSG_DONE;
+    c->held_bytes += buf_len(&p->rsp);
+    client_advance(c);
+}
+
+/* m has its answer (a reply, or an error): hand it on. */
+static void msg_answered(struct worker *w, struct msg *m)
+{
+    if (msg_child(m)) {
+        struct msg *p = m->parent;
+        if (p == NULL) {
+            msg_release(w, m);
+            return;
+        }
+        /* all-async: the first copy to succeed answers; the others finish
+         * on their own (orphans, freed when answered) */
+        if ((p->flags & MSG_F_ASYNC) && !(m->flags & MSG_F_ERROR) && p->client != NULL) {
+            p->nfrag_pending = 0;
+            for (uint32_t i = 0; i < p->nfrag; i++) {
+                struct msg *f = p->frags[i];
+                if (f != NULL && f != m && (f->state == MSG_SENT || f->state == MSG_NEW)) {
+                    f->parent = NULL;
+                    p->frags[i] = NULL;
+                }
+            }
+            msg_parent_done(w, p);
+            return;
+        }
+        if (--p->nfrag_pending == 0)
+            msg_parent_done(w, p);
+        return;
+    }
+    if (m->client != NULL) {
+        client_advance(m->client);
+        return;
+    }
+    msg_release(w, m);
+}
+
+void msg_complete(struct worker *w, struct msg *m)
+{
+    if (m->state == MSG_ZOMBIE) {   /* the late reply of an answered request */
+        m->state = MSG_DONE;
+        msg_release(w, m);
+        return;
+    }
+    if (m->state == MSG_DONE)
+        return;
+    m->state = MSG_DONE;
+    if (msg_internal(m)) {
+        msg_release(w, m);
+        return;
+    }
+    msg_answered(w, m);
+}
+
+void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *reason)
+{
+    if (msg_internal(m) || m->state == MSG_ZOMBIE || m->state == MSG_DONE)
+        return;
+    const struct proto_ops *ops = msg_ops(m);
+    struct client *c = m->client;
+
+    m->flags |= MSG_F_ERROR;
+    if (msg_child(m)) {
+        if (m->parent != NULL && ops != NULL) {
+            m->rsp.rpos = m->rsp.wpos = 0;
+            ops->error_reply(code, reason, &m->rsp);
+        }
+    } else if (c != NULL && !(m->flags & MSG_F_NOREPLY)) {
+        if (m->flags & MSG_F_STREAMED) {
+            /* Half a reply already went out: the stream cannot be mended. */
+            c->eof = 1;
+            c->closing = 1;
+        } else {
+            c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+            m->rsp.rpos = m->rsp.wpos = 0;
+            ops->error_reply(code, reason, &m->rsp);
+            c->held_bytes += buf_len(&m->rsp);
+        }
+    }
+    m->warm = MSG_WARM_NONE;
+    m->state = m->state == MSG_SENT ? MSG_ZOMBIE : MSG_DONE;
+    msg_answered(w, m);
+}
+
+/* ------------------------------------------------------------------ re-dispatch */
+
+int msg_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+               size_t prefix_len)
+{
+    const char *reason = NULL;
+    struct sconn *s = server_pick(to, 0, &reason);
+    struct msg *pm = NULL;
+
+    if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)
+        return -1;
+    if (prefix_len > 0) {
+        pm = msg_get(w);
+        if (pm == NULL)
+            return -1;
+        pm->role = MSG_DISCARD;
+        pm->cmd = m->cmd;
+    }
+    size_t before = buf_len(&s->conn.obuf);
+    if ((prefix_len > 0 && buf_append(&s->conn.obuf, prefix, prefix_len) < 0) ||
+        buf_append(&s->conn.obuf, buf_rptr(&m->req), buf_len(&m->req)) < 0) {
+        s->conn.obuf.wpos = s->conn.obuf.rpos + before;
+        if (pm != NULL)
+            msg_put(w, pm);
+        return -1;
+    }
+    if (pm != NULL) {
+        pm->req_bytes = prefix_len;
+        sconn_enqueue(s, pm);
+    }
+    if (m->client != NULL)
+        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->resends++;
+    m->req_bytes = buf_len(&m->req);
+    STATS_ADD(&to->stats, requests, 1);
+    STATS_ADD(&to->stats, request_bytes, m->req_bytes + prefix_len);
+    sconn_enqueue(s, m);
+    worker_mark_sconn(w, s);
+    return 0;
 }

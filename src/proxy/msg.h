@@ -1,4 +1,4 @@
-/* struct msg: one client request on its way to a server and back, and its place in the two queues. */
+/* struct msg: one request's lifecycle from parse to reply — fragments, copies, merge, timeouts, re-dispatch, release. */
 #ifndef RL_PROXY_MSG_H
 #define RL_PROXY_MSG_H
 
@@ -6,41 +6,67 @@
 
 #include "buf.h"
 #include "proto/proto.h"
+#include "queue.h"
 
 /*
  * The queues between client and server connections:
  *
- *   client c:  c->head -> m1 -> m2 -> m3 -> NULL     (cnext: reply order)
- *                          |      |     \
- *                          |      |      frags f1, f2 (parent = m3)
- *   sconn s:   s->head -> m1 -> f2 -> ...            (snext: sent, awaiting reply)
- *   sconn t:   t->head -> m2 -> f1 -> ...
+ *   client c:  c->msgs: m1 <-> m2 <-> m3              (cq: reply order)
+ *                        |      |      \
+ *                        |      |       fragments f1, f2 (parent = m3)
+ *   sconn s:   s->sent: m1 <-> f2 <-> ...              (sq: sent, awaiting a reply)
+ *   sconn t:   t->sent: m2 <-> f1 <-> ...
  *
  * A server connection answers in the order it was asked, so a reply always
- * belongs to the head of that connection's queue. A client is answered in
- * the order it asked: a reply for a message that is not the client's head
- * waits in m->rsp; the head streams straight into the client's output.
- * A message whose client went away stays in the server queue (client NULL)
- * to absorb its reply, then is freed. A timed-out message is answered at
- * once and stays queued as a zombie for the same reason.
+ * belongs to the first message of that connection's queue. A client is
+ * answered in the order it asked: a reply for a message that is not the
+ * client's first waits in m->rsp; the first streams into the client's output.
+ *
+ * Lifecycle (m->state):
+ *
+ *        parse ──▶ NEW ──enqueue──▶ SENT ──reply complete──▶ DONE ──▶ delivered, released
+ *                   │  ◀──re-dispatch─┘ │
+ *                   │                   └──timeout / answered early──▶ ZOMBIE ──late reply──▶ released
+ *                   └──answered here (local, error, miss, merge)──▶ DONE
+ *
+ * A message is held by its client's queue (cq linked), its server's queue
+ * (sq linked), its parent (a fragment or copy), or its own pending children
+ * (a parent); msg_release() frees it when nothing holds it any more. A
+ * message whose client went away stays in its server queue (client NULL) to
+ * absorb its reply, then is freed.
  */
 
-#define MSG_F_DONE     0x0001   /* reply complete (in rsp, or already streamed) */
-#define MSG_F_SENT     0x0002   /* in a server connection's queue */
-#define MSG_F_ZOMBIE   0x0004   /* answered already (timeout): discard the server's reply */
-#define MSG_F_FRAG     0x0008   /* a fragment of parent */
-#define MSG_F_STREAMED 0x0010   /* part of the reply went straight to the client */
-#define MSG_F_CLOSE    0x0020   /* close the client after this reply */
-#define MSG_F_NOREPLY  0x0040   /* client asked for no reply */
-#define MSG_F_INTERNAL 0x0080   /* proxy's own request (hello, probe): no client */
-#define MSG_F_ERROR    0x0100   /* answered with an error */
-#define MSG_F_PROBE    0x0200   /* internal health probe */
-#define MSG_F_REPLICA  0x0400   /* parent of copies of one request to several servers */
-#define MSG_F_ASYNC    0x0800   /* REPLICA: answer with the first copy, the rest in background */
-#define MSG_F_WARM     0x1000   /* warm-up: on a miss, ask the key's previous owner */
-#define MSG_F_WARM2    0x2000   /* warm-up: this is that second ask */
-#define MSG_F_JKEY     0x4000   /* its key is queued in sconn->jkeys (a joinable get) */
-#define MSG_F_JOINED   0x8000   /* a later get was joined to its server command */
+enum msg_role {
+    MSG_REQUEST,    /* a client's request (a multi-key or replicated one is a parent) */
+    MSG_FRAG,       /* one server's part of a multi-key request: merged into its parent */
+    MSG_COPY,       /* one copy of a request sent to several servers: the parent picks one */
+    MSG_HELLO,      /* the proxy's connection hello (AUTH, SELECT, a pin's reset) */
+    MSG_PROBE,      /* a health probe of a down server */
+    MSG_DISCARD     /* the proxy's own request whose reply nobody reads (a warm-up copy) */
+};
+
+enum msg_state {
+    MSG_NEW,        /* not in a server queue; reply not complete */
+    MSG_SENT,       /* in a server connection's queue; reply not complete */
+    MSG_ZOMBIE,     /* answered already (timeout) but still in a server queue: the reply is dropped */
+    MSG_DONE        /* reply complete, in no server queue */
+};
+
+/* warm-up after a reload (see warmup.c) */
+enum msg_warm {
+    MSG_WARM_NONE,
+    MSG_WARM_ASK,   /* a get at its new owner: on a miss, ask the previous owner */
+    MSG_WARM_FETCH  /* the ask itself, sent to the previous owner */
+};
+
+#define MSG_F_NOREPLY  0x01   /* the client asked for no reply: not in its queue */
+#define MSG_F_CLOSE    0x02   /* close the client after this reply */
+#define MSG_F_ERROR    0x04   /* answered with an error */
+#define MSG_F_STREAMED 0x08   /* part of the reply went straight to the client */
+#define MSG_F_ASYNC    0x10   /* copies parent: answer with the first copy that succeeds */
+#define MSG_F_JKEY     0x20   /* its key is queued in the connection's join keys (join.c) */
+#define MSG_F_JOINED   0x40   /* a later get was joined to its server command */
+#define MSG_F_COPIES   0x80   /* a parent of copies (else of fragments) */
 
 struct client;
 struct sconn;
@@ -48,36 +74,72 @@ struct server;
 struct worker;
 
 struct msg {
-    struct msg    *cnext;       /* client reply order */
-    struct msg    *snext;       /* server connection queue */
-    struct client *client;      /* NULL: orphan (client closed) or internal */
-    struct msg    *parent;      /* fragment: its multi-key request */
-    struct sconn  *sconn;       /* where it was sent */
-    struct server *server;
-    uint16_t       cmd;
+    struct qnode   cq;          /* client reply order (or the worker's free list) */
+    struct qnode   sq;          /* server connection queue */
+    struct client *client;      /* NULL: internal, noreply, or its client closed */
+    struct msg    *parent;      /* FRAG / COPY: the request it belongs to */
+    struct sconn  *sconn;       /* SENT / ZOMBIE: where it waits */
+    struct server *server;      /* where it was sent last */
+    uint8_t        role;        /* enum msg_role */
+    uint8_t        state;       /* enum msg_state */
+    uint8_t        warm;        /* enum msg_warm */
+    uint8_t        flags;       /* MSG_F_* */
+    uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */
-    uint16_t       flags;       /* MSG_F_* */
     uint32_t       items;       /* retrieval: values returned */
     uint32_t       nkeys;       /* keys the request carried (hits/misses) */
     uint64_t       start_us;
     uint64_t       deadline_ms; /* 0: no timeout */
     uint64_t       req_bytes;
     struct buf     rsp;         /* reply bytes waiting for their turn */
-    /* multi-key parent */
+    /* a parent: its fragments or copies */
     uint32_t       nfrag;
     uint32_t       nfrag_pending;
     struct msg   **frags;
-    uint32_t      *key_frag;
-    struct proto_key *keys;
-    struct buf     reqcopy;     /* copy of the request header (merge reads keys there);
+    uint32_t      *key_frag;    /* FANOUT: the fragment that carries key i */
+    struct proto_key *keys;     /* FANOUT: the request's keys, offsets into reqcopy */
+    struct buf     reqcopy;     /* FANOUT: the request header (merge reads keys there);
                                    warm-up: the key */
-    struct server *warm;        /* warm-up: the key's previous owner */
+    struct buf     req;         /* the request as forwarded, kept when it may be re-sent */
+    uint8_t        resends;     /* times re-dispatched */
+    struct server *warm_to;     /* warm-up: the previous owner to ask, then where a hit is copied */
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
 };
 
 struct msg *msg_get(struct worker *w);
-/* Return a message to the worker's free list; releases its buffers beyond
- * the standard size and any multi-key arrays. */
+/* Back to the worker's free list; releases its buffers beyond the standard
+ * size and any children arrays. */
 void msg_put(struct worker *w, struct msg *m);
+
+/* Free m if nothing holds it any more (see above); a parent takes its
+ * detached children with it. */
+void msg_release(struct worker *w, struct msg *m);
+
+/* Reply bytes p[0..n) of m arrived from its server (n may be part of a
+ * unit). `big`: the unit is a large value, which streams to the client when
+ * m is the client's first message; everything else waits in m->rsp until
+ * the reply is complete. `drop`: bytes the client did not ask for. */
+void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop);
+
+/* m's reply is complete (from its server, or answered here): hand it to its
+ * client, or to its parent's merge when it was the last child. */
+void msg_complete(struct worker *w, struct msg *m);
+
+/* Answer m with an error now. A message still owed a reply by a server
+ * becomes a ZOMBIE (the caller, the server queue, keeps it); a fragment
+ * fails its part of the merge; half a streamed reply closes the client. */
+void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *reason);
+
+/* The protocol ops of the pool m belongs to. */
+const struct proto_ops *msg_ops(const struct msg *m);
+
+/*
+ * Re-dispatch: m (NEW, taken out of its server queue, with its request
+ * bytes kept in m->req) is sent again to server `to`, after the optional
+ * prefix bytes (e.g. Redis's ASKING). Its reply so far is dropped. 0, or -1
+ * with m untouched when no connection to `to` can take it now.
+ */
+int  msg_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+                size_t prefix_len);
 
 #endif

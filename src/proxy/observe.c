@@ -11,6 +11,7 @@
 #include "log.h"
 #include "proxy/observe.h"
 #include "proxy/proxy.h"
+#include "proxy/registry.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
 #include "reload.h"
@@ -28,7 +29,16 @@ static struct wpool *worker_pool(struct worker *w, const char *name)
 
 static void add_server(struct stats_view_server *vs, const struct server *s)
 {
+    /* The worker counts every request in flight in out_queue_bytes and the
+     * unsent ones in in_queue too (server.c, sconn_inqueue); it never writes
+     * out_queue: twemproxy's out_queue is what is on the wire. */
+    int64_t in_flight = __atomic_load_n(&s->stats.in_flight, __ATOMIC_RELAXED);
+    int64_t in_queue = __atomic_load_n(&s->stats.in_queue, __ATOMIC_RELAXED);
+    int64_t in_queue_bytes = __atomic_load_n(&s->stats.in_queue_bytes, __ATOMIC_RELAXED);
+
     stats_server_add(&vs->stats, &s->stats);
+    vs->stats.out_queue += in_flight - in_queue;
+    vs->stats.out_queue_bytes -= in_queue_bytes;
     histogram_merge(&vs->latency, &s->latency);
 }
 
@@ -48,11 +58,8 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
     if (stats_view_alloc(v, conf->npools, nsrv, nhot) < 0)
         goto out;
 
-    static char host[256];
-    if (host[0] == '\0' && gethostname(host, sizeof(host) - 1) < 0)
-        snprintf(host, sizeof(host), "localhost");
     v->service = "ringleader";
-    v->source = host;
+    v->source = p->hostname;
     v->version = PACKAGE_VERSION;
     v->uptime = (int64_t)((util_wall_us() - p->start_wall_us) / 1000000u);
     v->timestamp = (int64_t)(util_wall_us() / 1000000u);
@@ -64,22 +71,22 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
     }
     for (uint32_t i = 0; i < conf->npools; i++) {
         const struct conf_pool *cp = &conf->pools[i];
-        const struct ring *r = snap->rings[i];
+        const struct ring *r = snap->pools[i].ring;
         struct stats_view_pool *vp = &v->pools[i];
         vp->name = cp->name;
         vp->epoch = r->epoch;
         snprintf(vp->checksum, sizeof(vp->checksum), "%016llx", (unsigned long long)r->checksum);
         vp->distribution = dist_name(cp->dist);
-        vp->keys_max_over_mean = snap->keys_max_over_mean[i];
+        vp->keys_max_over_mean = snap->pools[i].keys_max_over_mean;
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
-            vp->servers[s].up = health_up(snap->health[i][s]);
+            vp->servers[s].up = health_up(snap->pools[i].health[s]);
         }
         vp->nhot_keys = 0;
         if (p->reload != NULL) {
-            struct reload_state *rs = p->reload;
+            struct reload_state *rs = &p->reload->st;
             uv_mutex_lock(&rs->mu);
-            vp->reloads = atomic_load(&snap->shared[i]->reloads);
+            vp->reloads = atomic_load(&snap->pools[i].shared->reloads);
             if (rs->last_us) {
                 snprintf(vp->last_reload, sizeof(vp->last_reload), "%.*s",
                          (int)sizeof(vp->last_reload) - 1, rs->last_ok ? "ok" : rs->last_error);
@@ -119,7 +126,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         if (conf->pools[i].balance_factor <= 0)
             continue;
         for (uint32_t k = 0; k < conf->pools[i].nservers; k++) {
-            struct health *h = snap->health[i][k];
+            struct health *h = snap->pools[i].health[k];
             v->pools[i].servers[k].stats.in_flight = atomic_load(&h->inflight);
             v->pools[i].servers[k].stats.in_flight_peak = atomic_load(&h->inflight_peak);
         }
@@ -148,7 +155,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
                 continue;
             struct stats_hot_key *hk = &vp->hot_keys[vp->nhot_keys++];
             hk->entry = top[j];
-            uint32_t owner = ring_owner(snap->rings[i], top[j].key, top[j].len);
+            uint32_t owner = ring_owner(snap->pools[i].ring, top[j].key, top[j].len);
             hk->owner = conf->pools[i].servers[owner].label;
         }
     }
@@ -304,7 +311,7 @@ static int admin_health(void *ctx, struct buf *out)
     for (uint32_t i = 0; i < s->conf->npools; i++) {
         uint32_t live = 0;
         for (uint32_t k = 0; k < s->conf->pools[i].nservers; k++)
-            live += health_up(s->health[i][k]);
+            live += health_up(s->pools[i].health[k]);
         if (live == 0) {
             buf_appendf(out, "pool '%s': no live server\n", s->conf->pools[i].name);
             status = 503;
@@ -312,6 +319,15 @@ static int admin_health(void *ctx, struct buf *out)
     }
     if (status == 200)
         buf_append_str(out, "ok\n");
+    /* A refused reload leaves the running configuration serving: still
+     * healthy, but an operator polling /health must see it. */
+    if (p->reload != NULL) {
+        uv_mutex_lock(&p->reload->st.mu);
+        if (p->reload->st.last_us != 0 && !p->reload->st.last_ok)
+            buf_appendf(out, "last reload failed (the running configuration keeps serving): %s\n",
+                        p->reload->st.last_error);
+        uv_mutex_unlock(&p->reload->st.mu);
+    }
     snapshot_unref(s);
     return status;
 }
@@ -346,7 +362,7 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
         return 404;
     }
     const struct conf_pool *cp = &s->conf->pools[idx];
-    const struct ring *r = s->rings[idx];
+    const struct ring *r = s->pools[idx].ring;
     uint32_t pref[RING_MAX_PREF];
     uint32_t want = cp->nservers < RING_MAX_PREF ? cp->nservers : RING_MAX_PREF;
     uint32_t n = ring_preference(r, key, keylen, pref, want);
@@ -356,7 +372,7 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
     for (uint32_t i = 0; i < n; i++) {
         json_t *e = json_object();
         json_object_set_new(e, "server", json_string(cp->servers[pref[i]].label));
-        json_object_set_new(e, "state", json_string(health_up(s->health[idx][pref[i]]) ? "up" : "down"));
+        json_object_set_new(e, "state", json_string(health_up(s->pools[idx].health[pref[i]]) ? "up" : "down"));
         json_array_append_new(list, e);
     }
     json_t *j = json_object();
@@ -414,9 +430,9 @@ static int admin_config(void *ctx, struct buf *out)
         json_object_set_new(o, "on_down", json_string(on_down[cp->on_down]));
         json_object_set_new(o, "replicas", json_integer(cp->replicas));
         json_object_set_new(o, "balance_factor", json_real(cp->balance_factor));
-        json_object_set_new(o, "epoch", json_integer((json_int_t)s->rings[i]->epoch));
+        json_object_set_new(o, "epoch", json_integer((json_int_t)s->pools[i].ring->epoch));
         char sum[32];
-        snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)s->rings[i]->checksum);
+        snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)s->pools[i].ring->checksum);
         json_object_set_new(o, "ring_checksum", json_string(sum));
         json_t *servers = json_array();
         for (uint32_t k = 0; k < cp->nservers; k++) {
@@ -439,53 +455,7 @@ static int admin_config(void *ctx, struct buf *out)
 /* POST /reload: the reload runs on the main loop; this thread waits for it. */
 static int admin_reload(void *ctx, struct buf *out)
 {
-    struct proxy *p = ctx;
-    int status;
-
-    uv_mutex_lock(&p->admin_mu);
-    while (p->admin_reload_state != 0)         /* one request at a time */
-        uv_cond_wait(&p->admin_cond, &p->admin_mu);
-    p->admin_reload_state = 1;
-    uv_async_send(&p->admin_async);
-    while (p->admin_reload_state != 2)
-        uv_cond_wait(&p->admin_cond, &p->admin_mu);
-    status = p->admin_reload_status;
-    buf_append_str(out, p->admin_reload_text);
-    buf_append_str(out, "\n");
-    p->admin_reload_state = 0;
-    uv_cond_broadcast(&p->admin_cond);
-    uv_mutex_unlock(&p->admin_mu);
-    return status;
-}
-
-static void admin_async_cb(uv_async_t *a)
-{
-    struct proxy *p = a->data;
-    char err[1024] = "";
-
-    uv_mutex_lock(&p->admin_mu);
-    int requested = p->admin_reload_state == 1;
-    uv_mutex_unlock(&p->admin_mu);
-    if (!requested)
-        return;
-    int busy = p->reload_old != NULL;
-    int rc = busy ? 0 : reload_run(p, "admin", err, sizeof(err));
-    uv_mutex_lock(&p->admin_mu);
-    if (busy) {
-        p->admin_reload_status = 409;
-        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text),
-                 "a reload is still being applied; try again");
-    } else if (rc < 0) {
-        p->admin_reload_status = 422;
-        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text),
-                 "configuration refused, the running one keeps serving: %s", err);
-    } else {
-        p->admin_reload_status = 200;
-        snprintf(p->admin_reload_text, sizeof(p->admin_reload_text), "reloaded");
-    }
-    p->admin_reload_state = 2;
-    uv_cond_broadcast(&p->admin_cond);
-    uv_mutex_unlock(&p->admin_mu);
+    return reload_admin_request(ctx, out);
 }
 
 static const struct admin_ops observe_admin_ops = {
@@ -500,11 +470,6 @@ static const struct admin_ops observe_admin_ops = {
 int observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
                         size_t errlen)
 {
-    uv_mutex_init(&p->admin_mu);
-    uv_cond_init(&p->admin_cond);
-    uv_async_init(&p->loop, &p->admin_async, admin_async_cb);
-    p->admin_async.data = p;
-    p->admin_inited = 1;
     if (addr == NULL)
         return 0;
     p->admin = admin_start(addr, token, &observe_admin_ops, p, err, errlen);
@@ -513,31 +478,8 @@ int observe_admin_start(struct proxy *p, const char *addr, const char *token, ch
 
 void observe_admin_stop(struct proxy *p)
 {
-    if (p->admin_inited) {
-        /* A POST /reload waiting for the main loop would wait forever. */
-        uv_mutex_lock(&p->admin_mu);
-        if (p->admin_reload_state == 1) {
-            p->admin_reload_state = 2;
-            p->admin_reload_status = 503;
-            snprintf(p->admin_reload_text, sizeof(p->admin_reload_text), "shutting down");
-            uv_cond_broadcast(&p->admin_cond);
-        }
-        uv_mutex_unlock(&p->admin_mu);
-    }
     if (p->admin != NULL) {
         admin_stop(p->admin);
         p->admin = NULL;
-    }
-    if (p->admin_inited) {
-        uv_close((uv_handle_t *)&p->admin_async, NULL);
-    }
-}
-
-void observe_admin_free(struct proxy *p)
-{
-    if (p->admin_inited) {
-        uv_mutex_destroy(&p->admin_mu);
-        uv_cond_destroy(&p->admin_cond);
-        p->admin_inited = 0;
     }
 }

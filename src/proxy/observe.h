@@ -29,6 +29,5 @@ void observe_stats_close(struct proxy *p);
 int  observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
                          size_t errlen);
 void observe_admin_stop(struct proxy *p);   /* main loop still running */
-void observe_admin_free(struct proxy *p);   /* after it ended */
 
 #endif

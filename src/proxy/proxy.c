@@ -9,13 +9,22 @@
 
 #include "health.h"
 #include "log.h"
-#include "proxy/proxy.h"
+#include "proto/proto.h"
+#include "proxy/listen.h"
 #include "proxy/observe.h"
+#include "proxy/proxy.h"
+#include "proxy/registry.h"
 #include "proxy/worker.h"
 #include "reload.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ snapshots */
+
+/* The wire protocol of each conf_proto. */
+static const struct proto_ops *const proxy_protocols[] = {
+    [CONF_PROTO_MEMCACHE] = &proto_memcache_ops,
+    [CONF_PROTO_REDIS] = &proto_redis_ops,
+};
 
 void snapshot_ref(struct snapshot *s)
 {
@@ -24,55 +33,36 @@ void snapshot_ref(struct snapshot *s)
 
 void snapshot_unref(struct snapshot *s)
 {
-    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+    if (s == NULL || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
         return;
-    for (uint32_t i = 0; s->rings != NULL && i < s->conf->npools; i++)
-        if (s->rings[i] != NULL)
-            ring_unref(s->rings[i]);
-    for (uint32_t i = 0; s->unix_fds != NULL && i < s->conf->npools; i++)
-        if (s->unix_fds[i] >= 0)
-            close(s->unix_fds[i]);
-    free(s->unix_fds);
-    for (uint32_t i = 0; s->health != NULL && i < s->conf->npools; i++)
-        free(s->health[i]);
-    for (uint32_t i = 0; s->prev_rings != NULL && i < s->conf->npools; i++)
-        if (s->prev_rings[i] != NULL)
-            ring_unref(s->prev_rings[i]);
-    free(s->prev_rings);
-    free(s->warm_until_ms);
-    free(s->keys_max_over_mean);
-    free(s->health);
-    free(s->rings);
-    free(s->shared);
+    for (uint32_t i = 0; s->pools != NULL && i < s->conf->npools; i++) {
+        struct snapshot_pool *sp = &s->pools[i];
+        ring_unref(sp->ring);
+        ring_unref(sp->prev_ring);
+        if (sp->listen_fds != NULL)
+            listen_close(sp->listen_fds, s->nworkers);
+        free(sp->listen_fds);
+        free(sp->health);
+        free(sp->rules);
+    }
+    free(s->pools);
     conf_free(s->conf);
     free(s);
 }
 
-/* The shared record of a pool, by name; created on first sight. */
-static struct pool_shared *proxy_shared(struct proxy *p, const char *name)
+void snapshot_close_listeners(struct snapshot *s)
 {
-    for (uint32_t i = 0; i < p->nshared; i++)
-        if (strcmp(p->shared_names[i], name) == 0)
-            return p->shared[i];
-    struct pool_shared **ns = realloc(p->shared, (p->nshared + 1) * sizeof(*ns));
-    if (ns == NULL)
-        return NULL;
-    p->shared = ns;
-    char **nn = realloc(p->shared_names, (p->nshared + 1) * sizeof(*nn));
-    if (nn == NULL)
-        return NULL;
-    p->shared_names = nn;
-    struct pool_shared *sh = calloc(1, sizeof(*sh));
-    char *dup = strdup(name);
-    if (sh == NULL || dup == NULL) {
-        free(sh);
-        free(dup);
-        return NULL;
-    }
-    p->shared[p->nshared] = sh;
-    p->shared_names[p->nshared] = dup;
-    p->nshared++;
-    return sh;
+    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
+        if (s->pools[i].listen_fds != NULL)
+            listen_close(s->pools[i].listen_fds, s->nworkers);
+}
+
+int snapshot_pool_index(const struct snapshot *s, const char *name, enum conf_proto proto)
+{
+    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
+        if (strcmp(s->conf->pools[i].name, name) == 0 && s->conf->pools[i].protocol == proto)
+            return (int)i;
+    return -1;
 }
 
 #define PROXY_SKEW_SAMPLES 20000   /* hashes sampled where a ring has no points to measure */
@@ -96,52 +86,93 @@ static double proxy_key_skew(const struct ring *r)
     return max * (double)r->nservers;
 }
 
-/* Pool `name` of protocol `proto` in a snapshot, or -1. */
-static int snapshot_pool(const struct snapshot *s, const char *name, enum conf_proto proto)
-{
-    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
-        if (strcmp(s->conf->pools[i].name, name) == 0 && s->conf->pools[i].protocol == proto)
-            return (int)i;
-    return -1;
-}
-
 /* The health record of a server: kept across reloads for the same pool,
  * identity and address, so a reload never resets a down server to up. */
 static struct health *proxy_health(struct proxy *p, const char *pool, const struct conf_server *cs)
 {
     char key[1024];
-    snprintf(key, sizeof(key), "%s\n%s\n%s", pool, cs->ident, cs->addr.text);
-    /* Servers are looked up in config order, which is the order their
-     * records were made in: try the next one first (O(n) per reload for a
-     * pool that kept its order), then search. */
-    if (p->health_cursor < p->nhealth && strcmp(p->health_keys[p->health_cursor], key) == 0)
-        return p->healths[p->health_cursor++];
-    for (uint32_t i = 0; i < p->nhealth; i++) {
-        if (strcmp(p->health_keys[i], key) == 0) {
-            p->health_cursor = i + 1;
-            return p->healths[i];
+    int n = snprintf(key, sizeof(key), "%s%c%s%c%s", pool, 0, cs->ident, 0, cs->addr.text);
+    if (n < 0 || (size_t)n >= sizeof(key))
+        return NULL;
+    return registry_get(p->healths, key, (size_t)n);
+}
+
+/* The pool's ring: the old snapshot's when placement is unchanged (its
+ * epoch with it), else the new one with epoch + 1 and, with warmup, the old
+ * ring to ask on misses. 0, or -1 with err. */
+static int proxy_pool_ring(struct snapshot_pool *sp, const struct conf_pool *cp,
+                           const struct snapshot *old, char *err, size_t errlen)
+{
+    char rerr[256] = "";
+
+    sp->ring = ring_build(cp, rerr, sizeof(rerr));
+    if (sp->ring == NULL) {
+        snprintf(err, errlen, "pool '%s': %s", cp->name, rerr);
+        return -1;
+    }
+    int j = snapshot_pool_index(old, cp->name, cp->protocol);
+    if (j < 0)
+        return 0;
+    struct ring *or = old->pools[j].ring;
+    if (or->checksum == sp->ring->checksum) {
+        ring_unref(sp->ring);
+        ring_ref(or);
+        sp->ring = or;
+        return 0;
+    }
+    sp->ring->epoch = or->epoch + 1;
+    if (cp->warmup_s > 0) {     /* route.c asks the protocol what warms */
+        ring_ref(or);
+        sp->prev_ring = or;
+        sp->warm_until_ms = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;
+    }
+    return 0;
+}
+
+/* The pool's listening sockets: the old snapshot's for an address it
+ * already listens on, else new ones. 0, or -errno with err. */
+static int proxy_pool_listen(struct proxy *p, struct snapshot_pool *sp, const struct conf_pool *cp,
+                             const struct snapshot *old, char *err, size_t errlen)
+{
+    sp->listen_fds = malloc(p->nworkers * sizeof(*sp->listen_fds));
+    if (sp->listen_fds == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    for (uint32_t k = 0; old != NULL && k < old->conf->npools; k++) {
+        const struct conf_addr *oa = &old->conf->pools[k].listen;
+        if (old->pools[k].listen_fds != NULL && old->pools[k].listen_fds[0] >= 0 &&
+            strcmp(oa->text, cp->listen.text) == 0) {
+            int rc = listen_dup(old->pools[k].listen_fds, p->nworkers, sp->listen_fds);
+            if (rc < 0)
+                snprintf(err, errlen, "pool '%s': listen %s: %s", cp->name, cp->listen.text,
+                         strerror(-rc));
+            return rc;
         }
     }
-    p->health_cursor = p->nhealth + 1;
-    struct health **nh = realloc(p->healths, (p->nhealth + 1) * sizeof(*nh));
-    if (nh == NULL)
+    char lerr[512] = "";
+    int rc = listen_open(&cp->listen, cp->backlog > 0 ? cp->backlog : 512, p->nworkers,
+                         sp->listen_fds, lerr, sizeof(lerr));
+    if (rc < 0)
+        snprintf(err, errlen, "pool '%s': %s", cp->name, lerr);
+    return rc;
+}
+
+/* `routes:` rules with their target pools resolved to indices of conf. */
+static struct route_rule *proxy_pool_rules(const struct conf *conf, const struct conf_pool *cp)
+{
+    struct route_rule *rules = calloc(cp->nroutes ? cp->nroutes : 1, sizeof(*rules));
+    if (rules == NULL)
         return NULL;
-    p->healths = nh;
-    char **nk = realloc(p->health_keys, (p->nhealth + 1) * sizeof(*nk));
-    if (nk == NULL)
-        return NULL;
-    p->health_keys = nk;
-    struct health *h = calloc(1, sizeof(*h));
-    char *k = strdup(key);
-    if (h == NULL || k == NULL) {
-        free(h);
-        free(k);
-        return NULL;
+    for (uint32_t i = 0; i < cp->nroutes; i++) {
+        rules[i].prefix = cp->routes[i].prefix;
+        rules[i].len = (uint32_t)strlen(cp->routes[i].prefix);
+        rules[i].pool = ROUTE_NONE;
+        for (uint32_t j = 0; j < conf->npools; j++)
+            if (strcmp(conf->pools[j].name, cp->routes[i].pool) == 0)
+                rules[i].pool = j;
     }
-    p->healths[p->nhealth] = h;
-    p->health_keys[p->nhealth] = k;
-    p->nhealth++;
-    return h;
+    return rules;
 }
 
 struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
@@ -155,82 +186,32 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
     }
     atomic_init(&s->refs, 1);
     s->conf = conf;
+    s->nworkers = p->nworkers;
     s->generation = old ? old->generation + 1 : 1;
-    uint32_t n = conf->npools ? conf->npools : 1;
-    s->rings = calloc(n, sizeof(*s->rings));
-    s->shared = calloc(n, sizeof(*s->shared));
-    s->unix_fds = malloc(n * sizeof(*s->unix_fds));
-    s->health = calloc(n, sizeof(*s->health));
-    s->prev_rings = calloc(n, sizeof(*s->prev_rings));
-    s->warm_until_ms = calloc(n, sizeof(*s->warm_until_ms));
-    s->keys_max_over_mean = calloc(n, sizeof(*s->keys_max_over_mean));
-    if (s->keys_max_over_mean == NULL ||s->rings == NULL || s->shared == NULL || s->unix_fds == NULL || s->health == NULL ||
-        s->prev_rings == NULL || s->warm_until_ms == NULL) {
-        snprintf(err, errlen, "out of memory");
-        goto fail;
-    }
-    for (uint32_t i = 0; i < n; i++)
-        s->unix_fds[i] = -1;
+    s->pools = calloc(conf->npools ? conf->npools : 1, sizeof(*s->pools));
+    if (s->pools == NULL)
+        goto nomem;
     for (uint32_t i = 0; i < conf->npools; i++) {
         const struct conf_pool *cp = &conf->pools[i];
-        char rerr[256] = "";
-        s->rings[i] = ring_build(cp, rerr, sizeof(rerr));
-        if (s->rings[i] == NULL) {
-            snprintf(err, errlen, "pool '%s': %s", cp->name, rerr);
+        struct snapshot_pool *sp = &s->pools[i];
+        sp->ops = proxy_protocols[cp->protocol];
+        if (proxy_pool_ring(sp, cp, old, err, errlen) < 0)
             goto fail;
-        }
-        /* Same placement as before: keep the old ring, its epoch with it. */
-        int j = snapshot_pool(old, cp->name, cp->protocol);
-        if (j >= 0) {
-            struct ring *or = old->rings[j];
-            if (or->checksum == s->rings[i]->checksum) {
-                ring_unref(s->rings[i]);
-                ring_ref(or);
-                s->rings[i] = or;
-            } else {
-                s->rings[i]->epoch = or->epoch + 1;
-                if (cp->warmup_s > 0) {   /* route.c asks the protocol what warms */
-                    ring_ref(or);
-                    s->prev_rings[i] = or;
-                    s->warm_until_ms[i] = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;
-                }
-            }
-        }
-        s->keys_max_over_mean[i] = proxy_key_skew(s->rings[i]);
-        s->shared[i] = proxy_shared(p, cp->name);
-        s->health[i] = calloc(cp->nservers ? cp->nservers : 1, sizeof(**s->health));
-        if (s->shared[i] == NULL || s->health[i] == NULL) {
-            snprintf(err, errlen, "out of memory");
+        sp->keys_max_over_mean = proxy_key_skew(sp->ring);
+        sp->shared = registry_get(p->pools_shared, cp->name, strlen(cp->name));
+        sp->health = calloc(cp->nservers ? cp->nservers : 1, sizeof(*sp->health));
+        sp->rules = proxy_pool_rules(conf, cp);
+        if (sp->shared == NULL || sp->health == NULL || sp->rules == NULL)
+            goto nomem;
+        for (uint32_t k = 0; k < cp->nservers; k++)
+            if ((sp->health[k] = proxy_health(p, cp->name, &cp->servers[k])) == NULL)
+                goto nomem;
+        if (proxy_pool_listen(p, sp, cp, old, err, errlen) < 0)
             goto fail;
-        }
-        for (uint32_t k = 0; k < cp->nservers; k++) {
-            s->health[i][k] = proxy_health(p, cp->name, &cp->servers[k]);
-            if (s->health[i][k] == NULL) {
-                snprintf(err, errlen, "out of memory");
-                goto fail;
-            }
-        }
-        if (cp->listen.path == NULL)
-            continue;
-        /* A unix socket already open for this path is passed on as is. */
-        for (uint32_t k = 0; old != NULL && k < old->conf->npools; k++) {
-            const struct conf_addr *oa = &old->conf->pools[k].listen;
-            if (oa->path != NULL && strcmp(oa->path, cp->listen.path) == 0 && old->unix_fds[k] >= 0) {
-                s->unix_fds[i] = dup(old->unix_fds[k]);
-                break;
-            }
-        }
-        if (s->unix_fds[i] < 0) {
-            char lerr[512] = "";
-            s->unix_fds[i] = worker_listen_unix(&cp->listen, cp->backlog > 0 ? cp->backlog : 512,
-                                                lerr, sizeof(lerr));
-            if (s->unix_fds[i] < 0) {
-                snprintf(err, errlen, "pool '%s': %s", cp->name, lerr);
-                goto fail;
-            }
-        }
     }
     return s;
+nomem:
+    snprintf(err, errlen, "out of memory");
 fail:
     snapshot_unref(s);
     return NULL;
@@ -238,14 +219,15 @@ fail:
 
 /* ------------------------------------------------------------------ signals */
 
-static void proxy_reload_ack_cb(uv_async_t *a)
-{
-    reload_on_ack(a->data);
-}
-
 static void proxy_stop(struct proxy *p, int force)
 {
     atomic_store(&p->stopping, 1);
+    /* New connections are refused from now on (the workers close their own
+     * listeners when they see the stop). While a reload is being adopted a
+     * worker may still copy the current snapshot's sockets: those close
+     * when the last worker has acknowledged (reload.c). */
+    if (p->reload == NULL || p->reload->old == NULL)
+        snapshot_close_listeners(atomic_load(&p->current));
     for (uint32_t i = 0; i < p->nworkers; i++) {
         atomic_store(&p->workers[i].stop, force ? 2 : 1);
         worker_wake(&p->workers[i]);
@@ -285,22 +267,102 @@ static uint32_t proxy_cpus(void)
     return n > 0 ? (uint32_t)n : 1;
 }
 
+/* Unlink the unix sockets the configuration listened on. */
+static void proxy_unlink_sockets(const struct snapshot *snap)
+{
+    for (uint32_t i = 0; snap != NULL && i < snap->conf->npools; i++)
+        if (snap->conf->pools[i].listen.path != NULL && snap->pools[i].listen_fds != NULL)
+            unlink(snap->conf->pools[i].listen.path);
+}
+
+/* Start the workers, the stats port and the admin endpoint, then run the
+ * main loop until a stop signal. 0 after a clean stop, -1 when start-up
+ * failed (the message is out). */
+static int proxy_serve(struct proxy *p, struct snapshot *snap)
+{
+    const struct conf *conf = snap->conf;
+    const struct proxy_options *opt = &p->opt;
+    char err[1024] = "";
+
+    p->workers = calloc(p->nworkers, sizeof(*p->workers));
+    if (p->workers == NULL)
+        return -1;
+    for (uint32_t i = 0; i < p->nworkers; i++) {
+        if (worker_init(&p->workers[i], p, i, snap, err, sizeof(err)) < 0) {
+            fprintf(stderr, "ringleader: %s\n", err);
+            log_error("%s", err);
+            return -1;      /* a start-up failure exits: set-up workers are left to the exit */
+        }
+    }
+    /* The stats port: -a/-s win over ringleader.stats_listen, else 127.0.0.1:22222. */
+    const struct conf_addr *sl = &conf->global.stats_listen;
+    const char *shost = opt->stats_addr ? opt->stats_addr : (sl->host ? sl->host : "127.0.0.1");
+    int sport = opt->stats_port ? opt->stats_port : (sl->port ? sl->port : 22222);
+    snprintf(p->stats_effective, sizeof(p->stats_effective), "%s:%d", shost, sport);
+    if (observe_stats_listen(p, shost, sport, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: %s\n", err);
+        log_error("%s", err);
+        return -1;
+    }
+    const struct conf_addr *al = &conf->global.admin_listen;
+    if (observe_admin_start(p, al->text, conf->global.admin_token, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
+        log_error("admin endpoint: %s", err);
+        return -1;
+    }
+    if (p->admin != NULL)
+        log_notice("admin endpoint on %s", al->text);
+    for (uint32_t i = 0; i < p->nworkers; i++) {
+        if (worker_start(&p->workers[i]) != 0) {
+            log_error("cannot start worker thread %u", i);
+            for (uint32_t j = 0; j < i; j++) {
+                atomic_store(&p->workers[j].stop, 2);
+                worker_wake(&p->workers[j]);
+                worker_join(&p->workers[j]);
+            }
+            return -1;
+        }
+    }
+    for (uint32_t i = 0; i < conf->npools; i++)
+        log_notice("pool '%s' (%s, %s, %u servers) listening on %s", conf->pools[i].name,
+                   snap->pools[i].ops->name, dist_name(conf->pools[i].dist),
+                   conf->pools[i].nservers, conf->pools[i].listen.text);
+    log_notice("ringleader-%s started: %u worker(s), pid %d", PACKAGE_VERSION, p->nworkers,
+               (int)getpid());
+
+    uv_run(&p->loop, UV_RUN_DEFAULT);
+
+    for (uint32_t i = 0; i < p->nworkers; i++)
+        worker_join(&p->workers[i]);
+    log_notice("stopped");
+    return 0;
+}
+
 int proxy_run(struct proxy_options *opt)
 {
     struct proxy *p = calloc(1, sizeof(*p));
     char err[1024] = "";
     struct conf *conf = NULL;
+    struct snapshot *snap = NULL;
     int status = 1;
 
     if (p == NULL)
         return 1;
     p->opt = *opt;
     p->start_wall_us = util_wall_us();
+    if (gethostname(p->hostname, sizeof(p->hostname) - 1) < 0 || p->hostname[0] == '\0')
+        snprintf(p->hostname, sizeof(p->hostname), "localhost");
     uv_mutex_init(&p->snap_mu);
+    p->pools_shared = registry_new(sizeof(struct pool_shared));
+    p->healths = registry_new(sizeof(struct health));
+    if (p->pools_shared == NULL || p->healths == NULL) {
+        fprintf(stderr, "ringleader: out of memory\n");
+        goto out_registries;
+    }
     if (conf_load(opt->conf_path, &conf, err, sizeof(err)) < 0) {
         log_error("configuration: %s", err);
         fprintf(stderr, "ringleader: %s\n", err);
-        goto out;
+        goto out_registries;
     }
     p->client_output_limit = conf->global.client_output_limit ? conf->global.client_output_limit
                                                               : 8u << 20;
@@ -312,13 +374,12 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: cannot open log file '%s'\n", conf->global.log_file);
     p->nworkers = opt->workers ? opt->workers
                                : (conf->global.workers ? conf->global.workers : proxy_cpus());
-    struct snapshot *snap = proxy_snapshot_build(p, conf, NULL, err, sizeof(err));
+    snap = proxy_snapshot_build(p, conf, NULL, err, sizeof(err));
     if (snap == NULL) {
         fprintf(stderr, "ringleader: %s\n", err);
-        goto out;
+        goto out_registries;
     }
     atomic_store(&p->current, snap);
-    conf = snap->conf;
 
     uv_loop_init(&p->loop);
     p->loop.data = p;
@@ -329,78 +390,17 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sigterm, proxy_signal_cb, SIGTERM);
     uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
-    uv_async_init(&p->loop, &p->reload_async, proxy_reload_ack_cb);
-    p->reload_async.data = p;
-    reload_init(p, conf->global.watch);
-    p->workers = calloc(p->nworkers, sizeof(*p->workers));
-    if (p->workers == NULL)
-        goto out_snap;
-    uint32_t inited = 0;
-    for (; inited < p->nworkers; inited++) {
-        if (worker_init(&p->workers[inited], p, inited, snap, err, sizeof(err)) < 0) {
-            fprintf(stderr, "ringleader: %s\n", err);
-            log_error("%s", err);
-            inited++;
-            goto out_workers;
-        }
+    if (reload_init(p, snap->conf->global.watch) < 0) {
+        fprintf(stderr, "ringleader: out of memory\n");
+        goto out_loop;
     }
+    if (proxy_serve(p, snap) == 0)
+        status = 0;
 
-
-    /* The stats port: -a/-s win over ringleader.stats_listen, else 127.0.0.1:22222. */
-    const struct conf_addr *sl = &conf->global.stats_listen;
-    const char *shost = opt->stats_addr ? opt->stats_addr : (sl->host ? sl->host : "127.0.0.1");
-    int sport = opt->stats_port ? opt->stats_port : (sl->port ? sl->port : 22222);
-    snprintf(p->stats_effective, sizeof(p->stats_effective), "%s:%d", shost, sport);
-    if (observe_stats_listen(p, shost, sport, err, sizeof(err)) < 0) {
-        fprintf(stderr, "ringleader: %s\n", err);
-        log_error("%s", err);
-        goto out_workers;
-    }
-
-    const struct conf_addr *al = &conf->global.admin_listen;
-    if (observe_admin_start(p, al->text, conf->global.admin_token, err, sizeof(err)) < 0) {
-        fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
-        log_error("admin endpoint: %s", err);
-        goto out_workers;
-    }
-    if (p->admin != NULL)
-        log_notice("admin endpoint on %s", al->text);
-
-    for (uint32_t i = 0; i < p->nworkers; i++) {
-        if (worker_start(&p->workers[i]) != 0) {
-            log_error("cannot start worker thread %u", i);
-            for (uint32_t j = 0; j < i; j++) {
-                atomic_store(&p->workers[j].stop, 2);
-                worker_wake(&p->workers[j]);
-                worker_join(&p->workers[j]);
-            }
-            goto out_workers;
-        }
-    }
-    for (uint32_t i = 0; i < conf->npools; i++)
-        log_notice("pool '%s' (%s, %s, %u servers) listening on %s", conf->pools[i].name,
-                   conf->pools[i].protocol == CONF_PROTO_REDIS ? "redis" : "memcache",
-                   dist_name(conf->pools[i].dist), conf->pools[i].nservers,
-                   conf->pools[i].listen.text);
-    log_notice("ringleader-%s started: %u worker(s), pid %d", PACKAGE_VERSION, p->nworkers,
-               (int)getpid());
-
-    uv_run(&p->loop, UV_RUN_DEFAULT);
-
-    for (uint32_t i = 0; i < p->nworkers; i++)
-        worker_join(&p->workers[i]);
-    log_notice("stopped");
-    status = 0;
-    inited = 0;   /* joined above */
-
-out_workers:
-    /* A start-up failure exits the process: workers that were set up but
-     * never ran are left to the exit rather than unwound handle by handle. */
-    (void)inited;
+out_loop:
     uv_close((uv_handle_t *)&p->sigterm, NULL);
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
-    uv_close((uv_handle_t *)&p->reload_async, NULL);
     observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);
@@ -408,29 +408,12 @@ out_workers:
     uv_loop_close(&p->loop);
     free(p->workers);
     reload_free(p);
-    observe_admin_free(p);
-out_snap:
-    if (p->reload_old != NULL)
-        snapshot_unref(p->reload_old);
     snap = atomic_exchange(&p->current, NULL);
-    /* the unix sockets we listened on go with us */
-    for (uint32_t i = 0; snap != NULL && i < snap->conf->npools; i++)
-        if (snap->conf->pools[i].listen.path != NULL && snap->unix_fds[i] >= 0)
-            unlink(snap->conf->pools[i].listen.path);
+    proxy_unlink_sockets(snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
-out:
-    for (uint32_t i = 0; i < p->nshared; i++) {
-        free(p->shared[i]);
-        free(p->shared_names[i]);
-    }
-    free(p->shared);
-    free(p->shared_names);
-    for (uint32_t i = 0; i < p->nhealth; i++) {
-        free(p->healths[i]);
-        free(p->health_keys[i]);
-    }
-    free(p->healths);
-    free(p->health_keys);
+out_registries:
+    registry_free(p->pools_shared);
+    registry_free(p->healths);
     uv_mutex_destroy(&p->snap_mu);
     free(p);
     return status;

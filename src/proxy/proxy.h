@@ -1,4 +1,4 @@
-/* struct proxy: the process — configuration snapshots, worker threads, the stats port. */
+/* struct proxy: the process — configuration snapshots, worker threads, the main loop. */
 #ifndef RL_PROXY_PROXY_H
 #define RL_PROXY_PROXY_H
 
@@ -7,49 +7,57 @@
 #include <uv.h>
 
 #include "conf.h"
+#include "proxy/route.h"
 #include "ring.h"
 
-struct worker;
-struct reload_state;
-struct health;
 struct admin;
-
-/* State of a pool shared by every worker (atomics), kept across reloads by name. */
-#define POOL_SPILL_SLOTS 1024
-
-struct pool_shared {
-    atomic_uint clients;          /* client connections over all workers */
-    atomic_uint_fast64_t reloads; /* reloads that changed this pool's ring */
-    /* bounded loads: the last server a key's read spilled to, and when
-     * (seconds); a direct-mapped table by key hash, races only blur it */
-    atomic_uint_fast64_t spill_key[POOL_SPILL_SLOTS];
-    atomic_uint          spill_server[POOL_SPILL_SLOTS];
-    atomic_uint          spill_sec[POOL_SPILL_SLOTS];
-};
+struct health;
+struct pool_shared;
+struct proto_ops;
+struct registry;
+struct reload;
+struct worker;
 
 /*
- * What workers route by: a configuration and one ring per pool. Immutable
- * once published; workers adopt a new one at a safe point (their async
- * callback) and drop the old; the last reference frees it.
+ * What workers route by: a configuration and, per pool, its ring, protocol,
+ * shared records and listening sockets. Immutable once published; workers
+ * adopt a new one at a safe point (their async callback) and drop the old;
+ * the last reference frees it.
  */
-struct snapshot {
-    atomic_uint       refs;
-    uint64_t          generation;
-    struct conf      *conf;
-    struct ring     **rings;      /* [conf->npools] */
-    struct pool_shared **shared;  /* [conf->npools], owned by struct proxy */
-    int              *unix_fds;   /* [conf->npools]: listening unix socket or -1 (owned) */
-    struct health  ***health;     /* [pool][server]: shared records, owned by struct proxy */
-    /* warm-up: the ring a pool had before the reload that built this
+struct snapshot_pool {
+    struct ring              *ring;
+    const struct proto_ops   *ops;
+    struct pool_shared       *shared;     /* owned by the proxy's registry */
+    struct health           **health;     /* [nservers], owned by the proxy's registry */
+    struct route_rule        *rules;      /* [cp->nroutes], pool names resolved */
+    int                      *listen_fds; /* [nworkers] listening sockets (owned), or NULL */
+    /* warm-up: the ring the pool had before the reload that built this
      * snapshot (NULL when unchanged, or warmup is off) and until when
      * (monotonic ms) a miss is retried on the key's previous owner */
-    struct ring     **prev_rings;
-    uint64_t         *warm_until_ms;
-    double           *keys_max_over_mean; /* [conf->npools], from ring_shares at build */
+    struct ring              *prev_ring;
+    uint64_t                  warm_until_ms;
+    double                    keys_max_over_mean;   /* from ring_shares at build */
+};
+
+struct snapshot {
+    atomic_uint           refs;
+    uint64_t              generation;
+    uint32_t              nworkers;
+    struct conf          *conf;
+    struct snapshot_pool *pools;          /* [conf->npools] */
 };
 
 void snapshot_ref(struct snapshot *s);
 void snapshot_unref(struct snapshot *s);
+
+/* Close the snapshot's listening sockets once every worker listens on its
+ * own copies (main thread): a snapshot that lives on for a retired pool's
+ * clients, or for shutdown, must not keep accepting into a backlog nobody
+ * reads. Its ring and records stay. */
+void snapshot_close_listeners(struct snapshot *s);
+
+/* Pool `name` of protocol `proto` in a snapshot, or -1. */
+int  snapshot_pool_index(const struct snapshot *s, const char *name, enum conf_proto proto);
 
 struct proxy_options {
     const char *conf_path;
@@ -63,56 +71,40 @@ struct proxy_options {
 };
 
 struct proxy {
-    uv_loop_t                loop;          /* main thread: signals, stats port, reload */
-    struct proxy_options     opt;
+    uv_loop_t                  loop;          /* main thread: signals, stats port, reload */
+    struct proxy_options       opt;
     _Atomic(struct snapshot *) current;
-    uv_mutex_t               snap_mu;       /* publish vs readers taking a reference */
-    uint32_t                 nworkers;
-    struct worker           *workers;
-    uint64_t                 start_wall_us;
-    atomic_uint_fast64_t     next_client_id;
-    atomic_int               stopping;
-    size_t                   client_output_limit; /* pause a client beyond this */
-    char                     stats_effective[300]; /* host:port the stats port listens on */
-    /* pool_shared records, one per pool name ever seen */
-    struct pool_shared     **shared;
-    char                   **shared_names;
-    uint32_t                 nshared;
-    /* health records, one per pool/server identity/address ever seen */
-    struct health          **healths;
-    char                   **health_keys;
-    uint32_t                 nhealth;
-    uint32_t                 health_cursor;  /* where the next lookup probably is */
-    uv_signal_t              sigterm, sigint, sighup;
-    uv_tcp_t                 stats_server;
-    int                      stats_open;
-    uv_timer_t               stop_timer;
-    /* reload: one at a time; workers acknowledge adoption */
-    uv_async_t               reload_async;
-    atomic_uint              reload_acks;
-    atomic_uint              reload_worker_errors;
-    struct snapshot         *reload_old;     /* released once every worker moved on */
-    int                      reload_pending; /* another reload asked while one runs */
-    struct reload_state     *reload;         /* history and per-pool report (reload.c) */
-    /* admin endpoint: POST /reload waits on the main loop's answer */
-    struct admin            *admin;
-    int                      admin_inited;
-    uv_async_t               admin_async;
-    uv_mutex_t               admin_mu;
-    uv_cond_t                admin_cond;
-    int                      admin_reload_state;   /* 0 idle, 1 asked, 2 answered */
-    int                      admin_reload_status;
-    char                     admin_reload_text[1200];
+    uv_mutex_t                 snap_mu;       /* publish vs readers taking a reference */
+    uint32_t                   nworkers;
+    struct worker             *workers;
+    uint64_t                   start_wall_us;
+    char                       hostname[256]; /* the stats document's source */
+    atomic_uint_fast64_t       next_client_id;
+    atomic_int                 stopping;
+    atomic_int_fast64_t        mem_used;      /* client input and output held, all workers */
+    size_t                     client_output_limit; /* pause a client beyond this */
+    char                       stats_effective[300]; /* host:port the stats port listens on */
+    struct registry           *pools_shared;  /* pool name -> struct pool_shared */
+    struct registry           *healths;       /* pool, identity, address -> struct health */
+    uv_signal_t                sigterm, sigint, sighup;
+    uv_tcp_t                   stats_server;
+    int                        stats_open;
+    struct reload             *reload;        /* reload.c: acks, history, POST /reload */
+    struct admin              *admin;         /* the admin endpoint, or NULL */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs
  * until a stop signal, then drains. Returns the process exit status. */
 int proxy_run(struct proxy_options *opt);
 
-/* Build a snapshot from a loaded conf (takes ownership of conf): rings,
- * shared pool records, unix listening sockets (reused from `old` for paths
- * it already listens on). Pools whose ring is unchanged against `old`
- * keep its ring and epoch; changed ones get epoch + 1. NULL with err. */
+/*
+ * Build a snapshot from a loaded conf (takes ownership of conf): rings,
+ * shared records, listening sockets for every worker (the old snapshot's
+ * are passed on for listen addresses it already has). Pools whose ring is
+ * unchanged against `old` keep its ring and epoch; changed ones get epoch +
+ * 1. NULL with err (an unbuildable ring, a listener that cannot be opened,
+ * no memory): nothing of the new configuration is left open.
+ */
 struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
                                       const struct snapshot *old, char *err, size_t errlen);
 

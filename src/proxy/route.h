@@ -1,68 +1,112 @@
-/* Routing: a key's owner, and where a request goes given health, replicas, bounded loads and warm-up. */
+/* Routing: a pure function from a pool view and a hashed key to a decision (server, copies, miss, error). */
 #ifndef RL_PROXY_ROUTE_H
 #define RL_PROXY_ROUTE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf.h"
 #include "proto/proto.h"
 #include "ring.h"
 
-struct wpool;
-struct server;
+struct health;
+struct pool_shared;
+
+#define ROUTE_NONE UINT32_MAX
+
+/* A key routes by prefix to another pool (`routes:`), resolved to pool
+ * indices when the snapshot is built. */
+struct route_rule {
+    const char *prefix;
+    uint32_t    len;
+    uint32_t    pool;           /* index in the snapshot's pools, ROUTE_NONE if absent */
+};
+
+/* A pool as routing sees it; a worker's struct wpool embeds one and fills
+ * it when it adopts a snapshot. Routing only reads it (health and bounded
+ * loads' in-flight counts are atomics written elsewhere). */
+struct route_pool {
+    const struct conf_pool  *cp;
+    const struct ring       *ring;
+    struct health *const    *health;        /* [nservers], shared records */
+    uint32_t                 nservers;
+    const struct ring       *prev_ring;     /* warm-up: the ring before the last reload, or NULL */
+    const uint32_t          *prev_map;      /* prev_ring index -> index here, or ROUTE_NONE */
+    uint64_t                 warm_until_ms; /* ... asked until this monotonic ms */
+    struct pool_shared      *shared;        /* bounded loads' spill memory */
+    const char              *zone;          /* this proxy's zone, or NULL */
+    const struct route_rule *rules;         /* [cp->nroutes] */
+};
+
+/* A key, decoded and hashed once per request and handed down. */
+struct route_key {
+    const char *bytes;          /* what placement hashes (a base64 key decoded) */
+    size_t      len;
+    uint64_t    hash;           /* in the pool it routes in (ring_key_hash) */
+    uint32_t    owner;          /* that ring's owner of hash */
+};
 
 enum route_kind {
     ROUTE_SEND,     /* to[0] */
     ROUTE_COPIES,   /* a copy to each of to[0..n) (replicated or warm-spill writes) */
     ROUTE_MISS,     /* answer as a miss (on_down: miss) */
-    ROUTE_FAIL      /* answer err / reason (on_down: error, no live server) */
+    ROUTE_FAIL      /* answer err (on_down: error, or no live server) */
 };
+
+/* What the caller counts (struct route.events). */
+#define ROUTE_EV_FAILOVER  0x1   /* sent to a later server of the preference list */
+#define ROUTE_EV_FAIL_OPEN 0x2   /* sent to a down owner because most servers are down */
+#define ROUTE_EV_SPILL     0x4   /* bounded loads placed it off its owner: note it (route_spill_note) */
+#define ROUTE_EV_RR        0x8   /* read_from: any-live used the rotation: advance it */
 
 struct route {
     enum route_kind kind;
     uint32_t        n;
-    struct server  *to[RING_MAX_PREF];
-    int             async;          /* COPIES: answer with the first success */
-    enum proto_err  err;
-    char            reason[300];
-    struct server  *warm_from;      /* SEND of a get: ask this previous owner on a miss */
+    uint32_t        to[RING_MAX_PREF];  /* server indices */
+    uint8_t         async;              /* COPIES: answer with the first success */
+    uint8_t         events;             /* ROUTE_EV_* */
+    uint32_t        probe;              /* a down server whose probe may be due (the caller
+                                           runs health_try_probe), or ROUTE_NONE */
+    uint32_t        warm_from;          /* SEND of a get: on a miss ask this previous owner */
+    enum proto_err  err;                /* FAIL */
+    uint32_t        down;               /* FAIL: the down server it names, or ROUTE_NONE */
 };
 
-/* The bytes key k is placed by: the protocol's key_bytes (base64 keys are
- * decoded into dec, which holds PROTO_KEY_DECODED_MAX bytes); *len gets
- * their length. */
-const char *route_key(const struct proto_ops *ops, const struct proto_req *req, const char *buf,
-                      uint32_t k, char *dec, size_t *len);
+/*
+ * The pool a key belongs to by the rules (`routes:`, the first matching
+ * prefix in the order written): that pool's index, or ROUTE_NONE when no
+ * rule matches (the pool the client connected to).
+ */
+uint32_t route_rule_pool(const struct route_pool *rp, const char *key, size_t len);
+
+/* Hash rk->bytes in this pool and find its owner. */
+void route_key_place(const struct route_pool *rp, struct route_key *rk);
 
 /*
- * routes: the pool a request's keys belong to. A key that starts with a
- * route's prefix (the first matching route, in the order written) goes to
- * that route's pool, else to the pool the client connected to. Returns
- * that pool; *mixed is set when the keys of one request belong to
- * different pools (the request is then refused, like keys on different
- * servers).
+ * Where a single-key request (or one whose keys share an owner) goes, in
+ * this order: replicas (replicas > 1), bounded loads (balance_factor), the
+ * owner, or when it is down what on_down says, and for a get in the warm-up
+ * window after a reload the key's previous owner to ask on a miss. `rr` is
+ * the caller's read_from: any-live rotation, `single` whether the request
+ * has exactly one key, now_ms the monotonic clock.
  */
-struct wpool *route_pool(struct wpool *pool, const struct proto_req *req, const char *buf,
-                         int *mixed);
-
-/* The owner of key k (a server index of the pool); *hash gets the key hash. */
-uint32_t route_owner(const struct wpool *pool, const struct proto_req *req, const char *buf,
-                     uint32_t k, uint64_t *hash);
+void route_request(const struct route_pool *rp, const struct route_key *rk, uint16_t rflags,
+                   int single, int nokey, uint32_t rr, uint64_t now_ms, struct route *rt);
 
 /*
- * Where a single-key request (or one whose keys share owner) goes, in this
- * order: replicas (replicas > 1), bounded loads (balance_factor), the owner
- * — or, when it is down, what on_down says — and, for a memcached get in
- * the warm-up window after a reload, the key's previous owner to ask on a
- * miss. rr rotates read_from: any-live. Counts failovers, fail-opens and
- * spills; may send a health probe.
+ * For one key of a multi-key request: the server it goes to — its owner,
+ * or with on_down: failover the next live server when the owner is down
+ * (other policies answer the owner's fragment). rt->probe / rt->events are
+ * set as for route_request; rt must be cleared by route_clear() first.
  */
-void route_request(struct wpool *pool, const struct proto_req *req, const char *buf,
-                   uint32_t owner, uint64_t hash, uint32_t *rr, struct route *rt);
+uint32_t route_fanout_server(const struct route_pool *rp, const struct route_key *rk,
+                             struct route *rt);
 
-/* For one key of a multi-key request: the server index it goes to (its
- * owner, or with on_down: failover the next live server when it is down). */
-uint32_t route_key_server(struct wpool *pool, const struct proto_req *req, const char *buf,
-                          uint32_t k, uint32_t owner);
+void route_clear(struct route *rt);
+
+/* Bounded loads: remember that rk's reads spill to server `to`, so that its
+ * writes reach that server too for a while (the one write routing does). */
+void route_spill_note(const struct route_pool *rp, const struct route_key *rk, uint32_t to,
+                      uint64_t now_ms);
 
 #endif

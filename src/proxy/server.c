@@ -1,9 +1,7 @@
-/* Server connections: connect, batched writes, reply parsing and matching, timeouts, reconnect back-off. */
+/* Server connections: connect, hello, batched writes, reply parsing and matching, timeouts, back-off, pinned connections. */
 #include "config.h"
 
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,29 +9,27 @@
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
 #include "proxy/server.h"
+#include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "util.h"
 
 #define SCONN_BACKOFF_MIN_MS 50
 #define SCONN_BACKOFF_MAX_MS 2000
-#define SCONN_IBUF_KEEP      (256 * 1024)  /* shrink a reply buffer beyond this once idle */
-#define SCONN_STREAM_MIN     (64 * 1024)   /* values above this stream to the client */
+#define SCONN_READ_CHUNK     16384
+#define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
+#define SCONN_PIN_SLOT       UINT32_MAX    /* a connection that is not one of srv->conns */
+#define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
 
-static void sconn_close(struct sconn *s, const char *reason, int is_error);
 static void sconn_process(struct sconn *s);
 static void sconn_timer_cb(uv_timer_t *t);
 
-/* ------------------------------------------------------------------ stats */
-
-
 /* ------------------------------------------------------------------ health */
 
-/* A failure of this server (connect, reset, garbage, timeout): counted in
- * the shared health record; the limit-th in a row takes it down. */
-static void server_failed(struct server *srv, const char *reason)
+void server_failed(struct server *srv, const char *reason)
 {
     const struct conf_pool *cp = srv->pool->cp;
     if (srv->health == NULL || !cp->eject)
@@ -58,28 +54,6 @@ static void server_succeeded(struct server *srv)
 
 /* ------------------------------------------------------------------ server */
 
-static int addr_copy(struct conf_addr *dst, const struct conf_addr *src)
-{
-    memset(dst, 0, sizeof(*dst));
-    dst->port = src->port;
-    dst->perm = src->perm;
-    if (src->text && (dst->text = strdup(src->text)) == NULL)
-        return -ENOMEM;
-    if (src->host && (dst->host = strdup(src->host)) == NULL)
-        return -ENOMEM;
-    if (src->path && (dst->path = strdup(src->path)) == NULL)
-        return -ENOMEM;
-    return 0;
-}
-
-static void addr_release(struct conf_addr *a)
-{
-    free(a->text);
-    free(a->host);
-    free(a->path);
-    memset(a, 0, sizeof(*a));
-}
-
 struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs)
 {
     struct server *s = calloc(1, sizeof(*s));
@@ -89,21 +63,29 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
     s->pool = pool;
     s->nconns = pool->cp->server_connections ? pool->cp->server_connections : 1;
     s->conns = calloc(s->nconns, sizeof(*s->conns));
-    s->ident = strdup(cs->ident);
-    s->label = strdup(cs->label ? cs->label : cs->ident);
-    if (s->conns == NULL || s->ident == NULL || s->label == NULL ||
-        addr_copy(&s->addr, &cs->addr) < 0) {
-        addr_release(&s->addr);
-        free(s->conns);
-        free(s->ident);
-        free(s->label);
-        free(s);
-        return NULL;
-    }
-    s->next = w->servers;
-    w->servers = s;
+    if (s->conns == NULL)
+        goto fail;
+    if ((s->ident = strdup(cs->ident)) == NULL)
+        goto fail_conns;
+    if ((s->label = strdup(cs->label ? cs->label : cs->ident)) == NULL)
+        goto fail_ident;
+    if (conf_addr_copy(&s->addr, &cs->addr) < 0)
+        goto fail_label;
+    queue_init(&s->pins);
+    queue_init(&s->idle_pins);
+    queue_insert_tail(&w->servers, &s->link);
     pool->refs++;
     return s;
+
+fail_label:
+    free(s->label);
+fail_ident:
+    free(s->ident);
+fail_conns:
+    free(s->conns);
+fail:
+    free(s);
+    return NULL;
 }
 
 static void server_free_if_idle(struct server *s)
@@ -112,13 +94,9 @@ static void server_free_if_idle(struct server *s)
      * close callbacks still point here. */
     if (!s->removed || s->nopen > 0)
         return;
-    struct server **pp = &s->w->servers;
-    while (*pp != NULL && *pp != s)
-        pp = &(*pp)->next;
-    if (*pp == s)
-        *pp = s->next;
+    queue_remove(&s->link);
     struct wpool *wp = s->pool;
-    addr_release(&s->addr);
+    conf_addr_free(&s->addr);
     free(s->conns);
     free(s->ident);
     free(s->label);
@@ -128,19 +106,27 @@ static void server_free_if_idle(struct server *s)
 
 void server_destroy(struct server *s, int now)
 {
+    struct qnode *n, *tmp;
+
     s->removed = 1;
     for (uint32_t i = 0; i < s->nconns; i++) {
         struct sconn *c = s->conns[i];
         if (c == NULL)
             continue;
-        if (now || c->head == NULL)
+        if (now || queue_empty(&c->sent))
             sconn_close(c, "server removed", 0);
-        /* else: closed by sconn_reply_done once its last reply is in */
+        /* else: closed by the reply path once its last reply is in */
+    }
+    QUEUE_FOREACH_SAFE(n, tmp, &s->idle_pins)
+        sconn_close(QUEUE_DATA(n, struct sconn, pin_link), "server removed", 0);
+    if (now) {
+        QUEUE_FOREACH_SAFE(n, tmp, &s->pins)
+            sconn_close(QUEUE_DATA(n, struct sconn, pin_link), "server removed", 0);
     }
     server_free_if_idle(s);
 }
 
-/* ------------------------------------------------------------------ connect */
+/* ------------------------------------------------------------------ connection objects */
 
 /* Drop one of the things keeping a closing connection alive (its two
  * handles, a pending name resolution); the last one frees it. */
@@ -149,9 +135,7 @@ static void sconn_unref(struct sconn *s)
     if (--s->closes_pending > 0)
         return;
     struct server *srv = s->server;
-    buf_free(&s->ibuf);
-    buf_free(&s->obuf);
-    buf_free(&s->wbuf);
+    conn_release(&s->conn);
     buf_free(&s->jkeys);
     proto_parser_free(&s->parser);
     free(s);
@@ -164,34 +148,96 @@ static void sconn_on_close(uv_handle_t *h)
     sconn_unref(h->data);
 }
 
-static void sconn_alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+static void sconn_on_read(struct conn *c, ssize_t nread)
 {
-    struct sconn *s = h->data;
+    struct sconn *s = CONN_OWNER(c, struct sconn, conn);
 
-    (void)suggested;
-    worker_read_room(&s->ibuf, 16384, b);
-}
-
-static void sconn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
-{
-    struct sconn *s = st->data;
-
-    (void)b;
     if (nread > 0) {
-        s->ibuf.wpos += (size_t)nread;
         sconn_process(s);
-        if (s->state == SCONN_CONNECTED && buf_len(&s->ibuf) == 0 && s->ibuf.cap > SCONN_IBUF_KEEP)
-            buf_free(&s->ibuf);
+        if (s->state == SCONN_CONNECTED && buf_len(&c->ibuf) == 0 && c->ibuf.cap > CONN_BUF_KEEP)
+            buf_free(&c->ibuf);
         return;
     }
-    if (nread == 0)
+    if (nread == 0) {
+        if (conn_output(c) > 0)
+            worker_mark_sconn(s->server->w, s);   /* the transport has bytes of its own */
         return;
+    }
     if (nread == UV_EOF) {
         STATS_ADD(&s->server->stats, server_eof, 1);
         sconn_close(s, "connection closed by server", 0);
     } else {
         sconn_close(s, uv_strerror((int)nread), 1);
     }
+}
+
+static void sconn_on_written(struct conn *c, int status)
+{
+    struct sconn *s = CONN_OWNER(c, struct sconn, conn);
+
+    if (s->state == SCONN_CLOSING)
+        return;
+    if (status < 0) {
+        sconn_close(s, uv_strerror(status), 1);
+        return;
+    }
+    sconn_flush(s);
+}
+
+static const struct conn_events sconn_events = {
+    .on_read = sconn_on_read,
+    .on_written = sconn_on_written,
+};
+
+/*
+ * Write the pool's hello (Redis AUTH/SELECT) into s's output and queue one
+ * HELLO message per reply to swallow. All or nothing: 0, or -ENOMEM with
+ * nothing written or queued (the connection must not be used then: a
+ * reply nobody swallows would reach a client).
+ */
+static int sconn_hello(struct sconn *s, int reset)
+{
+    struct server *srv = s->server;
+    const struct proto_ops *ops = srv->pool->ops;
+    const struct conf_pool *cp = srv->pool->cp;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+    struct msg *ms[8];
+    int n = 0, nreset = 0;
+
+    if (reset) {
+        if (ops->pin_reset == NULL || (nreset = ops->pin_reset(out)) < 0)
+            goto undo;
+    }
+    if (ops->server_hello != NULL) {
+        const struct proto_hello hello = {
+            .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+        };
+        int h = ops->server_hello(&hello, out);
+        if (h < 0)
+            goto undo;
+        n = h;
+    }
+    n += nreset;
+    if (n > (int)RL_ARRAY_SIZE(ms))
+        goto undo;
+    for (int i = 0; i < n; i++) {
+        if ((ms[i] = msg_get(srv->w)) == NULL) {
+            while (i-- > 0)
+                msg_put(srv->w, ms[i]);
+            goto undo;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        ms[i]->role = MSG_HELLO;
+        ms[i]->cmd = ops->probe_cmd;
+        ms[i]->req_bytes = i == 0 ? buf_len(out) - before : 0;
+        sconn_enqueue(s, ms[i]);
+    }
+    return 0;
+undo:
+    out->wpos = out->rpos + before;
+    return -ENOMEM;
 }
 
 static void sconn_connect_cb(uv_connect_t *req, int status)
@@ -214,11 +260,11 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
     srv->backoff_ms = 0;
     STATS_ADD(&srv->stats, server_connections, 1);
     if (!srv->addr.path) {
-        uv_tcp_nodelay(&s->h.tcp, 1);
+        uv_tcp_nodelay(&s->conn.h.tcp, 1);
         if (srv->pool->cp->tcpkeepalive)
-            uv_tcp_keepalive(&s->h.tcp, 1, 60);
+            uv_tcp_keepalive(&s->conn.h.tcp, 1, 60);
     }
-    int rc = uv_read_start(&s->h.stream, sconn_alloc_cb, sconn_read_cb);
+    int rc = conn_read_start(&s->conn);
     if (rc < 0) {
         sconn_close(s, uv_strerror(rc), 1);
         return;
@@ -230,7 +276,7 @@ static void sconn_start_connect(struct sconn *s, const struct sockaddr *sa)
 {
     s->state = SCONN_CONNECTING;
     s->creq.data = s;
-    int rc = uv_tcp_connect(&s->creq, &s->h.tcp, sa, sconn_connect_cb);
+    int rc = uv_tcp_connect(&s->creq, &s->conn.h.tcp, sa, sconn_connect_cb);
     if (rc < 0)
         sconn_connect_cb(&s->creq, rc);
 }
@@ -257,60 +303,22 @@ static void sconn_gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res
     uv_freeaddrinfo(res);
 }
 
-static struct sconn *sconn_open(struct server *srv, uint32_t slot)
+/* Start connecting s (a literal address at once, a name through getaddrinfo). */
+static void sconn_connect(struct sconn *s)
 {
-    struct worker *w = srv->w;
-    struct sconn *s = calloc(1, sizeof(*s));
-    int rc;
-
-    if (s == NULL)
-        return NULL;
-    s->server = srv;
-    s->parser.item_size_max = srv->pool->cp->item_size_max;
-    if (srv->addr.path)
-        rc = uv_pipe_init(&w->loop, &s->h.pipe, 0);
-    else
-        rc = uv_tcp_init(&w->loop, &s->h.tcp);
-    if (rc < 0) {
-        free(s);
-        return NULL;
-    }
-    uv_timer_init(&w->loop, &s->timer);
-    s->h.handle.data = s;
-    s->timer.data = s;
-    s->closes_pending = 2;
-    srv->conns[slot] = s;
-    srv->nopen++;
-
-    /* The hello (Redis AUTH/SELECT) goes first; its replies are swallowed. */
-    const struct conf_pool *cp = srv->pool->cp;
-    if (srv->pool->ops->server_hello) {
-        const struct proto_hello hello = {
-            .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
-        };
-        int n = srv->pool->ops->server_hello(&hello, &s->obuf);
-        for (int i = 0; i < n; i++) {
-            struct msg *m = msg_get(w);
-            if (m == NULL)
-                break;
-            m->flags = MSG_F_INTERNAL;
-            m->server = srv;
-            sconn_enqueue(s, m);
-            m->deadline_ms = 0;
-        }
-    }
+    struct server *srv = s->server;
 
     if (srv->addr.path) {
         s->state = SCONN_CONNECTING;
         s->creq.data = s;
-        uv_pipe_connect(&s->creq, &s->h.pipe, srv->addr.path, sconn_connect_cb);
-        return s;
+        uv_pipe_connect(&s->creq, &s->conn.h.pipe, srv->addr.path, sconn_connect_cb);
+        return;
     }
     struct sockaddr_storage ss;
     if (uv_ip4_addr(srv->addr.host, srv->addr.port, (struct sockaddr_in *)&ss) == 0 ||
         uv_ip6_addr(srv->addr.host, srv->addr.port, (struct sockaddr_in6 *)&ss) == 0) {
         sconn_start_connect(s, (struct sockaddr *)&ss);
-        return s;
+        return;
     }
     char port[8];
     struct addrinfo hints;
@@ -322,12 +330,49 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     s->gai.data = s;
     s->closes_pending++;
     s->resolving = 1;
-    rc = uv_getaddrinfo(&w->loop, &s->gai, sconn_gai_cb, srv->addr.host, port, &hints);
+    int rc = uv_getaddrinfo(&srv->w->loop, &s->gai, sconn_gai_cb, srv->addr.host, port, &hints);
     if (rc < 0) {
         s->closes_pending--;
         s->resolving = 0;
         sconn_connect_cb(&s->creq, rc);
     }
+}
+
+/*
+ * A new connection object for srv, in srv->conns[slot] (or a pinned one
+ * with SCONN_PIN_SLOT), its hello queued, connecting. NULL without memory;
+ * a connection that failed at once comes back CLOSING.
+ */
+static struct sconn *sconn_open(struct server *srv, uint32_t slot)
+{
+    struct worker *w = srv->w;
+    struct sconn *s = calloc(1, sizeof(*s));
+
+    if (s == NULL)
+        return NULL;
+    s->server = srv;
+    s->parser.item_size_max = srv->pool->cp->item_size_max;
+    queue_init(&s->sent);
+    if (conn_init(&s->conn, &w->loop, srv->addr.path != NULL, &sconn_events, &transport_plain,
+                  SCONN_READ_CHUNK) < 0) {
+        free(s);
+        return NULL;
+    }
+    uv_timer_init(&w->loop, &s->timer);
+    s->timer.data = s;
+    s->closes_pending = 2;
+    srv->nopen++;
+    if (slot != SCONN_PIN_SLOT) {
+        srv->conns[slot] = s;
+    } else {
+        s->is_pin = 1;      /* counted in health->pinned until it closes */
+        STATS_ADD(&srv->stats, pinned_connections, 1);
+    }
+    if (sconn_hello(s, 0) < 0) {
+        sconn_close(s, "out of memory", 0);
+        return s;
+    }
+    sconn_connect(s);
     return s;
 }
 
@@ -371,14 +416,16 @@ void server_probe(struct server *srv)
     srv->retry_at_ms = 0;           /* the probe is the retry */
     struct sconn *s = server_pick(srv, 0, &reason);
     struct msg *m = s ? msg_get(w) : NULL;
-    if (s == NULL || m == NULL || buf_append_str(&s->obuf, srv->pool->ops->probe) < 0) {
+    size_t before = s ? buf_len(&s->conn.obuf) : 0;
+    if (s == NULL || m == NULL || buf_append_str(&s->conn.obuf, srv->pool->ops->probe) < 0) {
         if (m != NULL)
             msg_put(w, m);
         server_failed(srv, reason ? reason : "probe not sent");
         return;
     }
-    m->flags = MSG_F_INTERNAL | MSG_F_PROBE;
+    m->role = MSG_PROBE;
     m->cmd = srv->pool->ops->probe_cmd;
+    m->req_bytes = buf_len(&s->conn.obuf) - before;
     sconn_enqueue(s, m);
     m->deadline_ms = uv_now(&w->loop) + (uint64_t)timeout;
     if (!s->timer_armed) {
@@ -396,418 +443,249 @@ void server_preconnect(struct server *srv)
         (void)server_pick(srv, i, &reason);
 }
 
+/* ------------------------------------------------------------------ pinned connections */
+
+struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
+{
+    struct qnode *n = queue_first(&srv->idle_pins);
+    struct sconn *s;
+
+    if (n != NULL) {
+        queue_remove(n);
+        srv->nidle_pins--;
+        s = QUEUE_DATA(n, struct sconn, pin_link);
+    } else {
+        uint32_t max = srv->pool->cp->max_pinned;
+        if (atomic_fetch_add(&srv->health->pinned, 1) >= max) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            STATS_ADD(&srv->pool->stats, pin_refused, 1);
+            *reason = "too many pinned connections to this server (max_pinned)";
+            return NULL;
+        }
+        if (uv_now(&srv->w->loop) < srv->retry_at_ms) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            *reason = "server unreachable (reconnecting)";
+            return NULL;
+        }
+        s = sconn_open(srv, SCONN_PIN_SLOT);
+        if (s == NULL) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            *reason = "out of memory";
+            return NULL;
+        }
+        if (s->state == SCONN_CLOSING) {
+            *reason = "connect failed";
+            return NULL;
+        }
+    }
+    s->pinned = c;
+    queue_insert_tail(&srv->pins, &s->pin_link);
+    queue_insert_tail(&c->pins, &s->client_link);
+    return s;
+}
+
+void sconn_unpin(struct sconn *s, int keep)
+{
+    struct server *srv = s->server;
+
+    if (s->pinned == NULL)
+        return;
+    queue_remove(&s->client_link);
+    queue_remove(&s->pin_link);
+    s->pinned = NULL;
+    /* Requests still in flight there belong to the client that let go: their
+     * replies are absorbed (they are orphans by now) before the reset's. */
+    if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
+        sconn_hello(s, 1) == 0) {
+        queue_insert_tail(&srv->idle_pins, &s->pin_link);
+        srv->nidle_pins++;
+        worker_mark_sconn(srv->w, s);
+        return;
+    }
+    sconn_close(s, "pinned connection released", 0);
+}
+
 /* ------------------------------------------------------------------ queue and timeouts */
+
+static void sconn_arm(struct sconn *s, uint64_t after_ms)
+{
+    uv_timer_start(&s->timer, sconn_timer_cb, after_ms, 0);
+    s->timer_armed = 1;
+}
 
 void sconn_enqueue(struct sconn *s, struct msg *m)
 {
     struct server *srv = s->server;
     int timeout = srv->pool->cp->timeout_ms;
+    int internal = m->role >= MSG_HELLO;
 
     m->sconn = s;
     m->server = srv;
-    m->flags |= MSG_F_SENT;
-    m->snext = NULL;
-    if (s->tail)
-        s->tail->snext = m;
-    else
-        s->head = m;
-    s->tail = m;
-    s->join_tail = (m->flags & MSG_F_JKEY) ? m : NULL;  /* anything else ends an open get line */
+    m->state = MSG_SENT;
+    queue_insert_tail(&s->sent, &m->sq);
+    join_queued(s, m);
     s->inflight++;
-    if (!(m->flags & MSG_F_INTERNAL))
-        STATS_ADD(&srv->stats, in_flight, 1);
-    if (srv->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) && srv->health)
+    if (internal)
+        return;
+    s->unsent_n++;
+    s->unsent_bytes += m->req_bytes;
+    STATS_ADD(&srv->stats, in_flight, 1);
+    STATS_ADD(&srv->stats, out_queue_bytes, m->req_bytes);   /* all in flight; see sconn_inqueue */
+    if (srv->pool->cp->balance_factor > 0 && srv->health)
         health_inflight_add(srv->health);
-    if (timeout > 0 && !(m->flags & MSG_F_INTERNAL)) {
+    if (timeout > 0) {
         m->deadline_ms = uv_now(&srv->w->loop) + (uint64_t)timeout;
-        if (!s->timer_armed) {
-            uv_timer_start(&s->timer, sconn_timer_cb, (uint64_t)timeout, 0);
-            s->timer_armed = 1;
-        }
+        if (!s->timer_armed)
+            sconn_arm(s, (uint64_t)timeout);
     }
 }
 
-int sconn_write_joinable(struct sconn *s, const struct proto_ops *ops, struct msg *m,
-                         const struct proto_req *req, const char *buf)
+void sconn_deadline(struct sconn *s, struct msg *m)
 {
-    const struct proto_key *k = &req->keys[0];
-    int rc = 0;
+    int timeout = s->server->pool->cp->timeout_ms;
 
-    if (k->len > UINT8_MAX || buf_reserve(&s->jkeys, k->len + 1u) != 0)
-        return -ENOMEM;
-    if (s->join_tail != NULL && s->join_n < ops->join_keys_max &&
-        (rc = ops->join(req, buf, &s->obuf, s->join_len)) > 0) {
-        s->join_tail->flags |= MSG_F_JOINED;
-        s->join_len = (uint32_t)rc;
-        s->join_n++;
-        STATS_ADD(&s->server->stats, joined_gets, 1);
-    } else if (rc == 0) {
-        size_t before = buf_len(&s->obuf);
-        if ((rc = ops->forward(req, buf, &s->obuf)) == 0) {
-            s->join_len = (uint32_t)(buf_len(&s->obuf) - before);
-            s->join_n = 1;
-        }
-    }
-    if (rc < 0)
-        return rc;
-    char *e = buf_wptr(&s->jkeys);              /* room reserved above */
-    e[0] = (char)(uint8_t)k->len;
-    memcpy(e + 1, buf + k->off, k->len);
-    s->jkeys.wpos += k->len + 1u;
-    m->flags |= MSG_F_JKEY;
-    return 0;
+    if (timeout <= 0)
+        return;
+    m->deadline_ms = uv_now(&s->server->w->loop) + (uint64_t)timeout;
+    if (!s->timer_armed)
+        sconn_arm(s, (uint64_t)timeout);
 }
 
+/*
+ * twemproxy's queue gauges at the cost of two counter updates per request:
+ * in_flight and out_queue_bytes count every request queued to the server
+ * until its reply (enqueue / dequeue); after each flush the requests queued
+ * since the output last drained completely are reported as in_queue /
+ * in_queue_bytes while bytes of them are still unsent, and the stats view
+ * takes them out of out_queue (= in_flight - in_queue). `drained`: the
+ * output is all on the wire, or never will be (closing).
+ */
+static void sconn_inqueue(struct sconn *s, int drained)
+{
+    struct server *srv = s->server;
+    uint32_t n = drained ? 0 : s->unsent_n;
+    uint64_t b = drained ? 0 : s->unsent_bytes;
+
+    if (n != s->rep_unsent_n) {
+        STATS_ADD(&srv->stats, in_queue, (int64_t)n - (int64_t)s->rep_unsent_n);
+        STATS_ADD(&srv->stats, in_queue_bytes, (int64_t)b - (int64_t)s->rep_unsent_bytes);
+        s->rep_unsent_n = n;
+        s->rep_unsent_bytes = b;
+    }
+    if (drained) {
+        s->unsent_n = 0;
+        s->unsent_bytes = 0;
+    }
+}
+
+static void sconn_dequeue(struct sconn *s, struct msg *m)
+{
+    struct server *srv = s->server;
+
+    queue_remove(&m->sq);
+    if ((m->flags & MSG_F_JKEY) || s->join_tail == m)
+        join_forget(s, m);
+    m->sconn = NULL;
+    s->inflight--;
+    if (m->role >= MSG_HELLO)
+        return;
+    STATS_ADD(&srv->stats, in_flight, -1);
+    STATS_ADD(&srv->stats, out_queue_bytes, -(int64_t)m->req_bytes);
+    if (srv->pool->cp->balance_factor > 0 && srv->health)
+        health_inflight_sub(srv->health);
+}
+
+/* The first message of the queue, whose reply is complete. */
 static struct msg *sconn_pop(struct sconn *s)
 {
-    struct msg *m = s->head;
-
-    s->head = m->snext;
-    if (s->head == NULL)
-        s->tail = NULL;
-    m->snext = NULL;
-    if (m->flags & MSG_F_JKEY) {        /* its key entry leaves with it */
-        buf_consume(&s->jkeys, 1u + (uint8_t)*buf_rptr(&s->jkeys));
-        if (buf_len(&s->jkeys) == 0 && s->jkeys.cap > SCONN_IBUF_KEEP)
-            buf_free(&s->jkeys);        /* a long pipeline's keys: do not keep the space */
-    }
-    m->flags &= (uint16_t)~(MSG_F_SENT | MSG_F_JKEY | MSG_F_JOINED);
-    s->inflight--;
-    if (!(m->flags & MSG_F_INTERNAL))
-        STATS_ADD(&s->server->stats, in_flight, -1);
-    if (s->server->pool->cp->balance_factor > 0 && !(m->flags & MSG_F_INTERNAL) &&
-        s->server->health)
-        health_inflight_sub(s->server->health);
+    struct msg *m = QUEUE_DATA(queue_first(&s->sent), struct msg, sq);
+    sconn_dequeue(s, m);
     return m;
 }
 
-/* Give the message its error reply now (timeout, failure). */
-static void msg_answer_error(struct worker *w, struct msg *m, enum proto_err code,
-                             const char *reason);
+void sconn_unqueue(struct sconn *s, struct msg *m)
+{
+    sconn_dequeue(s, m);
+    m->state = MSG_NEW;
+}
+
+static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout);
 
 static void sconn_timer_cb(uv_timer_t *t)
 {
     struct sconn *s = t->data;
-    struct server *srv = s->server;
-    struct worker *w = srv->w;
+    struct worker *w = s->server->w;
     uint64_t now = uv_now(&w->loop);
-    int timeout = srv->pool->cp->timeout_ms;
+    int timeout = s->server->pool->cp->timeout_ms;
 
     s->timer_armed = 0;
-    if (timeout <= 0)
-        return;
-    struct msg *m = s->head;
+    sconn_timeouts(s, now, timeout);
+    worker_flush(w);            /* the errors go out now, not at the next I/O event */
+}
+
+/* The timer's work: fail what is overdue, close a hung connection, re-arm. */
+static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
+{
+    struct server *srv = s->server;
+    struct worker *w = srv->w;
+    struct qnode *n;
+
+    n = queue_first(&s->sent);
+    struct msg *m = n ? QUEUE_DATA(n, struct msg, sq) : NULL;
     /* A server that has sat on a timed-out request for 4 timeouts is hung:
      * close it so the requests behind it fail fast instead of piling up. */
-    if (m != NULL && (m->flags & MSG_F_ZOMBIE) && m->deadline_ms + 3u * (uint64_t)timeout <= now) {
+    if (m != NULL && m->state == MSG_ZOMBIE && timeout > 0 &&
+        m->deadline_ms + 3u * (uint64_t)timeout <= now) {
         sconn_close(s, "server hung after a timeout", 1);
         return;
     }
-    for (; m != NULL; m = m->snext) {
-        if (m->flags & MSG_F_PROBE) {
+    for (; n != NULL; n = queue_next(&s->sent, n)) {
+        m = QUEUE_DATA(n, struct msg, sq);
+        if (m->role == MSG_PROBE) {
             if (m->deadline_ms <= now) {
                 sconn_close(s, "health probe timed out", 1);
                 return;
             }
             break;
         }
-        if (m->flags & (MSG_F_ZOMBIE | MSG_F_INTERNAL))
+        if (m->state == MSG_ZOMBIE || m->role >= MSG_HELLO || m->deadline_ms == 0)
             continue;
         if (m->deadline_ms > now)
             break;
         STATS_ADD(&srv->stats, server_timedout, 1);
         server_failed(srv, "timeout");
-        msg_answer_error(w, m, PROTO_ERR_TIMEOUT, "timeout");
-        m->flags |= MSG_F_ZOMBIE;
+        msg_fail(w, m, PROTO_ERR_TIMEOUT, "timeout");
     }
-    uint64_t next = (uint64_t)timeout;
-    if (m != NULL)
+    if (queue_empty(&s->sent))
+        return;
+    uint64_t next = timeout > 0 ? (uint64_t)timeout : 1000;
+    if (n != NULL) {
+        m = QUEUE_DATA(n, struct msg, sq);
         next = m->deadline_ms > now ? m->deadline_ms - now : 1;
-    else if (s->head != NULL)
-        next = (uint64_t)timeout;   /* re-check the zombie at the head */
-    if (s->head != NULL) {
-        uv_timer_start(&s->timer, sconn_timer_cb, next, 0);
-        s->timer_armed = 1;
     }
-}
-
-/* ------------------------------------------------------------------ completion */
-
-/* A message left every queue it was in: free or hand on. */
-static void msg_release(struct worker *w, struct msg *m)
-{
-    if (m->flags & MSG_F_SENT)
-        return;                 /* still owed a reply by a server */
-    if (m->client != NULL)
-        return;                 /* still in its client's queue */
-    if ((m->flags & MSG_F_FRAG) && m->parent != NULL)
-        return;                 /* the parent frees it after merging */
-    if (m->nfrag_pending > 0)
-        return;                 /* orphaned parent: fragments still out */
-    if (m->frags != NULL) {
-        for (uint32_t i = 0; i < m->nfrag; i++) {
-            struct msg *f = m->frags[i];
-            if (f == NULL)
-                continue;
-            f->parent = NULL;
-            msg_release(w, f);
-        }
-    }
-    msg_put(w, m);
-}
-
-/* Copies of one request: the client gets the first copy (in preference
- * order) that did not fail, else the first copy's error. */
-static void parent_pick_replica(struct msg *p)
-{
-    struct msg *pick = NULL;
-    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
-        if (p->frags[i] != NULL && (p->frags[i]->flags & MSG_F_DONE) &&
-            !(p->frags[i]->flags & MSG_F_ERROR))
-            pick = p->frags[i];
-    for (uint32_t i = 0; i < p->nfrag && pick == NULL; i++)
-        if (p->frags[i] != NULL && (p->frags[i]->flags & MSG_F_DONE))
-            pick = p->frags[i];
-    p->rsp.rpos = p->rsp.wpos = 0;
-    if (pick != NULL)
-        buf_swap(&p->rsp, &pick->rsp);
-}
-
-static void parent_merge(struct worker *w, struct msg *p)
-{
-    struct client *c = p->client;
-
-    if (c == NULL) {            /* orphan: nobody wants the merge */
-        msg_release(w, p);
-        return;
-    }
-    if (p->flags & MSG_F_REPLICA) {
-        parent_pick_replica(p);
-    } else {
-        const struct proto_ops *ops = c->pool->ops;
-        struct buf *bufs[p->nfrag ? p->nfrag : 1];
-        uint64_t items = 0;
-        for (uint32_t i = 0; i < p->nfrag; i++) {
-            bufs[i] = &p->frags[i]->rsp;
-            items += p->frags[i]->items;
-        }
-        if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs,
-                       p->nfrag, &p->rsp) < 0) {
-            p->rsp.rpos = p->rsp.wpos = 0;
-            ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
-            STATS_ADD(&c->pool->stats, forward_error, 1);
-        }
-        if (p->rflags & PROTO_RF_RETRIEVAL) {
-            STATS_ADD(&c->pool->stats, hits, items);
-            STATS_ADD(&c->pool->stats, misses, p->nkeys - items);
-        }
-    }
-    for (uint32_t i = 0; i < p->nfrag; i++) {
-        struct msg *f = p->frags[i];
-        if (f == NULL)
-            continue;       /* an all-async copy already detached */
-        p->frags[i] = NULL;
-        f->parent = NULL;
-        msg_release(w, f);
-    }
-    p->flags |= MSG_F_DONE;
-    c->held_bytes += buf_len(&p->rsp);
-    client_advance(c);
-}
-
-/* The reply of m is complete (or m was answered locally with an error). */
-static void msg_done(struct worker *w, struct msg *m)
-{
-    if (m->flags & MSG_F_DONE) {     /* a zombie's late reply */
-        msg_release(w, m);
-        return;
-    }
-    m->flags |= MSG_F_DONE;
-    if (m->flags & MSG_F_FRAG) {
-        struct msg *p = m->parent;
-        if (p == NULL) {
-            msg_release(w, m);
-            return;
-        }
-        /* all-async: the first copy to succeed answers; the others finish
-         * on their own (orphans, freed when answered) */
-        if ((p->flags & MSG_F_ASYNC) && !(m->flags & MSG_F_ERROR) && p->client != NULL) {
-            p->nfrag_pending = 0;
-            for (uint32_t i = 0; i < p->nfrag; i++) {
-                struct msg *f = p->frags[i];
-                if (f != NULL && f != m && !(f->flags & MSG_F_DONE)) {
-                    f->parent = NULL;
-                    p->frags[i] = NULL;
-                }
-            }
-            parent_merge(w, p);
-            return;
-        }
-        if (--p->nfrag_pending == 0)
-            parent_merge(w, p);
-        return;
-    }
-    if (m->client != NULL) {
-        client_advance(m->client);
-        return;
-    }
-    msg_release(w, m);
-}
-
-static void msg_answer_error(struct worker *w, struct msg *m, enum proto_err code,
-                             const char *reason)
-{
-    if (m->flags & (MSG_F_DONE | MSG_F_INTERNAL))
-        return;
-    const struct proto_ops *ops = m->server ? m->server->pool->ops : NULL;
-    struct client *c = m->client;
-    if (ops == NULL && c != NULL)
-        ops = c->pool->ops;
-    m->flags |= MSG_F_ERROR;
-    if (m->flags & MSG_F_FRAG) {
-        if (m->parent != NULL && ops != NULL) {
-            m->rsp.rpos = m->rsp.wpos = 0;
-            ops->error_reply(code, reason, &m->rsp);
-        }
-    } else if (c != NULL && !(m->flags & MSG_F_NOREPLY)) {
-        if (m->flags & MSG_F_STREAMED) {
-            /* Half a reply already went out: the stream cannot be mended. */
-            c->eof = 1;
-            c->closing = 1;
-        } else {
-            c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
-            m->rsp.rpos = m->rsp.wpos = 0;
-            ops->error_reply(code, reason, &m->rsp);
-            c->held_bytes += buf_len(&m->rsp);
-        }
-    }
-    msg_done(w, m);
-}
-
-void server_fail_msg(struct worker *w, struct msg *m, enum proto_err code, const char *reason)
-{
-    msg_answer_error(w, m, code, reason);
-}
-
-void server_msg_done(struct worker *w, struct msg *m)
-{
-    msg_done(w, m);
+    sconn_arm(s, next);         /* the next deadline, or the zombie at the head again */
 }
 
 /* ------------------------------------------------------------------ replies */
 
-static void deliver(struct sconn *s, struct msg *m, const char *p, size_t n, int drop)
-{
-    if (drop || (m->flags & (MSG_F_INTERNAL | MSG_F_ZOMBIE | MSG_F_NOREPLY | MSG_F_DONE)))
-        return;
-    if (m->flags & MSG_F_FRAG) {
-        if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
-            m->flags |= MSG_F_ERROR;
-        return;
-    }
-    struct client *c = m->client;
-    if (c == NULL || c->closing)
-        return;
-    /* A reply is held until complete, so a server that fails mid-reply
-     * leaves the client a clean error instead of half a value; only a
-     * large value streams straight out (its request being the head). */
-    if (c->head == m && ((m->flags & MSG_F_STREAMED) || s->body_big) &&
-        !(m->flags & (MSG_F_WARM | MSG_F_WARM2))) {
-        if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
-            client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
-            c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
-            m->rsp.rpos = m->rsp.wpos = 0;
-        }
-        m->flags |= MSG_F_STREAMED;
-        client_write_bytes(c, p, n);
-        return;
-    }
-    if (buf_append(&m->rsp, p, n) == 0)
-        c->held_bytes += n;
-}
-
-/* warm-up, first step: the new owner missed; ask the previous owner (the
- * protocol's fetch: for memcached a meta get for value, flags and TTL).
- * 1 when re-sent, 0 to answer the miss. */
-static int server_warm_retry(struct worker *w, struct msg *m)
-{
-    struct server *old = m->warm;
-    struct server *now = m->server;
-    const char *reason = NULL;
-    struct sconn *s = server_pick(old, 0, &reason);
-    uint16_t fetch_cmd;
-
-    if (s == NULL || now->pool->ops->warm_fetch(m->warm_cmd, m->reqcopy.data,
-                                                buf_len(&m->reqcopy), &s->obuf, &fetch_cmd) < 0)
-        return 0;
-    if (m->client != NULL)
-        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
-    m->rsp.rpos = m->rsp.wpos = 0;
-    m->flags = (uint16_t)((m->flags & ~MSG_F_WARM) | MSG_F_WARM2);
-    m->warm = now;                  /* where a hit gets copied */
-    m->cmd = fetch_cmd;
-    m->items = 0;
-    STATS_ADD(&now->pool->stats, warm_retries, 1);
-    sconn_enqueue(s, m);
-    worker_mark_sconn(w, s);
-    return 1;
-}
-
-/* warm-up, second step: the previous owner answered the fetch. A hit
- * becomes the client's reply and is copied to the new owner (memcached:
- * with its flags and TTL); anything else is the miss the client would have
- * seen. */
-static void server_warm_finish(struct worker *w, struct msg *m)
-{
-    struct buf client, copy;
-    struct client *c = m->client;
-    uint16_t copy_cmd = 0;
-
-    buf_init(&client);
-    buf_init(&copy);
-    int rc = m->warm->pool->ops->warm_reply(m->warm_cmd, buf_rptr(&m->rsp), buf_len(&m->rsp),
-                                            m->reqcopy.data, buf_len(&m->reqcopy), &client,
-                                            &copy, &copy_cmd);
-    c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
-    buf_free(&m->rsp);
-    m->cmd = m->warm_cmd;
-    m->rsp = client;            /* the hit, the miss, or nothing when malformed */
-    if (rc == 1) {
-        m->items = 1;
-        STATS_ADD(&m->warm->pool->stats, warm_hits, 1);
-        const char *reason = NULL;
-        struct sconn *s = server_pick(m->warm, 0, &reason);
-        struct msg *cp = s ? msg_get(w) : NULL;
-        if (cp != NULL && buf_append(&s->obuf, buf_rptr(&copy), buf_len(&copy)) == 0) {
-            cp->flags = MSG_F_INTERNAL;     /* its reply is swallowed */
-            cp->cmd = copy_cmd;
-            sconn_enqueue(s, cp);
-            worker_mark_sconn(w, s);
-        } else if (cp != NULL) {
-            msg_put(w, cp);
-        }
-    } else {
-        if (rc < 0 && buf_len(&m->rsp) == 0)
-            c->pool->ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &m->rsp);
-        m->items = 0;
-    }
-    buf_free(&copy);
-    c->held_bytes += buf_len(&m->rsp);
-}
-
+/* m's reply is complete: account for it and hand it to the lifecycle. */
 static void sconn_reply_done(struct sconn *s)
 {
     struct server *srv = s->server;
     struct worker *w = srv->w;
     struct msg *m = sconn_pop(s);
 
-    if (m->flags & MSG_F_INTERNAL) {
-        if (m->flags & MSG_F_PROBE)
-            server_succeeded(srv);
-        else if (s->hello_pending)
-            s->hello_pending--;
-        msg_put(w, m);
+    switch ((enum msg_role)m->role) {
+    case MSG_PROBE:
+        server_succeeded(srv);
+        msg_complete(w, m);
         return;
+    case MSG_HELLO:
+    case MSG_DISCARD:
+        msg_complete(w, m);
+        return;
+    default:
+        break;
     }
     server_succeeded(srv);
     STATS_ADD(&srv->stats, responses, 1);
@@ -815,56 +693,23 @@ static void sconn_reply_done(struct sconn *s)
         uint64_t now_us = worker_now_us(w);
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     }
-    if (m->flags & (MSG_F_WARM | MSG_F_WARM2)) {
-        int live = m->client != NULL && !(m->flags & (MSG_F_ZOMBIE | MSG_F_DONE | MSG_F_ERROR));
-        if ((m->flags & MSG_F_WARM) && live && m->items == 0) {
-            STATS_ADD(&srv->stats, misses, 1);
-            if (server_warm_retry(w, m))
-                return;
-        } else if ((m->flags & MSG_F_WARM2) && live) {
-            server_warm_finish(w, m);
-        }
-        m->flags &= (uint16_t)~(MSG_F_WARM | MSG_F_WARM2);
-        m->rflags |= PROTO_RF_RETRIEVAL;
-    }
+    if (m->warm != MSG_WARM_NONE && warmup_reply(w, m))
+        return;
     if (m->rflags & PROTO_RF_RETRIEVAL) {
+        uint32_t misses = m->nkeys > m->items ? m->nkeys - m->items : 0;
         STATS_ADD(&srv->stats, hits, m->items);
-        STATS_ADD(&srv->stats, misses, (m->nkeys > m->items) ? m->nkeys - m->items : 0);
-        if (!(m->flags & MSG_F_FRAG) && m->client != NULL) {
+        STATS_ADD(&srv->stats, misses, misses);
+        if (m->role == MSG_REQUEST && m->client != NULL) {
             STATS_ADD(&m->client->pool->stats, hits, m->items);
-            STATS_ADD(&m->client->pool->stats, misses,
-                     (m->nkeys > m->items) ? m->nkeys - m->items : 0);
+            STATS_ADD(&m->client->pool->stats, misses, misses);
         }
     }
-    msg_done(w, m);
-    if (srv->removed && s->head == NULL)
+    msg_complete(w, m);
+    if (s->pinned != NULL && queue_empty(&s->sent))
+        client_pin_idle(s->pinned, s);
+    else if (srv->removed && queue_empty(&s->sent) && s->pinned == NULL &&
+             s->state != SCONN_CLOSING)
         sconn_close(s, "server removed by a reload, drained", 0);
-}
-
-/*
- * A reply unit for m, a get whose key is at the front of s->jkeys (see
- * client_enqueue): 1 when the unit is m's (its item, or for the last key of
- * a joined command also its END or error), 0 when m was joined to a later
- * key and its part of the reply is over (a miss, or an error line that ends
- * the whole command), -1 when the server sent an item m did not ask for.
- * Items come back in the order the keys were sent, misses absent, so the
- * first item with m's key is m's; matching the key byte for byte means a
- * reply can never reach another request's client.
- */
-static int sconn_join_match(struct sconn *s, const struct msg *m, const char *p,
-                            const struct proto_rsp *rsp)
-{
-    const char *e = buf_rptr(&s->jkeys);
-    if (buf_len(&s->jkeys) == 0 || buf_len(&s->jkeys) < 1u + (uint8_t)e[0])
-        return -1;                      /* the queue and its keys disagree: fail safe */
-    uint32_t klen = (uint8_t)e[0];
-    int item = (rsp->flags & PROTO_SF_ITEM) != 0;
-    int mine = item && m->items == 0 && rsp->key.len == klen &&
-               memcmp(p + rsp->key.off, e + 1, klen) == 0;
-
-    if (m->flags & MSG_F_JOINED)
-        return mine;
-    return item && !mine ? -1 : 1;
 }
 
 /* m's part of a joined get is over: its reply ends as a lone get's would. */
@@ -872,60 +717,67 @@ static void sconn_join_done(struct sconn *s, struct msg *m)
 {
     const char *end = s->server->pool->ops->join_miss;
 
-    deliver(s, m, end, strlen(end), 0);
+    msg_reply_bytes(m, end, strlen(end), 0, 0);
     sconn_reply_done(s);
+}
+
+/* The server sent bytes that are not a reply for what was asked: the
+ * connection is beyond repair (no later reply could be trusted to match). */
+static void sconn_garbage(struct sconn *s, const char *what, const char *p, size_t n)
+{
+    log_hexdump(LOG_WARN_, __FILE__, __LINE__, what, p, n);
+    sconn_close(s, what, 1);
 }
 
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
     const struct proto_ops *ops = srv->pool->ops;
+    struct buf *in = &s->conn.ibuf;
 
-    while (s->state == SCONN_CONNECTED && buf_len(&s->ibuf) > 0) {
-        const char *p = buf_rptr(&s->ibuf);
-        size_t len = buf_len(&s->ibuf);
+    while (s->state == SCONN_CONNECTED && buf_len(in) > 0) {
+        const char *p = buf_rptr(in);
+        size_t len = buf_len(in);
 
-        if (s->body_left > 0) {
+        if (s->rx == SCONN_RX_BODY) {
             size_t n = (size_t)RL_MIN((uint64_t)len, s->body_left);
-            deliver(s, s->cur, p, n, s->body_drop);
-            if (!(s->cur->flags & MSG_F_INTERNAL))
+            msg_reply_bytes(s->cur, p, n, s->body_big, s->body_drop);
+            if (s->cur->role < MSG_HELLO)
                 STATS_ADD(&srv->stats, response_bytes, n);
-            buf_consume(&s->ibuf, n);
+            buf_consume(in, n);
             s->body_left -= n;
-            if (s->body_left == 0 && s->body_final) {
-                struct msg *done = s->cur;
-                int join_end = s->body_join_end;
-                s->cur = NULL;
-                s->body_join_end = 0;
-                if (join_end)
-                    sconn_join_done(s, done);
-                else
-                    sconn_reply_done(s);
-            }
+            if (s->body_left > 0)
+                continue;
+            s->rx = SCONN_RX_UNIT;
+            struct msg *done = s->cur;
+            int join_end = s->body_join_end;
+            s->cur = NULL;
+            s->body_join_end = 0;
+            if (join_end)
+                sconn_join_done(s, done);
+            else if (s->body_final)
+                sconn_reply_done(s);
             continue;
         }
-        struct msg *m = s->head;
-        if (m == NULL) {
-            log_hexdump(LOG_WARN_, __FILE__, __LINE__, "unsolicited reply from server", p, len);
-            sconn_close(s, "unsolicited reply from server", 1);
+        struct qnode *first = queue_first(&s->sent);
+        if (first == NULL) {
+            sconn_garbage(s, "unsolicited reply from server", p, len);
             return;
         }
+        struct msg *m = QUEUE_DATA(first, struct msg, sq);
         struct proto_rsp rsp;
         int rc = ops->parse_rsp(&s->parser, p, len, m->cmd, m->rflags, &rsp);
         if (rc == 0)
             break;
         if (rc < 0) {
-            log_hexdump(LOG_WARN_, __FILE__, __LINE__, "malformed reply from server", p, len);
-            sconn_close(s, "malformed reply from server", 1);
+            sconn_garbage(s, "malformed reply from server", p, len);
             return;
         }
         int join_end = 0;
         if (m->flags & MSG_F_JKEY) {
-            int j = sconn_join_match(s, m, p, &rsp);
+            int j = join_match(s, m, p, &rsp);
             if (j < 0) {
-                log_hexdump(LOG_WARN_, __FILE__, __LINE__, "server returned a key not asked for",
-                            p, rsp.hdr_len);   /* (or the key queue is out of step) */
-                sconn_close(s, "server returned a key not asked for", 1);
+                sconn_garbage(s, "server returned a key not asked for", p, rsp.hdr_len);
                 return;
             }
             if (j == 0) {
@@ -933,7 +785,7 @@ static void sconn_process(struct sconn *s)
                  * left for the next member: m missed, or an error line ends
                  * the whole command and every member gets a copy. */
                 if (rsp.flags & PROTO_SF_ERROR) {
-                    deliver(s, m, p, rsp.hdr_len, 0);
+                    msg_reply_bytes(m, p, rsp.hdr_len, 0, 0);
                     sconn_reply_done(s);
                 } else {
                     sconn_join_done(s, m);
@@ -945,20 +797,22 @@ static void sconn_process(struct sconn *s)
         int drop = (rsp.flags & PROTO_SF_SUPPRESS) ? 1 : 0;
         if (rsp.flags & PROTO_SF_ITEM)
             m->items++;
-        if ((m->flags & MSG_F_INTERNAL) && (rsp.flags & PROTO_SF_ERROR))
+        if (m->role == MSG_HELLO && (rsp.flags & PROTO_SF_ERROR))
             log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello", p,
                         rsp.hdr_len);
-        s->body_big = rsp.body_len > SCONN_STREAM_MIN;
-        deliver(s, m, p, rsp.hdr_len, drop);
-        if (!(m->flags & MSG_F_INTERNAL))   /* the proxy's own AUTH/SELECT/probes */
+        int big = rsp.body_len > SCONN_STREAM_MIN;
+        msg_reply_bytes(m, p, rsp.hdr_len, big, drop);
+        if (m->role < MSG_HELLO)   /* not the proxy's own AUTH/SELECT/probes */
             STATS_ADD(&srv->stats, response_bytes, rsp.hdr_len);
-        buf_consume(&s->ibuf, rsp.hdr_len);
+        buf_consume(in, rsp.hdr_len);
         if (rsp.body_len > 0) {
+            s->rx = SCONN_RX_BODY;
             s->cur = m;
             s->body_left = rsp.body_len;
-            s->body_drop = drop;
+            s->body_drop = (uint8_t)drop;
+            s->body_big = (uint8_t)big;
             s->body_final = join_end || (rsp.flags & PROTO_SF_FINAL) != 0;
-            s->body_join_end = join_end;
+            s->body_join_end = (uint8_t)join_end;
             continue;
         }
         if (join_end)
@@ -970,50 +824,25 @@ static void sconn_process(struct sconn *s)
 
 /* ------------------------------------------------------------------ writes */
 
-static void sconn_write_cb(uv_write_t *req, int status)
-{
-    struct sconn *s = req->data;
-
-    s->writing = 0;
-    s->wbuf.rpos = s->wbuf.wpos = 0;
-    if (s->state == SCONN_CLOSING)
-        return;
-    if (status < 0) {
-        sconn_close(s, uv_strerror(status), 1);
-        return;
-    }
-    if (buf_len(&s->obuf) > 0)
-        sconn_flush(s);
-}
-
 void sconn_flush(struct sconn *s)
 {
-    if (s->state != SCONN_CONNECTED || s->writing || buf_len(&s->obuf) == 0)
+    if (s->state != SCONN_CONNECTED)
         return;
-    s->join_tail = NULL;                /* what is sent can no longer be joined */
-    int n = worker_try_send(&s->h.stream, buf_rptr(&s->obuf), RL_MIN(buf_len(&s->obuf), 1u << 30));
-    if (n > 0)
-        buf_consume(&s->obuf, (size_t)n);
-    else if (n < 0 && n != UV_EAGAIN) {
-        sconn_close(s, uv_strerror(n), 1);
-        return;
-    }
-    if (buf_len(&s->obuf) == 0)
-        return;
-    buf_swap(&s->obuf, &s->wbuf);
-    uv_buf_t b = uv_buf_init(buf_rptr(&s->wbuf), (unsigned)buf_len(&s->wbuf));
-    s->wreq.data = s;
-    int rc = uv_write(&s->wreq, &s->h.stream, &b, 1, sconn_write_cb);
+    join_sent(s);                       /* what is sent can no longer be joined */
+    int rc = conn_flush(&s->conn);
     if (rc < 0) {
         sconn_close(s, uv_strerror(rc), 1);
         return;
     }
-    s->writing = 1;
+    if (s->unsent_n > 0)
+        sconn_inqueue(s, conn_output(&s->conn) == 0);
+    if (s->pinned != NULL)
+        client_pin_writable(s->pinned, s);
 }
 
 /* ------------------------------------------------------------------ close */
 
-static void sconn_close(struct sconn *s, const char *reason, int is_error)
+void sconn_close(struct sconn *s, const char *reason, int is_error)
 {
     struct server *srv = s->server;
     struct worker *w = srv->w;
@@ -1025,39 +854,45 @@ static void sconn_close(struct sconn *s, const char *reason, int is_error)
     for (uint32_t i = 0; i < srv->nconns; i++)
         if (srv->conns[i] == s)
             srv->conns[i] = NULL;
+    struct client *holder = s->pinned;
+    if (holder != NULL) {
+        queue_remove(&s->client_link);
+        queue_remove(&s->pin_link);
+        s->pinned = NULL;
+    } else if (queue_linked(&s->pin_link)) {    /* an idle pinned connection */
+        queue_remove(&s->pin_link);
+        srv->nidle_pins--;
+    }
+    if (s->is_pin) {
+        atomic_fetch_sub(&srv->health->pinned, 1);
+        STATS_ADD(&srv->stats, pinned_connections, -1);
+    }
     if (was_connected)
         STATS_ADD(&srv->stats, server_connections, -1);
     if (is_error)
         STATS_ADD(&srv->stats, server_err, 1);
-    if (!srv->removed && (is_error || s->head != NULL))
+    if (!srv->removed && (is_error || !queue_empty(&s->sent)))
         server_failed(srv, reason);
-    if (s->head != NULL)
+    if (!queue_empty(&s->sent))
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,
                  srv->addr.text, reason, s->inflight);
-    /* Unlink from the worker's dirty list before anything can free us. */
-    if (s->dirty) {
-        struct sconn **pp = &w->dirty_sconns;
-        while (*pp != NULL && *pp != s)
-            pp = &(*pp)->dirty_next;
-        if (*pp == s)
-            *pp = s->dirty_next;
-        s->dirty = 0;
-    }
-    while (s->head != NULL) {
+    worker_unmark_sconn(w, s);
+    sconn_inqueue(s, 1);
+    while (!queue_empty(&s->sent)) {
         struct msg *m = sconn_pop(s);
-        if (m->flags & MSG_F_INTERNAL) {
-            msg_put(w, m);
-            continue;
-        }
-        if (m->flags & (MSG_F_ZOMBIE | MSG_F_DONE)) {
+        if (m->role >= MSG_HELLO || m->state == MSG_ZOMBIE) {
+            m->state = MSG_DONE;
             msg_release(w, m);
             continue;
         }
-        msg_answer_error(w, m, PROTO_ERR_SERVER, reason);
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_SERVER, reason);
     }
+    if (holder != NULL)
+        client_pin_lost(holder, s);
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, sconn_on_close);
     if (s->resolving)
         uv_cancel((uv_req_t *)&s->gai);   /* its callback drops the last reference */
-    uv_close(&s->h.handle, sconn_on_close);
+    conn_close(&s->conn, sconn_on_close);
 }

@@ -1,4 +1,4 @@
-/* Server connections: connect, batched writes, reply parsing, timeouts, reconnect with backoff. */
+/* Server connections: connect, hello, batched writes, reply parsing, timeouts, back-off, pinned connections. */
 #ifndef RL_PROXY_SERVER_H
 #define RL_PROXY_SERVER_H
 
@@ -7,64 +7,85 @@
 
 #include "buf.h"
 #include "conf.h"
-#include "proto/proto.h"
 #include "histogram.h"
+#include "proto/proto.h"
+#include "proxy/conn.h"
+#include "queue.h"
 #include "stats.h"
-#include "proxy/worker.h"
 
+struct client;
 struct msg;
+struct worker;
+struct wpool;
 
 enum sconn_state { SCONN_IDLE, SCONN_RESOLVING, SCONN_CONNECTING, SCONN_CONNECTED, SCONN_CLOSING };
 
+/* Where the reply parser is within the current reply unit. */
+enum sconn_rx {
+    SCONN_RX_UNIT,      /* at the start of a unit: parse its header */
+    SCONN_RX_BODY       /* inside a unit's body: body_left bytes pass through to cur */
+};
+
+/*
+ * One connection to a server. A shared connection (srv->conns[i]) carries
+ * many clients' requests, pipelined; a pinned one (srv->pins) carries one
+ * client's only, for as long as that client holds it.
+ */
 struct sconn {
-    union rl_handle    h;
+    struct conn        conn;
     uv_timer_t         timer;
     uv_connect_t       creq;
     uv_getaddrinfo_t   gai;
-    uv_write_t         wreq;
     struct server     *server;
     enum sconn_state   state;
-    int                writing;
-    int                dirty;
-    int                closes_pending;  /* handles still to close before free */
-    int                timer_armed;
-    struct sconn      *dirty_next;
-    struct buf         ibuf;
-    struct buf         obuf;            /* filling */
-    struct buf         wbuf;            /* being written */
-    struct msg        *head, *tail;     /* sent, awaiting replies */
+    uint8_t            dirty;
+    uint8_t            timer_armed;
+    uint8_t            resolving;       /* a getaddrinfo is pending */
+    uint8_t            is_pin;          /* a pinned connection (held or idle), not a shared one */
+    uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */
+    struct qnode       dirty_link;      /* worker's dirty list */
+    struct qnode       sent;            /* messages sent, awaiting replies (msg.sq) */
     uint32_t           inflight;
-    uint32_t           hello_pending;   /* replies to AUTH/SELECT to swallow */
+    uint32_t           unsent_n;        /* of those, queued since the output last drained */
+    uint64_t           unsent_bytes;    /* ... and their request bytes */
+    uint32_t           rep_unsent_n;    /* ... as the in_queue gauges have them now */
+    uint64_t           rep_unsent_bytes;
     struct proto_parser parser;
-    /* reply unit being streamed */
-    struct msg        *cur;
+    /* reply streaming */
+    enum sconn_rx      rx;
+    struct msg        *cur;             /* BODY: whose body it is */
     uint64_t           body_left;
-    int                body_drop;
-    int                body_final;
-    int                body_big;        /* the unit's body is large: stream it */
-    int                resolving;       /* a getaddrinfo is pending */
-    /* Get coalescing: the joinable gets in the queue each have their key
-     * here ([u8 len][key], queue order); join_tail is the queue's tail while
-     * it is a joinable get whose line is still unsent (sconn_enqueue sets it,
-     * sconn_flush clears it). */
+    uint8_t            body_drop;       /* the body is not for the client */
+    uint8_t            body_final;      /* the unit ends the reply */
+    uint8_t            body_big;        /* the unit is a large value: stream it */
+    uint8_t            body_join_end;   /* after this body, end a joined get's reply */
+    /* pinned connections */
+    struct client     *pinned;          /* the client holding it, or NULL (shared / idle) */
+    struct qnode       pin_link;        /* server's pins or idle_pins */
+    struct qnode       client_link;     /* the holding client's pins */
+    /* get joining (join.c): the joinable gets in the queue each have their key
+     * here ([u8 len][key], queue order); join_tail is the queue's last message
+     * while it is a joinable get whose line is still unsent. */
     struct buf         jkeys;
     struct msg        *join_tail;
     uint32_t           join_len;        /* bytes of that open command line */
     uint32_t           join_n;          /* keys in it */
-    int                body_join_end;   /* after this body, end a joined get's reply */
 };
 
 /* One backend as one worker sees it. */
 struct server {
-    struct server     *next;            /* worker's list */
+    struct qnode       link;            /* worker's servers */
     struct worker     *w;
     struct wpool      *pool;
     char              *ident;
     char              *label;
     struct conf_addr   addr;            /* owned copy */
+    uint32_t           index;           /* in its pool's servers[] */
     uint32_t           nconns;
-    struct sconn     **conns;
-    uint32_t           rr;
+    struct sconn     **conns;           /* shared connections */
+    struct qnode       pins;            /* pinned connections held by clients */
+    struct qnode       idle_pins;       /* reset pinned connections ready for the next client */
+    uint32_t           nidle_pins;
     uint64_t           retry_at_ms;     /* do not reconnect before */
     uint32_t           backoff_ms;
     int                removed;         /* dropped by a reload: drain then free */
@@ -80,40 +101,52 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
  * Freed when its last connection is closed. */
 void server_destroy(struct server *s, int now);
 
-/* A connection to send to: connected or connecting (hint picks one of
- * server_connections, so one key always uses one connection and its
+/* A shared connection to send to: connected or connecting (hint picks one
+ * of server_connections, so one key always uses one connection and its
  * requests stay ordered); NULL with *reason in the reconnect back-off. */
 struct sconn *server_pick(struct server *s, uint64_t hint, const char **reason);
 
-/* Answer a message with an error now (it may still be owed a reply by a
- * server: it then stays queued as a zombie). Handles fragments. */
-void server_fail_msg(struct worker *w, struct msg *m, enum proto_err code, const char *reason);
+/*
+ * Pinned connections. server_pin: a connection of the server's own for
+ * client c: an idle reset one, else a new one (with the pool's hello),
+ * bounded by the pool's max_pinned over every worker. NULL with *reason
+ * when over the bound or unreachable. sconn_unpin: c is done with s: with
+ * `keep` it is reset (the protocol's pin_reset, then the hello) and kept
+ * idle for the next client, else (or when the protocol cannot reset it, or
+ * enough are idle) closed — a client that closes while a command blocks
+ * there unpins without keep, so nothing is read for nobody.
+ */
+struct sconn *server_pin(struct server *s, struct client *c, const char **reason);
+void sconn_unpin(struct sconn *s, int keep);
 
-/* m (never sent) holds its complete reply: deliver it, or merge its
- * parent when it was the last fragment. */
-void server_msg_done(struct worker *w, struct msg *m);
-
-/* Queue a message on a connection (the request bytes are already in
- * s->obuf); arms its timeout. */
+/* Queue m on s for its reply (its request bytes are already in s's output,
+ * m->req_bytes of them); arms its timeout. */
 void sconn_enqueue(struct sconn *s, struct msg *m);
 
-/* Write a joinable request (ops->joinable) to s: appended to the get line
- * the previous request opened when that line is still the last thing queued
- * and unsent, else forwarded as a new line; its key is kept for matching the
- * reply (MSG_F_JKEY); the caller then queues m with sconn_enqueue(). 0, or
- * -ENOMEM (nothing left written). */
-int  sconn_write_joinable(struct sconn *s, const struct proto_ops *ops, struct msg *m,
-                          const struct proto_req *req, const char *buf);
+/* A streamed request's body is whole: its timeout starts now. */
+void sconn_deadline(struct sconn *s, struct msg *m);
 
-/* Write what is in obuf (called from the worker's flush). */
+/* Take m out of its connection's queue before its reply (re-dispatch);
+ * only the last message of a queue whose bytes are unsent, or any message
+ * of a connection that failed. */
+void sconn_unqueue(struct sconn *s, struct msg *m);
+
+/* Write what is in the connection's output (the worker's flush). */
 void sconn_flush(struct sconn *s);
 
-/* Open connections for preconnect. */
+/* Close (failing the requests in flight with reason). */
+void sconn_close(struct sconn *s, const char *reason, int is_error);
+
+/* Open the connections for preconnect. */
 void server_preconnect(struct server *s);
 
 /* Send a health probe (memcached version, Redis PING) to a down server
- * whose retry time has come; its outcome brings the server up or keeps
- * it down longer. */
+ * whose retry time has come (the caller won health_try_probe); its
+ * outcome brings the server up or keeps it down longer. */
 void server_probe(struct server *s);
+
+/* A failure of the server (connect, reset, garbage, timeout): counted in
+ * its shared health record; the limit-th in a row takes it down. */
+void server_failed(struct server *s, const char *reason);
 
 #endif

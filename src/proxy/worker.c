@@ -2,16 +2,9 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -19,8 +12,12 @@
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/registry.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
+#include "reload.h"
+
+#define WORKER_HOTKEY_WINDOW_MS 60000
 
 /* ------------------------------------------------------------------ dirty lists */
 
@@ -29,8 +26,7 @@ void worker_mark_client(struct worker *w, struct client *c)
     if (c->dirty)
         return;
     c->dirty = 1;
-    c->dirty_next = w->dirty_clients;
-    w->dirty_clients = c;
+    queue_insert_tail(&w->dirty_clients, &c->dirty_link);
 }
 
 void worker_mark_sconn(struct worker *w, struct sconn *s)
@@ -38,36 +34,67 @@ void worker_mark_sconn(struct worker *w, struct sconn *s)
     if (s->dirty)
         return;
     s->dirty = 1;
-    s->dirty_next = w->dirty_sconns;
-    w->dirty_sconns = s;
+    queue_insert_tail(&w->dirty_sconns, &s->dirty_link);
 }
 
-/* After each round of I/O callbacks: one write per connection with
- * everything queued to it during the round (requests from many clients to
- * one server go out in a single write). Servers first, then clients. */
-static void worker_flush_cb(uv_check_t *h)
+void worker_unmark_client(struct worker *w, struct client *c)
 {
-    struct worker *w = h->data;
+    (void)w;
+    if (c->dirty) {
+        queue_remove(&c->dirty_link);
+        c->dirty = 0;
+    }
+}
 
-    /* Servers first: their requests start the round trip that dominates a request's
-     * latency when the backends are across a network, and the client writes overlap it.
-     * A client flush may resume a paused client whose buffered requests
-     * dirty servers again: loop until both lists are empty, or the next
-     * poll could sleep on unsent requests. Each round consumes input. */
-    while (w->dirty_sconns != NULL || w->dirty_clients != NULL) {
-        while (w->dirty_sconns != NULL) {
-            struct sconn *s = w->dirty_sconns;
-            w->dirty_sconns = s->dirty_next;
+void worker_unmark_sconn(struct worker *w, struct sconn *s)
+{
+    (void)w;
+    if (s->dirty) {
+        queue_remove(&s->dirty_link);
+        s->dirty = 0;
+    }
+}
+
+/*
+ * One write per connection with everything queued to it since the last
+ * flush (requests from many clients to one server go out in a single
+ * write). Servers first: their requests start the round trip that dominates
+ * a request's latency when the backends are across a network, and the
+ * client writes overlap it. A client flush may resume a paused client whose
+ * buffered requests dirty servers again: loop until both lists are empty,
+ * or the next poll could sleep on unsent requests. Each round consumes input.
+ */
+static inline void worker_flush_all(struct worker *w)
+{
+    struct qnode *n;
+
+    while (!queue_empty(&w->dirty_sconns) || !queue_empty(&w->dirty_clients)) {
+        while ((n = queue_first(&w->dirty_sconns)) != NULL) {
+            struct sconn *s = QUEUE_DATA(n, struct sconn, dirty_link);
+            queue_remove(n);
             s->dirty = 0;
             sconn_flush(s);
         }
-        while (w->dirty_clients != NULL) {
-            struct client *c = w->dirty_clients;
-            w->dirty_clients = c->dirty_next;
+        while ((n = queue_first(&w->dirty_clients)) != NULL) {
+            struct client *c = QUEUE_DATA(n, struct client, dirty_link);
+            queue_remove(n);
             c->dirty = 0;
             client_flush(c);
         }
     }
+}
+
+void worker_flush(struct worker *w)
+{
+    worker_flush_all(w);
+}
+
+/* After each round of I/O callbacks. */
+static void worker_flush_cb(uv_check_t *h)
+{
+    struct worker *w = h->data;
+
+    worker_flush_all(w);
     w->now_valid = 0;           /* the next iteration reads the clock afresh */
 }
 
@@ -86,122 +113,64 @@ static void listener_connection_cb(uv_stream_t *st, int status)
     client_accept(l);
 }
 
-/* Open a TCP listening socket with SO_REUSEPORT, so every worker has its
- * own and the kernel spreads connections over them. Returns an fd or -errno. */
-static int listener_tcp_socket(const struct conf_addr *a, int backlog, char *err, size_t errlen)
+/* Listen on this worker's socket of the snapshot's pool (a dup of it: the
+ * snapshot keeps its own for the next one). 0, or a libuv error with err. */
+static int worker_listen(struct worker *w, struct wpool *wp, const struct snapshot *snap,
+                         char *err, size_t errlen)
 {
-    struct addrinfo hints, *res = NULL;
-    char port[8];
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    snprintf(port, sizeof(port), "%u", a->port);
-    int rc = getaddrinfo(a->host, port, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "listen %s: %s", a->text, gai_strerror(rc));
-        return -EINVAL;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        rc = -errno;
-        goto fail;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, backlog) < 0) {
-        rc = -errno;
-        close(fd);
-        goto fail;
-    }
-    freeaddrinfo(res);
-    return fd;
-fail:
-    snprintf(err, errlen, "listen %s: %s", a->text, strerror(-rc));
-    freeaddrinfo(res);
-    return rc;
-}
-
-int worker_listen_unix(const struct conf_addr *a, int backlog, char *err, size_t errlen)
-{
-    struct sockaddr_un sun;
-    if (strlen(a->path) >= sizeof(sun.sun_path)) {
-        snprintf(err, errlen, "listen %s: path too long", a->path);
-        return -ENAMETOOLONG;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    strcpy(sun.sun_path, a->path);
-    unlink(a->path);
-    if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 || listen(fd, backlog) < 0) {
-        int rc = -errno;
-        snprintf(err, errlen, "listen %s: %s", a->path, strerror(errno));
-        close(fd);
-        return rc;
-    }
-    if (a->perm >= 0)
-        chmod(a->path, (mode_t)a->perm);
-    return fd;
-}
-
-static int worker_listen(struct worker *w, struct wpool *pool, int unix_fd, char *err,
-                         size_t errlen)
-{
-    const struct conf_addr *a = &pool->cp->listen;
+    const struct conf_addr *a = &wp->cp->listen;
+    const int *fds = snap->pools[wp->index].listen_fds;
     struct listener *l = calloc(1, sizeof(*l));
-    int rc, fd;
+    int rc;
 
     if (l == NULL)
-        return -ENOMEM;
+        return UV_ENOMEM;
     l->w = w;
-    l->pool = pool;
+    l->pool = wp;
     l->is_unix = a->path != NULL;
-    if (l->is_unix) {
-        fd = dup(unix_fd);
-        if (fd < 0) {
-            free(l);
-            return -errno;
-        }
-        rc = uv_pipe_init(&w->loop, &l->h.pipe, 0);
-        if (rc == 0)
-            rc = uv_pipe_open(&l->h.pipe, fd);
-    } else {
-        fd = listener_tcp_socket(a, pool->cp->backlog > 0 ? pool->cp->backlog : 512, err, errlen);
-        if (fd < 0) {
-            free(l);
-            return fd;
-        }
-        rc = uv_tcp_init(&w->loop, &l->h.tcp);
-        if (rc == 0)
-            rc = uv_tcp_open(&l->h.tcp, fd);
+    int fd = fds != NULL ? dup(fds[w->id]) : -1;
+    if (fd < 0) {
+        snprintf(err, errlen, "listen %s: %s", a->text, strerror(errno));
+        free(l);
+        return UV_EBADF;
+    }
+    rc = l->is_unix ? uv_pipe_init(&w->loop, &l->h.pipe, 0) : uv_tcp_init(&w->loop, &l->h.tcp);
+    if (rc < 0) {
+        close(fd);
+        free(l);
+        snprintf(err, errlen, "listen %s: %s", a->text, uv_strerror(rc));
+        return rc;
     }
     l->h.handle.data = l;
+    rc = l->is_unix ? uv_pipe_open(&l->h.pipe, fd) : uv_tcp_open(&l->h.tcp, fd);
+    if (rc < 0)
+        close(fd);
     if (rc == 0)
-        rc = uv_listen(&l->h.stream, pool->cp->backlog > 0 ? pool->cp->backlog : 512,
+        rc = uv_listen(&l->h.stream, wp->cp->backlog > 0 ? wp->cp->backlog : 512,
                        listener_connection_cb);
     if (rc < 0) {
         snprintf(err, errlen, "listen %s: %s", a->text, uv_strerror(rc));
         uv_close(&l->h.handle, (uv_close_cb)free);
         return rc;
     }
-    pool->listener = l;
+    wp->listener = l;
     return 0;
+}
+
+static void listener_close(struct wpool *wp)
+{
+    if (wp->listener != NULL) {
+        uv_close(&wp->listener->h.handle, (uv_close_cb)free);
+        wp->listener = NULL;
+    }
 }
 
 /* ------------------------------------------------------------------ pools */
 
 static void wpool_free(struct wpool *wp)
 {
-    struct worker *w = wp->w;
-    struct wpool **pp = &w->retired;
-    while (*pp != NULL && *pp != wp)
-        pp = &(*pp)->next;
-    if (*pp == wp)
-        *pp = wp->next;
+    if (queue_linked(&wp->retired_link))
+        queue_remove(&wp->retired_link);
     if (wp->hold != NULL)
         snapshot_unref(wp->hold);
     free(wp->servers);
@@ -216,18 +185,49 @@ void wpool_unref(struct wpool *wp)
         wpool_free(wp);
 }
 
-/* Point a pool at pool i of a snapshot (config, protocol, ring). */
+/* Point a pool at pool i of a snapshot (config, protocol, ring, routing view). */
 static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
 {
+    const struct snapshot_pool *sp = &snap->pools[i];
     const struct conf_pool *cp = &snap->conf->pools[i];
+
     wp->index = i;
     wp->cp = cp;
-    wp->ops = cp->protocol == CONF_PROTO_REDIS ? &proto_redis_ops : &proto_memcache_ops;
-    wp->ring = snap->rings[i];
-    wp->shared = snap->shared[i];
-    wp->health = snap->health[i];
-    wp->prev_ring = snap->prev_rings[i];
-    wp->warm_until = snap->warm_until_ms[i];
+    wp->ops = sp->ops;
+    wp->view.cp = cp;
+    wp->view.ring = sp->ring;
+    wp->view.health = sp->health;
+    wp->view.nservers = cp->nservers;
+    wp->view.prev_ring = sp->prev_ring;
+    wp->view.prev_map = NULL;
+    wp->view.warm_until_ms = sp->warm_until_ms;
+    wp->view.shared = sp->shared;
+    wp->view.zone = snap->conf->global.zone;
+    wp->view.rules = sp->rules;
+}
+
+/* warm-up: where each server of the previous ring is now. */
+static void wpool_prev_map(struct wpool *wp)
+{
+    const struct ring *pr = wp->view.prev_ring;
+    const struct conf_pool *cp = wp->cp;
+
+    free(wp->prev_map);
+    wp->prev_map = NULL;
+    if (pr == NULL)
+        return;
+    wp->prev_map = malloc(pr->nservers * sizeof(*wp->prev_map));
+    if (wp->prev_map == NULL) {
+        wp->view.prev_ring = NULL;      /* no warm-up rather than no pool */
+        return;
+    }
+    for (uint32_t j = 0; j < pr->nservers; j++) {
+        wp->prev_map[j] = ROUTE_NONE;
+        for (uint32_t i = 0; i < cp->nservers; i++)
+            if (strcmp(pr->servers[j].ident, cp->servers[i].ident) == 0)
+                wp->prev_map[j] = i;
+    }
+    wp->view.prev_map = wp->prev_map;
 }
 
 /*
@@ -280,34 +280,13 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
     free(wp->servers);
     wp->servers = nsrv;
     wp->nservers = cp->nservers;
-    for (uint32_t i = 0; i < cp->nservers; i++)
-        nsrv[i]->health = wp->health[i];
-    /* warm-up: where each server of the previous ring is now */
-    free(wp->prev_map);
-    wp->prev_map = NULL;
-    if (wp->prev_ring != NULL) {
-        const struct ring *pr = wp->prev_ring;
-        wp->prev_map = malloc(pr->nservers * sizeof(*wp->prev_map));
-        for (uint32_t j = 0; wp->prev_map != NULL && j < pr->nservers; j++) {
-            wp->prev_map[j] = UINT32_MAX;
-            for (uint32_t i = 0; i < cp->nservers; i++)
-                if (strcmp(pr->servers[j].ident, cp->servers[i].ident) == 0)
-                    wp->prev_map[j] = i;
-        }
-        if (wp->prev_map == NULL)
-            wp->prev_ring = NULL;
+    for (uint32_t i = 0; i < cp->nservers; i++) {
+        nsrv[i]->health = wp->view.health[i];
+        nsrv[i]->index = i;
     }
+    wpool_prev_map(wp);
     return 0;
 }
-
-static int worker_listen_pool(struct worker *w, struct wpool *wp, struct snapshot *snap,
-                              char *err, size_t errlen)
-{
-    int unix_fd = snap->unix_fds ? snap->unix_fds[wp->index] : -1;
-    return worker_listen(w, wp, unix_fd, err, errlen);
-}
-
-#define WORKER_HOTKEY_WINDOW_MS 60000
 
 static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint32_t i,
                                   char *err, size_t errlen)
@@ -323,10 +302,11 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
     hotkeys_init(&wp->hot, WORKER_HOTKEY_WINDOW_MS, uv_now(&w->loop));
     wp->w = w;
     wpool_bind(wp, snap, i);
-    if (wpool_servers(w, wp) < 0 || worker_listen_pool(w, wp, snap, err, errlen) < 0) {
+    if (wpool_servers(w, wp) < 0 || worker_listen(w, wp, snap, err, errlen) < 0) {
         for (uint32_t s = 0; s < wp->nservers; s++)
             server_destroy(wp->servers[s], 1);
         free(wp->servers);
+        free(wp->prev_map);
         free(wp->hot_pub);
         free(wp);
         return NULL;
@@ -334,19 +314,13 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
     return wp;
 }
 
-static void listener_close(struct wpool *wp)
-{
-    if (wp->listener != NULL) {
-        uv_close(&wp->listener->h.handle, (uv_close_cb)free);
-        wp->listener = NULL;
-    }
-}
-
 /* A pool the new config no longer has: stop accepting, let its clients
  * finish what they asked (they read nothing more), close them after the
  * drain timeout; its servers drain and close. */
 static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *old)
 {
+    struct qnode *n, *tmp;
+
     listener_close(wp);
     wp->retired = 1;
     snapshot_ref(old);
@@ -354,22 +328,16 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
     wp->retired_at = uv_now(&w->loop);
     /* The retired list's own reference first: freeing the last server
      * below must not free the pool under this loop. */
-    wp->next = w->retired;
-    w->retired = wp;
+    queue_insert_tail(&w->retired, &wp->retired_link);
     wp->refs++;
-    for (struct client *c = w->clients, *next; c != NULL; c = next) {
-        next = c->next;
-        if (c->pool != wp)
-            continue;
-        c->eof = 1;
-        if (!uv_is_closing(&c->h.handle))
-            uv_read_stop(&c->h.stream);
-        if (c->head == NULL && buf_len(&c->obuf) == 0 && !c->writing)
-            client_close(c);
+    QUEUE_FOREACH_SAFE(n, tmp, &w->clients) {
+        struct client *c = QUEUE_DATA(n, struct client, link);
+        if (c->pool == wp)
+            client_finish(c);
     }
-    uint32_t n = wp->nservers;
+    uint32_t ns = wp->nservers;
     wp->nservers = 0;
-    for (uint32_t s = 0; s < n; s++)
+    for (uint32_t s = 0; s < ns; s++)
         server_destroy(wp->servers[s], 0);
     wpool_unref(wp);
 }
@@ -380,32 +348,17 @@ static void worker_expire_retired(struct worker *w)
 {
     uint64_t now = uv_now(&w->loop);
     int drain = w->snap->conf->global.drain_timeout_ms > 0 ? w->snap->conf->global.drain_timeout_ms : 0;
+    struct qnode *pn, *n, *tmp;
 
-    for (struct wpool *wp = w->retired; wp != NULL; wp = wp->next) {
+    QUEUE_FOREACH(pn, &w->retired) {
+        struct wpool *wp = QUEUE_DATA(pn, struct wpool, retired_link);
         if (now < wp->retired_at + (uint64_t)drain)
             continue;
-        for (struct client *c = w->clients, *next; c != NULL; c = next) {
-            next = c->next;
+        QUEUE_FOREACH_SAFE(n, tmp, &w->clients) {
+            struct client *c = QUEUE_DATA(n, struct client, link);
             if (c->pool == wp)
                 client_close(c);
         }
-    }
-}
-
-/* Clients of a pool that stays: settings that live in the client. */
-static void wpool_refresh_clients(struct worker *w, struct wpool *wp)
-{
-    for (struct client *c = w->clients; c != NULL; c = c->next) {
-        if (c->pool != wp)
-            continue;
-        c->parser.item_size_max = wp->cp->item_size_max;
-        c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS);
-        if (wp->cp->allow_flush)
-            c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
-        if (!wp->cp->scripts)
-            c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
-        c->pc.auth = wp->cp->redis_auth;
-        c->pc.db = wp->cp->redis_db;
     }
 }
 
@@ -425,6 +378,39 @@ static int worker_build_pools(struct worker *w, struct snapshot *snap, char *err
     return 0;
 }
 
+/* A pool that stays across the reload: rebind it, update its servers, its
+ * clients' settings and, when its address changed, its listener. 0, or -1
+ * when something could not be applied (logged). */
+static int wpool_update(struct worker *w, struct wpool *wp, struct snapshot *snap, uint32_t i)
+{
+    const struct conf_pool *cp = &snap->conf->pools[i];
+    int listen_changed = strcmp(wp->cp->listen.text, cp->listen.text) != 0;
+    char err[512] = "";
+    struct qnode *n;
+    int rc = 0;
+
+    wpool_bind(wp, snap, i);
+    if (wpool_servers(w, wp) < 0) {
+        log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);
+        rc = -1;
+    }
+    QUEUE_FOREACH(n, &w->clients) {
+        struct client *c = QUEUE_DATA(n, struct client, link);
+        if (c->pool == wp)
+            client_refresh(c);
+    }
+    if (listen_changed || wp->listener == NULL) {
+        listener_close(wp);
+        if (worker_listen(w, wp, snap, err, sizeof(err)) < 0) {
+            log_error("worker %u: pool '%s': %s", w->id, cp->name, err);
+            rc = -1;
+        }
+    }
+    if (wp->listener != NULL)
+        wp->listener->pool = wp;
+    return rc;
+}
+
 /*
  * Switch to the proxy's current snapshot if it changed: called at safe
  * points (the worker's async callback), never in the middle of a request.
@@ -442,7 +428,6 @@ void worker_adopt_snapshot(struct worker *w)
     struct snapshot *old = w->snap;
     const struct conf *nc = snap->conf;
     struct wpool **npools = calloc(nc->npools ? nc->npools : 1, sizeof(*npools));
-    char err[512] = "";
     int failed = 0;
 
     uv_mutex_lock(&w->mu);
@@ -453,37 +438,22 @@ void worker_adopt_snapshot(struct worker *w)
     for (uint32_t i = 0; i < nc->npools; i++) {
         const struct conf_pool *cp = &nc->pools[i];
         struct wpool *wp = NULL;
-        for (uint32_t j = 0; j < w->npools; j++) {
-            struct wpool *o = w->pools[j];
-            if (o != NULL && strcmp(o->cp->name, cp->name) == 0 && o->cp->protocol == cp->protocol) {
-                wp = o;
-                w->pools[j] = NULL;
-                break;
-            }
-        }
-        if (wp == NULL) {
-            wp = wpool_create(w, snap, i, err, sizeof(err));
-            if (wp == NULL) {
-                log_error("worker %u: pool '%s' not opened: %s", w->id, cp->name,
-                          err[0] ? err : "out of memory");
-                continue;
-            }
+        int j = snapshot_pool_index(old, cp->name, cp->protocol);
+        if (j >= 0 && (uint32_t)j < w->npools && w->pools[j] != NULL) {
+            wp = w->pools[j];
+            w->pools[j] = NULL;
+            if (wpool_update(w, wp, snap, i) < 0)
+                failed = 1;
             npools[i] = wp;
             continue;
         }
-        int listen_changed = strcmp(wp->cp->listen.text, cp->listen.text) != 0;
-        wpool_bind(wp, snap, i);
-        if (wpool_servers(w, wp) < 0)
-            log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);
-        wpool_refresh_clients(w, wp);
-        if (listen_changed || wp->listener == NULL) {
-            listener_close(wp);
-            if (worker_listen_pool(w, wp, snap, err, sizeof(err)) < 0)
-                log_error("worker %u: pool '%s': %s", w->id, cp->name, err);
+        char err[512] = "";
+        npools[i] = wpool_create(w, snap, i, err, sizeof(err));
+        if (npools[i] == NULL) {
+            log_error("worker %u: pool '%s' not opened: %s", w->id, cp->name,
+                      err[0] ? err : "out of memory");
+            failed = 1;
         }
-        if (wp->listener != NULL)
-            wp->listener->pool = wp;
-        npools[i] = wp;
     }
     for (uint32_t j = 0; j < w->npools; j++)
         if (w->pools[j] != NULL)
@@ -491,10 +461,6 @@ void worker_adopt_snapshot(struct worker *w)
     free(w->pools);
     w->pools = npools;
     w->npools = nc->npools;
-    /* A pool that failed to open is left out of this worker. */
-    for (uint32_t i = 0; i < w->npools; i++)
-        if (w->pools[i] == NULL)
-            failed = 1;
 out:
     uv_mutex_unlock(&w->mu);
     if (npools == NULL) {
@@ -504,10 +470,7 @@ out:
         w->snap = snap;
         snapshot_unref(old);
     }
-    atomic_fetch_add(&p->reload_acks, 1);
-    if (failed)
-        atomic_fetch_add(&p->reload_worker_errors, 1);
-    uv_async_send(&p->reload_async);
+    reload_worker_adopted(p, failed);
 }
 
 /* ------------------------------------------------------------------ shutdown */
@@ -524,23 +487,27 @@ static void worker_close_walk(uv_handle_t *h, void *arg)
 
 static int worker_drained(struct worker *w)
 {
-    for (struct client *c = w->clients; c != NULL; c = c->next)
-        if (c->head != NULL || buf_len(&c->obuf) > 0 || c->writing)
+    struct qnode *n;
+
+    QUEUE_FOREACH(n, &w->clients) {
+        struct client *c = QUEUE_DATA(n, struct client, link);
+        if (!queue_empty(&c->msgs) || buf_len(&c->conn.obuf) > 0 || c->conn.writing)
             return 0;
+    }
     return 1;
 }
 
 static void worker_finish(struct worker *w)
 {
-    while (w->clients != NULL)
-        client_close(w->clients);
-    for (struct server *s = w->servers, *next; s != NULL; s = next) {
-        next = s->next;
-        server_destroy(s, 1);
-    }
+    struct qnode *n, *tmp;
+
+    while ((n = queue_first(&w->clients)) != NULL)
+        client_close(QUEUE_DATA(n, struct client, link));
+    QUEUE_FOREACH_SAFE(n, tmp, &w->servers)
+        server_destroy(QUEUE_DATA(n, struct server, link), 1);
     uv_timer_stop(&w->drain_timer);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
-    uv_close((uv_handle_t *)&w->stats_timer, NULL);
+    uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
 }
@@ -558,6 +525,7 @@ static void worker_async_cb(uv_async_t *a)
 {
     struct worker *w = a->data;
     int stop = atomic_load(&w->stop);
+    struct qnode *n, *tmp;
 
     if (stop && !w->closing) {
         w->closing = 1;
@@ -565,14 +533,8 @@ static void worker_async_cb(uv_async_t *a)
             if (w->pools[i] != NULL)
                 listener_close(w->pools[i]);
         /* Idle clients are closed now; busy ones when answered. */
-        for (struct client *c = w->clients, *next; c != NULL; c = next) {
-            next = c->next;
-            c->eof = 1;
-            if (!uv_is_closing(&c->h.handle))
-                uv_read_stop(&c->h.stream);
-            if (c->head == NULL && buf_len(&c->obuf) == 0 && !c->writing)
-                client_close(c);
-        }
+        QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
+            client_finish(QUEUE_DATA(n, struct client, link));
         int drain_ms = w->snap->conf->global.drain_timeout_ms;
         w->drain_deadline = uv_now(&w->loop) + (uint64_t)(drain_ms > 0 ? drain_ms : 0);
         uv_timer_start(&w->drain_timer, worker_drain_cb, 0, 20);
@@ -584,19 +546,26 @@ static void worker_async_cb(uv_async_t *a)
 
 /* ------------------------------------------------------------------ lifecycle */
 
-/* Publish each pool's hot keys for the stats reader (the sketch itself is
- * this thread's alone). */
-static void worker_stats_cb(uv_timer_t *t)
+/* Once a second: publish each pool's hot keys for the stats reader (the
+ * sketch itself is this thread's alone), close idle and late clients,
+ * expire retired pools. */
+static void worker_tick_cb(uv_timer_t *t)
 {
     struct worker *w = t->data;
     uint64_t now = uv_now(&w->loop);
+    const struct conf_global *g = &w->snap->conf->global;
+    struct qnode *n, *tmp;
 
     uv_mutex_lock(&w->mu);
     for (uint32_t i = 0; i < w->npools; i++)
         if (w->pools[i] != NULL)
             hotkeys_snapshot(&w->pools[i]->hot, now, w->pools[i]->hot_pub);
     uv_mutex_unlock(&w->mu);
-    if (w->retired != NULL)
+    if (g->client_timeout_s > 0 || g->client_header_timeout_s > 0) {
+        QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
+            client_check_timeouts(QUEUE_DATA(n, struct client, link), now);
+    }
+    if (!queue_empty(&w->retired))
         worker_expire_retired(w);
 }
 
@@ -606,6 +575,12 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     memset(w, 0, sizeof(*w));
     w->proxy = p;
     w->id = id;
+    queue_init(&w->retired);
+    queue_init(&w->free_msgs);
+    queue_init(&w->clients);
+    queue_init(&w->servers);
+    queue_init(&w->dirty_clients);
+    queue_init(&w->dirty_sconns);
     int rc = uv_loop_init(&w->loop);
     if (rc < 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
@@ -619,9 +594,9 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     uv_check_start(&w->flush, worker_flush_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
-    uv_timer_init(&w->loop, &w->stats_timer);
-    w->stats_timer.data = w;
-    uv_timer_start(&w->stats_timer, worker_stats_cb, 1000, 1000);
+    uv_timer_init(&w->loop, &w->tick);
+    w->tick.data = w;
+    uv_timer_start(&w->tick, worker_tick_cb, 1000, 1000);
     uv_mutex_init(&w->mu);
     snapshot_ref(snap);
     w->snap = snap;
@@ -661,6 +636,8 @@ void worker_wake(struct worker *w)
 /* After the thread ended: free what is left (the loop has no handles). */
 void worker_join(struct worker *w)
 {
+    struct qnode *n;
+
     uv_thread_join(&w->thread);
     uv_walk(&w->loop, worker_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);
@@ -674,49 +651,45 @@ void worker_join(struct worker *w)
         wpool_free(w->pools[i]);
     }
     free(w->pools);
-    while (w->retired != NULL)
-        wpool_free(w->retired);
+    while ((n = queue_first(&w->retired)) != NULL)
+        wpool_free(QUEUE_DATA(n, struct wpool, retired_link));
     uv_mutex_destroy(&w->mu);
-    while (w->free_msgs != NULL) {
-        struct msg *m = w->free_msgs;
-        w->free_msgs = m->cnext;
+    while ((n = queue_first(&w->free_msgs)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, cq);
+        queue_remove(n);
         buf_free(&m->rsp);
         free(m);
     }
     free(w->scratch);
+    free(w->rkeys);
     if (w->snap)
         snapshot_unref(w->snap);
 }
 
-int worker_try_send(uv_stream_t *st, const char *p, size_t n)
+/* ------------------------------------------------------------------ scratch */
+
+/* Grow *arr (of elements of `size` bytes, *cap of them) to hold n, doubling. */
+static int worker_grow(void **arr, uint32_t *cap, uint32_t n, size_t size)
 {
-    uv_os_fd_t fd;
-    if (uv_fileno((const uv_handle_t *)st, &fd) != 0) {
-        uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
-        return uv_try_write(st, &b, 1);
-    }
-    for (int tries = 0; tries < 8; tries++) {
-        /* syscall(2), not send(3): the libc wrapper is a cancellation point and,
-         * in a threaded process, brackets every call with two atomic updates of
-         * the thread's cancel state; workers are never cancelled. */
-        ssize_t r = syscall(SYS_sendto, fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
-        if (r >= 0)
-            return (int)r;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return UV_EAGAIN;
-        if (errno != EINTR)
-            return uv_translate_sys_error(errno);
-    }
-    return UV_EAGAIN;
+    if (n <= *cap)
+        return 0;
+    uint32_t c = *cap ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    void *p = realloc(*arr, (size_t)c * size);
+    if (p == NULL)
+        return -ENOMEM;
+    *arr = p;
+    *cap = c;
+    return 0;
 }
 
-void worker_read_room(struct buf *in, size_t chunk, uv_buf_t *b)
+int worker_scratch(struct worker *w, uint32_t n)
 {
-    if (buf_reserve(in, chunk) < 0) {
-        b->base = NULL;
-        b->len = 0;
-        return;
-    }
-    b->base = buf_wptr(in);
-    b->len = buf_room(in);
+    return worker_grow((void **)&w->scratch, &w->scratch_cap, n, sizeof(*w->scratch));
+}
+
+int worker_rkeys(struct worker *w, uint32_t n)
+{
+    return worker_grow((void **)&w->rkeys, &w->rkeys_cap, n, sizeof(*w->rkeys));
 }

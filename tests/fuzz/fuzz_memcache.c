@@ -149,7 +149,9 @@ static void model_check_forward(const struct proto_req *r, const char *buf, cons
     FUZZ_CHECK(name != NULL && model_tok_is(&m, 0, name));
     uint32_t kt = (r->cmd == MEMCACHE_CMD_GAT || r->cmd == MEMCACHE_CMD_GATS) ? 2 : 1;
     for (uint32_t k = 0; k < r->nkeys; k++) {
-        FUZZ_CHECK(kt + k < m.ntok && kt + k < MODEL_TOKENS);
+        FUZZ_CHECK(kt + k < m.ntok);
+        if (kt + k >= MODEL_TOKENS)
+            break;              /* a long joined line: the model kept the first tokens */
         FUZZ_CHECK(m.tok[kt + k].n == r->keys[k].len &&
                    memcmp(m.tok[kt + k].p, buf + r->keys[k].off, r->keys[k].len) == 0);
     }

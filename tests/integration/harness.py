@@ -30,6 +30,8 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.error
+import urllib.request
 
 SKIP = 77
 PROXY_KIND = os.environ.get("RL_PROXY", "ringleader")
@@ -61,6 +63,21 @@ def binary(name):
         if os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     raise Skip("%s not built in %s" % (name, TOP_BUILDDIR))
+
+
+_sanitized = []
+
+
+def sanitized():
+    """Whether the ringleader under test is the ASan/UBSan build (slower, and its RSS is
+    mostly the sanitizer's own)."""
+    if not _sanitized:
+        try:
+            with open(binary("ringleader"), "rb") as f:
+                _sanitized.append(b"__asan_init" in f.read())
+        except (OSError, Skip):
+            _sanitized.append(False)
+    return _sanitized[0]
 
 
 def parse_addr(text):
@@ -609,6 +626,17 @@ def server_lines(backends, names=None, weights=None):
             s += " " + names[i]
         lines.append(s)
     return lines
+
+
+def http(port, method, path, timeout=10):
+    """(status, body text) of one request to 127.0.0.1:port (the admin endpoint)."""
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
+                                 data=b"" if method == "POST" else None, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
 
 
 def read_stats(port, timeout=5):

@@ -35,12 +35,11 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PROXY_KIND, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, read_stats, resp_encode, tmpdir,
+                     Skip, StartError, binary, check, eq, free_port, http, read_stats, resp_encode,
+                     tmpdir,
                      yaml_dump, yaml_scalar, ring_owners)
 
 R = Runner("test_reload", per_test_timeout=170, total_timeout=420)
@@ -249,16 +248,6 @@ class CrashGuard:
                            str(exc)[:300]))
         return False
 
-
-def http(port, method, path, timeout=10):
-    """(status, body) of an admin request."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=b"" if method == "POST" else None, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode("utf-8", "replace")
 
 
 class RingTool:

@@ -508,7 +508,7 @@ START_TEST(test_meta_commands)
 
     s = "mg Zm9v b v\r\n";
     x = req(s);
-    ck_assert_uint_eq(x->r.flags, PROTO_RF_RETRIEVAL | PROTO_RF_KEYB64);
+    ck_assert_uint_eq(x->r.flags, PROTO_RF_RETRIEVAL | PROTO_RF_KEYB64 | PROTO_RF_KEYBYTES);
     assert_key(x, s, 0, "Zm9v");
 
     x = req("mn\r\n");

@@ -181,6 +181,9 @@ START_TEST(test_req_inline)
     ck_assert_int_eq(r.rc, (int)sizeof(s1) - 1);
     ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
     ck_assert_str_eq(r.keys[0], "foo");
+    /* its keys are in the RESP re-encoding: the core must use key_bytes */
+    ck_assert(r.req.flags & PROTO_RF_KEYBYTES);
+    ck_assert(!(req_of("get foo", AUTHED).req.flags & PROTO_RF_KEYBYTES));
 
     static const char s2[] = "  SET  'a b'   \"c d\"\n";
     r = parse_both(s2, sizeof(s2) - 1, AUTHED);

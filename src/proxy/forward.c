@@ -1,0 +1,603 @@
+/* Forwarding: a parsed request becomes messages on server connections (one, fragments, copies, broadcast), or is answered here. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "health.h"
+#include "log.h"
+#include "proxy/client.h"
+#include "proxy/forward.h"
+#include "proxy/join.h"
+#include "proxy/msg.h"
+#include "proxy/proxy.h"
+#include "proxy/route.h"
+#include "proxy/server.h"
+#include "proxy/warmup.h"
+#include "proxy/worker.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------ messages */
+
+static struct msg *forward_new_msg(struct client *c, const struct proto_req *req)
+{
+    struct msg *m = msg_get(c->w);
+    if (m == NULL)
+        return NULL;
+    m->role = MSG_REQUEST;
+    m->cmd = req->cmd;
+    m->rflags = req->flags;
+    m->nkeys = req->nkeys;
+    m->start_us = worker_now_us(c->w);
+    if (req->flags & PROTO_RF_NOREPLY) {
+        m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
+        return m;
+    }
+    m->client = c;
+    queue_insert_tail(&c->msgs, &m->cq);
+    c->nmsgs++;
+    return m;
+}
+
+/* m is answered here, not by a server: its reply (if any) is in m->rsp. */
+static void forward_answered_here(struct client *c, struct msg *m)
+{
+    if (!(m->flags & MSG_F_NOREPLY))
+        c->held_bytes += buf_len(&m->rsp);
+    msg_complete(c->w, m);
+}
+
+/* Answer m here with a protocol error (it was never sent). */
+static void forward_fail(struct client *c, struct msg *m, enum proto_err code, const char *reason)
+{
+    STATS_ADD(&c->pool->stats, forward_error, 1);
+    msg_fail(c->w, m, code, reason);
+}
+
+static void forward_fail_route(struct client *c, struct wpool *pool, struct msg *m,
+                               const struct route *rt)
+{
+    char reason[300];
+
+    if (rt->down != ROUTE_NONE)
+        snprintf(reason, sizeof(reason), "server %s is down", pool->servers[rt->down]->label);
+    else
+        snprintf(reason, sizeof(reason), "no live server for this key");
+    forward_fail(c, m, rt->err, reason);
+}
+
+/* ------------------------------------------------------------------ keys and routes */
+
+/* The bytes key k is placed by, decoded into dec when the protocol needs it. */
+static void forward_key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                        uint32_t k, char *dec, struct route_key *rk)
+{
+    if ((req->flags & PROTO_RF_KEYBYTES) && pool->ops->key_bytes != NULL) {
+        rk->bytes = pool->ops->key_bytes(req, buf, k, dec, &rk->len);
+    } else {
+        rk->bytes = buf + req->keys[k].off;
+        rk->len = req->keys[k].len;
+    }
+}
+
+/* The pool a key belongs to by the client pool's `routes:` rules. */
+static struct wpool *forward_key_pool(struct client *c, const struct route_key *rk)
+{
+    struct wpool *pool = c->pool;
+    if (pool->cp->nroutes == 0)
+        return pool;
+    uint32_t i = route_rule_pool(&pool->view, rk->bytes, rk->len);
+    if (i == ROUTE_NONE || i >= c->w->npools || c->w->pools[i] == NULL)
+        return pool;        /* no rule, or its pool failed to open in this worker */
+    return c->w->pools[i];
+}
+
+/* Carry out what routing asked for besides the destination: counters, a
+ * probe of a down owner whose retry time may have come, the spill memory. */
+static void forward_route_effects(struct client *c, struct wpool *pool, const struct route *rt,
+                                  const struct route_key *rk)
+{
+    if (rt->events == 0 && rt->probe == ROUTE_NONE)
+        return;                         /* the owner, up: nothing to do */
+    if (rt->events & ROUTE_EV_FAILOVER)
+        STATS_ADD(&pool->stats, failovers, 1);
+    if (rt->events & ROUTE_EV_FAIL_OPEN)
+        STATS_ADD(&pool->stats, fail_open, 1);
+    if (rt->events & ROUTE_EV_RR)
+        c->w->rr++;
+    if ((rt->events & ROUTE_EV_SPILL) && rt->kind == ROUTE_SEND) {
+        STATS_ADD(&pool->servers[rt->to[0]]->stats, spills, 1);
+        route_spill_note(&pool->view, rk, rt->to[0], util_now_ms());
+    }
+    if (rt->probe != ROUTE_NONE && health_try_probe(pool->view.health[rt->probe], util_now_ms()))
+        server_probe(pool->servers[rt->probe]);
+}
+
+/* ------------------------------------------------------------------ writing */
+
+enum forward_how {
+    FORWARD_WHOLE,      /* forward() the header, then the body as is */
+    FORWARD_HEADER,     /* forward() only (a broadcast carries no body) */
+    FORWARD_FRAG        /* frag_write() with keys idx[0..n) */
+};
+
+/*
+ * Write a request (or one fragment of it) to `via`, or to a shared
+ * connection of srv when via is NULL, and queue m for its reply; the header
+ * is rewritten by the protocol's forward() or frag_write(), `body` bytes of
+ * the body are copied as they are. 0, or -1 with the error m is to be
+ * answered with in *code and *reason (nothing was written then).
+ */
+static int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
+                         uint64_t hint, const struct proto_req *req, const char *buf,
+                         const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
+                         enum proto_err *code, const char **reason)
+{
+    struct sconn *s = via != NULL ? via : server_pick(srv, hint, reason);
+
+    m->server = srv;
+    if (s == NULL) {
+        *code = PROTO_ERR_SERVER;
+        if (*reason == NULL)
+            *reason = "no connection";
+        return -1;
+    }
+    const struct proto_ops *ops = pool->ops;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+    int rc;
+    if (how == FORWARD_WHOLE && via == NULL && pool->cp->coalesce_gets && ops->joinable != NULL &&
+        m->role == MSG_REQUEST && m->warm == MSG_WARM_NONE && ops->joinable(req)) {
+        rc = join_write(s, ops, m, req, buf);
+    } else {
+        rc = how == FORWARD_FRAG ? ops->frag_write(req, buf, idx, n, out)
+                                 : ops->forward(req, buf, out);
+        if (rc == 0 && how == FORWARD_WHOLE && body > 0)
+            rc = buf_append(out, buf + req->hdr_len, (size_t)body);
+    }
+    if (rc == 0 && pool->retain_req)
+        rc = buf_append(&m->req, buf_rptr(out) + before, buf_len(out) - before);
+    if (rc < 0) {
+        out->wpos = out->rpos + before;
+        buf_free(&m->req);
+        *code = PROTO_ERR_NOMEM;
+        *reason = "out of memory";
+        return -1;
+    }
+    m->req_bytes = buf_len(out) - before;
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
+    sconn_enqueue(s, m);
+    worker_mark_sconn(pool->w, s);
+    return 0;
+}
+
+/* Send one whole request to one server. */
+static void forward_send(struct client *c, struct wpool *pool, struct msg *m, struct server *srv,
+                         uint64_t hint, const struct proto_req *req, const char *buf)
+{
+    enum proto_err code;
+    const char *reason = NULL;
+
+    if (forward_write(pool, m, srv, NULL, hint, req, buf, NULL, 0, FORWARD_WHOLE, req->body_len,
+                      &code, &reason) < 0)
+        forward_fail(c, m, code, reason);
+}
+
+/* A child of parent for nkeys of its keys (a fragment) or all (a copy). */
+static struct msg *forward_new_child(struct worker *w, struct msg *parent, enum msg_role role,
+                                     const struct proto_req *req, uint32_t nkeys)
+{
+    struct msg *fm = msg_get(w);
+    if (fm == NULL)
+        return NULL;
+    fm->role = (uint8_t)role;
+    fm->parent = parent;
+    fm->cmd = req->cmd;
+    fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
+    fm->nkeys = nkeys;
+    fm->start_us = parent->start_us;
+    return fm;
+}
+
+/*
+ * Send copies of one request to several servers (replicated writes,
+ * bounded loads' warm spill servers). The client gets the first copy that
+ * did not fail (in the order given), after all of them, or with `async`
+ * as soon as one succeeds (the others finish in the background).
+ */
+static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
+                           const struct proto_req *req, const char *buf, const struct route *rt)
+{
+    struct worker *w = c->w;
+    uint32_t n = rt->n;
+
+    m->frags = calloc(n, sizeof(*m->frags));
+    if (m->frags == NULL) {
+        forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    m->flags |= MSG_F_COPIES | (rt->async ? MSG_F_ASYNC : 0);
+    m->nfrag = n;
+    m->nfrag_pending = n;
+    STATS_ADD(&pool->stats, fragments, n);
+    for (uint32_t f = 0; f < n; f++) {
+        struct msg *fm = forward_new_child(w, m, MSG_COPY, req, req->nkeys);
+        if (fm == NULL) {
+            m->nfrag = f;
+            m->nfrag_pending -= n - f;
+            if (m->nfrag_pending == 0)
+                forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+            return;
+        }
+        m->frags[f] = fm;
+        struct server *srv = pool->servers[rt->to[f]];
+        enum proto_err code;
+        const char *reason = NULL;
+        if (forward_write(pool, fm, srv, NULL, f, req, buf, NULL, 0, FORWARD_WHOLE,
+                          req->body_len, &code, &reason) < 0) {
+            log_info("pool '%s': copy to server '%s' not sent: %s", pool->cp->name, srv->label,
+                     reason);
+            msg_fail(w, fm, code, reason);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ fan-out */
+
+/*
+ * Allocate the parent's merge state: the children array with room for the
+ * merge's buffer pointers behind it, the key map with the key copies behind
+ * it, and a copy of the header (merge reads the keys there). 0 or -ENOMEM.
+ */
+static int forward_fanout_alloc(struct msg *m, const struct proto_req *req, const char *buf,
+                                uint32_t nfrag, uint32_t nkeys)
+{
+    m->frags = calloc(nfrag, sizeof(*m->frags) + sizeof(struct buf *));
+    if (m->frags == NULL)
+        return -ENOMEM;
+    if (nkeys > 0) {
+        m->key_frag = malloc((size_t)nkeys * (sizeof(*m->key_frag) + sizeof(*m->keys)));
+        if (m->key_frag == NULL)
+            return -ENOMEM;
+        m->keys = (struct proto_key *)(void *)(m->key_frag + nkeys);   /* 4-byte aligned */
+    }
+    return buf_append(&m->reqcopy, buf, req->hdr_len);
+}
+
+/* A fragment for a down server whose pool answers instead of failing over. */
+static void forward_frag_down(struct client *c, struct wpool *pool, struct msg *fm,
+                              const struct proto_req *req, struct server *srv)
+{
+    if (pool->cp->on_down == CONF_ON_DOWN_MISS && (req->flags & PROTO_RF_RETRIEVAL) &&
+        pool->ops->frag_miss != NULL &&
+        pool->ops->frag_miss(req->cmd, req->flags, fm->nkeys, &fm->rsp) == 0) {
+        msg_complete(c->w, fm);     /* all its keys missed */
+        return;
+    }
+    char reason[300];
+    snprintf(reason, sizeof(reason), "server %s is down", srv->label);
+    msg_fail(c->w, fm, PROTO_ERR_DOWN, reason);
+}
+
+/*
+ * Split a multi-key request per server (or, `broadcast`, send it to every
+ * server). Each fragment is a message of its own in its server's queue;
+ * merge() joins their replies in the client's key order. Allocation is per
+ * multi-key request (the merge map), not per key.
+ */
+static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
+                           const struct proto_req *req, const char *buf,
+                           const struct route_key *rk, int broadcast)
+{
+    struct worker *w = c->w;
+    uint32_t nkeys = broadcast ? 0 : req->nkeys;
+    uint32_t nsrv = pool->nservers;
+    uint32_t nfrag = 0;
+
+    /* scratch: owner[nkeys] | slot[nsrv] (server -> fragment + 1) | first[nsrv + 1] | target[nsrv] */
+    if (worker_scratch(w, nkeys + 3 * nsrv + 1) < 0)
+        goto nomem;
+    uint32_t *owner = w->scratch;
+    uint32_t *slot = owner + nkeys;
+    uint32_t *first = slot + nsrv;
+    uint32_t *target = first + nsrv + 1;
+    memset(slot, 0, (size_t)nsrv * sizeof(*slot));
+
+    if (broadcast) {
+        nfrag = nsrv;
+        for (uint32_t s = 0; s < nsrv; s++)
+            target[s] = s;
+    } else {
+        struct route rt;
+        route_clear(&rt);
+        for (uint32_t i = 0; i < nkeys; i++) {
+            owner[i] = route_fanout_server(&pool->view, &rk[i], &rt);
+            if (slot[owner[i]] == 0) {
+                target[nfrag] = owner[i];
+                slot[owner[i]] = ++nfrag;
+            }
+        }
+        forward_route_effects(c, pool, &rt, &rk[0]);
+    }
+    if (nfrag == 0) {
+        forward_fail(c, m, PROTO_ERR_SERVER, "no server to send to");
+        return;
+    }
+    if (forward_fanout_alloc(m, req, buf, nfrag, nkeys) < 0)
+        goto nomem;
+    m->nfrag = nfrag;
+    for (uint32_t i = 0; i < nkeys; i++) {
+        m->key_frag[i] = slot[owner[i]] - 1;
+        m->keys[i] = req->keys[i];
+    }
+    /* Each fragment's keys, in the client's order, with one counting pass:
+     * fragment f's keys are idx[first[f] .. first[f + 1]) (idx reuses owner,
+     * which key_frag now says). */
+    uint32_t *idx = owner;
+    memset(first, 0, (size_t)(nfrag + 1) * sizeof(*first));
+    for (uint32_t i = 0; i < nkeys; i++)
+        first[m->key_frag[i]]++;                    /* counts */
+    for (uint32_t f = 0, sum = 0; f < nfrag; f++) {
+        sum += first[f];
+        first[f] = sum;                             /* ends */
+    }
+    for (uint32_t i = nkeys; i-- > 0;)
+        idx[--first[m->key_frag[i]]] = i;           /* ends become starts */
+    first[nfrag] = nkeys;
+
+    m->nfrag_pending = nfrag;
+    STATS_ADD(&pool->stats, fragments, nfrag);
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const uint32_t *fidx = broadcast ? NULL : idx + first[f];
+        uint32_t n = broadcast ? 0 : first[f + 1] - first[f];
+        struct msg *fm = forward_new_child(w, m, MSG_FRAG, req, n);
+        if (fm == NULL) {
+            /* the fragments already sent complete on their own */
+            m->nfrag = f;
+            m->nfrag_pending -= nfrag - f;
+            if (m->nfrag_pending == 0)
+                forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+            return;
+        }
+        m->frags[f] = fm;
+        struct server *srv = pool->servers[target[f]];
+        fm->server = srv;
+        if (!broadcast && !health_up(srv->health) && pool->cp->on_down != CONF_ON_DOWN_FAILOVER) {
+            forward_frag_down(c, pool, fm, req, srv);
+            continue;
+        }
+        enum proto_err code;
+        const char *reason = NULL;
+        if (forward_write(pool, fm, srv, NULL, f, req, buf, fidx, n,
+                          broadcast ? FORWARD_HEADER : FORWARD_FRAG, 0, &code, &reason) < 0)
+            msg_fail(w, fm, code, reason);
+    }
+    return;
+
+nomem:
+    free(m->frags);
+    free(m->key_frag);
+    m->frags = NULL;
+    m->key_frag = NULL;
+    m->keys = NULL;
+    m->nfrag = m->nfrag_pending = 0;
+    forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+}
+
+/* ------------------------------------------------------------------ local replies */
+
+/* memcached `stats` / Redis INFO stats: this worker's view of the pool. */
+static void forward_render_stats(void *ctx, int redis, struct buf *out)
+{
+    struct client *c = ctx;
+    const struct stats_pool *st = &c->pool->stats;
+    const char *fmt = redis ? "%s:%lld\r\n" : "STAT %s %lld\r\n";
+
+#define RENDER_FIELD(name, type, desc) \
+    buf_appendf(out, fmt, #name, (long long)__atomic_load_n(&st->name, __ATOMIC_RELAXED));
+    STATS_POOL_CODEC(RENDER_FIELD)
+#undef RENDER_FIELD
+    buf_appendf(out, fmt, "curr_connections", (long long)c->w->curr_connections);
+    buf_appendf(out, fmt, "total_connections", (long long)c->w->total_connections);
+}
+
+static void forward_local(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf)
+{
+    struct wpool *pool = c->pool;
+    struct proxy *p = c->w->proxy;
+    struct proto_env env = {
+        .version = PACKAGE_VERSION,
+        .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
+        .now_us = util_wall_us(),
+        .pool_name = pool->cp->name,
+        .nservers = pool->nservers,
+        .curr_connections = c->w->curr_connections,
+        .total_connections = c->w->total_connections,
+        .render_stats = forward_render_stats,
+        .ctx = c,
+    };
+    STATS_ADD(&pool->stats, local_replies, 1);
+    int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
+    if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
+        m->flags |= MSG_F_CLOSE;
+    forward_answered_here(c, m);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+/*
+ * Route a keyed request: the pool of its keys (all in one, else refused),
+ * each key placed once. rk[0..nkeys) are filled (w->rkeys for several).
+ * Returns the pool, or NULL after answering m (mixed pools, no memory).
+ */
+static struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_req *req,
+                                   const char *buf, struct route_key **rkp, char *dec)
+{
+    struct worker *w = c->w;
+    uint32_t nkeys = req->nkeys;
+    struct route_key *rk = *rkp;
+
+    if (nkeys > 1) {
+        if (worker_rkeys(w, nkeys) < 0) {
+            forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        rk = *rkp = w->rkeys;
+    }
+    forward_key(c->pool, req, buf, 0, dec, &rk[0]);
+    struct wpool *pool = forward_key_pool(c, &rk[0]);
+    route_key_place(&pool->view, &rk[0]);
+    for (uint32_t i = 1; i < nkeys; i++) {
+        /* dec is used by a meta command's base64 key only, and a meta
+         * command has one key; a Redis inline request's keys are in the
+         * parser's memory. */
+        forward_key(c->pool, req, buf, i, dec, &rk[i]);
+        if (c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
+            STATS_ADD(&c->pool->stats, crossslot, 1);
+            forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+            return NULL;
+        }
+        route_key_place(&pool->view, &rk[i]);
+    }
+    return pool;
+}
+
+/* A SINGLE or SAME request: one server (or copies of it), by its keys. */
+static void forward_keyed(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf)
+{
+    struct route_key one, *rk = &one;
+    char dec[PROTO_KEY_DECODED_MAX];
+    struct wpool *pool = forward_place(c, m, req, buf, &rk, dec);
+
+    if (pool == NULL)
+        return;
+    if (c->w->snap->conf->global.hot_keys)
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
+    for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
+        if (rk[i].owner != rk[0].owner) {
+            STATS_ADD(&pool->stats, crossslot, 1);
+            forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
+            return;
+        }
+    }
+    struct route rt;
+    route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                  (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), &rt);
+    forward_route_effects(c, pool, &rt, &rk[0]);
+    switch (rt.kind) {
+    case ROUTE_SEND:
+        if (rt.warm_from != ROUTE_NONE && req->nkeys == 1 && pool->ops->warmable != NULL &&
+            pool->ops->warmable(req->cmd))
+            warmup_mark(m, rk[0].bytes, rk[0].len, pool->servers[rt.warm_from], req->cmd);
+        forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf);
+        break;
+    case ROUTE_COPIES:
+        forward_copies(c, pool, m, req, buf, &rt);
+        break;
+    case ROUTE_MISS:
+        if (!(m->flags & MSG_F_NOREPLY))
+            pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
+        forward_answered_here(c, m);
+        break;
+    case ROUTE_FAIL:
+        forward_fail_route(c, pool, m, &rt);
+        break;
+    }
+}
+
+void forward_request(struct client *c, const struct proto_req *req, const char *buf)
+{
+    struct wpool *pool = c->pool;
+    struct msg *m = forward_new_msg(c, req);
+
+    if (m == NULL) {
+        c->closing = 1;
+        return;
+    }
+    STATS_ADD(&pool->stats, requests, 1);
+    switch (req->kind) {
+    case PROTO_REQ_ERROR:
+        STATS_ADD(&pool->stats, client_errors_sent, 1);
+        m->flags |= MSG_F_ERROR;
+        if (req->flags & PROTO_RF_CLOSE)
+            m->flags |= MSG_F_CLOSE;
+        if (!(m->flags & MSG_F_NOREPLY))
+            buf_append(&m->rsp, req->err, req->err_len);
+        forward_answered_here(c, m);
+        break;
+    case PROTO_REQ_LOCAL:
+        forward_local(c, m, req, buf);
+        break;
+    case PROTO_REQ_SAME:
+    case PROTO_REQ_SINGLE:
+        forward_keyed(c, m, req, buf);
+        break;
+    case PROTO_REQ_FANOUT: {
+        struct route_key *rk = NULL;
+        char dec[PROTO_KEY_DECODED_MAX];
+        struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
+        if (kp != NULL)
+            forward_fanout(c, kp, m, req, buf, rk, 0);
+        break;
+    }
+    case PROTO_REQ_BROADCAST:
+        forward_fanout(c, pool, m, req, buf, NULL, 1);
+        break;
+    }
+}
+
+/* ------------------------------------------------------------------ streaming */
+
+struct msg *forward_stream(struct client *c, const struct proto_req *req, const char *buf,
+                           uint64_t avail, int *answered)
+{
+    struct route_key rk;
+    char dec[PROTO_KEY_DECODED_MAX];
+    struct route rt;
+
+    *answered = 0;
+    if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1)
+        return NULL;
+    forward_key(c->pool, req, buf, 0, dec, &rk);
+    struct wpool *pool = forward_key_pool(c, &rk);
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr,
+                  uv_now(&c->w->loop), &rt);
+    if (rt.kind == ROUTE_COPIES)
+        return NULL;                /* buffered: every copy needs the whole body */
+    if (rt.kind != ROUTE_SEND) {
+        forward_request(c, req, buf);   /* answered here; its body is dropped */
+        *answered = 1;
+        return NULL;
+    }
+    struct server *srv = pool->servers[rt.to[0]];
+    const char *reason = NULL;
+    struct sconn *s = server_pin(srv, c, &reason);
+    if (s == NULL) {
+        log_info("pool '%s': large request buffered, not streamed: %s", pool->cp->name, reason);
+        return NULL;
+    }
+    forward_route_effects(c, pool, &rt, &rk);
+    struct msg *m = forward_new_msg(c, req);
+    enum proto_err code;
+    if (m == NULL) {
+        sconn_unpin(s, 1);
+        return NULL;
+    }
+    STATS_ADD(&c->pool->stats, requests, 1);
+    STATS_ADD(&c->pool->stats, streamed_requests, 1);
+    if (forward_write(pool, m, srv, s, 0, req, buf, NULL, 0, FORWARD_WHOLE, avail, &code,
+                      &reason) < 0) {
+        forward_fail(c, m, code, reason);
+        sconn_unpin(s, 1);
+        *answered = 1;
+        return NULL;
+    }
+    m->deadline_ms = 0;             /* the pool's timeout runs once the body is whole */
+    return m;
+}

@@ -1,0 +1,39 @@
+/* The records kept across reloads (a pool's shared state by name, a server's health by identity), in a hashed registry. */
+#ifndef RL_PROXY_REGISTRY_H
+#define RL_PROXY_REGISTRY_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* State of a pool shared by every worker (atomics), kept across reloads by name. */
+#define POOL_SPILL_SLOTS 1024
+
+struct pool_shared {
+    atomic_uint clients;          /* client connections over all workers */
+    atomic_uint_fast64_t reloads; /* reloads that changed this pool's ring */
+    /* bounded loads: the last server a key's read spilled to, and when
+     * (seconds); a direct-mapped table by key hash, races only blur it */
+    atomic_uint_fast64_t spill_key[POOL_SPILL_SLOTS];
+    atomic_uint          spill_server[POOL_SPILL_SLOTS];
+    atomic_uint          spill_sec[POOL_SPILL_SLOTS];
+};
+
+/*
+ * A map from byte-string keys to records the registry allocates (zeroed,
+ * `size` bytes) on first lookup and frees with itself. Used by the main
+ * thread only (snapshot builds); the records themselves are then shared by
+ * the workers through the snapshot. O(1) expected per lookup.
+ */
+struct registry;
+
+struct registry *registry_new(size_t size);
+void registry_free(struct registry *r);
+
+/* The record for key[0..len), created when new; NULL without memory. */
+void *registry_get(struct registry *r, const void *key, size_t len);
+
+/* How many records it holds. */
+size_t registry_count(const struct registry *r);
+
+#endif
