@@ -13,6 +13,7 @@
 #include "proxy/observe.h"
 #include "proxy/worker.h"
 #include "reload.h"
+#include "signals.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ snapshots */
@@ -329,6 +330,7 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sigterm, proxy_signal_cb, SIGTERM);
     uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
+    p->signals = signals_start(p);
     uv_async_init(&p->loop, &p->reload_async, proxy_reload_ack_cb);
     p->reload_async.data = p;
     reload_init(p, conf->global.watch);
@@ -400,6 +402,7 @@ out_workers:
     uv_close((uv_handle_t *)&p->sigterm, NULL);
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
+    signals_close(p->signals);
     uv_close((uv_handle_t *)&p->reload_async, NULL);
     observe_admin_stop(p);
     observe_stats_close(p);

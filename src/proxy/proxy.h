@@ -13,6 +13,7 @@ struct worker;
 struct reload_state;
 struct health;
 struct admin;
+struct signals;
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 #define POOL_SPILL_SLOTS 1024
@@ -84,6 +85,7 @@ struct proxy {
     uint32_t                 nhealth;
     uint32_t                 health_cursor;  /* where the next lookup probably is */
     uv_signal_t              sigterm, sigint, sighup;
+    struct signals          *signals;       /* TTIN, TTOU, USR1, USR2 (signals.c) */
     uv_tcp_t                 stats_server;
     int                      stats_open;
     uv_timer_t               stop_timer;
