@@ -336,12 +336,13 @@ void ring_shares(const struct ring *r, double *shares, uint32_t samples)
         return;
     }
     if (r->dist.type == DIST_MODULA) {
-        const uint32_t *table;
-        uint32_t size = dist__modula_table(&r->dist, &table);
-        for (uint32_t i = 0; i < size; i++)
-            shares[table[i]] += 1.0;
-        for (uint32_t s = 0; s < r->nservers; s++)
-            shares[s] /= size;
+        /* each server owns its run of slots: weight / total, exactly */
+        const uint32_t *order;
+        const uint64_t *ends;
+        uint64_t total;
+        uint32_t n = dist__modula_slots(&r->dist, &order, &ends, &total);
+        for (uint32_t k = 0; k < n; k++)
+            shares[order[k]] = (double)(ends[k] - (k ? ends[k - 1] : 0)) / (double)total;
         return;
     }
     if (samples == 0)

@@ -1,4 +1,4 @@
-/* Read access to a built modula table, for exact shares (ring.c). */
+/* Read access to a built modula distribution, for exact shares (ring.c). */
 #ifndef RL_DIST_MODULA_H
 #define RL_DIST_MODULA_H
 
@@ -6,10 +6,12 @@
 
 #include "dist/dist.h"
 
-#define MODULA_MAX_TABLE (1u << 24)
-
-/* The table of a dist built with dist_modula_ops (valid while d is); a key
- * hash h belongs to table[h % size].  Returns the size. */
-uint32_t dist__modula_table(const struct dist *d, const uint32_t **table);
+/*
+ * The slots of a dist built with dist_modula_ops (valid while d is): a key hash h belongs
+ * to slot h % total; slots [ends[r-1], ends[r]) are server order[r]'s (ends[-1] = 0), r in
+ * twemproxy's identity order. Returns the number of servers; *total is the total weight.
+ */
+uint32_t dist__modula_slots(const struct dist *d, const uint32_t **order, const uint64_t **ends,
+                            uint64_t *total);
 
 #endif
