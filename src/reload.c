@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "conf.h"
+#include "conf_lint.h"
 #include "log.h"
+#include "notify.h"
 #include "proxy/proxy.h"
 #include "proxy/worker.h"
 #include "reload.h"
@@ -69,11 +71,14 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         snprintf(err, errlen, "a reload is in progress; this one will follow it");
         return 0;
     }
+    notify_reloading();
     struct snapshot *old = atomic_load(&p->current);
     int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
     struct snapshot *snap = NULL;
-    if (rc == 0)
+    if (rc == 0) {
+        conf_lint_log(conf);
         snap = proxy_snapshot_build(p, conf, old, err, errlen);
+    }
 
     uv_mutex_lock(&rs->mu);
     rs->last_us = util_wall_us();
@@ -85,6 +90,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         uv_mutex_unlock(&rs->mu);
         log_error("reload (%s) refused, the running configuration keeps serving: %s", trigger,
                   err);
+        notify_ready();
         return -1;
     }
 
@@ -179,6 +185,7 @@ void reload_on_ack(struct proxy *p)
     snapshot_unref(p->reload_old);
     p->reload_old = NULL;
     log_info("reload: every worker runs the new configuration");
+    notify_ready();
     if (p->reload_pending) {
         char err[1024];
         p->reload_pending = 0;

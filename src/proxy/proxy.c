@@ -7,8 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conf_lint.h"
 #include "health.h"
 #include "log.h"
+#include "notify.h"
 #include "proxy/proxy.h"
 #include "proxy/observe.h"
 #include "proxy/worker.h"
@@ -246,6 +248,7 @@ static void proxy_reload_ack_cb(uv_async_t *a)
 
 static void proxy_stop(struct proxy *p, int force)
 {
+    notify_stopping();
     atomic_store(&p->stopping, 1);
     for (uint32_t i = 0; i < p->nworkers; i++) {
         atomic_store(&p->workers[i].stop, force ? 2 : 1);
@@ -303,6 +306,7 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: %s\n", err);
         goto out;
     }
+    conf_lint_log(conf);
     p->client_output_limit = conf->global.client_output_limit ? conf->global.client_output_limit
                                                               : 8u << 20;
     /* -v and -o win over ringleader.log_level and ringleader.log_file. */
@@ -386,6 +390,7 @@ int proxy_run(struct proxy_options *opt)
                    conf->pools[i].listen.text);
     log_notice("ringleader-%s started: %u worker(s), pid %d", PACKAGE_VERSION, p->nworkers,
                (int)getpid());
+    notify_ready();
 
     uv_run(&p->loop, UV_RUN_DEFAULT);
 
