@@ -10,6 +10,7 @@
 #include "health.h"
 #include "log.h"
 #include "proto/memcache.h"
+#include "pool_numbers.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
@@ -562,8 +563,6 @@ nomem:
     client_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
 }
 
-static void client_render_stats(void *ctx, int redis, struct buf *out);
-
 static void client_dispatch(struct client *c, const struct proto_req *req, const char *buf)
 {
     struct wpool *pool = c->pool;
@@ -587,18 +586,8 @@ static void client_dispatch(struct client *c, const struct proto_req *req, const
         break;
 
     case PROTO_REQ_LOCAL: {
-        struct proxy *p = c->w->proxy;
-        struct proto_env env = {
-            .version = PACKAGE_VERSION,
-            .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
-            .now_us = util_wall_us(),
-            .pool_name = pool->cp->name,
-            .nservers = pool->nservers,
-            .curr_connections = c->w->curr_connections,
-            .total_connections = c->w->total_connections,
-            .render_stats = client_render_stats,
-            .ctx = c,
-        };
+        struct proto_env env;
+        client_env(c, &env);
         STATS_ADD(&pool->stats, local_replies, 1);
         m->flags |= MSG_F_DONE;
         int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
@@ -868,17 +857,32 @@ void client_accept(struct listener *l)
 
 /* ------------------------------------------------------------------ local stats */
 
-/* memcached `stats` / Redis INFO stats: this worker's view of the pool. */
-static void client_render_stats(void *ctx, int redis, struct buf *out)
+/* memcached `stats` / Redis INFO: the pool's numbers over every worker (pool_numbers.c). */
+static void client_render_stats(void *ctx, proto_stat_fn emit, void *arg)
 {
     struct client *c = ctx;
-    const struct stats_pool *st = &c->pool->stats;
-    const char *fmt = redis ? "%s:%lld\r\n" : "STAT %s %lld\r\n";
+    pool_numbers_emit(c->w->proxy, c->w->snap, c->pool->cp->name, c->w->id, emit, arg);
+}
 
-#define RENDER_FIELD(name, type, desc) \
-    buf_appendf(out, fmt, #name, (long long)__atomic_load_n(&st->name, __ATOMIC_RELAXED));
-    STATS_POOL_CODEC(RENDER_FIELD)
-#undef RENDER_FIELD
-    buf_appendf(out, fmt, "curr_connections", (long long)c->w->curr_connections);
-    buf_appendf(out, fmt, "total_connections", (long long)c->w->total_connections);
+static const char *client_server_name(void *ctx, uint32_t i)
+{
+    struct client *c = ctx;
+    return i < c->pool->nservers ? c->pool->servers[i]->label : "?";
+}
+
+void client_env(struct client *c, struct proto_env *env)
+{
+    struct proxy *p = c->w->proxy;
+    *env = (struct proto_env){
+        .version = PACKAGE_VERSION,
+        .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
+        .now_us = util_wall_us(),
+        .pool_name = c->pool->cp->name,
+        .nservers = c->pool->nservers,
+        .curr_connections = c->w->curr_connections,
+        .total_connections = c->w->total_connections,
+        .render_stats = client_render_stats,
+        .server_name = client_server_name,
+        .ctx = c,
+    };
 }

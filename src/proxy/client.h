@@ -51,4 +51,8 @@ void client_flush(struct client *c);
 /* Close now (worker shutdown or fatal error). */
 void client_close(struct client *c);
 
+/* What the protocol's local() and merge_env() get: the pool's and the process's numbers
+ * (pool_numbers.c, which takes every worker's lock in turn: never call it holding one). */
+void client_env(struct client *c, struct proto_env *env);
+
 #endif

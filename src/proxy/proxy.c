@@ -14,6 +14,7 @@
 #include "proxy/proxy.h"
 #include "proxy/observe.h"
 #include "proxy/worker.h"
+#include "ops_rate.h"
 #include "reload.h"
 #include "signals.h"
 #include "util.h"
@@ -335,6 +336,7 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
     p->signals = signals_start(p);
+    p->ops_rate = ops_rate_start(p);
     uv_async_init(&p->loop, &p->reload_async, proxy_reload_ack_cb);
     p->reload_async.data = p;
     reload_init(p, conf->global.watch);
@@ -408,6 +410,7 @@ out_workers:
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
     signals_close(p->signals);
+    ops_rate_close(p->ops_rate);
     uv_close((uv_handle_t *)&p->reload_async, NULL);
     observe_admin_stop(p);
     observe_stats_close(p);

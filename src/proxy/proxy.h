@@ -14,6 +14,7 @@ struct reload_state;
 struct health;
 struct admin;
 struct signals;
+struct ops_rate;
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 #define POOL_SPILL_SLOTS 1024
@@ -86,6 +87,7 @@ struct proxy {
     uint32_t                 health_cursor;  /* where the next lookup probably is */
     uv_signal_t              sigterm, sigint, sighup;
     struct signals          *signals;       /* TTIN, TTOU, USR1, USR2 (signals.c) */
+    struct ops_rate         *ops_rate;      /* requests per second for INFO (ops_rate.c) */
     uv_tcp_t                 stats_server;
     int                      stats_open;
     uv_timer_t               stop_timer;

@@ -588,8 +588,13 @@ static void parent_merge(struct worker *w, struct msg *p)
             bufs[i] = &p->frags[i]->rsp;
             items += p->frags[i]->items;
         }
-        if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs,
-                       p->nfrag, &p->rsp) < 0) {
+        struct proto_env env;
+        if (p->key_frag == NULL && ops->merge_env != NULL)
+            client_env(c, &env);
+        if ((p->key_frag == NULL && ops->merge_env != NULL
+                 ? ops->merge_env(p->cmd, p->reqcopy.data, bufs, p->nfrag, &env, &p->rsp)
+                 : ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs,
+                              p->nfrag, &p->rsp)) < 0) {
             p->rsp.rpos = p->rsp.wpos = 0;
             ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
             STATS_ADD(&c->pool->stats, forward_error, 1);
