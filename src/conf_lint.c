@@ -17,30 +17,27 @@ static int conf_lint_loopback(const char *host)
            strcmp(host, "localhost") == 0;
 }
 
-/* "redis_auth of pool 'a', admin_token" for the secrets the file holds; 0 when none. */
+/* "redis_auth of pool 'a', admin_token" for the secrets the file holds (the first three
+ * pools named, the others counted); 0 when it holds none. */
 static int conf_lint_secrets(const struct conf *conf, char *out, size_t outlen)
 {
+    unsigned with_auth = 0;
     size_t used = 0;
-    int n = 0;
 
     out[0] = '\0';
     for (unsigned i = 0; i < conf->npools; i++) {
         if (conf->pools[i].redis_auth == NULL)
             continue;
-        if (n == 3) {                /* enough to make the point */
-            if (used < outlen)
-                used += (size_t)snprintf(out + used, outlen - used, ", ...");
-            n++;
-            continue;
-        }
-        if (n < 3 && used < outlen)
+        if (with_auth < 3 && used < outlen)
             used += (size_t)snprintf(out + used, outlen - used, "%sredis_auth of pool '%s'",
-                                     n ? ", " : "", conf->pools[i].name);
-        n += n < 4;
+                                     with_auth ? ", " : "", conf->pools[i].name);
+        with_auth++;
     }
+    if (with_auth > 3 && used < outlen)
+        used += (size_t)snprintf(out + used, outlen - used, " and %u more pools", with_auth - 3);
     if (conf->global.admin_token != NULL && used < outlen)
-        snprintf(out + used, outlen - used, "%sadmin_token", n ? ", " : "");
-    return n > 0 || conf->global.admin_token != NULL;
+        snprintf(out + used, outlen - used, "%sadmin_token", with_auth ? ", " : "");
+    return with_auth > 0 || conf->global.admin_token != NULL;
 }
 
 int conf_lint(const struct conf *conf, conf_warn_fn warn, void *arg)

@@ -14,7 +14,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, Redis, Runner, Skip, check, eq,  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
                      free_port, server_lines, tmpdir)
 
 R = Runner("test_admin", per_test_timeout=45, total_timeout=150)
@@ -112,10 +112,11 @@ class DevTools:
         os.close(self.from_chrome)
 
 
-class Env:
+class Env(ProxyEnv):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(3)]
         self.rd = [Redis.start() for _ in range(2)]
+        self.backends = self.mc + self.rd
         self.admin_port = free_port()
         self.proxy = Proxy({
             "cache": {"hash": "fnv1a_64", "distribution": "ketama", "auto_eject_hosts": False,
@@ -139,13 +140,6 @@ class Env:
             for i in range(50):
                 eq(c.rd("SET", "s:%d" % i, "v"), "OK")
 
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for b in self.mc + self.rd:
-            b.stop()
 
 
 @R.test(ringleader=True)

@@ -6,17 +6,18 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, Runner, check, eq, free_port,  # noqa: E402
-                     read_stats, server_lines)
+from harness import (NAMES, Memcached, Proxy, ProxyEnv, Runner, check, eq,  # noqa: E402
+                     free_port, read_stats, server_lines)
 
 R = Runner("test_signals", per_test_timeout=30, total_timeout=120)
 
 LINE_WAIT = 5.0   # seconds for a log line to appear
 
 
-class Env:
+class Env(ProxyEnv):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(2)]
+        self.backends = self.mc
         # A second pool of 20 servers nothing listens on (no preconnect: nothing fails):
         # the state dump must stay one screen.
         wide = ["127.0.0.1:%d:1 w%02d" % (free_port(), i) for i in range(20)]
@@ -62,13 +63,6 @@ class Env:
         with self.proxy.client("cache", timeout=3) as c:
             eq(c.mc(b"version")[:8], b"VERSION ", "the proxy answers")
 
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for m in self.mc:
-            m.stop()
 
 
 @R.test(ringleader=True)

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, Redis, Runner, Skip, check, eq,  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
                      server_lines, unique)
 
 R = Runner("test_tools", per_test_timeout=40, total_timeout=150)
@@ -30,10 +30,11 @@ def run(argv, timeout=20):
     return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
 
 
-class Env:
+class Env(ProxyEnv):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(3)]
         self.rd = [Redis.start() for _ in range(2)]
+        self.backends = self.mc + self.rd
         self.proxy = Proxy({
             "mc": {"hash": "fnv1a_64", "distribution": "ketama", "timeout": 2000,
                    "servers": server_lines(self.mc, NAMES[:3])},
@@ -55,13 +56,6 @@ class Env:
         return run([tool("redis-cli"), "-h", self.rd_host, "-p", str(self.rd_port)] + list(args),
                    timeout)
 
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for b in self.mc + self.rd:
-            b.stop()
 
 
 # ---------------------------------------------------------------- memcached
