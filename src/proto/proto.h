@@ -114,8 +114,6 @@ struct proto_env {
     uint64_t    now_us;               /* wall clock */
     const char *pool_name;
     uint32_t    nservers;
-    uint64_t    curr_connections;
-    uint64_t    total_connections;
     /* The proxy's numbers for this pool (summed over every worker) and the process: calls
      * emit(arg, name, value) once per number, in a fixed order; may be NULL. Names: every
      * field of STATS_POOL_CODEC, the server counters summed over the pool's servers as

@@ -879,8 +879,6 @@ void client_env(struct client *c, struct proto_env *env)
         .now_us = util_wall_us(),
         .pool_name = c->pool->cp->name,
         .nservers = c->pool->nservers,
-        .curr_connections = c->w->curr_connections,
-        .total_connections = c->w->total_connections,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
         .ctx = c,

@@ -955,7 +955,6 @@ static void sess_init(struct sess *s, const char *auth)
     s->env.version = "0.1.0";
     s->env.now_us = 1700000000123456ULL;
     s->env.uptime_s = 99;
-    s->env.curr_connections = 3;
     buf_init(&s->out);
 }
 
