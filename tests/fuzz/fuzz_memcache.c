@@ -175,8 +175,14 @@ static void model_check_forward(const struct proto_req *r, const char *buf, cons
         for (uint32_t i = 2; i < m.ntok && i < MODEL_TOKENS; i++)
             FUZZ_CHECK(m.tok[i].p[0] != 'q');      /* the proxy must see every reply */
         break;
-    default:
+    case MEMCACHE_CMD_DELETE: case MEMCACHE_CMD_INCR: case MEMCACHE_CMD_DECR:
+    case MEMCACHE_CMD_TOUCH: case MEMCACHE_CMD_FLUSH_ALL: case MEMCACHE_CMD_VERBOSITY:
+        /* the commands memcached reads a trailing noreply of (set_noreply_maybe);
+         * "delete noreply" deletes the key "noreply" */
         FUZZ_CHECK(!model_tok_is(&m, m.ntok - 1, "noreply") || m.ntok == 2);
+        FUZZ_CHECK(r->body_len == 0);
+        break;
+    default:                    /* version, stats ...: a "noreply" is only an argument */
         FUZZ_CHECK(r->body_len == 0);
         break;
     }
