@@ -392,7 +392,12 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
                          struct proto_req *req)
 {
     const struct proto_key *args = p->keys;
-    const struct redis_command *c = redis_command_lookup(buf + args[0].off, args[0].len);
+    /* "NAME|SUB" is how the table names a subcommand, never a command Redis
+     * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
+    const struct redis_command *c =
+        memchr(buf + args[0].off, '|', args[0].len) != NULL
+            ? NULL
+            : redis_command_lookup(buf + args[0].off, args[0].len);
     char name[REDIS_MAX_NAME * 2 + 2];
 
     if (c == NULL) {

@@ -1319,6 +1319,18 @@ START_TEST(test_req_inline_split_as_sdssplitargs)
 }
 END_TEST
 
+START_TEST(test_req_subcommand_names_are_not_commands)
+{
+    /* the table's "XINFO|STREAM" is not a name Redis knows (libFuzzer) */
+    struct res r = req_of("XINFO|STREAM k", AUTHED);
+    ck_assert_str_eq(r.err, "-ERR unknown command 'XINFO|STREAM', with args beginning with: 'k' \r\n");
+    r = req_of("INFO|KEYSPACE", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+    r = req_of("XINFO STREAM k", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+}
+END_TEST
+
 START_TEST(test_req_scripts_refused_when_the_pool_says_so)
 {
     struct res r = req_of("EVALSHA abc 1 k", AUTHED);
@@ -1383,6 +1395,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_req_nul_where_redis_would_wait);
     tcase_add_test(tc, test_req_inline_split_as_sdssplitargs);
     tcase_add_test(tc, test_req_scripts_refused_when_the_pool_says_so);
+    tcase_add_test(tc, test_req_subcommand_names_are_not_commands);
     tcase_add_test(tc, test_merge_sum_overflow_and_empty_fragment);
     tcase_add_test(tc, test_req_empty_requests_skipped);
     tcase_add_test(tc, test_req_fatal_errors);
