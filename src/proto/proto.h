@@ -131,6 +131,10 @@ struct proto_parser {
     char    *dec;           /* decoded request bytes (Redis quoted inline arguments);
                              * grows like keys */
     uint32_t item_size_max; /* memcached: values above this are refused */
+    uint32_t body_min;      /* Redis: a request whose last argument is at least this long
+                             * and not all here yet is returned at that argument's data,
+                             * the argument as body_len, when it is not a key and the
+                             * request goes to one server (0: never) */
     uint32_t flags;         /* PROTO_PF_* */
 };
 

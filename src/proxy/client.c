@@ -602,6 +602,7 @@ void client_refresh(struct client *c)
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
 
     c->parser.item_size_max = cp->item_size_max;
+    c->parser.body_min = c->w->snap->conf->global.stream_threshold;
     c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS);
     if (cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
@@ -688,6 +689,7 @@ void client_accept(struct listener *l)
         snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
     }
     c->parser.item_size_max = pool->cp->item_size_max;
+    c->parser.body_min = w->snap->conf->global.stream_threshold;
     if (pool->cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
     if (!pool->cp->scripts)
