@@ -1111,6 +1111,7 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
         fixed = "object too large for cache";
         break;
     case PROTO_ERR_CROSSSLOT:
+    case PROTO_ERR_CROSSSLOT_SLOT:
         if (reason == NULL)
             fixed = "keys map to different servers";
         break;

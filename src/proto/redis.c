@@ -442,6 +442,10 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     }
     if (c->flags & REDIS_CMD_WRITE)
         req->flags |= PROTO_RF_WRITE;
+    if ((c->flags & REDIS_CMD_CLOCAL) && (p->flags & PROTO_PF_CLUSTER)) {
+        req->kind = PROTO_REQ_LOCAL;        /* a cluster pool's one-node cluster */
+        return;
+    }
     if ((c->flags & REDIS_CMD_REFUSED) ||
         ((c->flags & REDIS_CMD_FLUSH) && !(p->flags & PROTO_PF_ALLOW_FLUSH))) {
         size_t i;
@@ -893,6 +897,8 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     switch (buf[0]) {
     case '-':
         rsp->flags |= PROTO_SF_ERROR;
+        if ((p->flags & PROTO_PF_CLUSTER) && redis__cluster_error(buf, eol))
+            rsp->flags |= PROTO_SF_CLUSTER;
         /* fall through */
     case '+':
         break;
@@ -1325,6 +1331,8 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     switch (code) {
     case PROTO_ERR_CROSSSLOT:
         return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same server\r\n");
+    case PROTO_ERR_CROSSSLOT_SLOT:     /* Redis Cluster's own words */
+        return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
     case PROTO_ERR_TIMEOUT:   what = "timeout"; break;
     case PROTO_ERR_NOMEM:     what = "out of memory"; break;
     case PROTO_ERR_TOO_LARGE: what = "request too large"; break;
@@ -1346,7 +1354,8 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     return buf_append(out, "\r\n", 2);
 }
 
-/* AUTH [user] password, then SELECT db when it is not 0. Returns the
+/* AUTH [user] password, READONLY for a connection that may read from a
+ * cluster replica, then SELECT db when it is not 0. Returns the
  * number of requests written (replies to swallow), or -ENOMEM. */
 static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 {
@@ -1359,6 +1368,11 @@ static int redis_server_hello(const struct proto_hello *h, struct buf *out)
                         append_bulk(out, h->username, strlen(h->username)) < 0)
                      : buf_append_str(out, "*2\r\n$4\r\nAUTH\r\n") < 0;
         if (rc || append_bulk(out, h->password, strlen(h->password)) < 0)
+            return -ENOMEM;
+        n++;
+    }
+    if (h->replica_reads) {
+        if (buf_append_str(out, "*1\r\n$8\r\nREADONLY\r\n") < 0)
             return -ENOMEM;
         n++;
     }
@@ -1405,6 +1419,7 @@ const struct proto_ops proto_redis_ops = {
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
     .pin_reset = redis_pin_reset,
+    .cluster = &proto_redis_cluster_ops,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

@@ -41,6 +41,8 @@
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
 #define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
+#define REDIS_CMD_CLOCAL     0x40000  /* REFUSED, but answered here (.local) in a cluster pool
+                                       * (PROTO_PF_CLUSTER): CLUSTER SLOTS, READONLY ... */
 
 /* The number grammar of Redis's string2ll, for util_parse_dec: what every
  * number the proxy reads in a request must follow. */
@@ -81,7 +83,15 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_LIST,
     REDIS_LOCAL_CLIENT_SETINFO,
     REDIS_LOCAL_CLIENT_NO_EVICT,
-    REDIS_LOCAL_CLIENT_NO_TOUCH
+    REDIS_LOCAL_CLIENT_NO_TOUCH,
+    /* a cluster pool's one-node cluster (redis_cluster.c) */
+    REDIS_LOCAL_CLUSTER_OK,
+    REDIS_LOCAL_CLUSTER_KEYSLOT,
+    REDIS_LOCAL_CLUSTER_MYID,
+    REDIS_LOCAL_CLUSTER_SLOTS,
+    REDIS_LOCAL_CLUSTER_SHARDS,
+    REDIS_LOCAL_CLUSTER_NODES,
+    REDIS_LOCAL_CLUSTER_INFO
 };
 
 /*
@@ -139,5 +149,17 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
                         uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
                         const char **err);
+
+/* Redis Cluster (redis_cluster.c). */
+extern const struct proto_cluster_ops proto_redis_cluster_ops;
+
+/* Whether an error reply line (rsp[0..len) up to its CR) is a cluster's MOVED, ASK,
+ * TRYAGAIN or CLUSTERDOWN. */
+int redis__cluster_error(const char *rsp, size_t len);
+
+/* A cluster pool's local CLUSTER command `what` (enum redis_local) with arguments
+ * a[0..argc) in buf: the one-node cluster the client sees. 0 or -ENOMEM. */
+int redis__cluster_local(int what, const char *buf, const struct proto_key *a, uint32_t argc,
+                         const struct proto_env *env, struct buf *out);
 
 #endif
