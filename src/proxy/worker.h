@@ -16,6 +16,7 @@
 #include "stats.h"
 
 struct client;
+struct cworker;
 struct msg;
 struct pool_shared;
 struct proxy;
@@ -55,6 +56,8 @@ struct wpool {
     struct stats_pool        stats;
     struct hotkeys           hot;        /* this worker's hot keys (single writer) */
     struct hotkeys_snapshot *hot_pub;    /* published every second under w->mu */
+    struct cworker          *cworker;    /* a Redis Cluster pool's redirects and parked
+                                            requests (cluster_worker.c), else NULL */
 };
 
 struct worker {
