@@ -65,6 +65,7 @@ struct cluster_registry {
     uv_timer_t    publish_timer;
     int           open;                     /* the handles exist (main loop) */
     int           publish_pending;
+    int           publishing;               /* a map of ours is being published (not a reload) */
 };
 
 static void cluster_start_round(struct cluster *cl);
@@ -343,7 +344,9 @@ static void cluster_publish(struct cluster_registry *reg)
                    cur->pools[j].ring->epoch, nr->epoch, cur->pools[j].ring->checksum,
                    nr->checksum, snap->conf->pools[i].nservers);
     }
+    reg->publishing = 1;
     reload_publish(p, snap);
+    reg->publishing = 0;
 }
 
 static void cluster_publish_timer_cb(uv_timer_t *t)
@@ -555,9 +558,9 @@ void cluster_snapshot_published(struct proxy *p, const struct snapshot *snap)
         int active = 0;
         for (uint32_t i = 0; i < snap->conf->npools; i++)
             active |= snap->pools[i].cluster == cl;
-        if (active && !cl->active && reg->open) {
+        if (active && reg->open && (!cl->active || !reg->publishing)) {
             cl->active = 1;
-            cluster_schedule(cl);       /* fetched on reload (and at start) */
+            cluster_schedule(cl);       /* fetched at start and on every reload */
         } else if (!active && cl->active) {
             cl->active = 0;
             cluster_fetch_cancel(cl->fetch);
