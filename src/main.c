@@ -14,6 +14,7 @@
 #include "conf.h"
 #include "log.h"
 #include "proxy/proxy.h"
+#include "proxy/tls.h"
 #include "stats.h"
 
 #define RL_DEFAULT_CONF "conf/ringleader.yml"
@@ -188,7 +189,10 @@ int main(int argc, char **argv)
     if (test_conf) {
         struct conf *conf = NULL;
         char err[1024];
-        if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0) {
+        /* The TLS files are read too: what a start or a reload would refuse. */
+        if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0 ||
+            tls_conf_check(conf, err, sizeof(err)) < 0) {
+            conf_free(conf);
             fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n  %s\n",
                     opt.conf_path, err);
             return 1;

@@ -13,6 +13,17 @@ struct buf;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
+/* TLS, counted per pool for its clients and per server for its connections. */
+#define STATS_TLS_CODEC(ACTION)                                                             \
+    ACTION(tls_connections,     GAUGE,   "# TLS connections open")                        \
+    ACTION(tls_handshakes,      COUNTER, "# TLS handshakes completed")                    \
+    ACTION(tls_resumptions,     COUNTER, "# of those that resumed a session (ticket or cached session)") \
+    ACTION(tls_verify_failures, COUNTER, "# TLS handshakes failed: a certificate was refused (missing, untrusted, expired, wrong name)") \
+    ACTION(tls_protocol_errors, COUNTER, "# TLS handshakes failed: not TLS, no common version or cipher, malformed") \
+    ACTION(tls_handshake_aborts, COUNTER, "# TLS handshakes failed: the peer closed the connection") \
+    ACTION(tls_handshake_timeouts, COUNTER, "# TLS handshakes not done within tls_handshake_timeout") \
+    ACTION(tls_handshake_errors, COUNTER, "# TLS handshakes failed otherwise (out of memory, internal)") \
+
 #define STATS_POOL_CODEC(ACTION)                                                            \
     ACTION(client_eof,          COUNTER, "# eof on client connections")                   \
     ACTION(client_err,          COUNTER, "# errors on client connections")                \
@@ -36,6 +47,7 @@ struct buf;
     ACTION(pin_refused,         COUNTER, "# pinned connections refused over max_pinned")    \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \
@@ -58,6 +70,7 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 
