@@ -119,6 +119,7 @@ extern const size_t stats_server_nfields;
     ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
     ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
+    ACTION(tls_certs,      LIST,      "pools with TLS: each certificate file (key, file, not_after: when its earliest certificate expires, seconds since epoch)") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up or down (health; down is not removed)")           \
@@ -172,6 +173,14 @@ struct stats_view_server {
     struct histogram latency;           /* merged over the workers */
 };
 
+/* A certificate file of a pool's TLS contexts and when it expires. */
+#define STATS_TLS_CERTS_MAX 4
+struct stats_tls_cert {
+    const char *key;                    /* "tls.cert", "tls.ca", "server_tls.cert", ... */
+    const char *file;
+    int64_t     not_after;              /* unix seconds */
+};
+
 struct stats_view_pool {
     const char *name;
     struct stats_pool stats;            /* summed */
@@ -186,6 +195,8 @@ struct stats_view_pool {
     struct stats_view_server *servers;
     size_t nservers;
     double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
+    struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
+    size_t ntls_certs;
 };
 
 struct stats_view {
