@@ -223,14 +223,9 @@ static void sconn_on_read(struct conn *c, ssize_t nread)
             worker_mark_sconn(s->server->w, s);   /* the transport has bytes of its own */
         return;
     }
-    if (conn_handshaking(c)) {
+    if (conn_handshaking(c)) {   /* TLS: not done, or failed (a TLS 1.3 server refuses our
+                                    certificate after our side is done; a bad record) */
         sconn_tls_failed(s, nread == UV_EOF ? TLS_FAIL_CLOSED : tls_failure(c, NULL, NULL));
-        return;
-    }
-    if (nread == UV_EPROTO && tls_is(c)) {
-        const char *reason;
-        tls_failure(c, &reason, NULL);
-        sconn_close(s, reason, 1);          /* a bad record after the handshake */
         return;
     }
     if (nread == UV_EOF) {
