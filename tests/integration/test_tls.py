@@ -111,6 +111,17 @@ class TlsRaw(Raw):
         self.buf = bytearray()
         self.eof = False
 
+    def pipeline(self, data, want, timeout=30):
+        """Raw.pipeline sends from a second thread, which an ssl socket does not allow
+        (one SSL object, two threads). The pipelines here are ~100 KB each way, far below
+        what the loopback socket buffers hold, so sending all first cannot deadlock."""
+        self.send(data)
+        got = self.read_exact(len(want), timeout=timeout)
+        if got != want:
+            i = next(j for j in range(len(want)) if got[j] != want[j])
+            raise AssertionError("pipeline reply differs at byte %d: got %r want %r" % (
+                i, got[max(0, i - 60):i + 60], want[max(0, i - 60):i + 60]))
+
     def _fill(self, deadline):
         try:
             return Raw._fill(self, deadline)
