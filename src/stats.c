@@ -324,7 +324,7 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "keys_max_over_mean", json_real(p->keys_max_over_mean));
     if (rc == 0)
         rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
-    if (rc == 0 && p->ntls_certs > 0)
+    if (rc == 0)
         rc = jset(o, "tls_certs", json_tls_certs(p));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
         rc = json_server(o, &p->servers[i]);

@@ -634,7 +634,7 @@ def metrics_show_expiry(env):
     eq(names, {"tls.cert", "tls.ca"}, "certificate files of mc_auth")
     names = {x["key"] for x in st["rd_both"]["tls_certs"]}
     eq(names, {"tls.cert", "server_tls.cert", "server_tls.ca"}, "certificate files of rd_both")
-    check("tls_certs" not in st["mc_plainpool"], "a plaintext pool lists none")
+    eq(st["mc_plainpool"]["tls_certs"], [], "a plaintext pool lists none")
 
 
 # ---------------------------------------------------------------- ringleader -t
