@@ -285,8 +285,9 @@ def wait_for(pred, what, timeout=5.0):
     raise AssertionError("%s: not within %.1f s" % (what, timeout))
 
 
-def mc_pipeline(c, n):
-    """n sets and n gets in one write; every reply checked in order."""
+def mc_pipeline(c, n, batch=None):
+    """n/2 sets then n/2 gets in one write (or in pipelined batches of `batch` requests,
+    each answered before the next); every reply checked in order."""
     pre = unique(b"p")
     req, want = [], []
     for i in range(n // 2):
@@ -297,7 +298,17 @@ def mc_pipeline(c, n):
         k, v = pre + b"-%d" % i, b"v%d" % i
         req.append(b"get %s\r\n" % k)
         want.append(b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (k, len(v), v))
-    c.pipeline(b"".join(req), b"".join(want))
+    step = batch or n
+    for i in range(0, n, step):
+        c.pipeline(b"".join(req[i:i + step]), b"".join(want[i:i + step]))
+
+
+# memcached 1.6.18 with -Z stops reading a TLS connection that sends it a long pipeline
+# (some requests stay unanswered until more bytes arrive; a client straight at it shows the
+# same, see docs/tls.md): toward a memcached TLS backend the 2,000 requests go in pipelined
+# batches of this many. The client side of the proxy takes the whole pipeline at once
+# (mc_front, rd_*).
+MC_TLS_BATCH = 100
 
 
 def rd_pipeline(c, n):
@@ -322,7 +333,7 @@ def mc_tls_both_sides(env):
         k = unique(b"both")
         eq(c.mc_store(b"set", k, b"hello"), b"STORED\r\n")
         eq(c.mc_get(b"get", k), [(k, 0, b"hello", None)])
-        mc_pipeline(c, 2000)
+        mc_pipeline(c, 2000, batch=MC_TLS_BATCH)
         # A large value through a pinned connection: a second TLS connection to the same
         # backend, which resumes the session the first one got.
         big = os.urandom(64 << 10)
@@ -357,7 +368,7 @@ def tls_on_one_side_only(env):
     with env.proxy.client("mc_back") as c:
         eq(c.mc_store(b"set", k, b"back"), b"STORED\r\n")
         eq(c.mc_get(b"get", k), [(k, 0, b"back", None)])
-        mc_pipeline(c, 2000)
+        mc_pipeline(c, 2000, batch=MC_TLS_BATCH)
     with env.tls("rd_front") as c:
         eq(c.rd("SET", k, b"x"), "OK")
         rd_pipeline(c, 2000)
