@@ -633,7 +633,8 @@ def start_redis(b, n, tls=None):
 
 
 def tls_cost(b):
-    """CPU per request of TLS: ringleader terminating the clients' TLS itself, against
+    """CPU per request of TLS: ringleader terminating the clients' TLS itself (and, for
+    scale, ringleader with plaintext clients), against
     stunnel4 terminating it in front of ringleader's plaintext listener, and in front of
     nutcracker (memcached pools); then plaintext clients through ringleader to TLS backends
     against plaintext backends (Redis pools: memcached 1.6.18's TLS stalls on pipelined
@@ -661,6 +662,7 @@ def tls_cost(b):
     st_nc = start_stunnel(b, "stunnel-nc", l_st_nc, b.listen["nutcracker"], crt, key)
     # target: (port, protocol, --tls, processes whose CPU is the target's)
     targets = {
+        "ringleader-plain": (l_plain, "memcache", False, [rl.p]),
         "ringleader-tls": (l_tls, "memcache", True, [rl.p]),
         "stunnel+ringleader": (l_st_rl, "memcache", True, [st_rl, rl.p]),
         "stunnel+nutcracker": (l_st_nc, "memcache", True, [st_nc, nut]),
@@ -678,7 +680,7 @@ def tls_cost(b):
         res = b.run_rlbench(pre, 120)
         if res["rc"] != 0:
             raise Setup(f"prefill through {port} failed: {res.get('stderr', '')[:300]}")
-    groups = [["ringleader-tls", "stunnel+ringleader", "stunnel+nutcracker"],
+    groups = [["ringleader-plain", "ringleader-tls", "stunnel+ringleader", "stunnel+nutcracker"],
               ["backends-plain", "backends-tls"]]
     results = {}
     for sc in scenarios:

@@ -132,58 +132,40 @@ class TlsRaw(Raw):
 
 # ---------------------------------------------------------------- backends
 
-class TlsMemcached:
-    def __init__(self, port, cert):
+def memcached_argv(port, cert=None):
+    argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "64"]
+    if cert is not None:
+        argv += ["-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % cert]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    return argv
+
+
+def redis_argv(port, certs=None, auth_clients="no"):
+    argv = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--dir", tmpdir(), "--logfile", ""]
+    if certs is None:
+        return argv + ["--port", str(port)]
+    return argv + ["--port", "0", "--tls-port", str(port), "--tls-cert-file", certs.backend[0],
+                   "--tls-key-file", certs.backend[1], "--tls-ca-cert-file", certs.ca,
+                   "--tls-auth-clients", auth_clients]
+
+
+class Backend:
+    """A server process on port (argv from memcached_argv / redis_argv), listening."""
+
+    def __init__(self, name, port, argv):
         self.port = port
-        argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "64",
-                "-Z", "-o", "ssl_chain_cert=%s,ssl_key=%s" % cert]
-        if os.geteuid() == 0:
-            argv += ["-u", "root"]
-        self.proc = Proc("memcached-tls-%d" % port, argv)
+        self.proc = Proc("%s-%d" % (name, port), argv)
         try:
             self.proc.wait_listening(port)
         except StartError:
             self.proc.stop()
             raise
 
-    def hostport(self):
-        return "127.0.0.1:%d" % self.port
-
-    def stop(self):
-        self.proc.stop()
-
-
-class PlainMemcached(TlsMemcached):
-    def __init__(self, port):
-        self.port = port
-        argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1", "-m", "64"]
-        if os.geteuid() == 0:
-            argv += ["-u", "root"]
-        self.proc = Proc("memcached-%d" % port, argv)
-        try:
-            self.proc.wait_listening(port)
-        except StartError:
-            self.proc.stop()
-            raise
-
-
-class TlsRedis:
-    def __init__(self, port, certs, auth_clients=None):
-        self.port = port
-        argv = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--daemonize", "no", "--dir", tmpdir(), "--logfile", ""]
-        if auth_clients is None:
-            argv += ["--port", str(port)]
-        else:
-            argv += ["--port", "0", "--tls-port", str(port), "--tls-cert-file", certs.backend[0],
-                     "--tls-key-file", certs.backend[1], "--tls-ca-cert-file", certs.ca,
-                     "--tls-auth-clients", auth_clients]
-        self.proc = Proc("redis-%d" % port, argv)
-        try:
-            self.proc.wait_listening(port)
-        except StartError:
-            self.proc.stop()
-            raise
+    @classmethod
+    def start(cls, name, argv_of):
+        return _start_with_retry(lambda port: cls(name, port, argv_of(port)))
 
     def hostport(self):
         return "127.0.0.1:%d" % self.port
@@ -220,11 +202,11 @@ class Env:
             if shutil.which(tool) is None:
                 raise Skip("%s is not installed" % tool)
         self.certs = c = Certs()
-        self.mc_tls = _start_with_retry(lambda p: TlsMemcached(p, c.backend))
-        self.mc_evil = _start_with_retry(lambda p: TlsMemcached(p, c.evil))
-        self.mc_plain = _start_with_retry(PlainMemcached)
-        self.rd_tls = _start_with_retry(lambda p: TlsRedis(p, c, "yes"))
-        self.rd_plain = _start_with_retry(lambda p: TlsRedis(p, c))
+        self.mc_tls = Backend.start("memcached-tls", lambda p: memcached_argv(p, c.backend))
+        self.mc_evil = Backend.start("memcached-evil", lambda p: memcached_argv(p, c.evil))
+        self.mc_plain = Backend.start("memcached", memcached_argv)
+        self.rd_tls = Backend.start("redis-tls", lambda p: redis_argv(p, c, "yes"))
+        self.rd_plain = Backend.start("redis", redis_argv)
         listen = {"cert": c.proxy[0], "key": c.proxy[1]}
         to_backend = {"ca": c.ca}
         with_cert = {"ca": c.ca, "server_name": "cache.internal", "cert": c.client[0],

@@ -233,14 +233,32 @@ static void pair_up(struct side *cl, struct side *sv, struct tls_ctx *cctx, stru
     ck_assert(conn_handshaking(&cl->c) && conn_handshaking(&sv->c));
 }
 
+/* Contexts and a pair that finished its handshake (bytes moved `step` at a time). */
+static void pair_open(struct side *cl, struct side *sv, struct tls_ctx **cctx,
+                      struct tls_ctx **sctx, const char *peer, size_t step)
+{
+    *sctx = ctx_accept();
+    *cctx = ctx_connect(ca_crt);
+    pair_up(cl, sv, *cctx, *sctx, peer, NULL);
+    handshake(cl, sv, step);
+}
+
+static void pair_close(struct side *cl, struct side *sv, struct tls_ctx *cctx,
+                       struct tls_ctx *sctx)
+{
+    conn_release(&cl->c);
+    conn_release(&sv->c);
+    tls_ctx_free(cctx);
+    tls_ctx_free(sctx);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 START_TEST(test_handshake_then_plaintext_both_ways)
 {
-    struct tls_ctx *sctx = ctx_accept(), *cctx = ctx_connect(ca_crt);
+    struct tls_ctx *sctx, *cctx;
     struct side cl, sv;
-    pair_up(&cl, &sv, cctx, sctx, "localhost", NULL);
-    handshake(&cl, &sv, 0);
+    pair_open(&cl, &sv, &cctx, &sctx, "localhost", 0);
     ck_assert(!conn_handshaking(&cl.c) && !conn_handshaking(&sv.c));
     ck_assert_int_eq(cl.hs_calls, 1);
     ck_assert_int_eq(cl.hs_status, 0);
@@ -256,19 +274,15 @@ START_TEST(test_handshake_then_plaintext_both_ways)
     ck_assert_uint_eq(buf_len(&cl.c.ibuf), 5);
     ck_assert_int_eq(memcmp(buf_rptr(&cl.c.ibuf), "END\r\n", 5), 0);
 
-    conn_release(&cl.c);
-    conn_release(&sv.c);
-    tls_ctx_free(cctx);
-    tls_ctx_free(sctx);
+    pair_close(&cl, &sv, cctx, sctx);
 }
 END_TEST
 
 START_TEST(test_one_byte_at_a_time)
 {
-    struct tls_ctx *sctx = ctx_accept(), *cctx = ctx_connect(ca_crt);
+    struct tls_ctx *sctx, *cctx;
     struct side cl, sv;
-    pair_up(&cl, &sv, cctx, sctx, "127.0.0.1", NULL);
-    handshake(&cl, &sv, 1);
+    pair_open(&cl, &sv, &cctx, &sctx, "127.0.0.1", 1);
     ck_assert(!conn_handshaking(&cl.c) && !conn_handshaking(&sv.c));
     /* A record fed a byte at a time yields nothing until it is whole. */
     ck_assert_int_eq(buf_append(&cl.c.obuf, "version\r\n", 9), 0);
@@ -279,19 +293,15 @@ START_TEST(test_one_byte_at_a_time)
         ck_assert_int_eq(deliver(&cl, &sv, 1), 0);
     ck_assert_int_eq(deliver(&cl, &sv, 1), 9);
     ck_assert_int_eq(memcmp(buf_rptr(&sv.c.ibuf), "version\r\n", 9), 0);
-    conn_release(&cl.c);
-    conn_release(&sv.c);
-    tls_ctx_free(cctx);
-    tls_ctx_free(sctx);
+    pair_close(&cl, &sv, cctx, sctx);
 }
 END_TEST
 
 START_TEST(test_large_transfer_in_bounded_encodes)
 {
-    struct tls_ctx *sctx = ctx_accept(), *cctx = ctx_connect(ca_crt);
+    struct tls_ctx *sctx, *cctx;
     struct side cl, sv;
-    pair_up(&cl, &sv, cctx, sctx, "localhost", NULL);
-    handshake(&cl, &sv, 0);
+    pair_open(&cl, &sv, &cctx, &sctx, "localhost", 0);
     size_t n = 3u << 20;
     char *big = malloc(n);
     for (size_t i = 0; i < n; i++)
@@ -308,10 +318,7 @@ START_TEST(test_large_transfer_in_bounded_encodes)
     ck_assert_uint_eq(buf_len(&cl.c.ibuf), n);
     ck_assert_int_eq(memcmp(buf_rptr(&cl.c.ibuf), big, n), 0);
     free(big);
-    conn_release(&cl.c);
-    conn_release(&sv.c);
-    tls_ctx_free(cctx);
-    tls_ctx_free(sctx);
+    pair_close(&cl, &sv, cctx, sctx);
 }
 END_TEST
 
@@ -372,10 +379,7 @@ START_TEST(test_wrong_name_fails_verification)
     ck_assert_ptr_nonnull(strstr(detail, "mismatch"));
     ck_assert(conn_handshaking(&cl.c));     /* failed: nothing flows */
     ck_assert_int_eq(cl.c.tp->encode(&cl.c), UV_EPROTO);
-    conn_release(&cl.c);
-    conn_release(&sv.c);
-    tls_ctx_free(cctx);
-    tls_ctx_free(sctx);
+    pair_close(&cl, &sv, cctx, sctx);
 }
 END_TEST
 
@@ -395,10 +399,7 @@ START_TEST(test_untrusted_server_fails_verification)
     /* the alert tells the server, which counts a refused certificate too */
     ck_assert_int_lt(deliver(&cl, &sv, 0), 0);
     ck_assert_int_eq(tls_failure(&sv.c, NULL, NULL), TLS_FAIL_VERIFY);
-    conn_release(&cl.c);
-    conn_release(&sv.c);
-    tls_ctx_free(cctx);
-    tls_ctx_free(sctx);
+    pair_close(&cl, &sv, cctx, sctx);
 }
 END_TEST
 
@@ -421,10 +422,9 @@ END_TEST
 
 START_TEST(test_garbage_after_handshake_and_close_notify)
 {
-    struct tls_ctx *sctx = ctx_accept(), *cctx = ctx_connect(ca_crt);
+    struct tls_ctx *sctx, *cctx;
     struct side cl, sv;
-    pair_up(&cl, &sv, cctx, sctx, "localhost", NULL);
-    handshake(&cl, &sv, 0);
+    pair_open(&cl, &sv, &cctx, &sctx, "localhost", 0);
     struct buf *rx = sv.c.tp->rx(&sv.c);
     ck_assert_int_eq(buf_append(rx, "\x17\x03\x03\x00\x10garbagegarbage!!", 21), 0);
     ck_assert_int_eq(sv.c.tp->decode(&sv.c), UV_EPROTO);
