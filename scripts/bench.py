@@ -99,6 +99,38 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])     # fields 14 and 15 of proc(5)
 
 
+def rss_kb(pid):
+    """Resident set size of pid in kB (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class RssPeak:
+    """Samples a process's RSS every 20 ms on a thread while a run goes on."""
+
+    def __init__(self, pid):
+        import threading
+        self.pid, self.peak = pid, rss_kb(pid)
+        self.done = threading.Event()
+        self.t = threading.Thread(target=self._watch, daemon=True)
+        self.t.start()
+
+    def _watch(self):
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, rss_kb(self.pid))
+
+    def stop(self):
+        self.done.set()
+        self.t.join(2)
+        return self.peak
+
+
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
@@ -191,6 +223,8 @@ class Bench:
             if a.proto == "memcache":
                 argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1",
                         "-m", "256"]
+                if a.value_size > 512 * 1024:       # memcached's default item limit is 1 MiB
+                    argv += ["-I", f"{max(2, a.value_size * 2 >> 20)}m"]
                 if os.geteuid() == 0:
                     argv += ["-u", "root"]      # memcached refuses root without -u
             else:
@@ -203,7 +237,7 @@ class Bench:
                 raise Setup(f"backend on port {port} did not start (log in {self.tmp})")
             self.backends.append(p)
 
-    def write_yaml(self, port):
+    def write_yaml(self, port, name="ringleader"):
         redis = "true" if self.a.proto == "redis" else "false"
         servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in self.backend_ports)
         return (f"bench:\n"
@@ -214,7 +248,10 @@ class Bench:
                 f"  preconnect: true\n"
                 f"  auto_eject_hosts: false\n"
                 f"  server_connections: 1\n"
-                f"  servers:\n{servers}")
+                + (f"  item_size_max: {max(2 << 20, self.a.value_size * 2)}\n"
+                   if self.a.proto == "memcache" and self.a.value_size > 512 * 1024 and
+                   not name.startswith("nutcracker") else "")
+                + f"  servers:\n{servers}")
 
     def start_proxy(self, name, exe, workers=None, pin=True):
         """Starts nutcracker or ringleader on its own copy of the pool YAML.
@@ -222,7 +259,7 @@ class Bench:
         listen, stats = free_ports(2)
         conf = os.path.join(self.tmp, f"{name}.yml")
         with open(conf, "w") as f:
-            f.write(self.write_yaml(listen))
+            f.write(self.write_yaml(listen, name))
         if not self.listen:
             print("  pool YAML (" + conf + "):\n" +
                   "".join("    | " + l + "\n" for l in self.write_yaml(listen).splitlines()))
@@ -263,7 +300,10 @@ class Bench:
             self.note(f"{name} against {target}", argv)
         t0 = cpu_ticks(proc.pid) if proc else None
         b0 = sum(cpu_ticks(b.pid) for b in self.backends)
+        watch = RssPeak(proc.pid) if proc else None
         res = self.run_rlbench(argv, self.a.duration + 60)
+        if watch:
+            res["proxy_rss_peak_mb"] = watch.stop() / 1024.0
         b1 = sum(cpu_ticks(b.pid) for b in self.backends)
         n = res.get("requests") or 0
         if proc:
@@ -286,6 +326,7 @@ class Bench:
             "runs": len(runs),
             "ops": col("ops_per_sec"), "p50": col("p50_us"), "p99": col("p99_us"),
             "p999": col("p999_us"), "cpu": col("proxy_us_per_req"),
+            "rss": max([r["proxy_rss_peak_mb"] for r in ok if r.get("proxy_rss_peak_mb")] or [None]),
             "be": col("backend_us_per_req"),
             "errors": sum((r.get("errors") or 0) + (1 if r["rc"] else 0) for r in runs),
         }
@@ -296,7 +337,7 @@ class Bench:
               f"{self.a.connections} connections, {self.a.value_size}-byte values, "
               f"{self.a.rounds} round(s) x {self.a.duration} s (medians)")
         print(f"  {'target':<18}{'ops/s':>12}{'p50 us':>10}{'p99 us':>10}{'p999 us':>10}"
-              f"{'proxy us/req':>14}{'backend us/req':>16}{'errors':>8}")
+              f"{'proxy us/req':>14}{'backend us/req':>16}{'errors':>8}{'proxy RSS MB':>14}")
         s = {}
         for t in targets:
             label = t
@@ -307,7 +348,8 @@ class Bench:
             r = s[t]
             print(f"  {label:<18}{fmt(r['ops'], 0):>12}{fmt(r['p50']):>10}{fmt(r['p99']):>10}"
                   f"{fmt(r['p999']):>10}{fmt(r['cpu'], 2) if t != 'direct' else 'n/a':>14}"
-                  f"{fmt(r['be'], 2):>16}{r['errors']:>8}")
+                  f"{fmt(r['be'], 2):>16}{r['errors']:>8}"
+                  f"{fmt(r['rss']) if t != 'direct' else 'n/a':>14}")
         ratios = []
         for t in targets:
             if t != "direct" and t in s and "direct" in s and s["direct"]["ops"]:
@@ -441,21 +483,22 @@ class Bench:
     def print_markdown(self, scenarios, summary, unavailable):
         print("\nMarkdown summary (medians; CPU = proxy utime+stime per request):\n")
         print("| scenario | target | ops/s | p50 us | p99 us | p999 us | proxy CPU us/req "
-              "| proxy/direct ops |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|")
+              "| proxy/direct ops | proxy peak RSS MB |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for sc in scenarios:
             s = summary[sc[0]]
             d = s.get("direct", {}).get("ops")
             for t in ["direct", "nutcracker", "ringleader"] + (
                     ["ringleader-before"] if "ringleader-before" in s else []):
                 if t in unavailable:
-                    print(f"| {sc[0]} | {t} | not available | | | | | |")
+                    print(f"| {sc[0]} | {t} | not available | | | | | | |")
                     continue
                 r = s[t]
                 rel = f"{r['ops'] / d:.2f}" if d and t != "direct" else ""
                 cpu = fmt(r["cpu"], 2) if t != "direct" else "n/a"
+                rss = fmt(r["rss"]) if t != "direct" else "n/a"
                 print(f"| {sc[0]} | {t} | {fmt(r['ops'], 0)} | {fmt(r['p50'])} | "
-                      f"{fmt(r['p99'])} | {fmt(r['p999'])} | {cpu} | {rel} |")
+                      f"{fmt(r['p99'])} | {fmt(r['p999'])} | {cpu} | {rel} | {rss} |")
 
     def cleanup(self):
         self.procs.stop_all()

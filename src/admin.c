@@ -14,9 +14,21 @@
 #include "admin.h"
 #include "buf.h"
 
-#define ADMIN_CONN_LIMIT     64
-#define ADMIN_CONN_TIMEOUT_S 10
-#define ADMIN_MEMORY_LIMIT   (64 * 1024)   /* per connection: headers and query string */
+/*
+ * Staying reachable for /health under slow or stalled clients. libmicrohttpd cannot evict a
+ * connection nor bound the time a request's headers take, so: room for many connections
+ * (each costs a descriptor and ADMIN_MEMORY_LIMIT at most: 8 MB for all of them), an idle
+ * timeout that closes a stalled one within seconds, and a pool of threads, so that a
+ * POST /reload waiting for the main loop, or a slow reader of /metrics, holds one thread
+ * while the others answer. 100 clients that send half a request and stop leave /health
+ * answering at once (tests/integration/test_admin.py); a client that trickles a byte every
+ * few seconds keeps its slot, and it takes ADMIN_CONN_LIMIT of them to fill the endpoint:
+ * bind it to loopback or a management network (docs/admin.md).
+ */
+#define ADMIN_CONN_LIMIT     512
+#define ADMIN_CONN_TIMEOUT_S 5
+#define ADMIN_THREADS        2
+#define ADMIN_MEMORY_LIMIT   (16 * 1024)   /* per connection: headers and query string */
 
 struct admin {
     struct MHD_Daemon      *daemon;
@@ -27,6 +39,15 @@ struct admin {
 };
 
 #define CT_TEXT    "text/plain; charset=utf-8"
+#define CT_HTML    "text/html; charset=utf-8"
+/* The page's script and styles are inline and it only reads /stats from where it came. */
+#define PAGE_CSP   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; " \
+                   "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/* The status page (src/admin_page.html, made a C string at build time). */
+static const char admin_page[] =
+#include "src/admin_page.h"
+    ;
 #define CT_JSON    "application/json"
 #define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
 
@@ -111,13 +132,14 @@ static int admin_authorized(const struct admin *a, struct MHD_Connection *c)
 
 /* ---- routing */
 
-enum admin_route { R_NONE, R_METRICS, R_STATS, R_HEALTH, R_RING, R_CONFIG, R_RELOAD };
+enum admin_route { R_NONE, R_PAGE, R_METRICS, R_STATS, R_HEALTH, R_RING, R_CONFIG, R_RELOAD };
 
 static const struct {
     const char      *path;
     enum admin_route route;
     int              post;      /* 1: POST only; 0: GET and HEAD */
 } admin_routes[] = {
+    { "/",        R_PAGE,    0 },
     { "/metrics", R_METRICS, 0 },
     { "/stats",   R_STATS,   0 },
     { "/health",  R_HEALTH,  0 },
@@ -145,7 +167,7 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *c, const c
             *upload_data_size = 0;
             return MHD_YES;
         }
-        return admin_error(c, 404, NULL, NULL, "not found: try /metrics /stats /health /ring /config /reload");
+        return admin_error(c, 404, NULL, NULL, "not found: try / /metrics /stats /health /ring /config /reload");
     }
 
     int is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -177,6 +199,10 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *c, const c
     buf_init(&b);
     const struct admin_ops *ops = a->ops;
     switch (admin_routes[r].route) {
+    case R_PAGE:
+        buf_free(&b);
+        return admin_send(c, 200, CT_HTML, admin_page, sizeof(admin_page) - 1,
+                          "Content-Security-Policy", PAGE_CSP);
     case R_METRICS:
         if (ops->get_metrics == NULL)
             break;
@@ -316,6 +342,8 @@ struct admin *admin_start(const char *addr, const char *token, const struct admi
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)ADMIN_CONN_LIMIT,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT_S,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_MEMORY_LIMIT,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ADMIN_THREADS,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)ADMIN_CONN_LIMIT,
                                  MHD_OPTION_END);
     if (a->daemon == NULL) {
         snprintf(err, errlen, "admin: cannot listen on %s (address in use or not permitted?)", addr);

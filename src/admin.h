@@ -1,4 +1,4 @@
-/* Admin HTTP endpoint (libmicrohttpd, its own thread): /metrics, /stats, /health, /ring, /config, /reload. */
+/* Admin HTTP endpoint (libmicrohttpd, its own threads): the status page, /metrics, /stats, /health, /ring, /config, /reload. */
 #ifndef RL_ADMIN_H
 #define RL_ADMIN_H
 
@@ -35,6 +35,7 @@ struct admin_ops {
 
 /*
  * Endpoints (HEAD is accepted wherever GET is):
+ *   GET  /                        text/html                   the status page: draws /stats
  *   GET  /metrics                 text/plain; version=0.0.4   Prometheus exposition
  *   GET  /stats                   application/json            the stats-port document
  *   GET  /health                  text/plain                  200 or 503
@@ -48,7 +49,8 @@ struct admin_ops {
 
 /*
  * Listen on addr ("host:port", "[v6]:port", ":port" meaning 127.0.0.1; port 0 picks a free
- * one, see admin_port) and serve on a thread of libmicrohttpd. token: NULL or "" for none
+ * one, see admin_port) and serve on libmicrohttpd's threads (a small pool: the callbacks
+ * may run on two threads at once). token: NULL or "" for none
  * (copied). ops and ctx must outlive the server. Returns the server, or NULL with a reason
  * in err (errlen bytes, always NUL-terminated when errlen > 0).
  */

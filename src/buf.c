@@ -27,12 +27,20 @@ int buf_reserve(struct buf *b, size_t n)
             return -ENOMEM;
         cap *= 2;
     }
-    char *d = malloc(cap);
-    if (d == NULL)
-        return -ENOMEM;
-    if (used)
+    char *d;
+    if (b->rpos == 0 || used == 0) {
+        /* Nothing consumed at the front: realloc, which the allocator may do
+         * in place for a large buffer (a value arriving in many reads). */
+        d = realloc(b->data, cap);
+        if (d == NULL)
+            return -ENOMEM;
+    } else {
+        d = malloc(cap);
+        if (d == NULL)
+            return -ENOMEM;
         memcpy(d, b->data + b->rpos, used);
-    free(b->data);
+        free(b->data);
+    }
     b->data = d;
     b->rpos = 0;
     b->wpos = used;

@@ -34,10 +34,24 @@
  *
  * Every message is "FILE:LINE:COL: key 'K': reason" with the position of
  * the offending node (libyaml's marks are 0-based; we print 1-based).
+ *
+ * Every error of a file is reported, not only the first: a failed key is
+ * recorded and the walk goes on with the next key, server and pool, so one
+ * `ringleader -t` lists them all, sorted by position. What cannot go on is
+ * a YAML syntax error (libyaml stops there), and checks that combine keys
+ * are skipped when one of those keys already failed (their verdict would be
+ * about a value that is not there): no error follows from another. An
+ * unknown key gets the nearest known one (edit distance at most 2) as a
+ * suggestion.
  */
 
 #define CONF_SLOTS          16384u
-#define CONF_MAX_WEIGHT     65535u
+/* nutcracker keeps a weight in an int and sums a pool's in a uint32_t: beyond either its
+ * arithmetic wraps and there is no placement of its to agree with. */
+#define CONF_MAX_WEIGHT     2147483647u
+#define CONF_MAX_POOL_WEIGHT 4294967295u
+#define CONF_ERRORS_MAX     64         /* errors kept (and printed); more are counted */
+#define CONF_SUGGEST_MAX    2          /* "did you mean": at most this many edits away */
 #define CONF_MEMCACHE_PORT  11211u     /* twemproxy drops it from the identity */
 #define CONF_GLOBAL_KEY     "ringleader"
 
@@ -61,12 +75,25 @@ struct conf_command {
     int          late;                 /* run after every pool has been read */
 };
 
+/* One error found while loading; printed sorted by position. */
+struct conf_error {
+    size_t   line, col;                /* 1-based; 0 for the file as a whole */
+    uint32_t seq;                      /* order found: ties keep it */
+    char    *text;                     /* the whole message */
+};
+
 struct conf_ctx {
     const char    *file;               /* name used in messages */
     yaml_document_t doc;
     struct conf   *conf;
     char          *err;
     size_t         errlen;
+    struct conf_error errors[CONF_ERRORS_MAX];
+    uint32_t       nerrors;            /* found, kept or not */
+    int            errors_oom;         /* a message could not be kept */
+    const struct conf_command *run_cmds; /* the table conf__run is running ... */
+    size_t         run_ncmds;
+    const unsigned char *run_failed;   /* ... and which of its keys failed so far */
     char           why[256];            /* scratch for formatted reasons */
     yaml_node_t   *errnode;             /* a setter may point the message elsewhere */
     yaml_node_t  **pool_name_nodes;     /* per pool: its key node */
@@ -75,27 +102,40 @@ struct conf_ctx {
 };
 
 static const char conf__enomem[] = "out of memory";
+/* A setter's answer when a nested parser already reported its errors. */
+static const char conf__reported[] = "";
 
 /* ------------------------------------------------------------------ errors */
 
 static void conf__vmsg(struct conf_ctx *c, const yaml_mark_t *m, const char *key,
                        const char *fmt, va_list ap)
 {
+    char text[1024];
     int n;
 
-    if (c->err == NULL || c->errlen == 0)
-        return;
-    if (key != NULL)
-        n = snprintf(c->err, c->errlen, "%s:%zu:%zu: key '%s': ", c->file,
-                     m->line + 1, m->column + 1, key);
+    c->nerrors++;
+    if (c->nerrors > CONF_ERRORS_MAX)
+        return;                        /* counted in the last line of the report */
+    if (m == NULL)
+        n = snprintf(text, sizeof(text), "%s: ", c->file);
+    else if (key != NULL)
+        n = snprintf(text, sizeof(text), "%s:%zu:%zu: key '%s': ", c->file, m->line + 1,
+                     m->column + 1, key);
     else
-        n = snprintf(c->err, c->errlen, "%s:%zu:%zu: ", c->file, m->line + 1, m->column + 1);
-    if (n < 0 || (size_t)n >= c->errlen)
-        return;
-    vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+        n = snprintf(text, sizeof(text), "%s:%zu:%zu: ", c->file, m->line + 1, m->column + 1);
+    if (n < 0 || (size_t)n >= sizeof(text))
+        n = 0;
+    vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    struct conf_error *e = &c->errors[c->nerrors - 1];
+    e->line = m ? m->line + 1 : 0;
+    e->col = m ? m->column + 1 : 0;
+    e->seq = c->nerrors;
+    e->text = strdup(text);
+    if (e->text == NULL)
+        c->errors_oom = 1;
 }
 
-/* Format an error at `node` (may be NULL: line 1 column 1). Always returns -1. */
+/* Record an error at `node` (NULL: line 1 column 1). Always returns -1. */
 static int conf__fail(struct conf_ctx *c, const yaml_node_t *node, const char *key,
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int conf__fail(struct conf_ctx *c, const yaml_node_t *node, const char *key,
@@ -108,6 +148,127 @@ static int conf__fail(struct conf_ctx *c, const yaml_node_t *node, const char *k
     conf__vmsg(c, node != NULL ? &node->start_mark : &start, key, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* An error of the file as a whole (cannot open, out of memory): "FILE: reason". */
+static int conf__fail_file(struct conf_ctx *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int conf__fail_file(struct conf_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    conf__vmsg(c, NULL, NULL, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int conf__error_cmp(const void *pa, const void *pb)
+{
+    const struct conf_error *a = pa, *b = pb;
+
+    if (a->line != b->line)
+        return a->line < b->line ? -1 : 1;
+    if (a->col != b->col)
+        return a->col < b->col ? -1 : 1;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/*
+ * Write the errors found, sorted by position, one per line, into the caller's buffer; what
+ * does not fit is counted on a last line. Frees the kept messages.
+ */
+static void conf__report(struct conf_ctx *c)
+{
+    uint32_t kept = c->nerrors < CONF_ERRORS_MAX ? c->nerrors : CONF_ERRORS_MAX;
+    size_t used = 0;
+    uint32_t shown = 0;
+    const size_t tail = 64;            /* room kept for the "more errors" line */
+
+    qsort(c->errors, kept, sizeof(c->errors[0]), conf__error_cmp);
+    c->err[0] = '\0';
+    for (uint32_t i = 0; i < kept; i++) {
+        const char *t = c->errors[i].text ? c->errors[i].text : conf__enomem;
+        size_t n = strlen(t) + (used ? 1 : 0);
+        int last = i + 1 == c->nerrors;
+        if (used + n + (last ? 0 : tail) + 1 > c->errlen)
+            break;
+        used += (size_t)snprintf(c->err + used, c->errlen - used, "%s%s", used ? "\n" : "", t);
+        shown++;
+    }
+    if (shown == 0 && c->errlen > 0 && kept > 0) {
+        /* Not even one fits whole: the first, cut. */
+        snprintf(c->err, c->errlen, "%s", c->errors[0].text ? c->errors[0].text : conf__enomem);
+        used = strlen(c->err);
+        shown = 1;
+    }
+    if (shown < c->nerrors && used + 1 < c->errlen)
+        snprintf(c->err + used, c->errlen - used, "%s%s: %u more error%s not shown",
+                 used ? "\n" : "", c->file, c->nerrors - shown,
+                 c->nerrors - shown == 1 ? "" : "s");
+    for (uint32_t i = 0; i < kept; i++) {
+        free(c->errors[i].text);
+        c->errors[i].text = NULL;
+    }
+}
+
+/* ------------------------------------------------------------ suggestions */
+
+/* Optimal string alignment distance (insertions, deletions, substitutions and swaps of two
+ * neighbours count one each), capped: anything above cap is cap + 1. */
+static size_t conf__distance(const char *a, const char *b, size_t cap)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t row[3][64];
+
+    if (la >= 63 || lb >= 63)
+        return cap + 1;
+    if ((la > lb ? la - lb : lb - la) > cap)
+        return cap + 1;
+    for (size_t j = 0; j <= lb; j++)
+        row[0][j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t *cur = row[i % 3], *prev = row[(i + 2) % 3], *pprev = row[(i + 1) % 3];
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cost = a[i - 1] != b[j - 1];
+            size_t v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v)
+                v = cur[j - 1] + 1;
+            if (prev[j - 1] + cost < v)
+                v = prev[j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                pprev[j - 2] + 1 < v)
+                v = pprev[j - 2] + 1;
+            cur[j] = v;
+        }
+    }
+    size_t d = row[la % 3][lb];
+    return d > cap ? cap + 1 : d;
+}
+
+/* The nearest of n names (name(i)) to word within CONF_SUGGEST_MAX edits and fewer edits
+ * than word has characters (a short stray word is not "corrected"), or NULL. */
+static const char *conf__suggest(const char *word, int n, const char *(*name)(const void *, int),
+                                 const void *arg)
+{
+    const char *best = NULL;
+    size_t bestd = CONF_SUGGEST_MAX + 1, wl = strlen(word);
+
+    for (int i = 0; i < n; i++) {
+        const char *cand = name(arg, i);
+        size_t d = conf__distance(word, cand, CONF_SUGGEST_MAX);
+        if (d < bestd && d < wl) {
+            best = cand;
+            bestd = d;
+        }
+    }
+    return best;
+}
+
+static const char *conf__cmd_name(const void *arg, int i)
+{
+    return ((const struct conf_command *)arg)[i].name;
 }
 
 static const char *conf__why(struct conf_ctx *c, const char *fmt, ...)
@@ -371,6 +532,31 @@ static const char *conf__set_addr(struct conf_ctx *c, const struct conf_command 
     return NULL;
 }
 
+/*
+ * The stats and admin addresses: as conf__set_addr, and ":port" means 127.0.0.1:port (the
+ * safe place for an endpoint that answers without a token); stored as "127.0.0.1:port".
+ */
+static const char *conf__set_local_addr(struct conf_ctx *c, const struct conf_command *cmd,
+                                        yaml_node_t *node, void *obj)
+{
+    struct conf_addr *addr = (struct conf_addr *)((char *)obj + cmd->offset);
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    char buf[200], text[300];
+
+    if (s == NULL)
+        return c->why;
+    if (s[0] != ':')
+        return conf__set_addr(c, cmd, node, obj);
+    snprintf(text, sizeof(text), "127.0.0.1%.*s", (int)RL_MIN(n, 200), s);
+    conf_addr_free(addr);
+    if (conf_parse_addr(text, addr, buf, sizeof(buf)) < 0)
+        return conf__why(c, "%s", buf);
+    if (addr->path != NULL || addr->perm != -1)
+        return conf__why(c, "'%s' is not host:port or :port", s);
+    return NULL;
+}
+
 /* --------------------------------------------------------------- setters */
 
 static const char *conf__set_bool(struct conf_ctx *c, const struct conf_command *cmd,
@@ -476,6 +662,9 @@ static const char *conf__set_word(struct conf_ctx *c, const struct conf_command 
     return conf__set_string(c, cmd, node, obj);
 }
 
+static const char *conf__word_at(const void *arg, int i);
+static int conf__count(const char *const *names);
+
 /* One of cmd->names; stores its index as an int (the enums here are int-sized). */
 static const char *conf__set_enum(struct conf_ctx *c, const struct conf_command *cmd,
                                   yaml_node_t *node, void *obj)
@@ -497,6 +686,10 @@ static const char *conf__set_enum(struct conf_ctx *c, const struct conf_command 
         if (w > 0 && (size_t)w < sizeof(list) - used)
             used += (size_t)w;
     }
+    const char *near = conf__suggest(s, conf__count(cmd->names), conf__word_at, cmd->names);
+    if (near != NULL)
+        return conf__why(c, "'%.*s' is not one of: %s; did you mean '%s'?", (int)RL_MIN(n, 64),
+                         s, list, near);
     return conf__why(c, "'%.*s' is not one of: %s", (int)RL_MIN(n, 64), s, list);
 }
 
@@ -522,6 +715,29 @@ static const char *conf__dist_name(int i)
     return dist_name((enum dist_type)i);
 }
 
+static const char *conf__hash_name_at(const void *arg, int i)
+{
+    return hash_name((enum hash_type)i);
+}
+
+static const char *conf__dist_name_at(const void *arg, int i)
+{
+    return dist_name((enum dist_type)i);
+}
+
+static const char *conf__word_at(const void *arg, int i)
+{
+    return ((const char *const *)arg)[i];
+}
+
+static int conf__count(const char *const *names)
+{
+    int n = 0;
+    while (names[n] != NULL)
+        n++;
+    return n;
+}
+
 static const char *conf__set_hash(struct conf_ctx *c, const struct conf_command *cmd,
                                   yaml_node_t *node, void *obj)
 {
@@ -536,6 +752,9 @@ static const char *conf__set_hash(struct conf_ctx *c, const struct conf_command 
         *(enum hash_type *)((char *)obj + cmd->offset) = h;
         return NULL;
     }
+    const char *near = conf__suggest(s, HASH_COUNT, conf__hash_name_at, NULL);
+    if (near != NULL)
+        return conf__why(c, "unknown hash '%.*s'; did you mean '%s'?", (int)RL_MIN(n, 64), s, near);
     conf__name_list(list, sizeof(list), HASH_COUNT, conf__hash_name);
     return conf__why(c, "unknown hash '%.*s'; expected one of: %s", (int)RL_MIN(n, 64), s, list);
 }
@@ -554,6 +773,10 @@ static const char *conf__set_dist(struct conf_ctx *c, const struct conf_command 
         *(enum dist_type *)((char *)obj + cmd->offset) = d;
         return NULL;
     }
+    const char *near = conf__suggest(s, DIST_COUNT, conf__dist_name_at, NULL);
+    if (near != NULL)
+        return conf__why(c, "unknown distribution '%.*s'; did you mean '%s'?", (int)RL_MIN(n, 64),
+                         s, near);
     conf__name_list(list, sizeof(list), DIST_COUNT, conf__dist_name);
     return conf__why(c, "unknown distribution '%.*s'; expected one of: %s",
                      (int)RL_MIN(n, 64), s, list);
@@ -712,8 +935,8 @@ static const char *conf__server_from_string(struct conf_ctx *c, struct conf_serv
         return conf__why(c, "'%.*s': weight '%.*s' is not a positive whole number", (int)n, s,
                          (int)wlen, colon + 1);
     if (w == 0 || w > CONF_MAX_WEIGHT)
-        return conf__why(c, "'%.*s': weight %.*s is out of range 1..%u", (int)n, s, (int)wlen,
-                         colon + 1, CONF_MAX_WEIGHT);
+        return conf__why(c, "'%.*s': weight %.*s is out of range 1..%u (nutcracker's)", (int)n, s,
+                         (int)wlen, colon + 1, CONF_MAX_WEIGHT);
     srv->weight = (uint32_t)w;
 
     addrtext = util_strndup(s, (size_t)(colon - s));
@@ -748,9 +971,11 @@ static const struct conf_command conf_server_commands[] = {
 
 static int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
                          yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,
-                         const char *what);
+                         const char *what, unsigned char *failed);
 static int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
-                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late);
+                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late,
+                     unsigned char *failed);
+static int conf__key_failed(const struct conf_ctx *c, const char *name);
 
 /* ident and label as twemproxy: see conf.h. */
 static int conf__server_names(struct conf_server *srv)
@@ -801,13 +1026,15 @@ static int conf__server_parse(struct conf_ctx *c, struct conf_server *srv, yaml_
         enum { N = RL_ARRAY_SIZE(conf_server_commands) };
         yaml_node_t *keys[N], *values[N];
 
+        unsigned char failed[N] = { 0 };
         srv->weight = 1;
-        if (conf__collect(c, conf_server_commands, N, item, keys, values, "server") < 0)
-            return -1;
-        if (values[0] == NULL)
-            return conf__fail(c, item, "address",
-                              "missing: a server needs address: \"host:port\" or a socket path");
-        if (conf__run(c, conf_server_commands, N, keys, values, srv, 0) < 0)
+        int errors = conf__collect(c, conf_server_commands, N, item, keys, values, "server",
+                                   failed);
+        if (values[0] == NULL && !failed[0])
+            errors -= conf__fail(c, item, "address",
+                                 "missing: a server needs address: \"host:port\" or a socket path");
+        errors += conf__run(c, conf_server_commands, N, keys, values, srv, 0, failed);
+        if (errors > 0)
             return -1;
     } else {
         return conf__fail(c, item, "servers",
@@ -885,12 +1112,22 @@ static const char *conf__set_servers(struct conf_ctx *c, const struct conf_comma
     pool->servers = calloc(n, sizeof(*pool->servers));
     if (pool->servers == NULL)
         return conf__enomem;
+    uint32_t bad = 0;
+    uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
         yaml_node_t *item = yaml_document_get_node(&c->doc, node->data.sequence.items.start[i]);
         pool->nservers = i + 1;
         if (conf__server_parse(c, &pool->servers[i], item) < 0)
-            return "";     /* message already written */
+            bad++;          /* reported; the other servers are still read */
+        else
+            total += pool->servers[i].weight;
     }
+    if (bad > 0)
+        return conf__reported;
+    if (total > CONF_MAX_POOL_WEIGHT)
+        return conf__why(c, "the weights of pool '%s' add up to %llu, more than %u (nutcracker "
+                         "sums them in 32 bits)", pool->name, (unsigned long long)total,
+                         CONF_MAX_POOL_WEIGHT);
 
     keys = malloc((size_t)n * sizeof(*keys));
     if (keys == NULL)
@@ -962,6 +1199,8 @@ static const char *conf__set_slots(struct conf_ctx *c, const struct conf_command
     struct conf_pool *pool = obj;
     yaml_node_pair_t *pair;
 
+    if (conf__key_failed(c, "servers") || conf__key_failed(c, "distribution"))
+        return conf__reported;      /* the map names servers of a list that did not read */
     if (pool->dist != DIST_SLOTS)
         return conf__why(c, "a slot map needs distribution: slots (this pool uses %s)",
                          dist_name(pool->dist));
@@ -1179,9 +1418,11 @@ static const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *
     t->verify = 1;
     t->section = listener ? "tls" : "server_tls";
     t->at = conf__pos(node);
-    if (conf__collect(c, conf_tls_commands, N, node, keys, values, t->section) < 0 ||
-        conf__run(c, conf_tls_commands, N, keys, values, t, 0) < 0)
-        return "";                      /* message already written */
+    unsigned char failed[N] = { 0 };
+    int errors = conf__collect(c, conf_tls_commands, N, node, keys, values, t->section, failed);
+    errors += conf__run(c, conf_tls_commands, N, keys, values, t, 0, failed);
+    if (errors > 0)
+        return conf__reported;          /* each bad key has its message */
     t->min_version = 12 + t->min_version;   /* the index of "1.2" / "1.3" */
     t->at_cert = conf__pos(values[0]);
     t->at_key = conf__pos(values[1]);
@@ -1268,6 +1509,15 @@ static const struct conf_command conf_pool_commands[] = {
 };
 #undef P
 
+/* The row of a pool key in conf_pool_commands (the key must be there). */
+static size_t conf__pool_index(const char *name)
+{
+    for (size_t i = 0; i < RL_ARRAY_SIZE(conf_pool_commands); i++)
+        if (strcmp(conf_pool_commands[i].name, name) == 0)
+            return i;
+    return 0;
+}
+
 /* The value node a pool gave for a key (NULL when absent). */
 static yaml_node_t *conf__pool_value(yaml_node_t **values, const char *name)
 {
@@ -1280,9 +1530,9 @@ static yaml_node_t *conf__pool_value(yaml_node_t **values, const char *name)
 #define G(f) offsetof(struct conf_global, f)
 static const struct conf_command conf_global_commands[] = {
     { "workers",             conf__set_u32,    G(workers), 0, 1024, NULL, 0 },
-    { "stats_listen",        conf__set_addr,   G(stats_listen), 0, 0, NULL, 0 },
+    { "stats_listen",        conf__set_local_addr, G(stats_listen), 0, 0, NULL, 0 },
     { "stats_interval",      conf__set_int,    G(stats_interval_ms), 1, INT32_MAX, NULL, 0 },
-    { "admin",               conf__set_addr,   G(admin_listen), 0, 0, NULL, 0 },
+    { "admin",               conf__set_local_addr, G(admin_listen), 0, 0, NULL, 0 },
     { "admin_token",         conf__set_string, G(admin_token), 0, 0, NULL, 0 },
     { "log_file",            conf__set_string, G(log_file), 0, 0, NULL, 0 },
     { "log_level",           conf__set_int,    G(log_level), 0, 11, NULL, 0 },
@@ -1300,16 +1550,53 @@ static const struct conf_command conf_global_commands[] = {
 };
 #undef G
 
+static int conf__table_has(const struct conf_command *cmds, size_t ncmds, const char *name)
+{
+    for (size_t i = 0; i < ncmds; i++)
+        if (strcmp(cmds[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The unknown-key message: a near miss (marked failed in failed[], so that it is not also
+ * reported missing), or the section the key belongs to. */
+static int conf__unknown_key(struct conf_ctx *c, yaml_node_t *k, const char *name,
+                             const struct conf_command *cmds, size_t ncmds, const char *what,
+                             unsigned char *failed)
+{
+    const char *near = conf__suggest(name, (int)ncmds, conf__cmd_name, cmds);
+
+    if (near != NULL) {
+        for (size_t i = 0; failed != NULL && i < ncmds; i++)
+            if (cmds[i].name == near)
+                failed[i] = 1;
+        return conf__fail(c, k, name, "unknown %s key; did you mean '%s'?", what, near);
+    }
+    if (cmds == conf_pool_commands &&
+        conf__table_has(conf_global_commands, RL_ARRAY_SIZE(conf_global_commands), name))
+        return conf__fail(c, k, name, "unknown pool key: '%s' is a setting of the '"
+                          CONF_GLOBAL_KEY ":' section", name);
+    if (cmds == conf_global_commands &&
+        conf__table_has(conf_pool_commands, RL_ARRAY_SIZE(conf_pool_commands), name))
+        return conf__fail(c, k, name, "unknown " CONF_GLOBAL_KEY " key: '%s' is a pool key, "
+                          "set in each pool", name);
+    return conf__fail(c, k, name, "unknown %s key", what);
+}
+
 /*
  * Match each key of `map` against cmds: values[i] / keys[i] get the nodes
  * for cmds[i] (NULL when absent). Unknown keys, repeated keys and keys that
- * are not plain words are errors. 0 or -1 with the message written.
+ * are not plain words are errors, recorded and skipped; a misspelt key marks
+ * the key it was probably meant to be in failed[] (ncmds entries, may be
+ * NULL). Returns the number of errors recorded (0: every key is known and
+ * given once).
  */
 static int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
                          yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,
-                         const char *what)
+                         const char *what, unsigned char *failed)
 {
     yaml_node_pair_t *pair;
+    int errors = 0;
 
     memset(keys, 0, ncmds * sizeof(*keys));
     memset(values, 0, ncmds * sizeof(*values));
@@ -1318,44 +1605,82 @@ static int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, si
         yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
         size_t i;
 
-        if (k->type != YAML_SCALAR_NODE)
-            return conf__fail(c, k, "?", "a %s key must be a word, found %s", what,
-                              conf__node_kind(k));
+        if (k->type != YAML_SCALAR_NODE) {
+            errors -= conf__fail(c, k, "?", "a %s key must be a word, found %s", what,
+                                 conf__node_kind(k));
+            continue;
+        }
         const char *name = (const char *)k->data.scalar.value;
         for (i = 0; i < ncmds; i++)
             if (strcmp(cmds[i].name, name) == 0)
                 break;
-        if (i == ncmds)
-            return conf__fail(c, k, name, "unknown %s key", what);
-        if (keys[i] != NULL)
-            return conf__fail(c, k, name, "given twice (first at line %zu)",
-                              keys[i]->start_mark.line + 1);
+        if (i == ncmds) {
+            errors -= conf__unknown_key(c, k, name, cmds, ncmds, what, failed);
+            continue;
+        }
+        if (keys[i] != NULL) {
+            errors -= conf__fail(c, k, name, "given twice (first at line %zu)",
+                                 keys[i]->start_mark.line + 1);
+            continue;
+        }
         keys[i] = k;
         values[i] = v;
     }
+    return errors;
+}
+
+/* Whether the key `name` of the table being run has failed (for setters that read the
+ * fields of keys before them: their verdict on a value that is not there helps nobody). */
+static int conf__key_failed(const struct conf_ctx *c, const char *name)
+{
+    for (size_t i = 0; c->run_failed != NULL && i < c->run_ncmds; i++)
+        if (strcmp(c->run_cmds[i].name, name) == 0)
+            return c->run_failed[i];
     return 0;
 }
 
-/* Run the setters of the keys present (late ones or the others). */
+/*
+ * Run the setters of the keys present (late ones or the others), every one of them: a
+ * failure is recorded and the next key runs. failed[i] (ncmds entries, may be NULL) is set
+ * for each key whose setter failed. Returns the number of failed keys.
+ */
 static int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
-                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late)
+                     yaml_node_t **keys, yaml_node_t **values, void *obj, int late,
+                     unsigned char *failed)
 {
+    unsigned char scratch[128];
+    int errors = 0;
+
+    if (failed == NULL) {
+        failed = ncmds <= sizeof(scratch) ? scratch : NULL;
+        if (failed != NULL)
+            memset(failed, 0, ncmds);
+    }
+    const struct conf_command *save_cmds = c->run_cmds;
+    const unsigned char *save_failed = c->run_failed;
+    size_t save_n = c->run_ncmds;
+    c->run_cmds = cmds;
+    c->run_ncmds = ncmds;
+    c->run_failed = failed;
     for (size_t i = 0; i < ncmds; i++) {
         const char *why;
 
         if (values[i] == NULL || cmds[i].late != late)
             continue;
         c->errnode = NULL;
-        c->err[0] = '\0';
         why = cmds[i].set(c, &cmds[i], values[i], obj);
         if (why == NULL)
             continue;
-        if (why[0] == '\0' && c->err[0] != '\0')
-            return -1;     /* a nested parser wrote the message */
-        return conf__fail(c, c->errnode != NULL ? c->errnode : values[i], cmds[i].name, "%s",
-                          why);
+        errors++;
+        if (failed != NULL)
+            failed[i] = 1;
+        if (why != conf__reported)     /* a nested parser reported its own */
+            conf__fail(c, c->errnode != NULL ? c->errnode : values[i], cmds[i].name, "%s", why);
     }
-    return 0;
+    c->run_cmds = save_cmds;
+    c->run_ncmds = save_n;
+    c->run_failed = save_failed;
+    return errors;
 }
 
 /* ------------------------------------------------------------------ pools */
@@ -1394,7 +1719,18 @@ static int conf__is_prime(uint32_t n)
     return 1;
 }
 
-/* Read one pool (everything but late keys) and apply defaults and checks. */
+/* Within CONF_SUGGEST_MAX edits of the global section's name, not it: a likely typo. */
+static int conf__near_global(const char *name)
+{
+    return strcmp(name, CONF_GLOBAL_KEY) != 0 &&
+           conf__distance(name, CONF_GLOBAL_KEY, CONF_SUGGEST_MAX) <= CONF_SUGGEST_MAX;
+}
+
+/*
+ * Read one pool (everything but late keys) and apply defaults and checks. Every error is
+ * recorded; a check that combines keys runs only when none of them failed. Returns the
+ * number of errors of the pool.
+ */
 static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_node,
                             yaml_node_t *map)
 {
@@ -1402,67 +1738,77 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
     struct conf_pool *pool = &c->conf->pools[idx];
     yaml_node_t **values = &c->pool_nodes[(size_t)idx * 2 * N];
     yaml_node_t **keys = values + N;
+    unsigned char failed[N];
+    int errors = 0;
 
+    memset(failed, 0, sizeof(failed));
     pool->line = (int)name_node->start_mark.line + 1;
     pool->col = (int)name_node->start_mark.column + 1;
     if (map->type != YAML_MAPPING_NODE)
-        return conf__fail(c, map, pool->name,
-                          "a pool is a mapping of keys (listen, servers, ...), found %s",
-                          conf__node_kind(map));
-    if (conf__collect(c, conf_pool_commands, N, map, keys, values, "pool") < 0)
-        return -1;
+        return -conf__fail(c, map, pool->name,
+                           "a pool is a mapping of keys (listen, servers, ...), found %s%s",
+                           conf__node_kind(map), conf__near_global(pool->name) ?
+                           "; did you mean the '" CONF_GLOBAL_KEY ":' section?" : "");
+    errors += conf__collect(c, conf_pool_commands, N, map, keys, values, "pool", failed);
 
     /* A distribution other than twemproxy's defaults to xxh3 unless a hash is given. */
-    if (conf__run(c, conf_pool_commands, N, keys, values, pool, 0) < 0)
-        return -1;
-    if (conf__pool_value(values, "hash") == NULL && pool->dist != DIST_KETAMA &&
-        pool->dist != DIST_MODULA && pool->dist != DIST_RANDOM)
+    errors += conf__run(c, conf_pool_commands, N, keys, values, pool, 0, failed);
+#define FAILED(key) failed[conf__pool_index(key)]
+#define GIVEN(key) (conf__pool_value(values, key) != NULL)
+    if (!GIVEN("hash") && pool->dist != DIST_KETAMA && pool->dist != DIST_MODULA &&
+        pool->dist != DIST_RANDOM)
         pool->hash = HASH_XXH3;
 
-    if (conf__pool_value(values, "listen") == NULL)
-        return conf__fail(c, name_node, "listen", "missing in pool '%s' (e.g. 127.0.0.1:22121)",
-                          pool->name);
-    if (conf__pool_value(values, "servers") == NULL)
-        return conf__fail(c, name_node, "servers", "pool '%s' has no servers", pool->name);
-    if (conf__pool_value(values, "redis") != NULL && conf__pool_value(values, "protocol") != NULL) {
+    if (!GIVEN("listen") && !FAILED("listen"))
+        errors -= conf__fail(c, name_node, "listen", "missing in pool '%s' (e.g. 127.0.0.1:22121)%s",
+                             pool->name, conf__near_global(pool->name) ?
+                             "; did you mean the '" CONF_GLOBAL_KEY ":' section?" : "");
+    if (!GIVEN("servers") && !FAILED("servers"))
+        errors -= conf__fail(c, name_node, "servers", "pool '%s' has no servers", pool->name);
+    if (GIVEN("redis") && GIVEN("protocol") && !FAILED("redis") && !FAILED("protocol")) {
         int redis = strcmp((const char *)conf__pool_value(values, "redis")->data.scalar.value, "true") == 0;
         if (redis != (pool->protocol == CONF_PROTO_REDIS))
-            return conf__fail(c, conf__pool_value(values, "protocol"), "protocol",
-                              "'%s' contradicts redis: %s on line %zu",
-                              (const char *)conf__pool_value(values, "protocol")->data.scalar.value,
-                              redis ? "true" : "false",
-                              conf__pool_value(values, "redis")->start_mark.line + 1);
+            errors -= conf__fail(c, conf__pool_value(values, "protocol"), "protocol",
+                                 "'%s' contradicts redis: %s on line %zu",
+                                 (const char *)conf__pool_value(values, "protocol")->data.scalar.value,
+                                 redis ? "true" : "false",
+                                 conf__pool_value(values, "redis")->start_mark.line + 1);
     }
-    if (pool->has_hash_seed && !hash_is_seedable(pool->hash))
-        return conf__fail(c, conf__pool_value(values, "hash_seed"), "hash_seed",
-                          "hash %s takes no seed; use xxh3, xxh64 or murmur3%s",
-                          hash_name(pool->hash),
-                          conf__pool_value(values, "hash") == NULL ? " (set hash: explicitly)" : "");
+    if (pool->has_hash_seed && !FAILED("hash") && !hash_is_seedable(pool->hash))
+        errors -= conf__fail(c, conf__pool_value(values, "hash_seed"), "hash_seed",
+                             "hash %s takes no seed; use xxh3, xxh64 or murmur3%s",
+                             hash_name(pool->hash),
+                             GIVEN("hash") ? "" : " (set hash: explicitly)");
     /* twemproxy's auto_eject_hosts: false means a dead server is never
      * ejected: each request tries it and fails on its own. true means it is
      * routed around. Down is never removed here (the ring does not change):
      * servers are marked down, and requests for them follow on_down
      * (default failover), when auto_eject_hosts is true or on_down is given. */
-    pool->eject = pool->auto_eject_hosts || conf__pool_value(values, "on_down") != NULL;
+    pool->eject = pool->auto_eject_hosts || GIVEN("on_down");
     /* replicas: R means writes reach R servers unless write_to says otherwise */
-    if (pool->replicas > 1 && conf__pool_value(values, "write_to") == NULL)
+    if (pool->replicas > 1 && !GIVEN("write_to"))
         pool->write_to = CONF_WRITE_ALL;
-    if (pool->replicas > pool->nservers)
-        return conf__fail(c, conf__pool_value(values, "replicas"), "replicas",
-                          "%u is more than the %u server(s) of pool '%s'", pool->replicas,
-                          pool->nservers, pool->name);
+    if (GIVEN("servers") && !FAILED("servers") && !FAILED("replicas") &&
+        pool->replicas > pool->nservers)
+        errors -= conf__fail(c, conf__pool_value(values, "replicas"), "replicas",
+                             "%u is more than the %u server(s) of pool '%s'", pool->replicas,
+                             pool->nservers, pool->name);
     yaml_node_t *mt = conf__pool_value(values, "maglev_table_size");
     if (mt == NULL)
         mt = conf__pool_value(values, "servers");
-    if (pool->dist == DIST_MAGLEV && !conf__is_prime(pool->maglev_table_size))
-        return conf__fail(c, mt,
-                          "maglev_table_size", "%u is not a prime number (65537 is)",
-                          pool->maglev_table_size);
-    if (pool->dist == DIST_MAGLEV && pool->maglev_table_size < pool->nservers)
-        return conf__fail(c, mt, "maglev_table_size",
-                          "%u is smaller than the %u servers of pool '%s'",
-                          pool->maglev_table_size, pool->nservers, pool->name);
-    return 0;
+    if (pool->dist == DIST_MAGLEV && !FAILED("maglev_table_size")) {
+        if (!conf__is_prime(pool->maglev_table_size))
+            errors -= conf__fail(c, mt, "maglev_table_size", "%u is not a prime number (65537 is)",
+                                 pool->maglev_table_size);
+        else if (GIVEN("servers") && !FAILED("servers") &&
+                 pool->maglev_table_size < pool->nservers)
+            errors -= conf__fail(c, mt, "maglev_table_size",
+                                 "%u is smaller than the %u servers of pool '%s'",
+                                 pool->maglev_table_size, pool->nservers, pool->name);
+    }
+#undef FAILED
+#undef GIVEN
+    return errors;
 }
 
 /* The global `ringleader:` section. */
@@ -1476,9 +1822,10 @@ static int conf__global_parse(struct conf_ctx *c, yaml_node_t *map)
         return conf__fail(c, map, CONF_GLOBAL_KEY,
                           "expected a mapping of global settings, found %s",
                           conf__node_kind(map));
-    if (conf__collect(c, conf_global_commands, N, map, keys, values, CONF_GLOBAL_KEY) < 0)
-        return -1;
-    return conf__run(c, conf_global_commands, N, keys, values, g, 0);
+    int errors = conf__collect(c, conf_global_commands, N, map, keys, values, CONF_GLOBAL_KEY,
+                               NULL);
+    errors += conf__run(c, conf_global_commands, N, keys, values, g, 0, NULL);
+    return errors > 0 ? -1 : 0;
 }
 
 static int conf__global_defaults(struct conf_global *g)
@@ -1519,7 +1866,9 @@ static int conf__addr_clash(const struct conf_addr *a, const struct conf_addr *b
     return 0;
 }
 
-static int conf__check_listeners(struct conf_ctx *c)
+/* Pools on one listen address, or on the stats or admin address: each clash once, at the
+ * later pool. Pools whose listen did not parse are left out. */
+static void conf__check_listeners(struct conf_ctx *c)
 {
     enum { N = RL_ARRAY_SIZE(conf_pool_commands) };
     struct conf *conf = c->conf;
@@ -1528,22 +1877,24 @@ static int conf__check_listeners(struct conf_ctx *c)
         const struct conf_pool *p = &conf->pools[i];
         yaml_node_t *at = conf__pool_value(&c->pool_nodes[(size_t)i * 2 * N], "listen");
 
+        if (p->listen.text == NULL)
+            continue;
         for (uint32_t j = 0; j < i; j++) {
             const struct conf_pool *q = &conf->pools[j];
-            if (conf__addr_clash(&p->listen, &q->listen))
-                return conf__fail(c, at, "listen",
-                                  "pool '%s' listens on %s, which pool '%s' (line %d) "
-                                  "already uses (%s)",
-                                  p->name, p->listen.text, q->name, q->line, q->listen.text);
+            if (conf__addr_clash(&p->listen, &q->listen)) {
+                conf__fail(c, at, "listen",
+                           "pool '%s' listens on %s, which pool '%s' (line %d) already uses (%s)",
+                           p->name, p->listen.text, q->name, q->line, q->listen.text);
+                break;
+            }
         }
         if (conf__addr_clash(&p->listen, &conf->global.stats_listen))
-            return conf__fail(c, at, "listen", "pool '%s' listens on %s, the stats address",
-                              p->name, p->listen.text);
+            conf__fail(c, at, "listen", "pool '%s' listens on %s, the stats address",
+                       p->name, p->listen.text);
         if (conf__addr_clash(&p->listen, &conf->global.admin_listen))
-            return conf__fail(c, at, "listen", "pool '%s' listens on %s, the admin address",
-                              p->name, p->listen.text);
+            conf__fail(c, at, "listen", "pool '%s' listens on %s, the admin address",
+                       p->name, p->listen.text);
     }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ load */
@@ -1606,27 +1957,37 @@ const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name
     return conf__pool_by_name(conf, name);
 }
 
-/* Report a libyaml parser failure with its mark. */
+/* Report a libyaml parser failure with its mark (libyaml stops at the first). */
 static int conf__yaml_error(struct conf_ctx *c, const yaml_parser_t *parser)
 {
     const yaml_mark_t *m = &parser->problem_mark;
     const char *problem = parser->problem != NULL ? parser->problem : "cannot be read";
 
-    if (parser->error == YAML_MEMORY_ERROR) {
-        snprintf(c->err, c->errlen, "%s: %s", c->file, conf__enomem);
+    if (parser->error == YAML_MEMORY_ERROR)
+        return conf__fail_file(c, "%s", conf__enomem);
+    c->nerrors++;
+    if (c->nerrors > CONF_ERRORS_MAX)
         return -1;
-    }
+    struct conf_error *e = &c->errors[c->nerrors - 1];
+    char text[1024];
     if (parser->context != NULL)
-        snprintf(c->err, c->errlen, "%s:%zu:%zu: YAML syntax error: %s %s (line %zu)", c->file,
+        snprintf(text, sizeof(text), "%s:%zu:%zu: YAML syntax error: %s %s (line %zu)", c->file,
                  m->line + 1, m->column + 1, problem, parser->context,
                  parser->context_mark.line + 1);
     else
-        snprintf(c->err, c->errlen, "%s:%zu:%zu: YAML syntax error: %s", c->file, m->line + 1,
+        snprintf(text, sizeof(text), "%s:%zu:%zu: YAML syntax error: %s", c->file, m->line + 1,
                  m->column + 1, problem);
+    e->line = m->line + 1;
+    e->col = m->column + 1;
+    e->seq = c->nerrors;
+    e->text = strdup(text);
+    if (e->text == NULL)
+        c->errors_oom = 1;
     return -1;
 }
 
-/* Walk the loaded document into c->conf. 0 or -1 with the message written. */
+/* Walk the loaded document into c->conf, recording every error. 0, or -1 when there was
+ * any (the messages are in c->errors). */
 static int conf__build(struct conf_ctx *c)
 {
     enum { N = RL_ARRAY_SIZE(conf_pool_commands) };
@@ -1635,6 +1996,7 @@ static int conf__build(struct conf_ctx *c)
     yaml_node_pair_t *pair;
     struct conf *conf = c->conf;
     uint32_t npairs, n = 0;
+    int *pool_errors = NULL;
 
     if (root == NULL || (root->type == YAML_SCALAR_NODE && root->data.scalar.length == 0))
         return conf__fail(c, NULL, NULL, "the file is empty: expected at least one pool");
@@ -1643,47 +2005,63 @@ static int conf__build(struct conf_ctx *c)
                           "expected a mapping of pool names to pools, found %s",
                           conf__node_kind(root));
     if (conf__global_defaults(&conf->global) < 0)
-        return conf__fail(c, NULL, NULL, "%s", conf__enomem);
+        return conf__fail_file(c, "%s", conf__enomem);
 
     npairs = (uint32_t)(root->data.mapping.pairs.top - root->data.mapping.pairs.start);
     conf->pools = calloc(npairs + 1, sizeof(*conf->pools));
     c->pool_nodes = calloc((size_t)(npairs + 1) * 2 * N, sizeof(yaml_node_t *));
     c->pool_name_nodes = calloc(npairs + 1, sizeof(yaml_node_t *));
-    if (conf->pools == NULL || c->pool_nodes == NULL || c->pool_name_nodes == NULL)
-        return conf__fail(c, NULL, NULL, "%s", conf__enomem);
+    pool_errors = calloc(npairs + 1, sizeof(*pool_errors));
+    if (conf->pools == NULL || c->pool_nodes == NULL || c->pool_name_nodes == NULL ||
+        pool_errors == NULL) {
+        free(pool_errors);
+        return conf__fail_file(c, "%s", conf__enomem);
+    }
 
-    /* 1. names: every pool exists (for routes) before any is read */
+    /* 1. names: every pool exists (for routes) before any is read; a key that cannot be a
+     * pool is reported and left out */
     for (pair = root->data.mapping.pairs.start; pair < root->data.mapping.pairs.top; pair++) {
         yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
         size_t len;
         const char *name = conf__scalar(c, k, &len, 0);
+        uint32_t j;
 
-        if (name == NULL)
-            return conf__fail(c, k, "?", "a pool name must be a word: %s", c->why);
-        if (strcmp(name, CONF_GLOBAL_KEY) == 0) {
-            if (global != NULL)
-                return conf__fail(c, k, name, "given twice (first at line %zu)",
-                                  global->start_mark.line + 1);
-            global = k;
+        if (name == NULL) {
+            conf__fail(c, k, "?", "a pool name must be a word: %s", c->why);
             continue;
         }
-        if (conf__has_space(name, len))
-            return conf__fail(c, k, name, "a pool name must not contain spaces");
-        for (uint32_t j = 0; j < n; j++)
+        if (strcmp(name, CONF_GLOBAL_KEY) == 0) {
+            if (global != NULL)
+                conf__fail(c, k, name, "given twice (first at line %zu)",
+                           global->start_mark.line + 1);
+            else
+                global = k;
+            continue;
+        }
+        if (conf__has_space(name, len)) {
+            conf__fail(c, k, name, "a pool name must not contain spaces");
+            continue;
+        }
+        for (j = 0; j < n; j++)
             if (strcmp(conf->pools[j].name, name) == 0)
-                return conf__fail(c, k, name, "duplicate pool name (first at line %d)",
-                                  conf->pools[j].line);
+                break;
+        if (j < n) {
+            conf__fail(c, k, name, "duplicate pool name (first at line %d)", conf->pools[j].line);
+            continue;
+        }
         conf__pool_defaults(&conf->pools[n]);
         conf->pools[n].name = util_strndup(name, len);
         conf->pools[n].line = (int)k->start_mark.line + 1;
         conf->pools[n].col = (int)k->start_mark.column + 1;
         c->pool_name_nodes[n] = k;
         conf->npools = ++n;
-        if (conf->pools[n - 1].name == NULL)
+        if (conf->pools[n - 1].name == NULL) {
+            free(pool_errors);
             return conf__fail(c, k, name, "%s", conf__enomem);
+        }
     }
-    if (n == 0)
-        return conf__fail(c, root, NULL, "no pools: add at least one pool (see conf/ringleader.yml)");
+    if (n == 0 && c->nerrors == 0)
+        conf__fail(c, root, NULL, "no pools: add at least one pool (see conf/ringleader.yml)");
 
     /* 2. the global section and each pool */
     n = 0;
@@ -1692,22 +2070,24 @@ static int conf__build(struct conf_ctx *c)
         yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
 
         if (k == global) {
-            if (conf__global_parse(c, v) < 0)
-                return -1;
+            conf__global_parse(c, v);
             continue;
         }
-        if (conf__pool_parse(c, n, k, v) < 0)
-            return -1;
-        n++;
+        if (n < conf->npools && k == c->pool_name_nodes[n]) {
+            pool_errors[n] = conf__pool_parse(c, n, k, v);
+            n++;
+        }
     }
 
-    /* 3. what refers to other pools, and what pools share */
+    /* 3. what refers to other pools (of the pools that read cleanly), what pools share */
     for (uint32_t i = 0; i < conf->npools; i++) {
         yaml_node_t **values = &c->pool_nodes[(size_t)i * 2 * N];
-        if (conf__run(c, conf_pool_commands, N, values + N, values, &conf->pools[i], 1) < 0)
-            return -1;
+        if (pool_errors[i] == 0)
+            conf__run(c, conf_pool_commands, N, values + N, values, &conf->pools[i], 1, NULL);
     }
-    return conf__check_listeners(c);
+    conf__check_listeners(c);
+    free(pool_errors);
+    return c->nerrors > 0 ? -1 : 0;
 }
 
 int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
@@ -1752,7 +2132,7 @@ int conf_load_buffer(const char *name, const char *text, size_t len, struct conf
 
     c.conf = calloc(1, sizeof(*c.conf));
     if (c.conf == NULL || (c.conf->path = strdup(c.file)) == NULL) {
-        snprintf(c.err, c.errlen, "%s: %s", c.file, conf__enomem);
+        conf__fail_file(&c, "%s", conf__enomem);
         goto out_conf;
     }
     if (conf__build(&c) < 0)
@@ -1769,6 +2149,8 @@ out_doc:
     yaml_document_delete(&c.doc);
 out_parser:
     yaml_parser_delete(&parser);
+    if (rc != 0)
+        conf__report(&c);
     return rc;
 }
 

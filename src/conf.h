@@ -138,8 +138,11 @@ struct conf {
 
 /*
  * Load and validate a YAML file. Pure: reads the file, opens no socket and
- * resolves no name. Returns 0 and a conf owned by the caller, or -1 with a
- * message "FILE:LINE:COL: key 'K': reason" in err.
+ * resolves no name. Returns 0 and a conf owned by the caller, or -1 with
+ * every error of the file in err, one "FILE:LINE:COL: key 'K': reason" per
+ * line ('\n' between them, none after the last), sorted by position; when
+ * they do not all fit in errlen the last line says how many are left out
+ * (64 at most are kept). A YAML syntax error ends the reading: it comes alone.
  */
 int conf_load(const char *path, struct conf **out, char *err, size_t errlen);
 

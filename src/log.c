@@ -13,14 +13,17 @@
 #include "log.h"
 
 atomic_int log_level_current = LOG_NOTICE_;
-static int log_fd = STDERR_FILENO;          /* set once at start, reopened on rotation */
+/* Set at start (before the workers run); a rotation keeps the number and swaps the file. */
+static atomic_int log_fd = STDERR_FILENO;
 static char log_path[1024];
 
 int log_init(int level, const char *path)
 {
     atomic_store(&log_level_current, level);
     if (path == NULL || *path == '\0') {
-        log_fd = STDERR_FILENO;
+        int old = atomic_exchange(&log_fd, STDERR_FILENO);
+        if (old != STDERR_FILENO)
+            close(old);
         log_path[0] = '\0';
         return 0;
     }
@@ -28,21 +31,25 @@ int log_init(int level, const char *path)
     if (fd < 0)
         return -errno;
     snprintf(log_path, sizeof(log_path), "%s", path);
-    log_fd = fd;
+    int old = atomic_exchange(&log_fd, fd);
+    if (old != STDERR_FILENO)
+        close(old);
     return 0;
 }
 
-void log_reopen(void)
+int log_reopen(void)
 {
-    if (log_path[0] == '\0')
-        return;
+    int cur = atomic_load(&log_fd);
+    if (log_path[0] == '\0' || cur == STDERR_FILENO)
+        return 0;
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
-        return;
-    int old = log_fd;
-    log_fd = fd;
-    if (old != STDERR_FILENO)
-        close(old);
+        return -errno;
+    /* dup2 replaces the file behind `cur` in one step: a worker's write(2) goes to the
+     * old file or the new one, never to a descriptor that is closed or reused. */
+    int rc = dup3(fd, cur, O_CLOEXEC) < 0 ? -errno : 0;
+    close(fd);
+    return rc;
 }
 
 void log_set_level(int level)
@@ -52,6 +59,13 @@ void log_set_level(int level)
     if (level > LOG_PVERB_)
         level = LOG_PVERB_;
     atomic_store(&log_level_current, level);
+}
+
+int log_level_step(int delta)
+{
+    int level = atomic_load(&log_level_current) + delta;
+    log_set_level(level);
+    return atomic_load(&log_level_current);
 }
 
 void log_write(int level, const char *file, int line, const char *fmt, ...)
@@ -77,7 +91,7 @@ void log_write(int level, const char *file, int line, const char *fmt, ...)
     if (n > sizeof(msg) - 2)
         n = sizeof(msg) - 2;
     msg[n++] = '\n';
-    ssize_t w = write(log_fd, msg, n);
+    ssize_t w = write(atomic_load_explicit(&log_fd, memory_order_relaxed), msg, n);
     (void)w;
 }
 

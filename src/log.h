@@ -13,8 +13,14 @@ enum log_level {
 extern atomic_int log_level_current;   /* the only process-wide setting: read-mostly */
 
 int  log_init(int level, const char *path);  /* 0 or -errno */
-void log_reopen(void);                         /* SIGHUP/SIGUSR1 rotation */
+/* Reopen the log file by its path (SIGHUP, SIGUSR1: after logrotate moved it away). The new
+ * file takes over the descriptor number the workers write to (dup2), so no thread ever writes
+ * to a closed or reused descriptor. 0, or -errno (the old file stays in use); 0 on stderr. */
+int  log_reopen(void);
 void log_set_level(int level);
+/* Move the level by delta (SIGTTIN +1, SIGTTOU -1), clamped to LOG_EMERG_..LOG_PVERB_;
+ * returns the new level. */
+int  log_level_step(int delta);
 void log_write(int level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Append a sanitized, truncated copy of protocol bytes to a message. */
@@ -26,6 +32,9 @@ void log_hexdump(int level, const char *file, int line, const char *what, const 
         if (log_enabled(lvl))                                               \
             log_write((lvl), __FILE__, __LINE__, __VA_ARGS__);              \
     } while (0)
+
+/* Written whatever the level: what an operator asked for (a level change, a state dump). */
+#define log_always(...) log_write(LOG_NOTICE_, __FILE__, __LINE__, __VA_ARGS__)
 
 #define log_error(...)  log_at(LOG_ERR_, __VA_ARGS__)
 #define log_warn(...)   log_at(LOG_WARN_, __VA_ARGS__)

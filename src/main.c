@@ -1,17 +1,17 @@
-/* ringleader: command line (nutcracker's flags plus --workers), daemon mode, pid file. */
+/* ringleader: command line (nutcracker's flags plus --workers); -t, -d and the pid file around proxy_run. */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "conf.h"
+#include "conf_lint.h"
+#include "daemon.h"
 #include "log.h"
 #include "proxy/proxy.h"
 #include "proxy/tls.h"
@@ -45,30 +45,10 @@ static void usage(FILE *f)
             LOG_NOTICE_, RL_DEFAULT_CONF);
 }
 
-static int daemonize(void)
+static void print_warning(void *arg, const char *msg)
 {
-    pid_t pid = fork();
-    if (pid < 0)
-        return -errno;
-    if (pid > 0)
-        _exit(0);
-    if (setsid() < 0)
-        return -errno;
-    pid = fork();
-    if (pid < 0)
-        return -errno;
-    if (pid > 0)
-        _exit(0);
-    umask(0);
-    int fd = open("/dev/null", O_RDWR);
-    if (fd >= 0) {
-        dup2(fd, STDIN_FILENO);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        if (fd > STDERR_FILENO)
-            close(fd);
-    }
-    return 0;
+    (void)arg;
+    fprintf(stderr, "ringleader: warning: %s\n", msg);
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out)
@@ -186,43 +166,47 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    if (test_conf) {
+    {
+        /* Checked here first, for -t and before a start (-d detaches only after it): a bad
+         * file is reported on the terminal with every error it has, one per line, and the
+         * exit status says so. proxy_run reads it again for itself. */
         struct conf *conf = NULL;
-        char err[1024];
-        /* The TLS files are read too: what a start or a reload would refuse. */
+        char err[8192];
+        /* The TLS files are read too (tls_conf_check): what a start or a reload would refuse. */
         if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0 ||
             tls_conf_check(conf, err, sizeof(err)) < 0) {
             conf_free(conf);
-            fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n  %s\n",
-                    opt.conf_path, err);
+            fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n", opt.conf_path);
+            for (char *line = strtok(err, "\n"); line != NULL; line = strtok(NULL, "\n"))
+                fprintf(stderr, "  %s\n", line);
             return 1;
         }
+        if (test_conf)
+            conf_lint(conf, print_warning, NULL);
         conf_free(conf);
-        printf("ringleader: configuration file '%s' syntax is ok\n", opt.conf_path);
-        return 0;
+        if (test_conf) {
+            printf("ringleader: configuration file '%s' syntax is ok\n", opt.conf_path);
+            return 0;
+        }
     }
 
     if (log_init((int)level, logfile) < 0) {
         fprintf(stderr, "ringleader: cannot open log file '%s': %s\n", logfile, strerror(errno));
         return 1;
     }
-    if (daemon && daemonize() < 0) {
-        fprintf(stderr, "ringleader: cannot daemonize: %s\n", strerror(errno));
+    char err[512];
+    if (daemon && daemon_detach(err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: %s\n", err);
         return 1;
     }
-    if (pidfile != NULL) {
-        FILE *f = fopen(pidfile, "w");
-        if (f == NULL) {
-            fprintf(stderr, "ringleader: cannot write pid file '%s': %s\n", pidfile,
-                    strerror(errno));
-            return 1;
-        }
-        fprintf(f, "%d\n", (int)getpid());
-        fclose(f);
+    struct pidfile pf = { 0 };
+    if (pidfile != NULL && pidfile_create(&pf, pidfile, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: %s\n", err);
+        log_error("%s", err);
+        return 1;
     }
     signal(SIGPIPE, SIG_IGN);
     int status = proxy_run(&opt);
-    if (pidfile != NULL)
-        unlink(pidfile);
+    pidfile_remove(&pf);
     return status;
 }

@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "conf.h"
+#include "conf_lint.h"
 #include "log.h"
+#include "notify.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
 #include "proxy/worker.h"
@@ -71,11 +73,14 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         snprintf(err, errlen, "a reload is in progress; this one will follow it");
         return 0;
     }
+    notify_reloading();
     struct snapshot *old = atomic_load(&p->current);
     int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
     struct snapshot *snap = NULL;
-    if (rc == 0)
+    if (rc == 0) {
+        conf_lint_log(conf);
         snap = proxy_snapshot_build(p, conf, old, err, errlen);
+    }
 
     uv_mutex_lock(&rs->mu);
     rs->last_us = util_wall_us();
@@ -87,6 +92,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         uv_mutex_unlock(&rs->mu);
         log_error("reload (%s) refused, the running configuration keeps serving: %s", trigger,
                   err);
+        notify_ready();
         return -1;
     }
 
@@ -189,6 +195,7 @@ static void reload_ack_cb(uv_async_t *a)
     if (atomic_load(&p->stopping))
         snapshot_close_listeners(atomic_load(&p->current));
     log_info("reload: every worker runs the new configuration");
+    notify_ready();
     if (r->pending) {
         char err[1024];
         r->pending = 0;

@@ -154,6 +154,14 @@ struct ring *ring_build(const struct conf_pool *pool, char *err, size_t errlen)
         goto nomem;
     r->checksum = XXH64(buf_rptr(&text), buf_len(&text), 0);
     buf_free(&text);
+    /* each server's share, once: the stats and the status page show it beside its weight */
+    double *shares = malloc(n * sizeof(*shares));
+    if (shares == NULL)
+        goto nomem;
+    ring_shares(r, shares, RING_SHARE_SAMPLES);
+    for (uint32_t i = 0; i < n; i++)
+        r->servers[i].keyspace_share = shares[i];
+    free(shares);
     free(ds);
     return r;
 

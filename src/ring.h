@@ -19,7 +19,12 @@ struct ring_server {
     uint32_t    weight;
     uint32_t    zone;      /* zone id, 0 = none; ids index ring->zones */
     uint32_t    conf_index;/* index in conf_pool->servers (== ring index) */
+    double      keyspace_share; /* of the 2^32 (or 2^64) hashes it owns: ring_shares at
+                                   build (exact for ketama and modula, else sampled) */
 };
+
+/* Hashes sampled for keyspace_share where the distribution has no points to measure. */
+#define RING_SHARE_SAMPLES 20000
 
 struct ring {
     atomic_uint      refs;

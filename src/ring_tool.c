@@ -12,6 +12,7 @@
 
 #include "conf.h"
 #include "ring.h"
+#include "ring_plot.h"
 
 #define TOOL_DEFAULT_CONF     "conf/ringleader.yml"   /* the daemon's default too */
 #define TOOL_DEFAULT_SAMPLES  1000000u
@@ -35,8 +36,24 @@ struct tool_opts {
     int         json;
     uint32_t    npref;       /* 0: the pool's default */
     uint32_t    samples;
+    const char *svg_path;    /* --svg: also draw --balance / --diff there */
+    const char *keys_path;   /* --keys: sample keys from this file ("-": stdin) */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
+};
+
+/*
+ * The sample keys of --balance and --diff: "key:0" .. "key:N-1" (the twemproxy vectors'
+ * key set), or every line of --keys FILE as it is (the trailing \n, then \r, removed):
+ * real keys show what a hash does with them, which key:<i> may not (fnv1a_64 sends "a" ..
+ * "z" to one server).
+ */
+struct tool_samples {
+    uint32_t  count;
+    char     *data;          /* the file, NULL for key:<i> */
+    size_t   *start;         /* [count] */
+    uint32_t *len;           /* [count] */
+    char      what[600];     /* how the text and the plots name them */
 };
 
 /* One loaded file: the config and one ring per pool, in file order. */
@@ -60,8 +77,10 @@ static void tool_usage(FILE *f)
 {
     fprintf(f,
             "Usage: ringleader-ring [-c conf file] [-p pool] [-n N] [--tsv|--json] [KEY...]\n"
-            "       ringleader-ring [-c conf file] [-p pool] --balance [--samples N] [--json]\n"
-            "       ringleader-ring [-c conf file] [-p pool] --diff NEW.yml [--samples N] [--json]\n"
+            "       ringleader-ring [-c conf file] [-p pool] --balance [--samples N | --keys FILE]\n"
+            "                       [--json] [--svg FILE]\n"
+            "       ringleader-ring [-c conf file] [-p pool] --diff NEW.yml [--samples N | --keys FILE]\n"
+            "                       [--json] [--svg FILE]\n"
             "\n"
             "Offline placement: builds each pool's ring from the same YAML as ringleader.\n"
             "With no KEY arguments, keys are read from standard input, one per line.\n"
@@ -78,6 +97,9 @@ static void tool_usage(FILE *f)
             "  -b, --balance       : each server's share of the keyspace and of sample keys\n"
             "  -d, --diff=S        : what changes from the -c file to this one, per pool\n"
             "  -s, --samples=N     : sample keys \"key:<i>\" for --balance/--diff (default: %u)\n"
+            "  -k, --keys=FILE     : sample keys from FILE, one a line, instead (\"-\": stdin)\n"
+            "      --svg=FILE      : also draw --balance (bars against fair shares) or --diff\n"
+            "                        (a from -> to matrix of the keys that move) as SVG\n"
             "\n"
             "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool.\n",
             TOOL_DEFAULT_CONF, RING_MAX_PREF, TOOL_DEFAULT_SAMPLES);
@@ -432,6 +454,101 @@ static int tool_query(const struct tool_opts *o, const struct tool_conf *tc)
     return TOOL_EXIT_OK;
 }
 
+/* ---------------------------------------------------------------- sample keys */
+
+static void tool_samples_free(struct tool_samples *ks)
+{
+    free(ks->data);
+    free(ks->start);
+    free(ks->len);
+    memset(ks, 0, sizeof(*ks));
+}
+
+/*
+ * The sample keys: o->samples generated ones, or every line of o->keys_path. Returns
+ * TOOL_EXIT_OK, or TOOL_EXIT_ERROR after saying why (unreadable, empty, out of memory).
+ */
+static int tool_samples_load(const struct tool_opts *o, struct tool_samples *ks)
+{
+    memset(ks, 0, sizeof(*ks));
+    if (o->keys_path == NULL) {
+        ks->count = o->samples;
+        snprintf(ks->what, sizeof(ks->what), "%u keys \"key:<i>\"", o->samples);
+        return TOOL_EXIT_OK;
+    }
+    int is_stdin = strcmp(o->keys_path, "-") == 0;
+    FILE *in = is_stdin ? stdin : fopen(o->keys_path, "rb");
+    size_t len = 0, cap = 0, nlines = 0;
+    if (in == NULL) {
+        fprintf(stderr, "ringleader-ring: --keys %s: %s\n", o->keys_path, strerror(errno));
+        return TOOL_EXIT_ERROR;
+    }
+    for (;;) {
+        if (cap - len < 65536) {
+            char *g = realloc(ks->data, cap ? cap * 2 : 1 << 20);
+            if (g == NULL)
+                goto nomem;
+            ks->data = g;
+            cap = cap ? cap * 2 : 1 << 20;
+        }
+        size_t got = fread(ks->data + len, 1, cap - len - 1, in);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(in)) {
+        fprintf(stderr, "ringleader-ring: --keys %s: %s\n", o->keys_path, strerror(errno));
+        goto fail;
+    }
+    if (len > 0 && ks->data[len - 1] != '\n')
+        ks->data[len++] = '\n';        /* a last line without its newline */
+    for (size_t i = 0; i < len; i++)
+        nlines += ks->data[i] == '\n';
+    if (nlines == 0 || nlines > UINT32_MAX) {
+        fprintf(stderr, "ringleader-ring: --keys %s: %s\n", o->keys_path,
+                nlines ? "more than 4294967295 keys" : "no keys in it");
+        goto fail;
+    }
+    ks->start = malloc(nlines * sizeof(*ks->start));
+    ks->len = malloc(nlines * sizeof(*ks->len));
+    if (ks->start == NULL || ks->len == NULL)
+        goto nomem;
+    for (size_t i = 0, begin = 0; i < len; i++) {
+        if (ks->data[i] != '\n')
+            continue;
+        size_t n = i - begin;
+        if (n > 0 && ks->data[i - 1] == '\r')
+            n--;
+        ks->start[ks->count] = begin;
+        ks->len[ks->count++] = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+        begin = i + 1;
+    }
+    snprintf(ks->what, sizeof(ks->what), "%u keys of %s", ks->count,
+             is_stdin ? "standard input" : o->keys_path);
+    if (!is_stdin)
+        fclose(in);
+    return TOOL_EXIT_OK;
+nomem:
+    fprintf(stderr, "ringleader-ring: --keys %s: %s\n", o->keys_path, strerror(ENOMEM));
+fail:
+    if (!is_stdin)
+        fclose(in);
+    tool_samples_free(ks);
+    return TOOL_EXIT_ERROR;
+}
+
+/* Sample key i (< count); scratch holds a generated one. */
+static const char *tool_sample(const struct tool_samples *ks, uint32_t i, char scratch[32],
+                               size_t *len)
+{
+    if (ks->data == NULL) {
+        *len = (size_t)snprintf(scratch, 32, "key:%u", i);
+        return scratch;
+    }
+    *len = ks->len[i];
+    return ks->data + ks->start[i];
+}
+
 /* ---------------------------------------------------------------- balance */
 
 struct tool_balance {
@@ -441,8 +558,10 @@ struct tool_balance {
     uint64_t wsum;
 };
 
-/* Fill b for ring r; 0, or -ENOMEM. Free b->exact and b->sampled. */
-static int tool_balance_compute(const struct ring *r, uint32_t samples, struct tool_balance *b)
+/* Fill b for ring r: keyspace shares (estimated over `samples` hashes where not exact) and
+ * the shares of the sample keys; 0, or -ENOMEM. Free b->exact and b->sampled. */
+static int tool_balance_compute(const struct ring *r, uint32_t samples,
+                                const struct tool_samples *ks, struct tool_balance *b)
 {
     char key[32];
 
@@ -455,12 +574,13 @@ static int tool_balance_compute(const struct ring *r, uint32_t samples, struct t
         return -ENOMEM;
     }
     ring_shares(r, b->exact, samples);
-    for (uint32_t i = 0; i < samples; i++) {
-        int len = snprintf(key, sizeof(key), "key:%u", i);
-        b->sampled[ring_owner(r, key, (size_t)len)] += 1.0;
+    for (uint32_t i = 0; i < ks->count; i++) {
+        size_t len;
+        const char *k = tool_sample(ks, i, key, &len);
+        b->sampled[ring_owner(r, k, len)] += 1.0;
     }
     for (uint32_t s = 0; s < r->nservers; s++) {
-        b->sampled[s] /= samples;
+        b->sampled[s] /= ks->count;
         b->wsum += r->servers[s].weight;
     }
     tool_spread(b->exact, r, &b->exact_maxmean, &b->exact_cv);
@@ -469,33 +589,90 @@ static int tool_balance_compute(const struct ring *r, uint32_t samples, struct t
 }
 
 static void tool_balance_text(const struct tool_conf *tc, uint32_t pi, uint32_t samples,
-                              const struct tool_balance *b)
+                              const struct tool_samples *ks, const struct tool_balance *b)
 {
     const struct ring *r = tc->rings[pi];
-    int w = (int)strlen("stddev/mean");
+    int w = (int)strlen("stddev/mean"), ww = 6;
 
-    for (uint32_t s = 0; s < r->nservers; s++)
+    for (uint32_t s = 0; s < r->nservers; s++) {
+        char digits[16];
         if ((int)strlen(tool_label(r, s)) > w)
             w = (int)strlen(tool_label(r, s));
+        int n = snprintf(digits, sizeof(digits), "%u", r->servers[s].weight);
+        if (n > ww)
+            ww = n;             /* nutcracker's weights reach 2147483647 */
+    }
     tool_print_ring_head(tc, pi, r->epoch);
-    printf("samples   %u keys \"key:<i>\"\n\n", samples);
-    printf("%-*s  %6s  %9s  %9s  %9s\n", w, "server", "weight", "fair",
+    printf("samples   %s\n\n", ks->what);
+    printf("%-*s  %*s  %9s  %9s  %9s\n", w, "server", ww, "weight", "fair",
            tool_shares_exact(r) ? "keyspace" : "keyspace~", "keys");
     for (uint32_t s = 0; s < r->nservers; s++)
-        printf("%-*s  %6u  %8.3f%%  %8.3f%%  %8.3f%%\n", w, tool_label(r, s),
+        printf("%-*s  %*u  %8.3f%%  %8.3f%%  %8.3f%%\n", w, tool_label(r, s), ww,
                r->servers[s].weight, 100.0 * r->servers[s].weight / (double)b->wsum,
                100.0 * b->exact[s], 100.0 * b->sampled[s]);
-    printf("%-*s  %6s  %9s  %9.4f  %9.4f\n", w, "max/mean", "", "", b->exact_maxmean,
+    printf("%-*s  %*s  %9s  %9.4f  %9.4f\n", w, "max/mean", ww, "", "", b->exact_maxmean,
            b->sampled_maxmean);
-    printf("%-*s  %6s  %9s  %9.4f  %9.4f\n", w, "stddev/mean", "", "", b->exact_cv,
+    printf("%-*s  %*s  %9s  %9.4f  %9.4f\n", w, "stddev/mean", ww, "", "", b->exact_cv,
            b->sampled_cv);
     if (!tool_shares_exact(r))
         printf("(keyspace~: %s has no points to measure; estimated over %u hashes)\n",
                dist_name(r->dist.type), samples);
 }
 
-static json_t *tool_balance_json(const struct tool_conf *tc, uint32_t pi, uint32_t samples,
-                                 const struct tool_balance *b)
+/* One pool's balance as plot_balance_svg draws it (servers[] is allocated: free it). */
+static int tool_balance_plot(const struct tool_conf *tc, uint32_t pi, const struct tool_samples *ks,
+                             const struct tool_balance *b, struct plot_balance *pb)
+{
+    const struct ring *r = tc->rings[pi];
+    struct plot_server *ps = calloc(r->nservers, sizeof(*ps));
+
+    if (ps == NULL)
+        return -ENOMEM;
+    for (uint32_t s = 0; s < r->nservers; s++)
+        ps[s] = (struct plot_server){ tool_label(r, s), r->servers[s].weight,
+                                      r->servers[s].weight / (double)b->wsum, b->exact[s],
+                                      b->sampled[s] };
+    *pb = (struct plot_balance){ .pool = tc->conf->pools[pi].name,
+                                 .distribution = dist_name(r->dist.type),
+                                 .hash = hash_name(r->hash),
+                                 .keyspace_exact = tool_shares_exact(r),
+                                 .samples_what = ks->what,
+                                 .keyspace_max_over_mean = b->exact_maxmean,
+                                 .sample_max_over_mean = b->sampled_maxmean,
+                                 .servers = ps, .nservers = r->nservers };
+    snprintf(pb->checksum, sizeof(pb->checksum), "%016llx", (unsigned long long)r->checksum);
+    return 0;
+}
+
+/* Write the plots (--svg) and free them; TOOL_EXIT_OK or TOOL_EXIT_ERROR after saying why. */
+static int tool_svg_write(const char *path, int (*draw)(FILE *, const void *, uint32_t),
+                          const void *plots, uint32_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "ringleader-ring: --svg %s: %s\n", path, strerror(errno));
+        return TOOL_EXIT_ERROR;
+    }
+    int rc = draw(f, plots, n);
+    if (fclose(f) != 0 || rc != 0) {
+        fprintf(stderr, "ringleader-ring: --svg %s: %s\n", path, strerror(errno ? errno : EIO));
+        return TOOL_EXIT_ERROR;
+    }
+    return TOOL_EXIT_OK;
+}
+
+static int tool_draw_balance(FILE *f, const void *plots, uint32_t n)
+{
+    return plot_balance_svg(f, plots, n);
+}
+
+static int tool_draw_diff(FILE *f, const void *plots, uint32_t n)
+{
+    return plot_diff_svg(f, plots, n);
+}
+
+static json_t *tool_balance_json(const struct tool_conf *tc, uint32_t pi,
+                                 const struct tool_samples *ks, const struct tool_balance *b)
 {
     const struct ring *r = tc->rings[pi];
     json_t *servers = json_array();
@@ -511,12 +688,13 @@ static json_t *tool_balance_json(const struct tool_conf *tc, uint32_t pi, uint32
             return NULL;
         }
     }
-    return json_pack("{s:s, s:I, s:o, s:s, s:s, s:b, s:i, s:o,"
+    return json_pack("{s:s, s:I, s:o, s:s, s:s, s:b, s:I, s:s, s:o,"
                      " s:{s:f, s:f}, s:{s:f, s:f}}",
                      "pool", tc->conf->pools[pi].name, "epoch", (json_int_t)r->epoch,
                      "checksum", tool_json_checksum(r->checksum),
                      "distribution", dist_name(r->dist.type), "hash", hash_name(r->hash),
-                     "keyspace_exact", tool_shares_exact(r), "samples", (int)samples,
+                     "keyspace_exact", tool_shares_exact(r), "samples", (json_int_t)ks->count,
+                     "sample_keys", ks->what,
                      "servers", servers,
                      "keyspace", "max_over_mean", b->exact_maxmean,
                      "stddev_over_mean", b->exact_cv,
@@ -527,8 +705,11 @@ static json_t *tool_balance_json(const struct tool_conf *tc, uint32_t pi, uint32
 /* --balance: the chosen pool, or every pool when -p is absent. */
 static int tool_balance(const struct tool_opts *o, const struct tool_conf *tc)
 {
-    uint32_t first = 0, last = tc->conf->npools;
+    uint32_t first = 0, last = tc->conf->npools, nplots = 0;
     json_t *pools = o->json ? json_array() : NULL;
+    struct plot_balance *plots = NULL;
+    struct tool_samples ks;
+    int rc = TOOL_EXIT_OK;
 
     if (o->pool != NULL) {
         int pi = tool_pick_pool(tc, o->pool);
@@ -539,14 +720,22 @@ static int tool_balance(const struct tool_opts *o, const struct tool_conf *tc)
         first = (uint32_t)pi;
         last = first + 1;
     }
-    for (uint32_t pi = first; pi < last; pi++) {
+    if (tool_samples_load(o, &ks) != TOOL_EXIT_OK) {
+        json_decref(pools);
+        return TOOL_EXIT_ERROR;
+    }
+    if (o->svg_path != NULL && (plots = calloc(last - first, sizeof(*plots))) == NULL)
+        rc = tool_nomem();
+    for (uint32_t pi = first; rc == TOOL_EXIT_OK && pi < last; pi++) {
         struct tool_balance b;
-        if (tool_balance_compute(tc->rings[pi], o->samples, &b) != 0) {
-            json_decref(pools);
-            return tool_nomem();
+        if (tool_balance_compute(tc->rings[pi], o->samples, &ks, &b) != 0) {
+            rc = tool_nomem();
+            break;
         }
+        if (plots != NULL && tool_balance_plot(tc, pi, &ks, &b, &plots[nplots++]) != 0)
+            rc = tool_nomem();
         if (o->json) {
-            json_t *one = tool_balance_json(tc, pi, o->samples, &b);
+            json_t *one = tool_balance_json(tc, pi, &ks, &b);
             if (pools != NULL && (one == NULL || json_array_append_new(pools, one) != 0)) {
                 json_decref(pools);
                 pools = NULL;
@@ -554,14 +743,24 @@ static int tool_balance(const struct tool_opts *o, const struct tool_conf *tc)
         } else {
             if (pi != first)
                 putchar('\n');
-            tool_balance_text(tc, pi, o->samples, &b);
+            tool_balance_text(tc, pi, o->samples, &ks, &b);
         }
+        /* the plot keeps its own copy of the numbers */
         free(b.exact);
         free(b.sampled);
     }
-    if (o->json)
-        return tool_json_emit(pools ? json_pack("{s:o}", "pools", pools) : NULL);
-    return TOOL_EXIT_OK;
+    if (rc == TOOL_EXIT_OK && plots != NULL)
+        rc = tool_svg_write(o->svg_path, tool_draw_balance, plots, nplots);
+    for (uint32_t i = 0; plots != NULL && i < nplots; i++)
+        free((void *)plots[i].servers);
+    free(plots);
+    tool_samples_free(&ks);
+    if (o->json) {
+        int jr = tool_json_emit(pools ? json_pack("{s:o}", "pools", pools) : NULL);
+        return rc != TOOL_EXIT_OK ? rc : jr;
+    }
+    json_decref(pools);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- diff */
@@ -592,6 +791,7 @@ struct tool_pool_diff {
     uint32_t samples, sample_moved;
     struct tool_flow *flows;    /* non-zero moved cells of the from->to matrix, largest first */
     uint32_t nflows;
+    uint64_t *stayed;           /* [old servers]: sample keys that kept their owner */
 };
 
 
@@ -602,11 +802,12 @@ static int tool_same_hashing(const struct ring *a, const struct ring *b)
 }
 
 /*
- * Sample keys "key:<i>" on both rings and count, for each moved key, the
- * (old owner, new owner) cell; owners are matched by identity as the daemon
- * matches servers. Fills d->flows; 0 or -ENOMEM.
+ * Place the sample keys on both rings and count, for each moved key, the
+ * (old owner, new owner) cell, and for each old server the keys it kept;
+ * owners are matched by identity as the daemon matches servers. Fills
+ * d->flows and d->stayed; 0 or -ENOMEM.
  */
-static int tool_diff_flows(struct tool_pool_diff *d, uint32_t samples)
+static int tool_diff_flows(struct tool_pool_diff *d, const struct tool_samples *ks)
 {
     const struct ring *a = d->or, *b = d->nr;
     uint32_t *map = malloc(b->nservers * sizeof(*map));
@@ -614,7 +815,8 @@ static int tool_diff_flows(struct tool_pool_diff *d, uint32_t samples)
     char key[32];
     int rc = -ENOMEM;
 
-    if (map == NULL || cells == NULL)
+    d->stayed = calloc(a->nservers, sizeof(*d->stayed));
+    if (map == NULL || cells == NULL || d->stayed == NULL)
         goto out;
     for (uint32_t j = 0; j < b->nservers; j++) {
         map[j] = UINT32_MAX;
@@ -622,13 +824,16 @@ static int tool_diff_flows(struct tool_pool_diff *d, uint32_t samples)
             if (strcmp(a->servers[i].ident, b->servers[j].ident) == 0)
                 map[j] = i;
     }
-    d->samples = samples;
-    for (uint32_t k = 0; k < samples; k++) {
-        int len = snprintf(key, sizeof(key), "key:%u", k);
-        uint32_t from = ring_owner(a, key, (size_t)len), to = ring_owner(b, key, (size_t)len);
+    d->samples = ks->count;
+    for (uint32_t k = 0; k < ks->count; k++) {
+        size_t len;
+        const char *kk = tool_sample(ks, k, key, &len);
+        uint32_t from = ring_owner(a, kk, len), to = ring_owner(b, kk, len);
         if (map[to] != from) {
             cells[(size_t)from * b->nservers + to]++;
             d->sample_moved++;
+        } else {
+            d->stayed[from]++;
         }
     }
     uint32_t n = 0;
@@ -651,7 +856,8 @@ out:
 
 /* Compare one pool across the files; 0 or -ENOMEM. Epochs are what a daemon
  * started on the old file shows, then after reloading the new one. */
-static int tool_diff_pool(struct tool_pool_diff *d, uint32_t samples)
+static int tool_diff_pool(struct tool_pool_diff *d, uint32_t samples,
+                          const struct tool_samples *ks)
 {
     if (d->or == NULL) {                      /* new pool */
         d->new_epoch = 1;
@@ -676,7 +882,7 @@ static int tool_diff_pool(struct tool_pool_diff *d, uint32_t samples)
         return -ENOMEM;
     d->moved_exact = tool_same_hashing(d->or, d->nr) && d->or->dist.type == DIST_KETAMA &&
                      d->nr->dist.type == DIST_KETAMA;
-    return tool_diff_flows(d, samples);
+    return tool_diff_flows(d, ks);
 }
 
 /* " label" for each of p's servers not in `other`, or " -"; then a newline. */
@@ -794,13 +1000,60 @@ static const struct conf_pool *tool_find_pool(const struct conf *c, const char *
     return NULL;
 }
 
-/* Report one pool pair (text or into `out`); TOOL_EXIT_* */
-static int tool_diff_one(const struct tool_opts *o, struct tool_pool_diff *d, json_t *out,
-                         int *first)
+/* One pool's change as plot_diff_svg draws it; the arrays are allocated (tool_diff_plot_free). */
+static int tool_diff_plot(const struct tool_pool_diff *d, const struct tool_samples *ks,
+                          struct plot_diff *pd)
+{
+    uint32_t no = d->or ? d->or->nservers : 0, nn = d->nr ? d->nr->nservers : 0;
+    const char **ol = calloc(no + 1, sizeof(*ol)), **nl = calloc(nn + 1, sizeof(*nl));
+    int64_t *kept = calloc(no + 1, sizeof(*kept));
+    uint64_t *stayed = calloc(no + 1, sizeof(*stayed));
+    struct plot_flow *fl = calloc(d->nflows + 1, sizeof(*fl));
+
+    *pd = (struct plot_diff){ .pool = d->name, .old_epoch = d->old_epoch,
+                              .new_epoch = d->new_epoch, .moved = d->moved, .floor = d->floor,
+                              .moved_exact = d->moved_exact, .old_labels = ol, .nold = no,
+                              .new_labels = nl, .nnew = nn, .kept = kept, .stayed = stayed,
+                              .flows = fl, .nflows = d->nflows, .samples = d->samples,
+                              .samples_what = ks->what };
+    if (ol == NULL || nl == NULL || kept == NULL || stayed == NULL || fl == NULL)
+        return -ENOMEM;
+    snprintf(pd->old_checksum, sizeof(pd->old_checksum), "%016llx",
+             d->or ? (unsigned long long)d->or->checksum : 0ull);
+    snprintf(pd->new_checksum, sizeof(pd->new_checksum), "%016llx",
+             d->nr ? (unsigned long long)d->nr->checksum : 0ull);
+    for (uint32_t j = 0; j < nn; j++)
+        nl[j] = d->nr->servers[j].label;
+    for (uint32_t i = 0; i < no; i++) {
+        ol[i] = d->or->servers[i].label;
+        kept[i] = -1;
+        for (uint32_t j = 0; j < nn && kept[i] < 0; j++)
+            if (strcmp(d->or->servers[i].ident, d->nr->servers[j].ident) == 0)
+                kept[i] = j;
+        stayed[i] = d->stayed ? d->stayed[i] : 0;
+    }
+    for (uint32_t k = 0; k < d->nflows; k++)
+        fl[k] = (struct plot_flow){ d->flows[k].from, d->flows[k].to, d->flows[k].count };
+    return 0;
+}
+
+static void tool_diff_plot_free(struct plot_diff *pd)
+{
+    free((void *)pd->old_labels);
+    free((void *)pd->new_labels);
+    free((void *)pd->kept);
+    free((void *)pd->stayed);
+    free((void *)pd->flows);
+}
+
+/* Report one pool pair (text or into `out`, and its plot into `plot` when not NULL); TOOL_EXIT_* */
+static int tool_diff_one(const struct tool_opts *o, const struct tool_samples *ks,
+                         struct tool_pool_diff *d, json_t *out, int *first,
+                         struct plot_diff *plot)
 {
     int rc = TOOL_EXIT_OK;
 
-    if (tool_diff_pool(d, o->samples) != 0) {
+    if (tool_diff_pool(d, o->samples, ks) != 0) {
         rc = tool_nomem();
     } else if (o->json) {
         json_t *one = tool_diff_json(d);
@@ -811,8 +1064,11 @@ static int tool_diff_one(const struct tool_opts *o, struct tool_pool_diff *d, js
             putchar('\n');
         tool_diff_text(d);
     }
+    if (rc == TOOL_EXIT_OK && plot != NULL && tool_diff_plot(d, ks, plot) != 0)
+        rc = tool_nomem();
     *first = 0;
     free(d->flows);
+    free(d->stayed);
     return rc;
 }
 
@@ -825,9 +1081,19 @@ static int tool_diff(const struct tool_opts *o, const struct tool_conf *oc,
 {
     json_t *pools = o->json ? json_array() : NULL;
     int first = 1, rc = TOOL_EXIT_OK, found = 0;
+    struct tool_samples ks;
+    struct plot_diff *plots = NULL;
+    uint32_t nplots = 0;
 
     if (o->json && pools == NULL)
         return tool_json_emit(NULL);
+    if (tool_samples_load(o, &ks) != TOOL_EXIT_OK) {
+        json_decref(pools);
+        return TOOL_EXIT_ERROR;
+    }
+    if (o->svg_path != NULL &&
+        (plots = calloc(oc->conf->npools + nc->conf->npools + 1, sizeof(*plots))) == NULL)
+        rc = tool_nomem();
     for (uint32_t i = 0; rc == TOOL_EXIT_OK && i < oc->conf->npools; i++) {
         const struct conf_pool *op = &oc->conf->pools[i];
         uint32_t j = 0;
@@ -837,7 +1103,7 @@ static int tool_diff(const struct tool_opts *o, const struct tool_conf *oc,
         struct tool_pool_diff d = { .name = op->name, .op = op, .np = np,
                                     .or = oc->rings[i], .nr = np ? nc->rings[j] : NULL };
         found = 1;
-        rc = tool_diff_one(o, &d, pools, &first);
+        rc = tool_diff_one(o, &ks, &d, pools, &first, plots ? &plots[nplots++] : NULL);
     }
     for (uint32_t j = 0; rc == TOOL_EXIT_OK && j < nc->conf->npools; j++) {
         const struct conf_pool *np = &nc->conf->pools[j];
@@ -848,7 +1114,7 @@ static int tool_diff(const struct tool_opts *o, const struct tool_conf *oc,
         if (tool_find_pool(oc->conf, np->name, np->protocol, &i) != NULL)
             continue;
         struct tool_pool_diff d = { .name = np->name, .np = np, .nr = nc->rings[j] };
-        rc = tool_diff_one(o, &d, pools, &first);
+        rc = tool_diff_one(o, &ks, &d, pools, &first, plots ? &plots[nplots++] : NULL);
     }
     if (rc == TOOL_EXIT_OK && !found) {
         fprintf(stderr, "ringleader-ring: no pool '%s' in %s or %s; pools: ", o->pool,
@@ -859,6 +1125,12 @@ static int tool_diff(const struct tool_opts *o, const struct tool_conf *oc,
         fputc('\n', stderr);
         rc = TOOL_EXIT_USAGE;
     }
+    if (rc == TOOL_EXIT_OK && plots != NULL)
+        rc = tool_svg_write(o->svg_path, tool_draw_diff, plots, nplots);
+    for (uint32_t k = 0; plots != NULL && k < nplots; k++)
+        tool_diff_plot_free(&plots[k]);
+    free(plots);
+    tool_samples_free(&ks);
     if (o->json && rc == TOOL_EXIT_OK)
         return tool_json_emit(json_pack("{s:s, s:s, s:o}", "old", oc->path, "new", nc->path,
                                         "pools", pools));
@@ -883,7 +1155,7 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -895,6 +1167,8 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "balance",   no_argument,       NULL, 'b' },
         { "diff",      required_argument, NULL, 'd' },
         { "samples",   required_argument, NULL, 's' },
+        { "keys",      required_argument, NULL, 'k' },
+        { "svg",       required_argument, NULL, OPT_SVG },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -902,7 +1176,8 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
     memset(o, 0, sizeof(*o));
     o->conf_path = TOOL_DEFAULT_CONF;
     o->samples = TOOL_DEFAULT_SAMPLES;
-    while ((c = getopt_long(argc, argv, "hVc:p:n:bd:s:", longopts, NULL)) != -1) {
+    int samples_given = 0;
+    while ((c = getopt_long(argc, argv, "hVc:p:n:bd:s:k:", longopts, NULL)) != -1) {
         switch (c) {
         case 'h':
             tool_usage(stdout);
@@ -942,6 +1217,13 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
                         optarg);
                 return TOOL_EXIT_USAGE;
             }
+            samples_given = 1;
+            break;
+        case 'k':
+            o->keys_path = optarg;
+            break;
+        case OPT_SVG:
+            o->svg_path = optarg;
             break;
         default:
             tool_usage(stderr);
@@ -956,6 +1238,14 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
     }
     if (o->mode != TOOL_QUERY && (o->tsv || o->nkeys > 0)) {
         fprintf(stderr, "ringleader-ring: --balance and --diff take no keys and no --tsv\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->mode == TOOL_QUERY && (o->svg_path != NULL || o->keys_path != NULL)) {
+        fprintf(stderr, "ringleader-ring: --svg and --keys go with --balance or --diff\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->keys_path != NULL && samples_given) {
+        fprintf(stderr, "ringleader-ring: --keys replaces the key:<i> of --samples: give one\n");
         return TOOL_EXIT_USAGE;
     }
     return TOOL_EXIT_OK;

@@ -225,6 +225,10 @@ static int json_server(json_t *pool, const struct stats_view_server *s)
     if (rc == 0)
         rc = jset(o, "state", json_string(s->up ? "up" : "down"));
     if (rc == 0)
+        rc = jset(o, "weight", json_integer(s->weight));
+    if (rc == 0)
+        rc = jset(o, "keyspace_share", json_real(s->keyspace_share));
+    if (rc == 0)
         rc = jset(o, "latency_p50_us", json_integer((json_int_t)histogram_percentile(&s->latency, 0.5)));
     if (rc == 0)
         rc = jset(o, "latency_p99_us", json_integer((json_int_t)histogram_percentile(&s->latency, 0.99)));
@@ -520,6 +524,20 @@ static int prom_servers(const struct stats_view *v, struct buf *out)
         for (size_t s = 0; s < v->pools[i].nservers; s++) {
             TRY(prom_series(out, "ringleader_server_up", v->pools[i].name, v->pools[i].servers[s].name));
             TRY(buf_appendf(out, "%d\n", v->pools[i].servers[s].up ? 1 : 0));
+        }
+
+    TRY(prom_head(out, "ringleader_server_weight", "gauge", "the server's weight in the configuration"));
+    for (size_t i = 0; i < v->npools; i++)
+        for (size_t s = 0; s < v->pools[i].nservers; s++) {
+            TRY(prom_series(out, "ringleader_server_weight", v->pools[i].name, v->pools[i].servers[s].name));
+            TRY(buf_appendf(out, "%" PRIu32 "\n", v->pools[i].servers[s].weight));
+        }
+    TRY(prom_head(out, "ringleader_server_keyspace_share", "gauge",
+                  "share of the keyspace the ring gives the server (fair share: weight / total weight)"));
+    for (size_t i = 0; i < v->npools; i++)
+        for (size_t s = 0; s < v->pools[i].nservers; s++) {
+            TRY(prom_series(out, "ringleader_server_keyspace_share", v->pools[i].name, v->pools[i].servers[s].name));
+            TRY(buf_appendf(out, "%.17g\n", v->pools[i].servers[s].keyspace_share));
         }
 
     const char *h = "ringleader_server_latency_seconds";

@@ -123,6 +123,8 @@ extern const size_t stats_server_nfields;
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up or down (health; down is not removed)")           \
+    ACTION(weight,          GAUGE, "the server's weight in the configuration")           \
+    ACTION(keyspace_share,  GAUGE, "share of the keyspace the ring gives the server (fair share: weight / total weight)") \
     ACTION(latency_p50_us,  GAUGE, "median request latency in usec")                     \
     ACTION(latency_p99_us,  GAUGE, "99th percentile request latency in usec")            \
     ACTION(latency_p999_us, GAUGE, "99.9th percentile request latency in usec")          \
@@ -170,6 +172,8 @@ struct stats_view_server {
     struct stats_server stats;          /* summed (in_flight: the core may store the
                                            shared atomic here instead) */
     int up;                             /* 1 up, 0 down (health) */
+    uint32_t weight;                    /* from the configuration */
+    double keyspace_share;              /* from the ring (ring_server.keyspace_share) */
     struct histogram latency;           /* merged over the workers */
 };
 

@@ -104,7 +104,7 @@ static const struct mc_cmd_def mc_cmds[MEMCACHE_CMD_COUNT] = {
     [MEMCACHE_CMD_VERSION]   = { "version", 7, MC_SYN_VERSION, 0, R_VERSION, 0 },
     [MEMCACHE_CMD_VERBOSITY] = { "verbosity", 9, MC_SYN_VERBOSITY, 0, R_OK, 0 },
     [MEMCACHE_CMD_QUIT]      = { "quit", 4, MC_SYN_QUIT, PROTO_RF_CLOSE, 0, 0 },
-    [MEMCACHE_CMD_STATS]     = { "stats", 5, MC_SYN_STATS, 0, 0, 0 },
+    [MEMCACHE_CMD_STATS]     = { "stats", 5, MC_SYN_STATS, 0, R_END, 0 },
     [MEMCACHE_CMD_FLUSH_ALL] = { "flush_all", 9, MC_SYN_FLUSH, PROTO_RF_WRITE, R_OK, 0 },
 };
 
@@ -128,6 +128,8 @@ const char *memcache_cmd_name(uint16_t cmd)
 #define S_FLAGS_TOO_LONG "CLIENT_ERROR options flags are too long\r\n"
 #define S_BAD_B64        "CLIENT_ERROR error decoding key\r\n"
 #define S_ME_REFUSED     "CLIENT_ERROR meta debug (me) is not supported through this proxy\r\n"
+#define S_STATS_REFUSED  "CLIENT_ERROR stats reset and stats detail change every server: " \
+                         "send them to each server directly\r\n"
 #define S_FLUSH_REFUSED  "CLIENT_ERROR flush_all is not allowed through this proxy " \
                          "(set allow_flush: true on the pool)\r\n"
 
@@ -552,6 +554,35 @@ static void mc_req_flush(struct proto_parser *p, const struct mc_line *l, struct
     req->flags |= PROTO_RF_WRITE;
 }
 
+/*
+ * `stats` alone is the proxy's own (LOCAL, memcache_local.c). The per-server statistics are
+ * sent to every server and merged with the server named on each line (memcache_local.c):
+ * items, slabs, settings, sizes, conns, and cachedump (whose ITEM lines memcdump reads).
+ * reset and detail change the servers' state and are refused; any other argument is
+ * ERROR, as memcached answers an unknown stats argument.
+ */
+static void mc_req_stats(const struct mc_line *l, struct proto_req *req)
+{
+    static const char *const broadcast[] = { "items", "slabs", "settings", "sizes", "conns",
+                                             "cachedump" };
+    struct mc_tok t;
+    uint32_t at = l->pos;
+
+    if (!mc_next(l->buf, &at, l->end, &t)) {
+        mc_req_local(req, mc_cmds[l->cmd].rflags);
+        return;
+    }
+    for (size_t i = 0; i < sizeof(broadcast) / sizeof(broadcast[0]); i++) {
+        if (mc_tok_is(l->buf, &t, broadcast[i], strlen(broadcast[i]))) {
+            req->kind = PROTO_REQ_BROADCAST;   /* the servers check the arguments */
+            return;
+        }
+    }
+    if (TOK_IS(l->buf, &t, "reset") || TOK_IS(l->buf, &t, "detail"))
+        return mc_refuse(req, S_STATS_REFUSED, 0);
+    mc_refuse(req, S_ERROR, 0);
+}
+
 /* Find the command token's table entry, MEMCACHE_CMD_NONE if unknown. */
 static uint16_t mc_lookup(const char *s, uint32_t n)
 {
@@ -681,22 +712,14 @@ static int mc_parse_req(struct proto_parser *p, const char *buf, size_t len,
     case MC_SYN_FLUSH:
         mc_req_flush(p, &l, req);
         break;
-    case MC_SYN_STATS: {
-        /* The proxy answers `stats` with its own counters; the backends'
-         * sub-statistics (stats slabs, items ...) are per server and have
-         * no meaning for the pool: ERROR, as memcached answers an unknown
-         * stats argument. */
-        struct mc_tok extra;
-        uint32_t at = l.pos;
-        if (mc_next(buf, &at, l.end, &extra)) {
-            mc_refuse(req, S_ERROR, 0);
-            break;
-        }
-        mc_req_local(req, mc_cmds[l.cmd].rflags);
+    case MC_SYN_STATS:
+        mc_req_stats(&l, req);
         break;
-    }
-    case MC_SYN_MN:
     case MC_SYN_VERSION:
+        /* every server's, the lowest answered (memcache_local.c) */
+        req->kind = PROTO_REQ_BROADCAST;
+        break;
+    case MC_SYN_MN:
     case MC_SYN_QUIT:
         mc_req_local(req, mc_cmds[l.cmd].rflags);
         break;
@@ -793,6 +816,8 @@ static int mc_rsp_unit(const char *buf, size_t len, uint16_t cmd, uint16_t rflag
     uint32_t kind = 0;
     uint64_t v;
 
+    if (cmd == MEMCACHE_CMD_STATS && (LINE_STARTS(buf, n, "STAT ") || LINE_STARTS(buf, n, "ITEM ")))
+        return (int)rsp->hdr_len;   /* a line of `stats <sub>`; END ends them */
     if (LINE_STARTS(buf, n, "VALUE ")) {
         kind = R_VALUE;
         if (!(d->replies & kind) || !mc_value_line(buf, n, &rsp->key, &v))
@@ -1038,30 +1063,6 @@ done:
     return rc;
 }
 
-/* ------------------------------------------------------------------ local */
-
-static int mc_local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
-                    const char *buf, const struct proto_env *env, struct buf *out)
-{
-    switch (req->cmd) {
-    case MEMCACHE_CMD_MN:
-        return buf_append_str(out, "MN\r\n");
-    case MEMCACHE_CMD_VERSION:
-        return buf_appendf(out, "VERSION ringleader-%s\r\n",
-                           env && env->version ? env->version : "unknown");
-    case MEMCACHE_CMD_VERBOSITY:
-        return (req->flags & PROTO_RF_NOREPLY) ? 0 : buf_append_str(out, "OK\r\n");
-    case MEMCACHE_CMD_QUIT:
-        return PROTO_LOCAL_CLOSE;
-    case MEMCACHE_CMD_STATS:
-        if (env && env->render_stats)
-            env->render_stats(env->ctx, 0, out);
-        return buf_append_str(out, "END\r\n");
-    default:
-        return buf_append_str(out, S_ERROR);
-    }
-}
-
 /* ------------------------------------------------------------------ errors */
 
 static int mc_error_reply(enum proto_err code, const char *reason, struct buf *out)
@@ -1303,7 +1304,8 @@ const struct proto_ops proto_memcache_ops = {
     .forward = mc_forward,
     .frag_write = mc_frag_write,
     .merge = mc_merge,
-    .local = mc_local,
+    .merge_env = memcache__merge_env,
+    .local = memcache__local,
     .error_reply = mc_error_reply,
     .probe = "version\r\n",
     .probe_cmd = MEMCACHE_CMD_VERSION,

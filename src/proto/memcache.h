@@ -61,5 +61,11 @@ const char *memcache_cmd_name(uint16_t cmd);
  */
 int memcache_key_decode(const char *b64, size_t len, char *out, size_t cap);
 
+/* What the proxy answers itself (memcache_local.c): proto_ops.local and .merge_env. */
+int memcache__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
+                    const char *buf, const struct proto_env *env, struct buf *out);
+int memcache__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
+                        uint32_t nfrag, const struct proto_env *env, struct buf *out);
+
 
 #endif

@@ -97,6 +97,8 @@ struct proto_parser {
 struct proto_client {
     uint64_t    id;
     char        name[64];         /* CLIENT SETNAME */
+    char        lib_name[64];     /* CLIENT SETINFO LIB-NAME (Redis 7.2 clients send it) */
+    char        lib_ver[32];      /* CLIENT SETINFO LIB-VER */
     const char *auth;             /* pool password, NULL if none */
     int         db;               /* pool redis_db */
     int         authed;
@@ -104,21 +106,29 @@ struct proto_client {
     uint64_t    created_ms;
 };
 
-/* What the proxy offers local commands (version, stats, INFO, TIME ...). */
+/* One of the proxy's own numbers, by its name (stats.h's, or the few proto_env documents);
+ * the protocol formats it: memcached "STAT name value", Redis "name:value". */
+typedef void (*proto_stat_fn)(void *arg, const char *name, int64_t value);
+
+/* What the proxy offers local commands (version, stats, INFO, TIME ...) and merge_env. */
 struct proto_env {
     const char *version;              /* PACKAGE_VERSION */
     uint64_t    uptime_s;
     uint64_t    now_us;               /* wall clock */
     const char *pool_name;
     uint32_t    nservers;
-    uint64_t    curr_connections;
-    uint64_t    total_connections;
-    /* Render the proxy's own counters (memcached `stats`, Redis INFO
-     * stats section); may be NULL. Appends to out. */
-    void      (*render_stats)(void *ctx, int redis, struct buf *out);
+    /* The proxy's numbers for this pool (summed over every worker) and the process: calls
+     * emit(arg, name, value) once per number, in a fixed order; may be NULL. Names: every
+     * field of STATS_POOL_CODEC, the server counters summed over the pool's servers as
+     * "server_<field>" (server_requests, server_request_bytes, ...), and pid, threads,
+     * worker (the one serving this client), uptime, time, rusage_user_us,
+     * rusage_system_us, curr_connections, total_connections (the process's),
+     * servers_up, ops_per_sec (requests of the pool in the last full second). */
+    void      (*render_stats)(void *ctx, proto_stat_fn emit, void *arg);
+    /* The label of server i of the pool (i < nservers): BROADCAST fragment i went to it. */
+    const char *(*server_name)(void *ctx, uint32_t i);
     void       *ctx;
 };
-
 /* Errors the core asks the protocol to phrase. */
 enum proto_err {
     PROTO_ERR_SERVER,      /* backend failed: reason given */
@@ -164,6 +174,14 @@ struct proto_ops {
     int (*merge)(uint16_t cmd, const char *reqbuf, const struct proto_key *keys, uint32_t nkeys,
                  const uint32_t *key_frag, struct buf *const *frag, uint32_t nfrag,
                  struct buf *out);
+
+    /* BROADCAST whose reply the protocol builds with the proxy's own numbers or the
+     * servers' names (memcached `stats items` naming the server on each line, Redis INFO
+     * completing the backends' sections): called instead of merge for every BROADCAST
+     * when set. frag[i] is server i's complete reply (an error reply when it failed or is
+     * down); env as for local(). 0, -1 if a fragment is malformed, -ENOMEM. */
+    int (*merge_env)(uint16_t cmd, const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
+                     const struct proto_env *env, struct buf *out);
 
     /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, or -ENOMEM. */
     int (*local)(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,

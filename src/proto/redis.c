@@ -1098,6 +1098,37 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
     return 0;
 }
 
+/*
+ * BROADCASTs whose reply needs the proxy (proto_ops.merge_env). INFO (not INFO keyspace
+ * alone): the servers that answered give the Keyspace section as INFO keyspace merges it,
+ * then redis_local.c builds the rest from their replies and the proxy's own numbers; a
+ * server down or failing is left out there instead of failing the whole INFO. Every other
+ * broadcast merges as redis_merge does.
+ */
+static int redis_merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
+                           uint32_t nfrag, const struct proto_env *env, struct buf *out)
+{
+    if (cmd >= redis_ncommands || redis_commands[cmd].merge != REDIS_MERGE_INFO)
+        return redis_merge(cmd, reqbuf, NULL, 0, NULL, frag, nfrag, out);
+    const struct redis_command *ks = redis_command_find("INFO|KEYSPACE");
+    struct buf *answered[nfrag ? nfrag : 1];
+    struct buf keyspace;
+    uint32_t n = 0;
+    int rc = 0;
+
+    for (uint32_t f = 0; f < nfrag; f++)
+        if (buf_len(frag[f]) > 0 && buf_rptr(frag[f])[0] == '$')
+            answered[n++] = frag[f];
+    buf_init(&keyspace);
+    if (n > 0 && ks != NULL)
+        rc = redis_merge((uint16_t)(ks - redis_commands), reqbuf, NULL, 0, NULL, answered, n,
+                         &keyspace);
+    if (rc != -ENOMEM)
+        rc = redis__info_merge(reqbuf, frag, nfrag, rc == 0 && n > 0 ? &keyspace : NULL, env, out);
+    buf_free(&keyspace);
+    return rc;
+}
+
 /* ------------------------------------------------------- errors, hello */
 
 static int redis_error_reply(enum proto_err code, const char *reason, struct buf *out)
@@ -1172,6 +1203,7 @@ const struct proto_ops proto_redis_ops = {
     .forward = redis_forward,
     .frag_write = redis_frag_write,
     .merge = redis_merge,
+    .merge_env = redis_merge_env,
     .local = redis__local,
     .error_reply = redis_error_reply,
     .server_hello = redis_server_hello,

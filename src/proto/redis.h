@@ -46,7 +46,8 @@ enum redis_merge {
     REDIS_MERGE_ARRAY,     /* MGET: one array in the client's key order */
     REDIS_MERGE_OK,        /* MSET, FLUSHALL: +OK if all are, else the first error */
     REDIS_MERGE_SUM,       /* DEL, EXISTS, DBSIZE ...: integers summed */
-    REDIS_MERGE_KEYSPACE   /* INFO keyspace: keys= and expires= summed per db */
+    REDIS_MERGE_KEYSPACE,  /* INFO keyspace: keys= and expires= summed per db */
+    REDIS_MERGE_INFO       /* INFO: the backends' sections and the proxy's own (merge_env) */
 };
 
 /* What local() does for a LOCAL command. */
@@ -71,7 +72,10 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_GETNAME,
     REDIS_LOCAL_CLIENT_ID,
     REDIS_LOCAL_CLIENT_INFO,
-    REDIS_LOCAL_CLIENT_LIST
+    REDIS_LOCAL_CLIENT_LIST,
+    REDIS_LOCAL_CLIENT_SETINFO,
+    REDIS_LOCAL_CLIENT_NO_EVICT,
+    REDIS_LOCAL_CLIENT_NO_TOUCH
 };
 
 /*
@@ -110,6 +114,12 @@ size_t redis_command_listed(void);
 /* Shared by redis.c and redis_local.c. */
 #define REDIS_REQ_INLINE   1u       /* req->aux[0]: the request was an inline line */
 #define REDIS_CMD_NONE     0xffff   /* req->cmd of a request not in the table */
+
+/* INFO's BROADCAST (REDIS_MERGE_INFO): the reply from the servers' INFO replies frag[] (an
+ * error reply for a server that failed), the Keyspace section already merged (a bulk, or
+ * NULL) and the proxy's numbers in env. 0, -1 (unreadable request), -ENOMEM. */
+int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
+                      const struct buf *keyspace, const struct proto_env *env, struct buf *out);
 
 /* LOCAL requests: write the reply (proto_ops.local). */
 int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,

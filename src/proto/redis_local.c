@@ -373,8 +373,44 @@ static int client_line(const struct proto_client *c, const struct proto_env *env
 {
     uint64_t now_ms = env ? env->now_us / 1000 : 0;
     uint64_t age = now_ms >= c->created_ms ? (now_ms - c->created_ms) / 1000 : 0;
-    return buf_appendf(s, "id=%" PRIu64 " addr=%s name=%s age=%" PRIu64 " db=%d resp=2\n",
-                       c->id, c->peer, c->name, age, c->db);
+    return buf_appendf(s, "id=%" PRIu64 " addr=%s name=%s age=%" PRIu64 " db=%d resp=2 "
+                       "lib-name=%s lib-ver=%s\n", c->id, c->peer, c->name, age, c->db,
+                       c->lib_name, c->lib_ver);
+}
+
+/* CLIENT SETINFO LIB-NAME <name> | LIB-VER <version> (Redis 7.2): kept for CLIENT INFO/LIST.
+ * The values follow Redis's rule for client names: printable ASCII without spaces. */
+static int client_setinfo(struct proto_client *c, const struct largs *l, struct buf *out)
+{
+    const char *v = l->buf + l->a[3].off;
+    size_t n = l->a[3].len;
+    char *dst;
+    size_t cap;
+
+    if (arg_is(l, 2, "LIB-NAME")) {
+        dst = c->lib_name;
+        cap = sizeof(c->lib_name);
+    } else if (arg_is(l, 2, "LIB-VER")) {
+        dst = c->lib_ver;
+        cap = sizeof(c->lib_ver);
+    } else {
+        int an = (int)(l->a[2].len < 64 ? l->a[2].len : 64);
+        char opt[65];
+        memcpy(opt, l->buf + l->a[2].off, (size_t)an);
+        for (int i = 0; i < an; i++)
+            if (opt[i] == '\r' || opt[i] == '\n')
+                opt[i] = ' ';
+        return buf_appendf(out, "-ERR Unrecognized option '%.*s'\r\n", an, opt);
+    }
+    if (!name_valid(v, n))
+        return buf_appendf(out, "-ERR %s cannot contain spaces, newlines or special characters.\r\n",
+                           dst == c->lib_name ? "lib-name" : "lib-ver");
+    if (n >= cap)
+        return buf_appendf(out, "-ERR %s is too long: ringleader keeps at most %zu bytes\r\n",
+                           dst == c->lib_name ? "lib-name" : "lib-ver", cap - 1);
+    memcpy(dst, v, n);
+    dst[n] = '\0';
+    return buf_append_str(out, "+OK\r\n");
 }
 
 static int local_client(int what, struct proto_client *c, const struct largs *l,
@@ -395,6 +431,16 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
         return bulk_str(out, c->name);
     case REDIS_LOCAL_CLIENT_ID:
         return buf_appendf(out, ":%" PRIu64 "\r\n", c->id);
+    case REDIS_LOCAL_CLIENT_SETINFO:
+        return client_setinfo(c, l, out);
+    case REDIS_LOCAL_CLIENT_NO_EVICT:
+    case REDIS_LOCAL_CLIENT_NO_TOUCH:
+        /* Accepted so that clients which send them work; they change nothing through a
+         * proxy: the proxy's clients are not the backends' clients (no eviction of them to
+         * prevent), and a shared server connection cannot carry one client's no-touch. */
+        if (!arg_is(l, 2, "ON") && !arg_is(l, 2, "OFF"))
+            return buf_append_str(out, "-ERR syntax error\r\n");
+        return buf_append_str(out, "+OK\r\n");
     default:                    /* CLIENT INFO, CLIENT LIST: this client only */
         buf_init(&s);
         r = client_line(c, env, &s);
@@ -405,55 +451,432 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
     }
 }
 
-static int info_wants(const struct largs *l, const char *section, int in_default)
+/* -------------------------------------------------------------- INFO */
+
+/*
+ * INFO through the proxy is sent to every server of the pool (a BROADCAST, redis.c's
+ * merge_env) and answered here from their replies and the proxy's own numbers: sections as
+ * Redis names and orders them, each field either the proxy's (where the proxy is what the
+ * client talks to: clients, commands processed, uptime, CPU) or the backends' summed (or
+ * taken as their minimum, maximum or common value) where only they know it (memory,
+ * keyspace, persistence, expired and evicted keys, keyspace hits). A server that is down or
+ * answered an error is left out and counted: ringleader_servers_answering. docs/redis.md
+ * lists every field and where it comes from.
+ */
+
+enum info_section {
+    INFO_SERVER, INFO_CLIENTS, INFO_MEMORY, INFO_PERSISTENCE, INFO_STATS, INFO_REPLICATION,
+    INFO_CPU, INFO_MODULES, INFO_CLUSTER, INFO_KEYSPACE, INFO_NSECTIONS
+};
+
+static const char *const info_names[INFO_NSECTIONS] = {
+    "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
+    "cluster", "keyspace",
+};
+
+/* The backends' INFO texts that answered, and the proxy's numbers. */
+struct info_ctx {
+    const char *text[64];
+    size_t      len[64];
+    uint32_t    n, asked;
+    struct {
+        const char *name;
+        int64_t     value;
+    } num[96];
+    uint32_t    nnum;
+};
+
+static void info_collect(void *arg, const char *name, int64_t value)
 {
-    if (l->argc == 1)
-        return in_default;
-    for (uint32_t i = 1; i < l->argc; i++) {
-        if (arg_is(l, i, section) || arg_is(l, i, "ALL") || arg_is(l, i, "EVERYTHING"))
+    struct info_ctx *ic = arg;
+    if (ic->nnum < sizeof(ic->num) / sizeof(ic->num[0])) {
+        ic->num[ic->nnum].name = name;
+        ic->num[ic->nnum].value = value;
+        ic->nnum++;
+    }
+}
+
+static int64_t info_own(const struct info_ctx *ic, const char *name)
+{
+    for (uint32_t i = 0; i < ic->nnum; i++)
+        if (strcmp(ic->num[i].name, name) == 0)
+            return ic->num[i].value;
+    return 0;
+}
+
+/* The value of field `name` in one backend's INFO text: a pointer into it and its length. */
+static int info_field(const char *t, size_t n, const char *name, const char **v, size_t *vlen)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + nl < n;) {
+        const char *eol = memchr(t + i, '\n', n - i);
+        size_t end = eol ? (size_t)(eol - t) : n;
+        if (end - i > nl && memcmp(t + i, name, nl) == 0 && t[i + nl] == ':') {
+            *v = t + i + nl + 1;
+            *vlen = end - i - nl - 1;
+            if (*vlen > 0 && (*v)[*vlen - 1] == '\r')
+                (*vlen)--;
             return 1;
-        if (in_default && arg_is(l, i, "DEFAULT"))
-            return 1;
+        }
+        i = end + 1;
     }
     return 0;
 }
 
-static int local_info(const struct largs *l, const struct proto_env *env, struct buf *out)
+static int info_num(const char *v, size_t n, int64_t *out)
 {
-    struct buf s;
-    int r = -ENOMEM;
+    return util_parse_i64(v, n, out) == 0;
+}
 
-    buf_init(&s);
-    if (info_wants(l, "SERVER", 1) &&
-        buf_appendf(&s, "# Server\r\nringleader_version:%s\r\nredis_mode:proxy\r\n"
-                    "pool:%s\r\nservers:%" PRIu32 "\r\nuptime_in_seconds:%" PRIu64 "\r\n"
-                    "uptime_in_days:%" PRIu64 "\r\n\r\n",
-                    env && env->version ? env->version : "unknown",
-                    env && env->pool_name ? env->pool_name : "",
-                    env ? env->nservers : 0, env ? env->uptime_s : 0,
-                    env ? env->uptime_s / 86400 : 0) < 0)
-        goto out;
-    if (info_wants(l, "CLIENTS", 1) &&
-        buf_appendf(&s, "# Clients\r\nconnected_clients:%" PRIu64 "\r\n\r\n",
-                    env ? env->curr_connections : 0) < 0)
-        goto out;
-    if (info_wants(l, "STATS", 1)) {
-        if (buf_appendf(&s, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n",
-                        env ? env->total_connections : 0) < 0)
-            goto out;
-        if (env && env->render_stats)
-            env->render_stats(env->ctx, 1, &s);
-        if (buf_append_str(&s, "\r\n") < 0)
-            goto out;
+enum info_fold { FOLD_SUM, FOLD_MIN, FOLD_MAX };
+
+/* A numeric field folded over the backends that have it; 0 when none has. */
+static int info_fold(const struct info_ctx *ic, const char *name, enum info_fold how, int64_t *out)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < ic->n; i++) {
+        const char *v;
+        size_t vl;
+        int64_t x;
+        if (!info_field(ic->text[i], ic->len[i], name, &v, &vl) || !info_num(v, vl, &x))
+            continue;
+        if (!any)
+            *out = x;
+        else if (how == FOLD_SUM)
+            *out += x;
+        else if ((how == FOLD_MIN && x < *out) || (how == FOLD_MAX && x > *out))
+            *out = x;
+        any = 1;
     }
+    return any;
+}
+
+/* A text field: the value the backends share, or `mixed` when they differ. */
+static int info_common(const struct info_ctx *ic, const char *name, char *out, size_t cap)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < ic->n; i++) {
+        const char *v;
+        size_t vl;
+        if (!info_field(ic->text[i], ic->len[i], name, &v, &vl))
+            continue;
+        if (!any)
+            snprintf(out, cap, "%.*s", (int)vl, v);
+        else if (strlen(out) != vl || memcmp(out, v, vl) != 0)
+            snprintf(out, cap, "mixed");
+        any = 1;
+    }
+    return any;
+}
+
+/* The lowest version of the backends (what every one of them can do). */
+static int info_min_version(const struct info_ctx *ic, char *out, size_t cap)
+{
+    long best[3] = { 0, 0, 0 };
+    int any = 0;
+    for (uint32_t i = 0; i < ic->n; i++) {
+        const char *v;
+        size_t vl;
+        char tmp[32];
+        long x[3] = { 0, 0, 0 };
+        if (!info_field(ic->text[i], ic->len[i], "redis_version", &v, &vl) || vl >= sizeof(tmp))
+            continue;
+        memcpy(tmp, v, vl);
+        tmp[vl] = '\0';
+        if (sscanf(tmp, "%ld.%ld.%ld", &x[0], &x[1], &x[2]) < 1)
+            continue;
+        if (!any || x[0] < best[0] || (x[0] == best[0] && (x[1] < best[1] ||
+                                                           (x[1] == best[1] && x[2] < best[2])))) {
+            memcpy(best, x, sizeof(best));
+            snprintf(out, cap, "%s", tmp);
+        }
+        any = 1;
+    }
+    return any;
+}
+
+/* "1.50M" as Redis's bytesToHuman prints it. */
+static int info_human(struct buf *b, const char *name, int64_t v)
+{
+    static const char units[] = "BKMGTP";
+    double d = (double)v;
+    int u = 0;
+    if (v < 1024)
+        return buf_appendf(b, "%s:%" PRId64 "B\r\n", name, v);
+    while (d >= 1024 && u < 5) {
+        d /= 1024;
+        u++;
+    }
+    return buf_appendf(b, "%s:%.2f%c\r\n", name, d, units[u]);
+}
+
+#define INFO_TRY(x) do { if ((x) < 0) return -ENOMEM; } while (0)
+
+/* Sum a field of the backends into `name` (and its _human twin); absent when none has it. */
+static int info_sum_line(struct buf *b, const struct info_ctx *ic, const char *name, int human)
+{
+    int64_t v;
+    if (!info_fold(ic, name, FOLD_SUM, &v))
+        return 0;
+    INFO_TRY(buf_appendf(b, "%s:%" PRId64 "\r\n", name, v));
+    if (human) {
+        char hn[64];
+        snprintf(hn, sizeof(hn), "%s_human", name);
+        INFO_TRY(info_human(b, hn, v));
+    }
+    return 0;
+}
+
+static int info_fold_line(struct buf *b, const struct info_ctx *ic, const char *name,
+                          enum info_fold how)
+{
+    int64_t v;
+    if (info_fold(ic, name, how, &v))
+        INFO_TRY(buf_appendf(b, "%s:%" PRId64 "\r\n", name, v));
+    return 0;
+}
+
+/* "ok" when every backend says ok, else "err". */
+static int info_status_line(struct buf *b, const struct info_ctx *ic, const char *name)
+{
+    char v[64];
+    if (info_common(ic, name, v, sizeof(v)))
+        INFO_TRY(buf_appendf(b, "%s:%s\r\n", name, strcmp(v, "ok") == 0 ? "ok" : "err"));
+    return 0;
+}
+
+static int info_section(struct buf *b, enum info_section sec, const struct info_ctx *ic,
+                        const struct proto_env *env, const struct buf *keyspace)
+{
+    char text[64];
+    int64_t v;
+
+    switch (sec) {
+    case INFO_SERVER:
+        INFO_TRY(buf_append_str(b, "# Server\r\n"));
+        if (info_min_version(ic, text, sizeof(text)))
+            INFO_TRY(buf_appendf(b, "redis_version:%s\r\n", text));
+        INFO_TRY(buf_appendf(b, "redis_mode:standalone\r\narch_bits:%zu\r\n"
+                             "process_id:%" PRId64 "\r\n"
+                             "server_time_usec:%" PRIu64 "\r\nuptime_in_seconds:%" PRIu64 "\r\n"
+                             "uptime_in_days:%" PRIu64 "\r\n"
+                             "ringleader_version:%s\r\nringleader_pool:%s\r\n"
+                             "ringleader_servers:%" PRIu32 "\r\n"
+                             "ringleader_servers_answering:%" PRIu32 "\r\n",
+                             8 * sizeof(void *), info_own(ic, "pid"),
+                             env ? env->now_us : 0, env ? env->uptime_s : 0,
+                             env ? env->uptime_s / 86400 : 0,
+                             env && env->version ? env->version : "",
+                             env && env->pool_name ? env->pool_name : "", ic->asked, ic->n));
+        break;
+    case INFO_CLIENTS:
+        /* the proxy's clients: blocking commands are refused, so none is ever blocked */
+        INFO_TRY(buf_appendf(b, "# Clients\r\nconnected_clients:%" PRId64 "\r\n"
+                             "cluster_connections:0\r\nblocked_clients:0\r\ntracking_clients:0\r\n"
+                             "clients_in_timeout_table:0\r\n", info_own(ic, "client_connections")));
+        break;
+    case INFO_MEMORY:
+        INFO_TRY(buf_append_str(b, "# Memory\r\n"));
+        INFO_TRY(info_sum_line(b, ic, "used_memory", 1));
+        INFO_TRY(info_sum_line(b, ic, "used_memory_rss", 1));
+        INFO_TRY(info_sum_line(b, ic, "used_memory_peak", 1));
+        INFO_TRY(info_sum_line(b, ic, "used_memory_overhead", 0));
+        INFO_TRY(info_sum_line(b, ic, "used_memory_dataset", 0));
+        INFO_TRY(info_sum_line(b, ic, "maxmemory", 1));
+        if (info_common(ic, "maxmemory_policy", text, sizeof(text)))
+            INFO_TRY(buf_appendf(b, "maxmemory_policy:%s\r\n", text));
+        int64_t used, rss;
+        if (info_fold(ic, "used_memory", FOLD_SUM, &used) && used > 0 &&
+            info_fold(ic, "used_memory_rss", FOLD_SUM, &rss))
+            INFO_TRY(buf_appendf(b, "mem_fragmentation_ratio:%.2f\r\n", (double)rss / (double)used));
+        break;
+    case INFO_PERSISTENCE:
+        INFO_TRY(buf_append_str(b, "# Persistence\r\n"));
+        INFO_TRY(info_fold_line(b, ic, "loading", FOLD_MAX));
+        INFO_TRY(info_fold_line(b, ic, "async_loading", FOLD_MAX));
+        INFO_TRY(info_fold_line(b, ic, "rdb_changes_since_last_save", FOLD_SUM));
+        INFO_TRY(info_fold_line(b, ic, "rdb_bgsave_in_progress", FOLD_MAX));
+        INFO_TRY(info_fold_line(b, ic, "rdb_last_save_time", FOLD_MIN));
+        INFO_TRY(info_status_line(b, ic, "rdb_last_bgsave_status"));
+        INFO_TRY(info_fold_line(b, ic, "aof_enabled", FOLD_MAX));
+        INFO_TRY(info_fold_line(b, ic, "aof_rewrite_in_progress", FOLD_MAX));
+        INFO_TRY(info_status_line(b, ic, "aof_last_bgrewrite_status"));
+        INFO_TRY(info_status_line(b, ic, "aof_last_write_status"));
+        break;
+    case INFO_STATS:
+        INFO_TRY(buf_appendf(b, "# Stats\r\ntotal_connections_received:%" PRId64 "\r\n"
+                             "total_commands_processed:%" PRId64 "\r\n"
+                             "instantaneous_ops_per_sec:%" PRId64 "\r\n"
+                             "rejected_connections:%" PRId64 "\r\n",
+                             info_own(ic, "total_connections"), info_own(ic, "requests"),
+                             info_own(ic, "ops_per_sec"), info_own(ic, "client_rejected")));
+        INFO_TRY(info_sum_line(b, ic, "expired_keys", 0));
+        INFO_TRY(info_sum_line(b, ic, "evicted_keys", 0));
+        INFO_TRY(info_sum_line(b, ic, "keyspace_hits", 0));
+        INFO_TRY(info_sum_line(b, ic, "keyspace_misses", 0));
+        /* SUBSCRIBE and PSUBSCRIBE are refused: no client of the proxy has a channel */
+        INFO_TRY(buf_append_str(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n"));
+        for (uint32_t i = 0; i < ic->nnum; i++) {
+            const char *nm = ic->num[i].name;
+            if (strcmp(nm, "pid") == 0 || strcmp(nm, "time") == 0 || strcmp(nm, "uptime") == 0 ||
+                strncmp(nm, "rusage_", 7) == 0)
+                continue;           /* shown under Server and CPU */
+            INFO_TRY(buf_appendf(b, "ringleader_%s:%" PRId64 "\r\n", nm, ic->num[i].value));
+        }
+        break;
+    case INFO_REPLICATION:
+        /* what a client of the proxy sees: a primary with no replica of its own */
+        INFO_TRY(buf_append_str(b, "# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"));
+        break;
+    case INFO_CPU:
+        v = info_own(ic, "rusage_system_us");
+        INFO_TRY(buf_appendf(b, "# CPU\r\nused_cpu_sys:%" PRId64 ".%06" PRId64 "\r\n", v / 1000000,
+                             v % 1000000));
+        v = info_own(ic, "rusage_user_us");
+        INFO_TRY(buf_appendf(b, "used_cpu_user:%" PRId64 ".%06" PRId64 "\r\n", v / 1000000,
+                             v % 1000000));
+        break;
+    case INFO_MODULES:
+        INFO_TRY(buf_append_str(b, "# Modules\r\n"));
+        break;
+    case INFO_CLUSTER:
+        INFO_TRY(buf_append_str(b, "# Cluster\r\ncluster_enabled:0\r\n"));
+        break;
+    case INFO_KEYSPACE: {
+        /* keyspace: redis.c's INFO keyspace merge of the same replies, a bulk string */
+        const char *k = keyspace ? buf_rptr(keyspace) : NULL;
+        size_t kl = keyspace ? buf_len(keyspace) : 0;
+        const char *body = k ? memchr(k, '\n', kl) : NULL;
+        if (body != NULL && kl >= (size_t)(body - k) + 3) {
+            body++;
+            INFO_TRY(buf_append(b, body, kl - (size_t)(body - k) - 2));
+        } else {
+            INFO_TRY(buf_append_str(b, "# Keyspace\r\n"));
+        }
+        break;
+    }
+    case INFO_NSECTIONS:
+        break;
+    }
+    return buf_append_str(b, "\r\n");
+}
+
+/* Mark the section an INFO argument names (lower-cased in place). */
+static void info_want(char *arg, int *args, int want[INFO_NSECTIONS])
+{
+    for (char *c = arg; *c; c++)
+        *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    (*args)++;
+    if (strcmp(arg, "default") == 0 || strcmp(arg, "all") == 0 || strcmp(arg, "everything") == 0) {
+        for (int k = 0; k < INFO_NSECTIONS; k++)
+            want[k] = 1;            /* every section there is (commandstats and the like
+                                       are not produced) */
+        return;
+    }
+    for (int k = 0; k < INFO_NSECTIONS; k++)
+        if (strcmp(arg, info_names[k]) == 0 || (k == INFO_MODULES && strcmp(arg, "module_list") == 0))
+            want[k] = 1;
+}
+
+/* Digits at *s up to the '\r' that ends every RESP header line; *s moves past its "\r\n". */
+static long info_resp_len(const char **s)
+{
+    long v = 0;
+    while (**s >= '0' && **s <= '9' && v < 1000000000)
+        v = v * 10 + (*(*s)++ - '0');
+    if (**s != '\r')
+        return -1;
+    *s += 2;
+    return v;
+}
+
+/*
+ * The INFO request's arguments after the command name, from the header the core kept (a
+ * RESP array, or an inline line; it is not NUL-terminated, so only what the parser already
+ * checked is walked: lines that end in "\n"). Fills want[]; 0, or -1 if it cannot be read.
+ */
+static int info_sections(const char *reqbuf, int want[INFO_NSECTIONS])
+{
+    char arg[64];
+    const char *s = reqbuf;
+    int args = 0;
+
+    memset(want, 0, INFO_NSECTIONS * sizeof(*want));
+    if (s[0] == '*') {
+        s++;
+        long n = info_resp_len(&s);
+        for (long i = 0; i < n; i++) {
+            if (*s++ != '$')
+                return -1;
+            long len = info_resp_len(&s);
+            if (len < 0)
+                return -1;
+            if (i > 0) {            /* argument 0 is INFO */
+                snprintf(arg, sizeof(arg), "%.*s", (int)(len < 63 ? len : 63), s);
+                info_want(arg, &args, want);
+            }
+            s += len + 2;
+        }
+    } else {
+        int first = 1;
+        for (;;) {
+            while (*s == ' ' || *s == '\t')
+                s++;
+            if (*s == '\r' || *s == '\n')
+                break;
+            const char *e = s;
+            while (*e != ' ' && *e != '\t' && *e != '\r' && *e != '\n')
+                e++;
+            if (!first) {
+                snprintf(arg, sizeof(arg), "%.*s", (int)(e - s < 63 ? e - s : 63), s);
+                info_want(arg, &args, want);
+            }
+            first = 0;
+            s = e;
+        }
+    }
+    if (args == 0)                      /* plain INFO: Redis's default sections */
+        for (int k = 0; k < INFO_NSECTIONS; k++)
+            want[k] = 1;
+    return 0;
+}
+
+int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
+                      const struct buf *keyspace, const struct proto_env *env, struct buf *out)
+{
+    struct info_ctx ic;
+    int want[INFO_NSECTIONS];
+    struct buf b;
+    int rc = -ENOMEM;
+
+    memset(&ic, 0, sizeof(ic));
+    if (info_sections(reqbuf, want) < 0)
+        return -1;
+    ic.asked = nfrag;
+    for (uint32_t f = 0; f < nfrag && ic.n < sizeof(ic.text) / sizeof(ic.text[0]); f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]);
+        const char *nl = len > 0 && d[0] == '$' ? memchr(d, '\n', len) : NULL;
+        if (nl == NULL)
+            continue;                   /* an error reply: that server is left out */
+        ic.text[ic.n] = nl + 1;
+        ic.len[ic.n] = len - (size_t)(nl + 1 - d);
+        ic.n++;
+    }
+    if (env != NULL && env->render_stats != NULL)
+        env->render_stats(env->ctx, info_collect, &ic);
+    buf_init(&b);
+    for (int k = 0; k < INFO_NSECTIONS; k++)
+        if (want[k] && info_section(&b, (enum info_section)k, &ic, env, keyspace) < 0)
+            goto out;
     /* Sections end with a blank line, except the last (as Redis). */
-    size_t n = buf_len(&s);
+    size_t n = buf_len(&b);
     if (n >= 2)
         n -= 2;
-    r = bulk(out, buf_rptr(&s), n);
+    rc = bulk(out, buf_len(&b) ? buf_rptr(&b) : "", n);
 out:
-    buf_free(&s);
-    return r;
+    buf_free(&b);
+    return rc;
 }
 
 /* ----------------------------------------------------------------- local */
@@ -503,8 +926,6 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_COMMAND_LIST:
     case REDIS_LOCAL_COMMAND_GETKEYS:
         return local_command(cmd->local, p, &l, out);
-    case REDIS_LOCAL_INFO:
-        return local_info(&l, env, out);
     case REDIS_LOCAL_TIME: {
         uint64_t now = env ? env->now_us : 0;
         char sec[24], usec[8];
@@ -520,6 +941,9 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_ID:
     case REDIS_LOCAL_CLIENT_INFO:
     case REDIS_LOCAL_CLIENT_LIST:
+    case REDIS_LOCAL_CLIENT_SETINFO:
+    case REDIS_LOCAL_CLIENT_NO_EVICT:
+    case REDIS_LOCAL_CLIENT_NO_TOUCH:
         return local_client(cmd->local, c, &l, env, out);
     }
     return buf_append_str(out, "-ERR internal error: not a local command\r\n");

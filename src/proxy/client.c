@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pool_numbers.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
@@ -738,4 +739,34 @@ void client_accept(struct listener *l)
     c->pc.authed = pool->cp->redis_auth == NULL;
     c->pc.created_ms = util_wall_us() / 1000;
     client_read_start(c);
+}
+
+/* ------------------------------------------------------------------ local replies */
+
+/* memcached `stats` / Redis INFO: the pool's numbers over every worker (pool_numbers.c). */
+static void client_render_stats(void *ctx, proto_stat_fn emit, void *arg)
+{
+    struct client *c = ctx;
+    pool_numbers_emit(c->w->proxy, c->w->snap, c->pool->cp->name, c->w->id, emit, arg);
+}
+
+static const char *client_server_name(void *ctx, uint32_t i)
+{
+    struct client *c = ctx;
+    return i < c->pool->nservers ? c->pool->servers[i]->label : "?";
+}
+
+void client_env(struct client *c, struct proto_env *env)
+{
+    struct proxy *p = c->w->proxy;
+    *env = (struct proto_env){
+        .version = PACKAGE_VERSION,
+        .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
+        .now_us = util_wall_us(),
+        .pool_name = c->pool->cp->name,
+        .nservers = c->pool->nservers,
+        .render_stats = client_render_stats,
+        .server_name = client_server_name,
+        .ctx = c,
+    };
 }

@@ -86,4 +86,8 @@ void client_pin_writable(struct client *c, struct sconn *s);
 /* A pinned connection c held closed under it (its requests were failed). */
 void client_pin_lost(struct client *c, struct sconn *s);
 
+/* What the protocol's local() and merge_env() get: the pool's and the process's numbers
+ * (pool_numbers.c, which takes every worker's lock in turn: never call it holding one). */
+void client_env(struct client *c, struct proto_env *env);
+
 #endif

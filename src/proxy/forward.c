@@ -389,37 +389,13 @@ nomem:
 
 /* ------------------------------------------------------------------ local replies */
 
-/* memcached `stats` / Redis INFO stats: this worker's view of the pool. */
-static void forward_render_stats(void *ctx, int redis, struct buf *out)
-{
-    struct client *c = ctx;
-    const struct stats_pool *st = &c->pool->stats;
-    const char *fmt = redis ? "%s:%lld\r\n" : "STAT %s %lld\r\n";
-
-#define RENDER_FIELD(name, type, desc) \
-    buf_appendf(out, fmt, #name, (long long)__atomic_load_n(&st->name, __ATOMIC_RELAXED));
-    STATS_POOL_CODEC(RENDER_FIELD)
-#undef RENDER_FIELD
-    buf_appendf(out, fmt, "curr_connections", (long long)c->w->curr_connections);
-    buf_appendf(out, fmt, "total_connections", (long long)c->w->total_connections);
-}
-
 static void forward_local(struct client *c, struct msg *m, const struct proto_req *req,
                           const char *buf)
 {
     struct wpool *pool = c->pool;
-    struct proxy *p = c->w->proxy;
-    struct proto_env env = {
-        .version = PACKAGE_VERSION,
-        .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
-        .now_us = util_wall_us(),
-        .pool_name = pool->cp->name,
-        .nservers = pool->nservers,
-        .curr_connections = c->w->curr_connections,
-        .total_connections = c->w->total_connections,
-        .render_stats = forward_render_stats,
-        .ctx = c,
-    };
+    struct proto_env env;
+
+    client_env(c, &env);
     STATS_ADD(&pool->stats, local_replies, 1);
     int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
     if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))

@@ -176,8 +176,17 @@ static void msg_merge_frags(struct msg *p, struct client *c)
         bufs[i] = &p->frags[i]->rsp;
         items += p->frags[i]->items;
     }
-    if (ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs, p->nfrag,
-                   &p->rsp) < 0) {
+    int rc;
+    if (p->key_frag == NULL && ops->merge_env != NULL) {
+        /* a broadcast whose reply mixes the servers' with the proxy's own (INFO) */
+        struct proto_env env;
+        client_env(c, &env);
+        rc = ops->merge_env(p->cmd, p->reqcopy.data, bufs, p->nfrag, &env, &p->rsp);
+    } else {
+        rc = ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs, p->nfrag,
+                        &p->rsp);
+    }
+    if (rc < 0) {
         p->rsp.rpos = p->rsp.wpos = 0;
         ops->error_reply(PROTO_ERR_SERVER, "malformed reply from a server", &p->rsp);
         STATS_ADD(&c->pool->stats, forward_error, 1);

@@ -90,6 +90,8 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
             vp->servers[s].up = health_up(snap->pools[i].health[s]);
+            vp->servers[s].weight = cp->servers[s].weight;
+            vp->servers[s].keyspace_share = r->servers[s].keyspace_share;
         }
         vp->nhot_keys = 0;
         if (p->reload != NULL) {

@@ -7,8 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "conf_lint.h"
 #include "health.h"
 #include "log.h"
+#include "notify.h"
+#include "ops_rate.h"
 #include "proto/proto.h"
 #include "proxy/listen.h"
 #include "proxy/observe.h"
@@ -17,6 +20,7 @@
 #include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "reload.h"
+#include "signals.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ snapshots */
@@ -68,24 +72,14 @@ int snapshot_pool_index(const struct snapshot *s, const char *name, enum conf_pr
     return -1;
 }
 
-#define PROXY_SKEW_SAMPLES 20000   /* hashes sampled where a ring has no points to measure */
-
-/* Keyspace share of the busiest server over the mean share (exact for
- * ketama and modula, sampled otherwise); built with the ring, off the data
- * path, for the stats' skew figure. */
+/* Keyspace share of the busiest server over the mean share, from the shares
+ * the ring measured when it was built, for the stats' skew figure. */
 static double proxy_key_skew(const struct ring *r)
 {
-    double *shares = calloc(r->nservers ? r->nservers : 1, sizeof(*shares));
     double max = 0;
-    if (shares == NULL || r->nservers == 0) {
-        free(shares);
-        return 0;
-    }
-    ring_shares(r, shares, PROXY_SKEW_SAMPLES);
     for (uint32_t i = 0; i < r->nservers; i++)
-        if (shares[i] > max)
-            max = shares[i];
-    free(shares);
+        if (r->servers[i].keyspace_share > max)
+            max = r->servers[i].keyspace_share;
     return max * (double)r->nservers;
 }
 
@@ -242,6 +236,7 @@ fail:
 
 static void proxy_stop(struct proxy *p, int force)
 {
+    notify_stopping();
     atomic_store(&p->stopping, 1);
     /* New connections are refused from now on (the workers close their own
      * listeners when they see the stop). While a reload is being adopted a
@@ -350,6 +345,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                    conf->pools[i].nservers, conf->pools[i].listen.text);
     log_notice("ringleader-%s started: %u worker(s), pid %d", PACKAGE_VERSION, p->nworkers,
                (int)getpid());
+    notify_ready();
 
     uv_run(&p->loop, UV_RUN_DEFAULT);
 
@@ -385,6 +381,7 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: %s\n", err);
         goto out_registries;
     }
+    conf_lint_log(conf);
     p->client_output_limit = conf->global.client_output_limit ? conf->global.client_output_limit
                                                               : 8u << 20;
     /* -v and -o win over ringleader.log_level and ringleader.log_file. */
@@ -411,6 +408,8 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sigterm, proxy_signal_cb, SIGTERM);
     uv_signal_start(&p->sigint, proxy_signal_cb, SIGINT);
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
+    p->signals = signals_start(p);
+    p->ops_rate = ops_rate_start(p);
     if (reload_init(p, snap->conf->global.watch) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
@@ -422,6 +421,8 @@ out_loop:
     uv_close((uv_handle_t *)&p->sigterm, NULL);
     uv_close((uv_handle_t *)&p->sigint, NULL);
     uv_close((uv_handle_t *)&p->sighup, NULL);
+    signals_close(p->signals);
+    ops_rate_close(p->ops_rate);
     observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);

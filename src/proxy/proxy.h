@@ -18,6 +18,8 @@ struct proto_ops;
 struct registry;
 struct reload;
 struct worker;
+struct signals;
+struct ops_rate;
 
 /*
  * What workers route by: a configuration and, per pool, its ring, protocol,
@@ -93,6 +95,8 @@ struct proxy {
     struct registry           *pools_shared;  /* pool name -> struct pool_shared */
     struct registry           *healths;       /* pool, identity, address -> struct health */
     uv_signal_t                sigterm, sigint, sighup;
+    struct signals            *signals;       /* TTIN, TTOU, USR1, USR2 (signals.c) */
+    struct ops_rate           *ops_rate;      /* requests per second for INFO (ops_rate.c) */
     uv_tcp_t                   stats_server;
     int                        stats_open;
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */

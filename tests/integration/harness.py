@@ -804,6 +804,22 @@ class RedisPoolEnv(PoolEnv):
         return [Redis.start() for _ in range(4)]
 
 
+class ProxyEnv:
+    """A test file's setup of one proxy (self.proxy) in front of backends it started
+    (self.backends): the Runner's diagnostics() and close()."""
+    proxy = None
+    backends = ()
+
+    def diagnostics(self):
+        return "--- proxy log tail:\n" + (self.proxy.log_tail() if self.proxy else "")
+
+    def close(self):
+        if self.proxy:
+            self.proxy.stop()
+        for b in self.backends:
+            b.stop()
+
+
 class ExternalProxy:
     """An already-running proxy named by RL_PROXY_ADDR / RL_REDIS_PROXY_ADDR."""
 

@@ -84,7 +84,7 @@ static const struct admin_ops fake_ops = {
 struct reply {
     int status;
     char head[4096];
-    char body[8192];
+    char body[32768];       /* the status page is about 10 KB */
     size_t body_len;
 };
 
@@ -128,7 +128,7 @@ static size_t recv_all(int fd, char *buf, size_t cap)
 
 static void request(uint16_t port, const char *raw, size_t len, struct reply *rep)
 {
-    static char in[16384];
+    static char in[40000];
     int fd = connect_to(port);
     send_all(fd, raw, len);
     size_t n = recv_all(fd, in, sizeof(in));
@@ -143,7 +143,9 @@ static void request(uint16_t port, const char *raw, size_t len, struct reply *re
     ck_assert_uint_lt(hl, sizeof(rep->head));
     memcpy(rep->head, in, hl);
     rep->body_len = n - hl - 4;
+    ck_assert_uint_lt(rep->body_len, sizeof(rep->body));
     memcpy(rep->body, end + 4, rep->body_len);
+    rep->body[rep->body_len] = '\0';
 }
 
 static void get(uint16_t port, const char *method, const char *path, const char *extra, struct reply *rep)
@@ -297,7 +299,7 @@ START_TEST(test_405_404_500)
     ck_assert(has_header(&r, "Allow: GET, HEAD"));
     get(port, "DELETE", "/stats", NULL, &r);
     ck_assert_int_eq(r.status, 405);
-    get(port, "GET", "/", NULL, &r);
+    get(port, "GET", "/index.html", NULL, &r);
     ck_assert_int_eq(r.status, 404);
     get(port, "GET", "/metricsx", NULL, &r);
     ck_assert_int_eq(r.status, 404);
@@ -308,6 +310,27 @@ START_TEST(test_405_404_500)
     get(port, "GET", "/stats", NULL, &r);
     ck_assert_int_eq(r.status, 500);
     ck_assert_int_eq(atomic_load(&fk.calls_reload), 0);
+}
+END_TEST
+
+/* GET / is the status page: one HTML file that reads /stats and may fetch nothing else. */
+START_TEST(test_status_page)
+{
+    struct reply r;
+    get(port, "GET", "/", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert(has_header(&r, "Content-Type: text/html; charset=utf-8"));
+    ck_assert(has_header(&r, "Content-Security-Policy: default-src 'none'"));
+    ck_assert(has_header(&r, "Cache-Control: no-store"));
+    ck_assert_ptr_nonnull(strstr(r.body, "<!DOCTYPE html>"));
+    ck_assert_ptr_nonnull(strstr(r.body, "fetch(\"stats\""));
+    ck_assert_ptr_null(strstr(r.body, "http://"));
+    ck_assert_ptr_null(strstr(r.body, "https://"));
+    ck_assert_str_eq(r.body + r.body_len - 8, "</html>\n");
+    get(port, "HEAD", "/", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    get(port, "POST", "/", "Content-Length: 0\r\n\r\n", &r);
+    ck_assert_int_eq(r.status, 405);
 }
 END_TEST
 
@@ -427,6 +450,7 @@ int main(void)
     tcase_add_test(tc, test_ring_parameters);
     tcase_add_test(tc, test_reload_requires_token);
     tcase_add_test(tc, test_405_404_500);
+    tcase_add_test(tc, test_status_page);
     tcase_add_test(tc, test_garbage_requests);
     tcase_add_test(tc, test_no_token_allows_reload);
     tcase_add_test(tc, test_missing_callbacks_answer_501);

@@ -622,7 +622,14 @@ END_TEST
 START_TEST(test_error_weight)
 {
     load_err(POOL_HEAD "  servers:\n   - 127.0.0.1:11211:0\n", "t.yml:4:6: key 'servers': ",
-             "weight 0 is out of range 1..65535");
+             "weight 0 is out of range 1..2147483647");
+    /* nutcracker's limit: its weight is an int. */
+    load_err(POOL_HEAD "  servers:\n   - 127.0.0.1:11211:2147483648\n",
+             "t.yml:4:6: key 'servers': ", "weight 2147483648 is out of range 1..2147483647");
+    /* ... and its pool total a uint32_t */
+    load_err(POOL_HEAD "  servers:\n   - 127.0.0.1:11211:2147483647\n   - 127.0.0.1:11212:2147483647\n"
+             "   - 127.0.0.1:11213:2\n", "t.yml:4:4: key 'servers': ",
+             "add up to 4294967296, more than 4294967295");
     load_err(POOL_HEAD "  servers:\n   - 127.0.0.1:11211:-1\n", "t.yml:4:6: key 'servers': ",
              "weight '-1' is not a positive whole number");
     load_err(POOL_HEAD "  servers:\n   - 127.0.0.1:11211:heavy a\n",
@@ -631,6 +638,140 @@ START_TEST(test_error_weight)
              "t.yml:4:31: key 'weight': ", "out of range");
     load_err(POOL_HEAD "  servers:\n   - {address: \"h:1\", weight: two}\n",
              "t.yml:4:31: key 'weight': ", "'two' is not a whole number");
+}
+END_TEST
+
+/* nutcracker's own example gives 100000; every weight it accepts loads, and places. */
+START_TEST(test_weight_as_nutcracker_accepts)
+{
+    struct conf *c = load_ok(POOL_HEAD "  servers:\n   - 127.0.0.1:11214:100000\n"
+                             "   - 127.0.0.1:11215:1\n   - 127.0.0.1:11216:2147483647\n"
+                             "   - 127.0.0.1:11217:01\n");
+    ck_assert_uint_eq(c->pools[0].servers[0].weight, 100000);
+    ck_assert_uint_eq(c->pools[0].servers[2].weight, 2147483647u);
+    ck_assert_uint_eq(c->pools[0].servers[3].weight, 1);
+    conf_free(c);
+    c = load_ok(POOL_HEAD "  servers:\n   - {address: \"h:1\", weight: 2147483647}\n");
+    ck_assert_uint_eq(c->pools[0].servers[0].weight, 2147483647u);
+    conf_free(c);
+}
+END_TEST
+
+/* How many lines err has. */
+static int lines_of(const char *s)
+{
+    int n = *s ? 1 : 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Every error of a file, sorted by line, each with FILE:LINE:COL, in one message. */
+START_TEST(test_error_every_one_reported)
+{
+    static char big[8192];
+    struct conf *c = (struct conf *)1;
+    const char *y =
+        "ringleader:\n"
+        "  workers: many\n"                          /* 2: not a number */
+        "  wokers: 2\n"                              /* 3: unknown, did you mean */
+        "a:\n"
+        "  listen: 127.0.0.1:22121\n"
+        "  timeout: 4s\n"                            /* 6: not a number */
+        "  hahs: md5\n"                              /* 7: unknown */
+        "  servers:\n"
+        "   - 127.0.0.1:11211:0\n"                   /* 9: weight */
+        "   - 127.0.0.1:11212:1\n"
+        "   - nohostport\n"                          /* 11: not host:port:weight */
+        "b:\n"                                       /* 12: no listen */
+        "  distribution: ketamma\n"                  /* 13: unknown, did you mean */
+        "  servers:\n"
+        "   - 127.0.0.1:11213:1\n"
+        "c:\n"
+        "  listen: 127.0.0.1:22121\n"                /* 17: same as a's */
+        "  servers:\n"
+        "   - 127.0.0.1:11214:1\n";
+    ck_assert_int_eq(conf_load_buffer("t.yml", y, strlen(y), &c, big, sizeof(big)), -1);
+    ck_assert_ptr_null(c);
+    static const char *const want[] = {
+        "t.yml:2:12: key 'workers': 'many' is not a whole number",
+        "t.yml:3:3: key 'wokers': unknown ringleader key; did you mean 'workers'?",
+        "t.yml:6:12: key 'timeout': '4s' is not a whole number",
+        "t.yml:7:3: key 'hahs': unknown pool key; did you mean 'hash'?",
+        "t.yml:9:6: key 'servers': '127.0.0.1:11211:0': weight 0 is out of range",
+        "t.yml:11:6: key 'servers': 'nohostport' is not",
+        "t.yml:12:1: key 'listen': missing in pool 'b'",
+        "t.yml:13:17: key 'distribution': unknown distribution 'ketamma'; did you mean 'ketama'?",
+        "t.yml:17:11: key 'listen': pool 'c' listens on 127.0.0.1:22121, which pool 'a' (line 4)",
+    };
+    ck_assert_int_eq(lines_of(big), (int)(sizeof(want) / sizeof(want[0])));
+    const char *line = big;
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        ck_assert_msg(strncmp(line, want[i], strlen(want[i])) == 0, "line %zu: '%.*s' is not '%s'",
+                      i + 1, (int)strcspn(line, "\n"), line, want[i]);
+        line += strcspn(line, "\n") + 1;
+    }
+}
+END_TEST
+
+/* A check that combines keys is not run on a key that failed: no error follows from another. */
+START_TEST(test_error_no_cascade)
+{
+    static char big[4096];
+    struct conf *c = NULL;
+    const char *y = POOL_HEAD "  distribution: slots\n  replicas: 2\n"
+                    "  servers:\n   - 127.0.0.1:11211:1 a\n   - bad\n"
+                    "  slots:\n    a: 0-16383\n";
+    ck_assert_int_eq(conf_load_buffer("t.yml", y, strlen(y), &c, big, sizeof(big)), -1);
+    ck_assert_msg(lines_of(big) == 1, "only the server error, got:\n%s", big);
+    ck_assert_ptr_nonnull(strstr(big, "t.yml:7:6: key 'servers': 'bad'"));
+    /* an unknown hash: no "takes no seed" about the default it fell back to */
+    y = POOL_HEAD "  hash: xxh33\n  hash_seed: 7\n" ONE_SERVER;
+    ck_assert_int_eq(conf_load_buffer("t.yml", y, strlen(y), &c, big, sizeof(big)), -1);
+    ck_assert_msg(lines_of(big) == 1, "only the hash error, got:\n%s", big);
+    ck_assert_ptr_nonnull(strstr(big, "did you mean 'xxh3'?"));
+}
+END_TEST
+
+/* Suggestions: within two edits of a known key, and where a key belongs. */
+START_TEST(test_error_did_you_mean)
+{
+    load_err(POOL_HEAD "  server_retry_timout: 10\n" ONE_SERVER, "t.yml:3:3: key 'server_retry_timout': ",
+             "did you mean 'server_retry_timeout'?");
+    load_err(POOL_HEAD "  auto_eject_host: true\n" ONE_SERVER, "t.yml:3:3: ",
+             "did you mean 'auto_eject_hosts'?");
+    load_err(POOL_HEAD "  servers:\n   - {adress: \"h:1\"}\n", "t.yml:4:7: key 'adress': ",
+             "unknown server key; did you mean 'address'?");
+    load_err(POOL_HEAD "  on_down: failvoer\n" ONE_SERVER, "t.yml:3:12: ", "did you mean 'failover'?");
+    /* far from everything: no guess */
+    load_err(POOL_HEAD "  colour: blue\n" ONE_SERVER, "t.yml:3:3: key 'colour': ", "unknown pool key");
+    ck_assert_ptr_null(strstr(errbuf, "did you mean"));
+    /* a key of the other section */
+    load_err(POOL_HEAD "  workers: 2\n" ONE_SERVER, "t.yml:3:3: key 'workers': ",
+             "is a setting of the 'ringleader:' section");
+    load_err("ringleader:\n  timeout: 100\n" POOL_HEAD ONE_SERVER, "t.yml:2:3: key 'timeout': ",
+             "is a pool key");
+    /* the global section misspelt reads as a pool */
+    load_err("ringleadr:\n  workers: 2\n" POOL_HEAD ONE_SERVER, "t.yml:1:1: key 'listen': ",
+             "did you mean the 'ringleader:' section?");
+}
+END_TEST
+
+/* More errors than fit: whole lines, then how many are left out. */
+START_TEST(test_error_many_are_counted)
+{
+    static char text[16384], big[1024];
+    size_t n = (size_t)snprintf(text, sizeof(text), POOL_HEAD "  servers:\n");
+    for (int i = 0; i < 100; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "   - 127.0.0.1:%d:0\n", 20000 + i);
+    struct conf *c = NULL;
+    ck_assert_int_eq(conf_load_buffer("t.yml", text, n, &c, big, sizeof(big)), -1);
+    const char *last = strrchr(big, '\n');
+    ck_assert_ptr_nonnull(last);
+    int shown = lines_of(big) - 1, more = 0;
+    ck_assert_int_eq(sscanf(last + 1, "t.yml: %d more errors not shown", &more), 1);
+    ck_assert_int_eq(shown + more, 100);
+    ck_assert_ptr_nonnull(strstr(big, "t.yml:4:6: key 'servers': '127.0.0.1:20000:0'"));
 }
 END_TEST
 
@@ -779,6 +920,11 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_error_routes);
     tcase_add_test(tc, test_error_yaml_and_empty);
     tcase_add_test(tc, test_error_small_buffer);
+    tcase_add_test(tc, test_weight_as_nutcracker_accepts);
+    tcase_add_test(tc, test_error_every_one_reported);
+    tcase_add_test(tc, test_error_no_cascade);
+    tcase_add_test(tc, test_error_did_you_mean);
+    tcase_add_test(tc, test_error_many_are_counted);
     tcase_add_test(tc, test_example_files);
     suite_add_tcase(s, tc);
     return s;

@@ -564,7 +564,7 @@ END_TEST
 START_TEST(test_local_commands)
 {
     struct preq *x = req("version\r\n");
-    ck_assert_int_eq(x->r.kind, PROTO_REQ_LOCAL);
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_BROADCAST);    /* the servers' (memcache_local.c) */
     ck_assert_uint_eq(x->r.cmd, MEMCACHE_CMD_VERSION);
     x = req("quit\r\n");
     ck_assert_int_eq(x->r.kind, PROTO_REQ_LOCAL);
@@ -572,9 +572,15 @@ START_TEST(test_local_commands)
     x = req("stats\r\n");
     ck_assert_int_eq(x->r.kind, PROTO_REQ_LOCAL);
     ck_assert_uint_eq(x->r.cmd, MEMCACHE_CMD_STATS);
-    /* per-server sub-statistics have no meaning for a pool: ERROR, as
-     * memcached answers an unknown stats argument (memcapable checks it) */
-    assert_err(req("stats slabs\r\n"), "ERROR\r\n");
+    /* per-server sub-statistics go to every server (merged in memcache_local.c); what
+     * would change every server is refused; an unknown argument is ERROR, as memcached
+     * answers it (memcapable checks it) */
+    x = req("stats slabs\r\n");
+    ck_assert_int_eq(x->r.kind, PROTO_REQ_BROADCAST);
+    ck_assert_uint_eq(x->r.cmd, MEMCACHE_CMD_STATS);
+    ck_assert_int_eq(req("stats cachedump 1 0\r\n")->r.kind, PROTO_REQ_BROADCAST);
+    assert_err(req("stats reset\r\n"), "CLIENT_ERROR stats reset and stats detail change every "
+               "server: send them to each server directly\r\n");
     assert_err(req("stats noreply\r\n"), "ERROR\r\n");
     x = req("verbosity 1\r\n");
     ck_assert_int_eq(x->r.kind, PROTO_REQ_LOCAL);
@@ -585,11 +591,10 @@ START_TEST(test_local_commands)
 }
 END_TEST
 
-static void render(void *ctx, int redis, struct buf *out)
+static void render(void *ctx, proto_stat_fn emit, void *arg)
 {
     *(int *)ctx += 1;
-    ck_assert_int_eq(redis, 0);
-    buf_append_str(out, "STAT curr_connections 3\r\n");
+    emit(arg, "curr_connections", 3);
 }
 
 START_TEST(test_local_replies)
@@ -599,11 +604,11 @@ START_TEST(test_local_replies)
     struct proto_client c;
     memset(&c, 0, sizeof(c));
     static const struct { const char *line; const char *reply; int rc; } t[] = {
-        { "version\r\n", "VERSION ringleader-0.1.0\r\n", 0 },
         { "verbosity 1\r\n", "OK\r\n", 0 },
         { "verbosity 1 noreply\r\n", "", 0 },
         { "mn\r\n", "MN\r\n", 0 },
-        { "stats\r\n", "STAT curr_connections 3\r\nEND\r\n", 0 },
+        { "stats\r\n", "STAT version 0.1.0\r\nSTAT pointer_size 64\r\nSTAT curr_connections 3\r\n"
+                         "STAT ringleader_version 0.1.0\r\nEND\r\n", 0 },
         { "quit\r\n", "", PROTO_LOCAL_CLOSE },
     };
     for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {

@@ -571,9 +571,9 @@ START_TEST(test_conf_reads_tls_sections)
           "t.yml:6:5: key 'server_tls': 'client_auth' is a key of tls, not of server_tls" },
         { "  server_tls:\n    key: /k\n", "t.yml:6:5: key 'server_tls': cert and key go together (cert is missing)" },
         { "  tls:\n    cert: /a\n    key: /b\n    min_version: \"1.1\"\n",
-          "t.yml:8:18: key 'min_version': '1.1' is not one of: 1.2, 1.3" },
+          "t.yml:8:18: key 'min_version': '1.1' is not one of: 1.2, 1.3; did you mean '1.2'?" },
         { "  tls: yes\n", "t.yml:5:8: key 'tls': expected a mapping of TLS settings (cert, key, ca, ...), found a single value" },
-        { "  tls:\n    crt: /a\n", "t.yml:6:5: key 'crt': unknown tls key" },
+        { "  tls:\n    crt: /a\n", "t.yml:6:5: key 'crt': unknown tls key; did you mean 'cert'?" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char text[512];

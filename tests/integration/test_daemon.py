@@ -1,0 +1,225 @@
+"""test_daemon.py: -d detaches with umask 022 and returns once the proxy serves; the pid file is 0644, never written through a link, stale ones replaced; sd_notify READY/RELOADING/STOPPING."""
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (TOP_BUILDDIR, Memcached, Proc, Raw, Runner, Skip, binary, check, eq,  # noqa: E402
+                     free_port, tmpdir, yaml_dump)
+
+R = Runner("test_daemon", per_test_timeout=30, total_timeout=120)
+
+_daemons = []     # pids of detached proxies (not our children): stopped by pid at the end
+
+
+def stop_pid(pid, timeout=5.0):
+    """SIGTERM, wait until the process is gone (bounded), then SIGKILL."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.02)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def proc_field(pid, name):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(name + ":"):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def wait_gone(path, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and os.path.lexists(path):
+        time.sleep(0.02)
+    return not os.path.lexists(path)
+
+
+class Env:
+    def __init__(self):
+        self.mc = Memcached.start()
+        self.n = 0
+
+    def conf(self, port=None, bad=False):
+        """A fresh config file (and the port its pool listens on)."""
+        self.n += 1
+        port = port or free_port()
+        path = os.path.join(tmpdir(), "daemon-%d.yml" % self.n)
+        pool = {"listen": "127.0.0.1:%d" % port, "servers": [self.mc.hostport() + ":1"]}
+        if bad:
+            pool["timeout"] = "soon"
+            pool["hahs"] = "md5"
+        with open(path, "w") as f:
+            f.write(yaml_dump({"cache": pool}))
+        return path, port
+
+    def paths(self, what):
+        d = tmpdir()
+        return os.path.join(d, "%s-%d.pid" % (what, self.n)), os.path.join(d, "%s-%d.log" % (what, self.n))
+
+    def run(self, *args, umask=0o077, env=None):
+        """Run ringleader in the foreground of a child with that umask; (status, stderr)."""
+        r = subprocess.run([binary("ringleader")] + list(args), capture_output=True,
+                           timeout=15, preexec_fn=lambda: os.umask(umask), env=env)
+        return r.returncode, r.stderr.decode("utf-8", "replace")
+
+    def daemon(self, conf, pidfile, log, stats=None):
+        st, err = self.run("-d", "-c", conf, "-p", pidfile, "-o", log,
+                           "-s", str(stats or free_port()), "--workers", "1")
+        if st == 0:
+            pid = int(open(pidfile).read())
+            _daemons.append(pid)
+            return pid, err
+        return None, err
+
+    def close(self):
+        for pid in _daemons:
+            stop_pid(pid)
+        self.mc.stop()
+
+
+@R.test(ringleader=True)
+def d_returns_once_serving_with_umask_022_and_a_0644_pid_file(env):
+    conf, port = env.conf()
+    pidfile, log = env.paths("good")
+    pid, err = env.daemon(conf, pidfile, log)
+    check(pid is not None, "ringleader -d failed: %s" % err)
+    # It serves as soon as -d returned: the parent waited for the daemon's word.
+    with Raw(("127.0.0.1", port), 3) as c:
+        eq(c.mc(b"set k 0 0 1\r\nv")[:6], b"STORED", "set through the daemon")
+    eq(stat.S_IMODE(os.stat(pidfile).st_mode), 0o644, "pid file mode (caller's umask 077)")
+    eq(proc_field(pid, "Umask"), "0022", "the daemon's umask")
+    check(os.getsid(pid) != os.getsid(0), "the daemon has its own session")
+    check(os.getsid(pid) != pid, "and is not its leader (no controlling terminal ever)")
+    eq(os.readlink("/proc/%d/cwd" % pid), os.getcwd(), "the working directory is kept")
+    eq(os.readlink("/proc/%d/fd/0" % pid), "/dev/null", "stdin on /dev/null")
+    # The log was opened before detaching with the caller's umask; new files after it
+    # get 022: the log reopened by SIGUSR1 after a rotation.
+    os.rename(log, log + ".1")
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not os.path.exists(log):
+        time.sleep(0.02)
+    eq(stat.S_IMODE(os.stat(log).st_mode), 0o644, "a log file the daemon creates")
+    stop_pid(pid)
+    check(wait_gone(pidfile), "the pid file is removed at exit")
+
+
+@R.test(ringleader=True)
+def d_with_a_bad_file_fails_on_the_terminal_with_every_error(env):
+    conf, _ = env.conf(bad=True)
+    pidfile, log = env.paths("bad")
+    pid, err = env.daemon(conf, pidfile, log)
+    check(pid is None, "a bad file must not detach")
+    check("'timeout'" in err and "'hahs'" in err, "both errors on stderr: %r" % err)
+    check("did you mean 'hash'" in err, "a suggestion for the typo: %r" % err)
+    check(not os.path.exists(pidfile), "no pid file")
+
+
+@R.test(ringleader=True)
+def d_that_cannot_listen_exits_1_after_the_daemon_gave_up(env):
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    try:
+        conf, _ = env.conf(port=blocker.getsockname()[1])
+        pidfile, log = env.paths("busy")
+        pid, err = env.daemon(conf, pidfile, log)
+        check(pid is None, "exit 0 although nothing listens")
+        check("exited during start-up" in err, "the parent says why: %r" % err)
+        check(wait_gone(pidfile), "the daemon removed its pid file")
+    finally:
+        blocker.close()
+
+
+@R.test(ringleader=True)
+def pid_file_symlink_is_refused_and_its_target_untouched(env):
+    conf, _ = env.conf()
+    pidfile, log = env.paths("link")
+    target = pidfile + ".target"
+    with open(target, "w") as f:
+        f.write("precious\n")
+    os.symlink(target, pidfile)
+    st, err = env.run("-c", conf, "-p", pidfile, "-o", log, "-s", str(free_port()))
+    eq(st, 1, "exit status")
+    check("symbolic link" in err, "reason: %r" % err)
+    eq(open(target).read(), "precious\n", "the link's target")
+    # A dangling link is refused the same way (O_EXCL does not follow it).
+    os.unlink(target)
+    st, err = env.run("-c", conf, "-p", pidfile, "-o", log, "-s", str(free_port()))
+    eq(st, 1, "exit status with a dangling link")
+    check(not os.path.exists(target), "nothing created through the dangling link")
+
+
+@R.test(ringleader=True)
+def stale_pid_file_is_replaced_and_a_live_one_refused(env):
+    conf, port = env.conf()
+    pidfile, log = env.paths("stale")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    with open(pidfile, "w") as f:
+        f.write("%d\n" % dead.pid)
+    pid, err = env.daemon(conf, pidfile, log)
+    check(pid is not None and pid != dead.pid, "a stale pid file is replaced: %s" % err)
+    # A second proxy on the same pid file: refused, the first one's file kept.
+    conf2, _ = env.conf()
+    st, err = env.run("-c", conf2, "-p", pidfile, "-o", log + ".2", "-s", str(free_port()))
+    eq(st, 1, "exit status of the second")
+    check("names process %d, which is running" % pid in err, "reason: %r" % err)
+    eq(int(open(pidfile).read()), pid, "the first one's pid file")
+    # At exit only our own file is removed: one put in its place stays.
+    os.unlink(pidfile)
+    with open(pidfile, "w") as f:
+        f.write("12345\n")
+    stop_pid(pid)
+    time.sleep(0.3)
+    eq(open(pidfile).read(), "12345\n", "someone else's pid file left alone")
+    os.unlink(pidfile)
+
+
+@R.test(ringleader=True)
+def sd_notify_ready_reloading_stopping(env):
+    cfg = os.path.join(TOP_BUILDDIR, "config.h")
+    if not os.path.exists(cfg) or "#define HAVE_LIBSYSTEMD 1" not in open(cfg).read():
+        raise Skip("built without libsystemd (configure --without-systemd or no libsystemd-dev)")
+    sock_path = os.path.join(tmpdir(), "notify.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(sock_path)
+    s.settimeout(5)
+    conf, port = env.conf()
+    _, log = env.paths("notify")
+    e = dict(os.environ, NOTIFY_SOCKET=sock_path)
+    p = Proc("notify", [binary("ringleader"), "-c", conf, "-o", log, "-s", str(free_port()),
+                        "--workers", "1"], env=e)
+    try:
+        got = s.recv(4096).decode()
+        check("READY=1" in got, "first message %r" % got)
+        socket.create_connection(("127.0.0.1", port), 2).close()   # READY means listening
+        os.kill(p.pid, signal.SIGHUP)
+        eq(s.recv(4096).decode(), "RELOADING=1", "at the start of a reload")
+        eq(s.recv(4096).decode(), "READY=1", "once every worker runs it")
+        os.kill(p.pid, signal.SIGTERM)
+        eq(s.recv(4096).decode(), "STOPPING=1", "on SIGTERM")
+        eq(p.popen.wait(10), 0, "exit status")
+    finally:
+        p.stop()
+        s.close()
+
+
+R.main(Env)

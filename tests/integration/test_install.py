@@ -1,0 +1,113 @@
+"""test_install.py: `make install` puts the programs, man pages, documentation, the systemd unit (with this install's paths, verified by systemd-analyze) and the example configuration (never over an edited one) where they belong; uninstall takes them back."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import TOP_BUILDDIR, TOP_SRCDIR, Runner, Skip, check, eq, tmpdir  # noqa: E402
+
+R = Runner("test_install", per_test_timeout=120, total_timeout=240)
+
+MANS = ["share/man/man8/ringleader.8", "share/man/man1/ringleader-ring.1",
+        "share/man/man5/ringleader.yml.5"]
+DOCS = ["README.md", "ChangeLog", "operations.md", "configuration.md", "admin.md",
+        "ring-tool.md", "redis.md", "protocol-memcache.md", "status-page.png",
+        "ring-balance.svg", "ring-diff.svg", "examples/ringleader.yml",
+        "examples/ringleader.logrotate", "examples/twemproxy.yml"]
+
+
+def make(*args):
+    env = dict(os.environ)
+    for k in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):      # not the outer make check's jobserver
+        env.pop(k, None)
+    r = subprocess.run(["make", "-s", "-C", TOP_BUILDDIR] + list(args), capture_output=True,
+                       timeout=110, env=env)
+    return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
+
+
+class Env:
+    def __init__(self):
+        if not os.path.exists(os.path.join(TOP_BUILDDIR, "Makefile")):
+            raise Skip("no configured build tree at %s" % TOP_BUILDDIR)
+        self.prefix = os.path.join(tmpdir(), "prefix")
+        st, out = make("install", "prefix=" + self.prefix)
+        if st != 0:
+            raise AssertionError("make install prefix=%s failed:\n%s" % (self.prefix, out[-2000:]))
+        self.unit = os.path.join(self.prefix, "lib/systemd/system/ringleader.service")
+        self.conf = os.path.join(self.prefix, "etc/ringleader/ringleader.yml")
+        self.docdir = os.path.join(self.prefix, "share/doc/ringleader")
+
+    def close(self):
+        make("uninstall", "prefix=" + self.prefix)
+
+
+@R.test(ringleader=True)
+def install_puts_every_part_in_place(env):
+    for b in ("bin/ringleader", "bin/ringleader-ring"):
+        check(os.access(os.path.join(env.prefix, b), os.X_OK), "%s installed" % b)
+    for m in MANS:
+        check(os.path.isfile(os.path.join(env.prefix, m)), "%s installed" % m)
+    for d in DOCS:
+        check(os.path.isfile(os.path.join(env.docdir, d)), "doc %s installed" % d)
+    with open(env.conf) as f, open(os.path.join(TOP_SRCDIR, "conf", "ringleader.yml")) as g:
+        eq(f.read(), g.read(), "the example configuration")
+    # The installed program checks the installed example.
+    r = subprocess.run([os.path.join(env.prefix, "bin/ringleader"), "-t", "-c", env.conf],
+                       capture_output=True, timeout=10)
+    eq(r.returncode, 0, "ringleader -t on the installed example (%s)" % r.stderr[-300:])
+    mandoc = shutil.which("mandoc")
+    if mandoc:
+        for m in MANS:
+            r = subprocess.run([mandoc, "-Tlint", "-Wwarning", os.path.join(env.prefix, m)],
+                               capture_output=True, timeout=10)
+            eq(r.returncode, 0, "mandoc -Tlint %s: %s" % (m, r.stdout + r.stderr))
+    else:
+        print("note: mandoc not installed, man pages not linted")
+
+
+@R.test(ringleader=True)
+def the_unit_names_this_installs_paths_and_verifies(env):
+    text = open(env.unit).read()
+    exe = os.path.join(env.prefix, "bin/ringleader")
+    check("ExecStart=%s -c %s\n" % (exe, env.conf) in text, "ExecStart with the prefix:\n%s" % text)
+    check("ExecStartPre=%s -t -c %s\n" % (exe, env.conf) in text, "ExecStartPre")
+    check("file:%s/operations.md" % env.docdir in text, "Documentation= names the installed page")
+    check(not re.search(r"@[A-Za-z_]+@", text), "every @placeholder@ replaced")
+    notify = "#define HAVE_LIBSYSTEMD 1" in open(os.path.join(TOP_BUILDDIR, "config.h")).read()
+    check(("Type=notify\n" if notify else "Type=simple\n") in text, "Type= follows the build")
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        raise Skip("systemd-analyze not installed: the unit was not verified")
+    env_vars = dict(os.environ, MANPATH=os.path.join(env.prefix, "share/man"))
+    man = "yes" if shutil.which("man") else "no"
+    r = subprocess.run([analyze, "verify", "--man=" + man, env.unit], capture_output=True,
+                       timeout=60, env=env_vars)
+    eq(r.returncode, 0, "systemd-analyze verify: %s" % (r.stdout + r.stderr).decode())
+
+
+@R.test(ringleader=True)
+def an_edited_configuration_survives_install_and_uninstall(env):
+    with open(env.conf, "a") as f:
+        f.write("# edited by the operator\n")
+    st, out = make("install", "prefix=" + env.prefix)
+    eq(st, 0, "second make install: %s" % out[-500:])
+    check("keeping" in out, "install says it keeps the file: %r" % out[-500:])
+    check(open(env.conf).read().endswith("# edited by the operator\n"), "the edit is kept")
+    st, out = make("uninstall", "prefix=" + env.prefix)
+    eq(st, 0, "make uninstall: %s" % out[-500:])
+    check(os.path.exists(env.conf), "an edited configuration is not uninstalled")
+    check(not os.path.exists(env.unit), "the unit is uninstalled")
+    check(not os.path.exists(os.path.join(env.prefix, "bin/ringleader")), "the program too")
+    os.unlink(env.conf)
+    # install again, then uninstall the untouched example: nothing is left
+    eq(make("install", "prefix=" + env.prefix)[0], 0, "third install")
+    eq(make("uninstall", "prefix=" + env.prefix)[0], 0, "uninstall")
+    left = [os.path.join(d, f) for d, _, fs in os.walk(env.prefix) for f in fs]
+    eq(left, [], "files left after uninstall")
+    eq(make("install", "prefix=" + env.prefix)[0], 0, "installed again for the other tests")
+
+
+R.main(Env)
