@@ -500,8 +500,14 @@ def rss_kb(pid):
 def handshake_churn_leaves_nothing(env):
     pid = env.proxy.proc.pid
     ctx = env.ctx()
-    with env.tls("mc_front") as c:     # warm: the first handshakes allocate for good
-        c.mc(b"version")
+    # Warm up every worker: the first handshakes allocate for good, and each worker opens
+    # its own connection to the backend on its first forwarded request. Connections held
+    # open together land on both workers (SO_REUSEPORT spreads them).
+    warm = [env.tls("mc_front") for _ in range(8)]
+    for c in warm:
+        eq(c.mc_get(b"get", b"warm"), [], "warm-up get")
+    for c in warm:
+        c.close()
     time.sleep(0.3)
     fds0, rss0 = fd_count(pid), rss_kb(pid)
     for i in range(200):
@@ -512,7 +518,7 @@ def handshake_churn_leaves_nothing(env):
             continue
         s = ctx.wrap_socket(raw, server_hostname="localhost")
         if i % 2:
-            s.sendall(b"version\r\n")
+            s.sendall(b"get churn\r\n")
             s.recv(100)
         s.close()
     wait_for(lambda: fd_count(pid) <= fds0, "the proxy's fds back to %d (now %d)" % (
