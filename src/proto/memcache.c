@@ -1107,9 +1107,6 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
     case PROTO_ERR_NOMEM:
         fixed = "out of memory";
         break;
-    case PROTO_ERR_TOO_LARGE:
-        fixed = "object too large for cache";
-        break;
     case PROTO_ERR_CROSSSLOT:
         if (reason == NULL)
             fixed = "keys map to different servers";

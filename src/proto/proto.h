@@ -196,7 +196,6 @@ enum proto_err {
     PROTO_ERR_TIMEOUT,     /* backend timed out */
     PROTO_ERR_CROSSSLOT,   /* keys on different servers */
     PROTO_ERR_NOMEM,       /* proxy out of memory */
-    PROTO_ERR_TOO_LARGE,   /* request over a limit */
     PROTO_ERR_DOWN         /* no live server (on_down: error) */
 };
 
