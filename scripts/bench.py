@@ -386,8 +386,9 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "cluster")
-                     if getattr(a, m)), None)
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls", "cluster")
+                     if getattr(a, m)),
+                    None)
         if mode:
             import bench_modes
             if not self.ringleader:
@@ -398,7 +399,7 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
-                    "reload": bench_modes.reload_latency,
+                    "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
                     "cluster": bench_modes.cluster}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
@@ -550,6 +551,9 @@ def main():
                    "p99 of a steady load on a small pool with and without reloads")
     m.add_argument("--reload-every", type=float, default=0.5, help="seconds between SIGHUPs")
     m.add_argument("--reload-pipeline", type=int, default=1, help="default 1")
+    m.add_argument("--tls", action="store_true",
+                   help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
+                   "of ringleader and of nutcracker; TLS vs plaintext to the backends")
     m.add_argument("--cluster", action="store_true",
                    help="a 3-master Redis Cluster: redis-benchmark --cluster directly against "
                         "redis-benchmark through a redis_cluster pool (GET/SET, P=1 and P=16)")
@@ -558,8 +562,8 @@ def main():
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.cluster))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --cluster at a time")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.cluster))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --cluster at a time")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
         ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")
 

@@ -13,6 +13,17 @@ struct buf;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
+/* TLS, counted per pool for its clients and per server for its connections. */
+#define STATS_TLS_CODEC(ACTION)                                                             \
+    ACTION(tls_connections,     GAUGE,   "# TLS connections open")                        \
+    ACTION(tls_handshakes,      COUNTER, "# TLS handshakes completed")                    \
+    ACTION(tls_resumptions,     COUNTER, "# of those that resumed a session (ticket or cached session)") \
+    ACTION(tls_verify_failures, COUNTER, "# TLS handshakes failed: a certificate was refused (missing, untrusted, expired, wrong name)") \
+    ACTION(tls_protocol_errors, COUNTER, "# TLS handshakes failed: not TLS, no common version or cipher, malformed") \
+    ACTION(tls_handshake_aborts, COUNTER, "# TLS handshakes failed: the peer closed the connection") \
+    ACTION(tls_handshake_timeouts, COUNTER, "# TLS handshakes not done within tls_handshake_timeout") \
+    ACTION(tls_handshake_errors, COUNTER, "# TLS handshakes failed otherwise (out of memory, internal)") \
+
 #define STATS_POOL_CODEC(ACTION)                                                            \
     ACTION(client_eof,          COUNTER, "# eof on client connections")                   \
     ACTION(client_err,          COUNTER, "# errors on client connections")                \
@@ -42,6 +53,7 @@ struct buf;
     ACTION(cluster_down,        COUNTER, "# CLUSTERDOWN replies of a cluster pool's nodes (retried after a pause)") \
     ACTION(cluster_redirect_limit, COUNTER, "# requests redirected 5 times: the client got the last redirect") \
     ACTION(cluster_parked,      COUNTER, "# requests parked until the slot map knew their node, or TRYAGAIN's pause") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \
@@ -64,6 +76,7 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 
@@ -112,6 +125,7 @@ extern const size_t stats_server_nfields;
     ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
     ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
+    ACTION(tls_certs,      LIST,      "each certificate file of the pool's tls/server_tls (key, file, not_after: when its earliest certificate expires, seconds since epoch); empty without TLS") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up or down (health; down is not removed)")           \
@@ -195,6 +209,14 @@ struct stats_view_cluster {
     char     refresh_error[256];
 };
 
+/* A certificate file of a pool's TLS contexts and when it expires. */
+#define STATS_TLS_CERTS_MAX 4
+struct stats_tls_cert {
+    const char *key;                    /* "tls.cert", "tls.ca", "server_tls.cert", ... */
+    const char *file;
+    int64_t     not_after;              /* unix seconds */
+};
+
 struct stats_view_pool {
     const char *name;
     struct stats_pool stats;            /* summed */
@@ -211,6 +233,8 @@ struct stats_view_pool {
     double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
     int is_cluster;                     /* a Redis Cluster pool: cluster is filled in */
     struct stats_view_cluster cluster;
+    struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
+    size_t ntls_certs;
 };
 
 struct stats_view {

@@ -209,7 +209,6 @@ enum proto_err {
     PROTO_ERR_CROSSSLOT,   /* keys on different servers */
     PROTO_ERR_CROSSSLOT_SLOT, /* keys in different slots of a cluster pool */
     PROTO_ERR_NOMEM,       /* proxy out of memory */
-    PROTO_ERR_TOO_LARGE,   /* request over a limit */
     PROTO_ERR_DOWN         /* no live server (on_down: error) */
 };
 

@@ -1335,7 +1335,6 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
         return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
     case PROTO_ERR_TIMEOUT:   what = "timeout"; break;
     case PROTO_ERR_NOMEM:     what = "out of memory"; break;
-    case PROTO_ERR_TOO_LARGE: what = "request too large"; break;
     case PROTO_ERR_DOWN:      what = "no server available"; break;
     case PROTO_ERR_SERVER:
     default:                  what = "server error"; break;

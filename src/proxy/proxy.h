@@ -16,6 +16,7 @@ struct cluster_registry;
 struct cluster_view;
 struct health;
 struct pool_shared;
+struct tls_ctx;
 struct proto_ops;
 struct registry;
 struct reload;
@@ -46,6 +47,11 @@ struct snapshot_pool {
      * the roles and replicas of the slot map this snapshot's ring was built from (owned) */
     struct cluster           *cluster;
     struct cluster_view      *cview;
+    /* TLS contexts of the listener and of the server connections (NULL:
+     * plaintext), built from the files with the snapshot: a reload re-reads
+     * them, and open connections keep the context they started with */
+    struct tls_ctx           *tls;
+    struct tls_ctx           *server_tls;
 };
 
 struct snapshot {

@@ -19,6 +19,12 @@ from harness import Proc, Raw, RespError, StartError, free_port, tmpdir, eq
 
 NODE_TIMEOUT_MS = 1000
 
+# The stats fields only a redis_cluster pool (and its nodes) has: test_stats, whose pools
+# are not clusters, leaves them out of its -D check; test_cluster finds them.
+CLUSTER_ONLY_FIELDS = {"cluster_epoch", "cluster_state", "cluster_refreshes",
+                       "cluster_refresh_errors", "cluster_map_changes", "cluster_refresh_asked",
+                       "cluster_refreshed_at", "cluster_refresh_error", "role", "slots"}
+
 
 def _crc16_table():
     t = []

@@ -40,8 +40,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, RespError, Runner, Skip, check, eq, free_port,  # noqa: E402
                      http, resp_encode, unique)
-from cluster_harness import (RedisCluster, key_in_slot, keyslot, slots_map,  # noqa: E402
-                             tags_for_slots)
+from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, keyslot,  # noqa: E402
+                             slots_map, tags_for_slots)
 
 R = Runner("test_cluster", per_test_timeout=90, total_timeout=420)
 
@@ -296,6 +296,10 @@ def stats_ring_and_reload(env):
     eq(second["ring_checksum"], first["ring_checksum"], "checksum after a reload")
     with env.proxy.client("cl") as c:
         eq(cmd(c, "SET", k, "1"), "OK")
+    # the fields only a cluster pool has (test_stats leaves them out) are all here
+    have = set(second) | set(second[env.cl.live()[0].hostport()])
+    missing = sorted(CLUSTER_ONLY_FIELDS - have)
+    check(not missing, "cluster fields missing from the document: %s", missing)
     st3, body = http(env.proxy.admin_port, "GET", "/metrics")
     check("ringleader_server_slots{" in body and "ringleader_pool_cluster_epoch{" in body,
           "metrics")
