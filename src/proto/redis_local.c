@@ -912,6 +912,8 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         return local_auth(c, p, &l, out);
     case REDIS_LOCAL_HELLO:
         return local_hello(c, p, &l, env, out);
+    case REDIS_LOCAL_UNWATCH:
+        return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_RESET:
         c->name[0] = '\0';
         if (c->auth != NULL) {
