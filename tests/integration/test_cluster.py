@@ -10,6 +10,8 @@
   cluster_aware_clients            CLUSTER SLOTS/SHARDS/NODES/INFO describe a one-node cluster
       at the proxy's address, CLUSTER KEYSLOT equals the nodes' for 2,000 keys, and redis-py's
       RedisCluster pointed at the proxy works.
+  sessions_and_broadcasts          MULTI/EXEC and BLPOP pinned to a slot's master, CROSSSLOT over
+      two slots, KEYS/DBSIZE/RANDOMKEY over the masters only, SCAN refused (not yet).
   stats_ring_and_reload            per-node role and slots, the pool's cluster numbers and
       counters, /ring?pool=cl&key=k names the slot and its node, a reload fetches the
       map again and keeps it (the same epoch and checksum).
@@ -240,6 +242,49 @@ def cluster_aware_clients(env):
         eq(rc.get("%s7" % u), b"7")
     finally:
         rc.close()
+
+
+@R.test
+def sessions_and_broadcasts(env):
+    """Transactions and blocking commands pin to the slot's master ("same server" is "same
+    slot" here); KEYS, DBSIZE, RANDOMKEY reach the masters only; SCAN is refused."""
+    u = unique("ss").decode()
+    a, b = "{%s}a" % u, "{%s}b" % u
+    x, y = "%s:x" % u, "%s:y" % u
+    while keyslot(x) == keyslot(y):
+        y += "z"
+    with env.proxy.client("cl") as c:
+        eq(cmd(c, "MULTI"), "OK")
+        eq(cmd(c, "SET", a, "1"), "QUEUED")
+        eq(cmd(c, "INCR", b), "QUEUED")
+        eq(cmd(c, "EXEC"), ["OK", 1])
+        eq(owner_cmd(env, a, "GET", b), b"1")
+        # WATCH + MULTI over two slots: the cluster's words, from the proxy or the node
+        eq(cmd(c, "MULTI"), "OK")
+        got = cmd(c, "MSETNX", x, 1, y, 2)
+        check(isinstance(got, RespError) and "CROSSSLOT" in str(got), "%r", got)
+        cmd(c, "DISCARD")
+        # a blocking pop woken by a push from another client
+        out = {}
+
+        def pop():
+            with env.proxy.client("cl") as c2:
+                out["r"] = cmd(c2, "BLPOP", a + ":q", 5)
+        t = threading.Thread(target=pop, daemon=True)
+        t.start()
+        time.sleep(0.2)
+        eq(cmd(c, "RPUSH", a + ":q", "job"), 1)
+        t.join(10)
+        eq(out.get("r"), [(a + ":q").encode(), b"job"], "BLPOP through a cluster pool")
+        # broadcasts: the masters' keys, once each
+        total = sum(env.cl.by_addr(m).cmd("DBSIZE") for m in env.cl.masters())
+        eq(cmd(c, "DBSIZE"), total, "DBSIZE over the masters")
+        keys = cmd(c, "KEYS", "{%s}*" % u)
+        eq(sorted(keys), sorted([a.encode(), b.encode()]), "KEYS over the masters")
+        check(not isinstance(cmd(c, "RANDOMKEY"), RespError), "RANDOMKEY")
+        got = cmd(c, "SCAN", 0)
+        check(isinstance(got, RespError) and "not supported in a Redis Cluster pool" in str(got),
+              "%r", got)
 
 
 # ---------------------------------------------------------------- slots moving
