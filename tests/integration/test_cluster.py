@@ -341,8 +341,12 @@ def stats_ring_and_reload(env):
     # did (a replica is "loading" in CLUSTER SHARDS until its first replication offset,
     # then "online"); a second reload of the same file over a steady cluster keeps the
     # map, its epoch and its checksum.
-    first = reload_and_refetch(env)
+    reload_and_refetch(env)
+    time.sleep(1.5)         # a map that fetch found is published (after the reload's adoption)
+    first = pool_stats(env)
     second = reload_and_refetch(env)
+    time.sleep(1.5)
+    second = pool_stats(env)
     eq(second["epoch"], first["epoch"], "epoch after a reload")
     eq(second["ring_checksum"], first["ring_checksum"], "checksum after a reload")
     with env.proxy.client("cl") as c:
