@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_map.h"
 #include "conf.h"
+#include "proto/proto.h"
 #include "ring.h"
 #include "ring_plot.h"
 
@@ -25,7 +27,7 @@
 #define TOOL_EXIT_ERROR  1   /* bad config, I/O error, out of memory */
 #define TOOL_EXIT_USAGE  2   /* bad options, unknown pool */
 
-enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF };
+enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF, TOOL_CLUSTER };
 
 struct tool_opts {
     const char *conf_path;
@@ -38,6 +40,7 @@ struct tool_opts {
     uint32_t    samples;
     const char *svg_path;    /* --svg: also draw --balance / --diff there */
     const char *keys_path;   /* --keys: sample keys from this file ("-": stdin) */
+    const char *shards_path; /* --cluster-shards: a saved CLUSTER SHARDS (or SLOTS) reply */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
 };
@@ -81,6 +84,7 @@ static void tool_usage(FILE *f)
             "                       [--json] [--svg FILE]\n"
             "       ringleader-ring [-c conf file] [-p pool] --diff NEW.yml [--samples N | --keys FILE]\n"
             "                       [--json] [--svg FILE]\n"
+            "       ringleader-ring --cluster-shards FILE [--tsv|--json] [KEY...]\n"
             "\n"
             "Offline placement: builds each pool's ring from the same YAML as ringleader.\n"
             "With no KEY arguments, keys are read from standard input, one per line.\n"
@@ -100,6 +104,9 @@ static void tool_usage(FILE *f)
             "  -k, --keys=FILE     : sample keys from FILE, one a line, instead (\"-\": stdin)\n"
             "      --svg=FILE      : also draw --balance (bars against fair shares) or --diff\n"
             "                        (a from -> to matrix of the keys that move) as SVG\n"
+            "      --cluster-shards=FILE : where keys go in a Redis Cluster: FILE holds a raw\n"
+            "                        CLUSTER SHARDS (or CLUSTER SLOTS) reply as a node sent it;\n"
+            "                        each key's slot, master and replicas (no -c file needed)\n"
             "\n"
             "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool.\n",
             TOOL_DEFAULT_CONF, RING_MAX_PREF, TOOL_DEFAULT_SAMPLES);
@@ -281,6 +288,136 @@ static void key_source_init(struct key_source *ks, char **argv, int argc)
 static void key_source_free(struct key_source *ks)
 {
     free(ks->line);
+}
+
+/* ---------------------------------------------------------------- a cluster's map */
+
+/* The map of a saved CLUSTER SHARDS reply (or CLUSTER SLOTS: the fallback form), read
+ * with the proxy's own parser. NULL after a message. */
+static struct cluster_map *tool_cluster_load(const char *path)
+{
+    static const char no_info[] = "$0\r\n\r\n";     /* CLUSTER INFO is not in the file */
+    const struct proto_cluster_ops *co = proto_redis_ops.cluster;
+    char err[512] = "";
+    struct cluster_map *m = NULL;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    FILE *f = fopen(path, "rb");
+
+    if (f == NULL) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (len == cap) {
+            char *t = cap < (64u << 20) ? realloc(text, cap ? cap * 2 : 65536) : NULL;
+            if (t == NULL) {
+                fprintf(stderr, "ringleader-ring: %s: too large or out of memory\n", path);
+                goto fail;
+            }
+            text = t;
+            cap = cap ? cap * 2 : 65536;
+        }
+        size_t n = fread(text + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", path, strerror(errno));
+        goto fail;
+    }
+    for (int fallback = 0; fallback < 2; fallback++) {
+        const char *rsp[2] = { no_info, text };
+        size_t rlen[2] = { sizeof(no_info) - 1, len };
+        char ferr[512] = "";
+        m = cluster_map_new();
+        if (m == NULL) {
+            tool_nomem();
+            goto fail;
+        }
+        if (co->map_parse(fallback, rsp, rlen, 2, "127.0.0.1", m, ferr, sizeof(ferr)) == 1 &&
+            cluster_map_finish(m) == 0)
+            break;
+        if (fallback == 0)
+            snprintf(err, sizeof(err), "%s", ferr);
+        cluster_map_free(m);
+        m = NULL;
+    }
+    if (m == NULL)
+        fprintf(stderr, "ringleader-ring: %s: not a CLUSTER SHARDS or CLUSTER SLOTS reply (%s)\n",
+                path, err);
+fail:
+    fclose(f);
+    free(text);
+    return m;
+}
+
+/* Each key's slot, the master serving it and that master's replicas. */
+static int tool_cluster(const struct tool_opts *o)
+{
+    struct cluster_map *m = tool_cluster_load(o->shards_path);
+    struct key_source ks;
+    const char *key;
+    size_t len;
+    int r, rc = TOOL_EXIT_OK;
+    json_t *root = NULL, *arr = NULL;
+
+    if (m == NULL)
+        return TOOL_EXIT_ERROR;
+    if (o->json) {
+        root = json_object();
+        arr = json_array();
+        if (root == NULL || arr == NULL || json_object_set_new(root, "keys", arr) < 0) {
+            json_decref(root);
+            cluster_map_free(m);
+            return tool_nomem();
+        }
+        json_object_set_new(root, "checksum", tool_json_checksum(m->checksum));
+        json_object_set_new(root, "nodes", json_integer(m->nnodes));
+    } else if (!o->tsv) {
+        printf("# cluster map: %u node(s), checksum %016llx\n", m->nnodes,
+               (unsigned long long)m->checksum);
+    }
+    key_source_init(&ks, o->keys, o->nkeys);
+    while ((r = key_next(&ks, &key, &len)) > 0) {
+        uint32_t slot = cluster_keyslot(key, len);
+        uint32_t own = m->owner[slot];
+        const char *master = own == CLUSTER_NONE ? "-" : m->nodes[own].addr;
+        if (o->json) {
+            json_t *reps = json_array();
+            for (uint32_t i = 0; reps != NULL && own != CLUSTER_NONE && i < m->nnodes; i++)
+                if (m->nodes[i].role == CLUSTER_REPLICA && m->nodes[i].master == own && i != own)
+                    json_array_append_new(reps, json_string(m->nodes[i].addr));
+            json_t *e = json_pack("{s:o,s:I,s:s,s:o}", "key", tool_json_key(key, len),
+                                  "slot", (json_int_t)slot, "master", master,
+                                  "replicas", reps != NULL ? reps : json_array());
+            if (e == NULL || json_array_append_new(arr, e) < 0) {
+                rc = tool_nomem();
+                break;
+            }
+            continue;
+        }
+        tool_put_key(stdout, key, len);
+        if (o->tsv) {
+            printf("\t%s\n", master);
+            continue;
+        }
+        printf("\tslot %u\t%s", slot, master);
+        for (uint32_t i = 0; own != CLUSTER_NONE && i < m->nnodes; i++)
+            if (m->nodes[i].role == CLUSTER_REPLICA && m->nodes[i].master == own && i != own)
+                printf("\treplica %s", m->nodes[i].addr);
+        putchar('\n');
+    }
+    if (r < 0) {
+        fprintf(stderr, "ringleader-ring: reading keys: %s\n", strerror(EIO));
+        rc = TOOL_EXIT_ERROR;
+    }
+    key_source_free(&ks);
+    if (root != NULL)
+        rc = rc == TOOL_EXIT_OK ? tool_json_emit(root) : (json_decref(root), rc);
+    cluster_map_free(m);
+    return rc;
 }
 
 /* The preference list length: -n, else min(3, servers) or replicas if larger. */
@@ -1155,7 +1292,7 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -1169,6 +1306,7 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "samples",   required_argument, NULL, 's' },
         { "keys",      required_argument, NULL, 'k' },
         { "svg",       required_argument, NULL, OPT_SVG },
+        { "cluster-shards", required_argument, NULL, OPT_SHARDS },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -1225,6 +1363,10 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         case OPT_SVG:
             o->svg_path = optarg;
             break;
+        case OPT_SHARDS:
+            o->mode = TOOL_CLUSTER;
+            o->shards_path = optarg;
+            break;
         default:
             tool_usage(stderr);
             return TOOL_EXIT_USAGE;
@@ -1236,6 +1378,13 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         fprintf(stderr, "ringleader-ring: --tsv and --json exclude each other\n");
         return TOOL_EXIT_USAGE;
     }
+    if (o->mode == TOOL_CLUSTER && (o->pool != NULL || o->npref || o->svg_path != NULL ||
+                                    o->keys_path != NULL || samples_given)) {
+        fprintf(stderr, "ringleader-ring: --cluster-shards takes keys, --tsv or --json only\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->mode == TOOL_CLUSTER)
+        return TOOL_EXIT_OK;
     if (o->mode != TOOL_QUERY && (o->tsv || o->nkeys > 0)) {
         fprintf(stderr, "ringleader-ring: --balance and --diff take no keys and no --tsv\n");
         return TOOL_EXIT_USAGE;
@@ -1262,6 +1411,14 @@ int main(int argc, char **argv)
     /* 100,000 keys in one call: block-buffer stdout even on a pipe or terminal. */
     setvbuf(stdout, NULL, _IOFBF, TOOL_OUTBUF);
 
+    if (o.mode == TOOL_CLUSTER) {       /* the cluster's own map: no configuration */
+        rc = tool_cluster(&o);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "ringleader-ring: writing the output: %s\n", strerror(errno));
+            return TOOL_EXIT_ERROR;
+        }
+        return rc;
+    }
     rc = tool_conf_load(o.conf_path, &oc);
     if (rc != TOOL_EXIT_OK)
         return rc;
@@ -1271,6 +1428,8 @@ int main(int argc, char **argv)
         break;
     case TOOL_BALANCE:
         rc = tool_balance(&o, &oc);
+        break;
+    case TOOL_CLUSTER:
         break;
     case TOOL_DIFF:
         rc = tool_conf_load(o.diff_path, &nc);

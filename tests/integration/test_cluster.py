@@ -15,6 +15,8 @@
   stats_ring_and_reload            per-node role and slots, the pool's cluster numbers and
       counters, /ring?pool=cl&key=k names the slot and its node, a reload fetches the
       map again and keeps it (the same epoch and checksum).
+  ring_tool_reads_a_saved_map      ringleader-ring --cluster-shards on a CLUSTER SHARDS and a
+      CLUSTER SLOTS reply saved from a node places 2,000 keys as the cluster does.
   slot_migrated_by_hand            IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE: keys
       of the slot read and written through the proxy at every step (ASK, then MOVED), then the
       map is refreshed: a new epoch and checksum, /ring names the new master.
@@ -40,8 +42,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (Proxy, Raw, RespError, Runner, Skip, check, eq, free_port,  # noqa: E402
-                     http, resp_encode, unique)
+from harness import (Proxy, Raw, RespError, Runner, Skip, binary, check, eq,  # noqa: E402
+                     free_port, http, resp_encode, tmpdir, unique)
 from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, keyslot,  # noqa: E402
                              slots_map, tags_for_slots)
 
@@ -358,6 +360,64 @@ def stats_ring_and_reload(env):
     st3, body = http(env.proxy.admin_port, "GET", "/metrics")
     check("ringleader_server_slots{" in body and "ringleader_pool_cluster_epoch{" in body,
           "metrics")
+
+
+def raw_reply(node, *args):
+    """The node's reply to one command, bytes as sent (QUIT after it: read to the end)."""
+    with socket.create_connection(node.addr, timeout=10) as sk:
+        sk.sendall(resp_encode(*args) + resp_encode("QUIT"))
+        data = b""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            d = sk.recv(1 << 16)
+            if not d:
+                break
+            data += d
+    check(data.endswith(b"+OK\r\n"), "QUIT answered: %r", data[-20:])
+    return data[:-5]
+
+
+@R.test
+def ring_tool_reads_a_saved_map(env):
+    """ringleader-ring --cluster-shards FILE, on a CLUSTER SHARDS (and a CLUSTER SLOTS) reply
+    saved from a node, places 2,000 keys as the cluster does: slot, master, replicas."""
+    m = env.cl.map()
+    keys = ["rt:%d" % i for i in range(2000)] + ["{user1}a", "{user1}b", "x{}y"]
+    d = tmpdir()
+    for what in ("SHARDS", "SLOTS"):
+        path = os.path.join(d, "cluster-%s.resp" % what.lower())
+        with open(path, "wb") as f:
+            f.write(raw_reply(env.cl.live()[0], "CLUSTER", what))
+        r = subprocess.run([binary("ringleader-ring"), "--cluster-shards", path, "--tsv"],
+                           input="\n".join(keys).encode() + b"\n", capture_output=True,
+                           timeout=30)
+        eq(r.returncode, 0, "ringleader-ring: %s" % r.stderr[-300:])
+        got = [line.split(b"\t") for line in r.stdout.splitlines()]
+        eq(len(got), len(keys))
+        for k, (gk, owner) in zip(keys, got):
+            eq(gk.decode(), k)
+            eq(owner.decode(), m[keyslot(k)][0], "%s %s" % (what, k))
+    r = subprocess.run([binary("ringleader-ring"), "--cluster-shards",
+                        os.path.join(d, "cluster-shards.resp"), "--json", "rt:1", "{user1}a"],
+                       capture_output=True, timeout=30)
+    eq(r.returncode, 0, r.stderr)
+    doc = json.loads(r.stdout)
+    eq(doc["nodes"], len(env.cl.live()))
+    # the checksum of the proxy's map of the same steady cluster (fetched on a reload)
+    eq(doc["checksum"], reload_and_refetch(env)["ring_checksum"], "checksum of the map")
+    for e in doc["keys"]:
+        slot = keyslot(e["key"])
+        eq(e["slot"], slot)
+        eq(e["master"], m[slot][0])
+        eq(sorted(e["replicas"]), sorted(m[slot][1]), "replicas of %s" % e["key"])
+    # not a map: exit 1 with the reason
+    bad = os.path.join(d, "cluster-bad.resp")
+    with open(bad, "wb") as f:
+        f.write(b"+OK\r\n")
+    r = subprocess.run([binary("ringleader-ring"), "--cluster-shards", bad, "k"],
+                       capture_output=True, timeout=30)
+    eq(r.returncode, 1)
+    check(b"not a CLUSTER SHARDS or CLUSTER SLOTS reply" in r.stderr, "%r", r.stderr)
 
 
 @R.test
