@@ -16,7 +16,8 @@
       counters, /ring?pool=cl&key=k names the slot and its node, a reload fetches the
       map again and keeps it (the same epoch and checksum).
   ring_tool_reads_a_saved_map      ringleader-ring --cluster-shards on a CLUSTER SHARDS and a
-      CLUSTER SLOTS reply saved from a node places 2,000 keys as the cluster does.
+      CLUSTER SLOTS reply saved from a node, and --cluster HOST:PORT asking a node, place
+      2,000 keys as the cluster does.
   slot_migrated_by_hand            IMPORTING/MIGRATING, MIGRATE in batches, SETSLOT NODE: keys
       of the slot read and written through the proxy at every step (ASK, then MOVED), then the
       map is refreshed: a new epoch and checksum, /ring names the new master.
@@ -384,11 +385,15 @@ def ring_tool_reads_a_saved_map(env):
     m = env.cl.map()
     keys = ["rt:%d" % i for i in range(2000)] + ["{user1}a", "{user1}b", "x{}y"]
     d = tmpdir()
-    for what in ("SHARDS", "SLOTS"):
-        path = os.path.join(d, "cluster-%s.resp" % what.lower())
-        with open(path, "wb") as f:
-            f.write(raw_reply(env.cl.live()[0], "CLUSTER", what))
-        r = subprocess.run([binary("ringleader-ring"), "--cluster-shards", path, "--tsv"],
+    for what in ("SHARDS", "SLOTS", "live"):
+        if what == "live":          # --cluster HOST:PORT asks the node itself
+            how = ["--cluster", env.cl.live()[-1].hostport()]
+        else:
+            path = os.path.join(d, "cluster-%s.resp" % what.lower())
+            with open(path, "wb") as f:
+                f.write(raw_reply(env.cl.live()[0], "CLUSTER", what))
+            how = ["--cluster-shards", path]
+        r = subprocess.run([binary("ringleader-ring")] + how + ["--tsv"],
                            input="\n".join(keys).encode() + b"\n", capture_output=True,
                            timeout=30)
         eq(r.returncode, 0, "ringleader-ring: %s" % r.stderr[-300:])
@@ -410,6 +415,12 @@ def ring_tool_reads_a_saved_map(env):
         eq(e["slot"], slot)
         eq(e["master"], m[slot][0])
         eq(sorted(e["replicas"]), sorted(m[slot][1]), "replicas of %s" % e["key"])
+    # a node that is not a cluster's, and one that is not there: exit 1 with the reason
+    for addr in ("127.0.0.1:%d" % free_port(),):
+        r = subprocess.run([binary("ringleader-ring"), "--cluster", addr, "k"],
+                           capture_output=True, timeout=30)
+        eq(r.returncode, 1)
+        check(addr.encode() in r.stderr, "%r", r.stderr)
     # not a map: exit 1 with the reason
     bad = os.path.join(d, "cluster-bad.resp")
     with open(bad, "wb") as f:
