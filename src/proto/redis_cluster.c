@@ -232,7 +232,7 @@ static int shards_node(struct rcur *c, struct shard_node *sn)
         else if (str_is(k, kl, "endpoint")) { dst = &sn->endpoint; dl = &sn->epl; }
         else if (str_is(k, kl, "role")) { dst = &sn->role; dl = &sn->rolel; }
         else if (str_is(k, kl, "health")) { dst = &sn->health; dl = &sn->healthl; }
-        if (dst != NULL && (c->b[at] == '$' || c->b[at] == '+')) {
+        if (dst != NULL && at < c->len && (c->b[at] == '$' || c->b[at] == '+')) {
             if (rcur_str(c, dst, dl) < 0)
                 return -1;
             continue;

@@ -996,7 +996,8 @@ START_TEST(test_derive_servers)
     conf_free(d);
     ck_assert_str_eq(d2->pools[0].name, "cl");
     conf_free(d2);
-    ck_assert_int_eq(conf_server_init(&sv[0], "nope", NULL, err, sizeof(err)), -1);
+    struct conf_server bad;                 /* sv went with d */
+    ck_assert_int_eq(conf_server_init(&bad, "nope", NULL, err, sizeof(err)), -1);
 }
 END_TEST
 
