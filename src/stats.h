@@ -36,6 +36,18 @@ struct buf;
     ACTION(pin_refused,         COUNTER, "# pinned connections refused over max_pinned")    \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
+    ACTION(rejoin_logged,       COUNTER, "# writes of a down server's keys remembered for its rejoin") \
+    ACTION(rejoin_invalidations, COUNTER, "# deletes sent to returning servers and to the servers that took their writes") \
+    ACTION(rejoin_flushes,      COUNTER, "# returning servers flushed before serving (rejoin: flush, or a fallback)") \
+    ACTION(rejoin_fallbacks,    COUNTER, "# rejoins that flushed because the log passed rejoin_log_keys") \
+    ACTION(rejoin_failed,       COUNTER, "# rejoins whose invalidations were not acknowledged: down again") \
+    ACTION(failover_ttl_capped, COUNTER, "# writes to a failover server sent with failover_ttl as their TTL cap") \
+    ACTION(collapsed_gets,      COUNTER, "# gets answered with an identical queued get's reply (collapse_gets)") \
+    ACTION(shadow_sent,         COUNTER, "# copies sent to the shadow pool") \
+    ACTION(shadow_dropped,      COUNTER, "# copies not sent: shadow server down, over queue_limit, no connection") \
+    ACTION(shadow_failed,       COUNTER, "# copies sent that timed out or whose connection failed") \
+    ACTION(shadow_compared,     COUNTER, "# shadow replies compared with the primary's (compare: true)") \
+    ACTION(shadow_mismatches,   COUNTER, "# of those that differed from the primary's reply") \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \
@@ -58,6 +70,8 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    ACTION(rejoin_log_keys,     GAUGE,   "# keys remembered for this server's rejoin (shared by the workers)") \
+    ACTION(rejoin_log_bytes,    GAUGE,   "bytes of the keys remembered for this server's rejoin") \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 
@@ -108,7 +122,7 @@ extern const size_t stats_server_nfields;
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
-    ACTION(state,           STRING, "up or down (health; down is not removed)")           \
+    ACTION(state,           STRING, "up, down or rejoining (health; down is not removed)") \
     ACTION(weight,          GAUGE, "the server's weight in the configuration")           \
     ACTION(keyspace_share,  GAUGE, "share of the keyspace the ring gives the server (fair share: weight / total weight)") \
     ACTION(latency_p50_us,  GAUGE, "median request latency in usec")                     \
@@ -158,6 +172,7 @@ struct stats_view_server {
     struct stats_server stats;          /* summed (in_flight: the core may store the
                                            shared atomic here instead) */
     int up;                             /* 1 up, 0 down (health) */
+    int rejoining;                      /* down, and being made safe to read (rejoin) */
     uint32_t weight;                    /* from the configuration */
     double keyspace_share;              /* from the ring (ring_server.keyspace_share) */
     struct histogram latency;           /* merged over the workers */

@@ -1365,6 +1365,11 @@ const struct proto_ops proto_redis_ops = {
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
     .pin_reset = redis_pin_reset,
+    .invalidate = redis__invalidate,
+    .flush = "*1\r\n$7\r\nFLUSHDB\r\n",
+    .flush_cmd = REDIS_CMD_NONE,
+    .ttl_cap = redis__ttl_cap,
+    .collapsible = redis__collapsible,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

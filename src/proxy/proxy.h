@@ -16,6 +16,7 @@ struct pool_shared;
 struct proto_ops;
 struct registry;
 struct reload;
+struct rejoin_store;
 struct worker;
 struct signals;
 struct ops_rate;
@@ -39,6 +40,7 @@ struct snapshot_pool {
     struct ring              *prev_ring;
     uint64_t                  warm_until_ms;
     double                    keys_max_over_mean;   /* from ring_shares at build */
+    uint32_t                  shadow;     /* shadow: {pool}'s index, or ROUTE_NONE */
 };
 
 struct snapshot {
@@ -95,6 +97,7 @@ struct proxy {
     int                        stats_open;
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */
     struct admin              *admin;         /* the admin endpoint, or NULL */
+    struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

@@ -204,6 +204,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.shared = sp->shared;
     wp->view.zone = snap->conf->global.zone;
     wp->view.rules = sp->rules;
+    wp->shadow = sp->shadow;
 }
 
 /* warm-up: where each server of the previous ring is now. */
