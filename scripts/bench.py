@@ -386,10 +386,11 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload") if getattr(a, m)),
-                    None)
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "stampede",
+                                 "rejoin_cost", "shadow", "callgrind") if getattr(a, m)), None)
         if mode:
             import bench_modes
+            import bench_safety
             if not self.ringleader:
                 raise Setup("this mode needs ringleader: build build/release or set RINGLEADER")
             print(f"scripts/bench --{mode.replace('_', '-')}: pinning "
@@ -398,7 +399,10 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
-                    "reload": bench_modes.reload_latency}[mode](self)
+                    "reload": bench_modes.reload_latency,
+                    "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
+                    "shadow": bench_safety.shadow,
+                    "callgrind": bench_safety.callgrind}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -549,13 +553,27 @@ def main():
                    "p99 of a steady load on a small pool with and without reloads")
     m.add_argument("--reload-every", type=float, default=0.5, help="seconds between SIGHUPs")
     m.add_argument("--reload-pipeline", type=int, default=1, help="default 1")
+    m.add_argument("--stampede", action="store_true",
+                   help="one hot key asked by many connections at once, collapse_gets false, "
+                   "true, inflight: backend gets per burst and latency")
+    m.add_argument("--stampede-connections", type=int, default=200, help="default 200")
+    m.add_argument("--rejoin-cost", action="store_true",
+                   help="auto_eject_hosts pools with rejoin: invalidate vs trust on the "
+                   "side-by-side scenarios")
+    m.add_argument("--shadow", action="store_true",
+                   help="the primary with and without a shadow pool at fraction 1.0, compare on")
+    m.add_argument("--callgrind", action="store_true",
+                   help="instructions per request by callgrind (and --compare BINARY's)")
+    m.add_argument("--callgrind-requests", type=int, default=20000, help="default 20000")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload at a time")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.stampede, a.rejoin_cost,
+                      a.shadow, a.callgrind))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --stampede, "
+                 "--rejoin-cost, --shadow, --callgrind at a time")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
         ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")
 
