@@ -65,6 +65,14 @@ static inline enum health_state health_state(struct health *h)
     return (enum health_state)atomic_load_explicit(&h->state, memory_order_relaxed);
 }
 
+/* A reply from a server that is up: its failure count starts again (the
+ * common case of health_success, inline: it runs for every reply). */
+static inline void health_ok(struct health *h)
+{
+    if (atomic_load_explicit(&h->failures, memory_order_relaxed) != 0)
+        atomic_store_explicit(&h->failures, 0, memory_order_relaxed);
+}
+
 /* A reply arrived (or a probe succeeded): the failure count resets; a down
  * or probing server comes back: up, or with `rejoin` REJOINING (and up only
  * by health_rejoined). Returns 1 to the one caller that moved it. */

@@ -119,27 +119,88 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
 }
 
 /*
+ * A request routed around a down or rejoining server: a write is remembered
+ * for its rejoin first (and routed again when that server came back
+ * meanwhile); one that goes to a failover server alone carries failover_ttl.
+ */
+static void __attribute__((noinline)) forward_route_down(struct client *c, struct wpool *pool,
+                                                         struct msg *m,
+                                                         const struct route_key *rk,
+                                                         const struct proto_req *req,
+                                                         struct route *rt)
+{
+    if ((rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) &&
+        rejoin_note(pool, rk, req->nkeys, rt) > 0) {
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+        forward_route_effects(c, pool, rt, &rk[0]);
+    }
+    if ((rt->events & ROUTE_EV_FAILOVER) && rt->kind == ROUTE_SEND && pool->cp->failover_ttl > 0)
+        m->flags |= MSG_F_FAILOVER;
+}
+
+/*
  * Route a SINGLE or SAME request by its keys rk and carry out the decision's
  * side effects; a write for a down or rejoining server's keys is remembered for
  * its rejoin first, and routed again when that server came back meanwhile.
  */
-static void forward_route(struct client *c, struct wpool *pool, const struct route_key *rk,
-                          const struct proto_req *req, struct route *rt)
+static inline void forward_route(struct client *c, struct wpool *pool, struct msg *m,
+                                 const struct route_key *rk, const struct proto_req *req,
+                                 struct route *rt)
 {
-    int single = req->kind == PROTO_REQ_SINGLE, nokey = (req->flags & PROTO_RF_NOKEY) != 0;
-
-    route_request(&pool->view, &rk[0], req->flags, single, nokey, c->w->rr, uv_now(&c->w->loop),
-                  rt);
+    route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                  (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
     forward_route_effects(c, pool, rt, &rk[0]);
-    if ((rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) &&
-        rejoin_note(pool, rk, req->nkeys, rt) > 0) {
-        route_request(&pool->view, &rk[0], req->flags, single, nokey, c->w->rr,
-                      uv_now(&c->w->loop), rt);
-        forward_route_effects(c, pool, rt, &rk[0]);
-    }
+    if (rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY | ROUTE_EV_FAILOVER))
+        forward_route_down(c, pool, m, rk, req, rt);
 }
 
 /* ------------------------------------------------------------------ writing */
+
+/*
+ * collapse_gets: a collapsible get m for connection s. 1 when it joined an
+ * identical get queued there (nothing written: it waits for that reply); 0
+ * when it is written (as forward() or join_write() writes it) and is to lead
+ * the identical gets after it; -ENOMEM (nothing written).
+ */
+static int __attribute__((noinline)) forward_collapse(struct wpool *pool, struct sconn *s,
+                                                      struct msg *m, const struct proto_req *req,
+                                                      const char *buf)
+{
+    const struct proto_ops *ops = pool->ops;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+    int join = pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req);
+    int rc = ops->forward(req, buf, out);
+
+    if (rc < 0)
+        return rc;
+    /* The request as forwarded is what an identical one must match. */
+    int j = collapse_join(s, m, buf_rptr(out) + before, buf_len(out) - before,
+                          pool->cp->collapse_gets == CONF_COLLAPSE_INFLIGHT);
+    if (j > 0 || join)
+        out->wpos = out->rpos + before;
+    if (j > 0) {
+        STATS_ADD(&pool->stats, collapsed_gets, 1);
+        return 1;
+    }
+    return join ? join_write(s, ops, m, req, buf) : 0;
+}
+
+/* failover_ttl: the header just written at out[before..) goes to a failover
+ * server; 0 or -ENOMEM. */
+static int __attribute__((noinline)) forward_ttl_cap(struct wpool *pool,
+                                                     const struct proto_req *req,
+                                                     struct buf *out, size_t before)
+{
+    if (pool->ops->ttl_cap == NULL)
+        return 0;
+    int rc = pool->ops->ttl_cap(req->cmd, out, before, pool->cp->failover_ttl,
+                                (int64_t)(util_wall_us() / 1000000u));
+    if (rc > 0)
+        STATS_ADD(&pool->stats, failover_ttl_capped, 1);
+    return rc < 0 ? rc : 0;
+}
 
 enum forward_how {
     FORWARD_WHOLE,      /* forward() the header, then the body as is */
@@ -171,42 +232,26 @@ static int forward_write(struct wpool *pool, struct msg *m, struct server *srv, 
     const struct proto_ops *ops = pool->ops;
     struct buf *out = &s->conn.obuf;
     size_t before = buf_len(out);
-    int rc;
-    int collapse = pool->cp->collapse_gets != CONF_COLLAPSE_OFF && how == FORWARD_WHOLE &&
-                   via == NULL && m->role == MSG_REQUEST && m->warm == MSG_WARM_NONE &&
-                   ops->collapsible != NULL && ops->collapsible(req, buf);
-    int join = how == FORWARD_WHOLE && via == NULL && pool->cp->coalesce_gets &&
-               ops->joinable != NULL && m->role == MSG_REQUEST && m->warm == MSG_WARM_NONE &&
-               ops->joinable(req);
-    if (collapse) {
-        /* The request as forwarded is what an identical one must match. */
-        if ((rc = ops->forward(req, buf, out)) == 0) {
-            int j = collapse_join(s, m, buf_rptr(out) + before, buf_len(out) - before,
-                                  pool->cp->collapse_gets == CONF_COLLAPSE_INFLIGHT);
-            if (j > 0 || join)
-                out->wpos = out->rpos + before;
-            if (j > 0) {
-                STATS_ADD(&pool->stats, collapsed_gets, 1);
-                return 0;           /* it waits for the identical get's reply */
-            }
-            if (join)
-                rc = join_write(s, ops, m, req, buf);
-        }
-    } else if (join) {
+    int rc, lead = 0;
+    int whole = how == FORWARD_WHOLE && via == NULL && m->role == MSG_REQUEST &&
+                m->warm == MSG_WARM_NONE;
+    if (whole && pool->cp->collapse_gets != CONF_COLLAPSE_OFF && ops->collapsible != NULL &&
+        ops->collapsible(req, buf)) {
+        rc = forward_collapse(pool, s, m, req, buf);
+        if (rc > 0)
+            return 0;               /* it waits for an identical get's reply */
+        lead = rc == 0;
+    } else if (whole && pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req)) {
         rc = join_write(s, ops, m, req, buf);
     } else {
         rc = how == FORWARD_FRAG ? ops->frag_write(req, buf, idx, n, out)
                                  : ops->forward(req, buf, out);
-        if (rc == 0 && (m->flags & MSG_F_FAILOVER) && how == FORWARD_WHOLE &&
-            ops->ttl_cap != NULL) {
-            rc = ops->ttl_cap(req->cmd, out, before, pool->cp->failover_ttl,
-                              (int64_t)(util_wall_us() / 1000000u));
-            if (rc > 0)
-                STATS_ADD(&pool->stats, failover_ttl_capped, 1);
-            rc = rc < 0 ? rc : 0;
+        if (rc == 0 && how == FORWARD_WHOLE) {
+            if (__builtin_expect(m->flags & MSG_F_FAILOVER, 0))
+                rc = forward_ttl_cap(pool, req, out, before);
+            if (rc == 0 && body > 0)
+                rc = buf_append(out, buf + req->hdr_len, (size_t)body);
         }
-        if (rc == 0 && how == FORWARD_WHOLE && body > 0)
-            rc = buf_append(out, buf + req->hdr_len, (size_t)body);
     }
     if (rc == 0 && pool->retain_req)
         rc = buf_append(&m->req, buf_rptr(out) + before, buf_len(out) - before);
@@ -221,7 +266,7 @@ static int forward_write(struct wpool *pool, struct msg *m, struct server *srv, 
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
-    if (collapse)
+    if (lead)
         collapse_lead(s, m);        /* identical gets queued after it may join it */
     worker_mark_sconn(pool->w, s);
     return 0;
@@ -530,19 +575,17 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         }
     }
     struct route rt;
-    forward_route(c, pool, rk, req, &rt);
+    forward_route(c, pool, m, rk, req, &rt);
     switch (rt.kind) {
-    case ROUTE_SEND:
+    case ROUTE_SEND: {
         if (rt.warm_from != ROUTE_NONE && req->nkeys == 1 && pool->ops->warmable != NULL &&
             pool->ops->warmable(req->cmd))
             warmup_mark(m, rk[0].bytes, rk[0].len, pool->servers[rt.warm_from], req->cmd);
-        if ((rt.events & ROUTE_EV_FAILOVER) && pool->cp->failover_ttl > 0)
-            m->flags |= MSG_F_FAILOVER;
-        if (forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf) < 0)
-            m = NULL;               /* answered already: nothing to compare with */
-        if (pool->shadow != ROUTE_NONE)
-            shadow_request(c, pool, m, req, buf, rk);
+        int sent = forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf);
+        if (__builtin_expect(pool->shadow != ROUTE_NONE, 0))   /* m: unless answered (gone) */
+            shadow_request(c, pool, sent == 0 ? m : NULL, req, buf, rk);
         break;
+    }
     case ROUTE_COPIES:
         forward_copies(c, pool, m, req, buf, &rt);
         if (pool->shadow != ROUTE_NONE)

@@ -120,12 +120,13 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
 {
     if (drop || msg_internal(m) || m->state != MSG_SENT || (m->flags & MSG_F_NOREPLY))
         return;
-    if (m->role == MSG_OWN) {
-        if (m->watch != NULL && m->watch->keep_reply && buf_append(&m->rsp, p, n) < 0)
-            m->flags |= MSG_F_RSPLOST;
-        return;
-    }
-    if (msg_child(m)) {
+    if (m->role != MSG_REQUEST) {
+        if (m->role == MSG_OWN) {
+            if (m->watch != NULL && m->watch->keep_reply && buf_append(&m->rsp, p, n) < 0)
+                m->flags |= MSG_F_RSPLOST;
+            return;
+        }
+        /* a fragment or a copy: its parent merges or picks */
         if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
             m->flags |= MSG_F_ERROR;
         return;
@@ -283,6 +284,20 @@ static inline void msg_watched(struct worker *w, struct msg *m, int ok)
     }
 }
 
+/* msg_complete of a message someone waits for: its watcher, its followers. */
+static void __attribute__((noinline)) msg_complete_watched(struct worker *w, struct msg *m)
+{
+    msg_watched(w, m, 1);
+    if (m->flags & MSG_F_LEADER) {
+        /* The followers get their copies after m is answered: delivering m may free it. */
+        struct msg *followers = collapse_take(m, 1);
+        msg_answered(w, m);
+        collapse_complete(w, followers);
+        return;
+    }
+    msg_answered(w, m);
+}
+
 void msg_complete(struct worker *w, struct msg *m)
 {
     if (m->state == MSG_ZOMBIE) {   /* the late reply of an answered request */
@@ -297,12 +312,8 @@ void msg_complete(struct worker *w, struct msg *m)
         msg_release(w, m);
         return;
     }
-    msg_watched(w, m, 1);
-    if (m->flags & MSG_F_LEADER) {
-        /* The followers get their copies after m is answered: delivering m may free it. */
-        struct msg *followers = collapse_take(m, 1);
-        msg_answered(w, m);
-        collapse_complete(w, followers);
+    if (m->watch != NULL || (m->flags & MSG_F_LEADER)) {
+        msg_complete_watched(w, m);
         return;
     }
     msg_answered(w, m);
