@@ -42,7 +42,8 @@ static int rejoin_note_one(struct wpool *pool, const struct route_key *k, uint32
                                         flags, pool->cp->rejoin_log_keys);
     if (rc == REJOIN_IS_UP)
         return -1;
-    STATS_ADD(&pool->stats, rejoin_logged, 1);
+    if (rc != REJOIN_OVERFLOW)      /* an overflow is counted when it flushes */
+        STATS_ADD(&pool->stats, rejoin_logged, 1);
     return 0;
 }
 
@@ -249,11 +250,16 @@ static void rejoin_up(struct rejoin_round *r, struct rejoin_set *rest)
 
     rejoin_send_also(srv, rest);
     rejoin_set_free(rest);
-    log_notice("server '%s' (%s) of pool '%s' is up again%s (%llu invalidation%s acknowledged "
-               "in %u round%s, %llu ms)", srv->label, srv->addr.text, srv->pool->cp->name,
-               r->flushed ? ", flushed first" : "", (unsigned long long)r->acked,
-               r->acked == 1 ? "" : "s", r->rounds, r->rounds == 1 ? "" : "s",
-               (unsigned long long)(util_now_ms() - r->started_ms));
+    if (r->flushed)
+        log_notice("server '%s' (%s) of pool '%s' is up again, flushed first (%llu ms)",
+                   srv->label, srv->addr.text, srv->pool->cp->name,
+                   (unsigned long long)(util_now_ms() - r->started_ms));
+    else
+        log_notice("server '%s' (%s) of pool '%s' is up again (%llu invalidation%s "
+                   "acknowledged in %u round%s, %llu ms)", srv->label, srv->addr.text,
+                   srv->pool->cp->name, (unsigned long long)r->acked, r->acked == 1 ? "" : "s",
+                   r->rounds, r->rounds == 1 ? "" : "s",
+                   (unsigned long long)(util_now_ms() - r->started_ms));
 }
 
 /* Start a flush of the server (rejoin: flush, or a fallback). 0 or -1. */
