@@ -386,7 +386,7 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "stampede",
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls", "stampede",
                                  "rejoin_cost", "shadow", "callgrind") if getattr(a, m)), None)
         if mode:
             import bench_modes
@@ -399,7 +399,7 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
-                    "reload": bench_modes.reload_latency,
+                    "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
                     "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
                     "shadow": bench_safety.shadow,
                     "callgrind": bench_safety.callgrind}[mode](self)
@@ -565,14 +565,17 @@ def main():
     m.add_argument("--callgrind", action="store_true",
                    help="instructions per request by callgrind (and --compare BINARY's)")
     m.add_argument("--callgrind-requests", type=int, default=20000, help="default 20000")
+    m.add_argument("--tls", action="store_true",
+                   help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
+                   "of ringleader and of nutcracker; TLS vs plaintext to the backends")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.stampede, a.rejoin_cost,
-                      a.shadow, a.callgrind))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --stampede, "
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.stampede,
+                      a.rejoin_cost, a.shadow, a.callgrind))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --stampede, "
                  "--rejoin-cost, --shadow, --callgrind at a time")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
         ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")

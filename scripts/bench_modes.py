@@ -568,3 +568,172 @@ def reload_latency(b):
                   for x, y in zip(results["reloading"], results["steady"]) if y.get("p99_us"))
               + ")")
     return 1 if b.errors else 0
+
+
+# ------------------------------------------------------------------ --tls
+
+def make_certs(b):
+    """A CA and a certificate for 127.0.0.1 it signs, made by the openssl CLI in the work
+    dir: (ca, cert, key)."""
+    d = os.path.join(b.tmp, "pki")
+    os.makedirs(d, exist_ok=True)
+    p = lambda n: os.path.join(d, n)
+    run = lambda *a: subprocess.run(["openssl"] + list(a), check=True, capture_output=True,
+                                    timeout=30)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", p("ca.key"), "-out", p("ca.crt"), "-days", "2", "-subj", "/CN=bench CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", p("cert.key"), "-out", p("cert.csr"), "-subj", "/CN=127.0.0.1")
+    with open(p("ext"), "w") as f:
+        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", p("cert.csr"), "-CA", p("ca.crt"), "-CAkey", p("ca.key"),
+        "-set_serial", "1", "-days", "2", "-extfile", p("ext"), "-out", p("cert.crt"))
+    return p("ca.crt"), p("cert.crt"), p("cert.key")
+
+
+def start_stunnel(b, name, accept, connect, cert, key):
+    """stunnel4 terminating TLS on accept and forwarding plaintext to connect."""
+    exe = shutil.which("stunnel4") or shutil.which("stunnel")
+    if not exe:
+        raise Setup("stunnel4 is not installed (scripts/deps installs it)")
+    conf = os.path.join(b.tmp, f"{name}.conf")
+    with open(conf, "w") as f:
+        f.write(f"foreground = yes\npid =\ndebug = 3\noutput = {b.tmp}/{name}.log\n"
+                f"[{name}]\naccept = 127.0.0.1:{accept}\nconnect = 127.0.0.1:{connect}\n"
+                f"cert = {cert}\nkey = {key}\n"
+                "socket = l:TCP_NODELAY=1\nsocket = r:TCP_NODELAY=1\n")
+    argv = b.pinned(1, [exe, conf])
+    b.note(f"stunnel '{name}'", argv)
+    p = b.procs.start(argv, os.path.join(b.tmp, f"{name}.out"))
+    if not wait_listening(accept, p):
+        raise Setup(f"stunnel '{name}' did not listen (config {conf})")
+    return p
+
+
+def start_redis(b, n, tls=None):
+    """n redis-servers pinned beside the proxy, plaintext or (tls = (ca, cert, key)) TLS
+    only; returns their ports (the processes count as backends)."""
+    ports = free_ports(n)
+    for port in ports:
+        argv = ["redis-server", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--daemonize", "no"]
+        if tls is None:
+            argv += ["--port", str(port)]
+        else:
+            argv += ["--port", "0", "--tls-port", str(port), "--tls-ca-cert-file", tls[0],
+                     "--tls-cert-file", tls[1], "--tls-key-file", tls[2],
+                     "--tls-auth-clients", "no"]
+        argv = b.pinned(1, argv)
+        b.note("", argv)
+        p = b.procs.start(argv, os.path.join(b.tmp, f"redis-{port}.log"))
+        if not wait_listening(port, p):
+            raise Setup(f"redis-server on {port} did not start")
+        b.backends.append(p)
+    return ports
+
+
+def tls_cost(b):
+    """CPU per request of TLS: ringleader terminating the clients' TLS itself (and, for
+    scale, ringleader with plaintext clients), against
+    stunnel4 terminating it in front of ringleader's plaintext listener, and in front of
+    nutcracker (memcached pools); then plaintext clients through ringleader to TLS backends
+    against plaintext backends (Redis pools: memcached 1.6.18's TLS stalls on pipelined
+    input, with or without a proxy in front, see docs/tls.md). Every target alternates
+    with the others of its group, round by round."""
+    a = b.a
+    scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
+    ports = start_memcached(b, 4)
+    ca, crt, key = make_certs(b)
+    print("Redis backends, plaintext and TLS:")
+    rd_plain = start_redis(b, 4)
+    rd_tls = start_redis(b, 4, (ca, crt, key))
+    l_tls, l_plain, l_rdplain, l_rdtls, l_st_rl, l_st_nc = free_ports(6)
+    text = (pool_yaml("tls", l_tls, ports, f"  tls:\n    cert: {crt}\n    key: {key}\n") +
+            pool_yaml("plain", l_plain, ports) +
+            pool_yaml("rdplain", l_rdplain, rd_plain, "  redis: true\n") +
+            pool_yaml("rdtls", l_rdtls, rd_tls, f"  redis: true\n  server_tls:\n    ca: {ca}\n"))
+    rl = Ringleader(b, "ringleader", text, l_tls, workers=a.workers)
+    print("  ringleader pools: tls (TLS listener, plaintext memcached), plain (plaintext both "
+          "sides), rdplain / rdtls (plaintext listener; plaintext / TLS Redis)")
+    nut, why = b.start_proxy("nutcracker", b.nutcracker)
+    if not nut:
+        raise Setup(f"nutcracker did not start: {why}")
+    st_rl = start_stunnel(b, "stunnel-rl", l_st_rl, l_plain, crt, key)
+    st_nc = start_stunnel(b, "stunnel-nc", l_st_nc, b.listen["nutcracker"], crt, key)
+    # target: (port, protocol, --tls, processes whose CPU is the target's)
+    targets = {
+        "ringleader-plain": (l_plain, "memcache", False, [rl.p]),
+        "ringleader-tls": (l_tls, "memcache", True, [rl.p]),
+        "stunnel+ringleader": (l_st_rl, "memcache", True, [st_rl, rl.p]),
+        "stunnel+nutcracker": (l_st_nc, "memcache", True, [st_nc, nut]),
+        "backends-plain": (l_rdplain, "redis", False, [rl.p]),
+        "backends-tls": (l_rdtls, "redis", False, [rl.p]),
+    }
+
+    def argv_at(port, proto, extra):
+        return b.pinned(0, [b.rlbench, "--proto", proto, "-c", str(a.connections),
+                            "--keys", str(a.keys), "--value-size", str(a.value_size),
+                            "--host", "127.0.0.1", "--port", str(port)] + extra)
+    for port, proto in ((l_plain, "memcache"), (l_rdplain, "redis"), (l_rdtls, "redis")):
+        pre = argv_at(port, proto, ["--prefill-only", "-P", "16"])
+        b.note("prefill", pre)
+        res = b.run_rlbench(pre, 120)
+        if res["rc"] != 0:
+            raise Setup(f"prefill through {port} failed: {res.get('stderr', '')[:300]}")
+    groups = [["ringleader-plain", "ringleader-tls", "stunnel+ringleader", "stunnel+nutcracker"],
+              ["backends-plain", "backends-tls"]]
+    results = {}
+    for sc in scenarios:
+        name, ratio, pipeline = sc
+        print(f"\n-- running {name}", flush=True)
+        for group in groups:
+            for r in range(a.rounds):
+                for t in group[r % len(group):] + group[:r % len(group)]:
+                    port, proto, tls, procs = targets[t]
+                    extra = ["-P", str(pipeline), "--ratio", ratio, "--duration", str(a.duration),
+                             "--seed", str(r + 1)] + (["--tls"] if tls else [])
+                    if not ratio.startswith("0:"):
+                        extra.append("--expect-hits")
+                    argv = argv_at(port, proto, extra)
+                    if r == 0:
+                        b.note(f"{name} against {t}", argv)
+                    c0 = sum(_b.cpu_ticks(p.pid) for p in procs)
+                    res = b.run_rlbench(argv, a.duration + 60)
+                    c1 = sum(_b.cpu_ticks(p.pid) for p in procs)
+                    n = res.get("requests") or 0
+                    res["cpu_us_per_req"] = (c1 - c0) / _b.CLK_TCK * 1e6 / n if n else None
+                    if res["rc"] != 0:
+                        b.errors += 1
+                        print(f"    ! {name} {t} round {r + 1}: rc {res['rc']}, "
+                              f"errors {res.get('errors')} {res.get('stderr', '')[:300]}")
+                    results.setdefault((name, t), []).append(res)
+                    print(f"  round {r + 1} {t:<20} {fmt(res.get('ops_per_sec'), 0):>9} ops/s  "
+                          f"p99 {fmt(res.get('p99_us'))} us  CPU {fmt(res['cpu_us_per_req'], 2)} "
+                          f"us/req", flush=True)
+
+    def col(name, t, k):
+        return median([x[k] for x in results.get((name, t), []) if x.get(k) is not None])
+
+    def table(head, group, ref_t, ratio_head):
+        print(f"\n| scenario | {head} | ops/s | p50 us | p99 us | CPU us/req | {ratio_head} |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for sc in scenarios:
+            name = sc[0]
+            ref = col(name, ref_t, "cpu_us_per_req")
+            for t in group:
+                cpu = col(name, t, "cpu_us_per_req")
+                rel = f"{cpu / ref:.2f}" if ref and cpu == cpu else "n/a"
+                print(f"| {name} | {t} | {fmt(col(name, t, 'ops_per_sec'), 0)} | "
+                      f"{fmt(col(name, t, 'p50_us'))} | {fmt(col(name, t, 'p99_us'))} | "
+                      f"{fmt(cpu, 2)} | {rel} |")
+    print(f"\nload average at end: {loadavg()}")
+    print("\nMarkdown summary (medians; CPU = utime+stime of the target's processes per "
+          "request: stunnel's and the proxy's together for the stunnel targets)")
+    table("clients' TLS terminated by", groups[0], "stunnel+ringleader", "vs stunnel+ringleader")
+    table("Redis backends", groups[1], "backends-plain", "tls/plain")
+    doc = rl.doc()
+    print(f"\nringleader's TLS counters: pool tls: handshakes {doc['tls']['tls_handshakes']}, "
+          f"failed {doc['tls']['tls_protocol_errors'] + doc['tls']['tls_verify_failures']}; "
+          f"servers of rdtls: handshakes "
+          f"{sum(v['tls_handshakes'] for v in pool_servers(doc['rdtls']).values())}")
+    return 1 if b.errors else 0

@@ -1450,6 +1450,112 @@ static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_comman
     return NULL;
 }
 
+/* ------------------------------------------------------------------ tls */
+
+static const char *const conf_tls_version_names[] = { "1.2", "1.3", NULL };
+
+#define T(f) offsetof(struct conf_tls, f)
+/* The keys of `tls:` and `server_tls:` (which of them a side takes is
+ * checked by conf__set_tls). */
+static const struct conf_command conf_tls_commands[] = {
+    { "cert",          conf__set_string, T(cert), 0, 0, NULL, 0 },
+    { "key",           conf__set_string, T(key), 0, 0, NULL, 0 },
+    { "ca",            conf__set_string, T(ca), 0, 0, NULL, 0 },
+    { "client_auth",   conf__set_bool,   T(client_auth), 0, 0, NULL, 0 },
+    { "verify",        conf__set_bool,   T(verify), 0, 0, NULL, 0 },
+    { "server_name",   conf__set_word,   T(server_name), 0, 0, NULL, 0 },
+    { "min_version",   conf__set_enum,   T(min_version), 0, 0, conf_tls_version_names, 0 },
+    { "ciphers",       conf__set_word,   T(ciphers), 0, 0, NULL, 0 },
+    { "ciphersuites",  conf__set_word,   T(ciphersuites), 0, 0, NULL, 0 },
+};
+#undef T
+
+static void conf__tls_free(struct conf_tls *t)
+{
+    if (t == NULL)
+        return;
+    free(t->cert);
+    free(t->key);
+    free(t->ca);
+    free(t->server_name);
+    free(t->ciphers);
+    free(t->ciphersuites);
+    free(t);
+}
+
+static struct conf_pos conf__pos(const yaml_node_t *n)
+{
+    struct conf_pos p = { 1, 1 };
+    if (n != NULL) {
+        p.line = (int)n->start_mark.line + 1;
+        p.col = (int)n->start_mark.column + 1;
+    }
+    return p;
+}
+
+/*
+ * tls: / server_tls: — a mapping of TLS settings into a struct conf_tls at
+ * obj + offset. What can be checked without reading a file is checked here
+ * (a listener needs cert and key, client_auth needs ca, keys of the other
+ * side are refused); the files themselves are read when the snapshot is
+ * built (src/proxy/tls.c), with the positions kept here for its messages.
+ */
+static const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
+                                 yaml_node_t *node, void *obj)
+{
+    enum { N = RL_ARRAY_SIZE(conf_tls_commands) };
+    struct conf_tls **slot = (struct conf_tls **)((char *)obj + cmd->offset);
+    yaml_node_t *keys[N], *values[N];
+    int listener = strcmp(cmd->name, "tls") == 0;
+
+    if (node->type != YAML_MAPPING_NODE)
+        return conf__why(c, "expected a mapping of TLS settings (cert, key, ca, ...), found %s",
+                         conf__node_kind(node));
+    struct conf_tls *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return conf__enomem;
+    conf__tls_free(*slot);
+    *slot = t;
+    t->verify = 1;
+    t->section = listener ? "tls" : "server_tls";
+    t->at = conf__pos(node);
+    unsigned char failed[N] = { 0 };
+    int errors = conf__collect(c, conf_tls_commands, N, node, keys, values, t->section, failed);
+    errors += conf__run(c, conf_tls_commands, N, keys, values, t, 0, failed);
+    if (errors > 0)
+        return conf__reported;          /* each bad key has its message */
+    t->min_version = 12 + t->min_version;   /* the index of "1.2" / "1.3" */
+    t->at_cert = conf__pos(values[0]);
+    t->at_key = conf__pos(values[1]);
+    t->at_ca = conf__pos(values[2]);
+    t->at_ciphers = conf__pos(values[7]);
+    t->at_ciphersuites = conf__pos(values[8]);
+    /* keys of the other side */
+    static const int listener_only[] = { 3 }, servers_only[] = { 4, 5 };
+    const int *bad = listener ? servers_only : listener_only;
+    size_t nbad = listener ? RL_ARRAY_SIZE(servers_only) : RL_ARRAY_SIZE(listener_only);
+    for (size_t i = 0; i < nbad; i++) {
+        if (keys[bad[i]] != NULL) {
+            c->errnode = keys[bad[i]];
+            return conf__why(c, "'%s' is a key of %s, not of %s", conf_tls_commands[bad[i]].name,
+                             listener ? "server_tls" : "tls", t->section);
+        }
+    }
+    if (listener && (t->cert == NULL || t->key == NULL))
+        return conf__why(c, "a TLS listener needs cert and key (%s missing)",
+                         t->cert == NULL ? "cert" : "key");
+    if ((t->cert == NULL) != (t->key == NULL)) {
+        c->errnode = keys[t->cert == NULL ? 1 : 0];
+        return conf__why(c, "cert and key go together (%s is missing)",
+                         t->cert == NULL ? "cert" : "key");
+    }
+    if (t->client_auth && t->ca == NULL) {
+        c->errnode = keys[3];
+        return conf__why(c, "client_auth needs ca: the CA that signs the client certificates");
+    }
+    return NULL;
+}
+
 /* ----------------------------------------------------------- keyword tables */
 
 static const char *const conf_proto_names[] = { "memcache", "redis", NULL };
@@ -1507,6 +1613,8 @@ static const struct conf_command conf_pool_commands[] = {
     { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
     { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
     { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
+    { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
+    { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
 };
 #undef P
 
@@ -1548,6 +1656,7 @@ static const struct conf_command conf_global_commands[] = {
     { "latency_histograms",  conf__set_bool,   G(latency_histograms), 0, 0, NULL, 0 },
     { "hot_keys",            conf__set_bool,   G(hot_keys), 0, 0, NULL, 0 },
     { "rejoin_log",          conf__set_string, G(rejoin_log), 0, 0, NULL, 0 },
+    { "tls_handshake_timeout", conf__set_int,  G(tls_handshake_timeout_s), 1, 3600, NULL, 0 },
 };
 #undef G
 
@@ -1849,6 +1958,7 @@ static int conf__global_defaults(struct conf_global *g)
     g->memory_limit = UINT64_C(1) << 30;
     g->client_header_timeout_s = 60;
     g->stream_threshold = 256u * 1024;
+    g->tls_handshake_timeout_s = 5;
     return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
 }
 
@@ -1917,6 +2027,8 @@ static void conf__pool_free(struct conf_pool *pool)
     }
     free(pool->routes);
     free(pool->shadow.pool);
+    conf__tls_free(pool->tls);
+    conf__tls_free(pool->server_tls);
     for (uint32_t i = 0; i < pool->nservers; i++)
         conf__server_free(&pool->servers[i]);
     free(pool->servers);

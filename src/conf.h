@@ -49,6 +49,30 @@ struct conf_route {
     char *pool;         /* target pool name */
 };
 
+/* Where a key of a nested mapping was written (1-based), for messages built
+ * after loading (the TLS contexts are built from files by src/proxy/tls.c). */
+struct conf_pos {
+    int line, col;
+};
+
+/* A pool's `tls:` (its listener accepts TLS) or `server_tls:` (it connects to
+ * its servers over TLS). File paths are read when the snapshot is built, not
+ * here: loading stays free of I/O beyond the YAML file itself. */
+struct conf_tls {
+    char    *cert;                /* PEM certificate chain (listener: required) */
+    char    *key;                 /* PEM private key (with cert) */
+    char    *ca;                  /* PEM CA bundle: client_auth (listener), verify (servers);
+                                     NULL for servers: the system's trust store */
+    int      client_auth;         /* listener: require a client certificate signed by ca */
+    int      verify;              /* servers: verify the certificate and its name: 1 */
+    char    *server_name;         /* servers: name to verify and send as SNI (NULL: the host) */
+    int      min_version;         /* 12 or 13 (TLS 1.2 / 1.3): 12; 1.3 is used when both allow */
+    char    *ciphers;             /* TLS 1.2 cipher list (OpenSSL syntax), NULL: OpenSSL's */
+    char    *ciphersuites;        /* TLS 1.3 suites, NULL: OpenSSL's */
+    const char *section;          /* "tls" or "server_tls", for messages */
+    struct conf_pos at, at_cert, at_key, at_ca, at_ciphers, at_ciphersuites;
+};
+
 struct conf_pool {
     char    *name;
     int      line, col;
@@ -73,6 +97,8 @@ struct conf_pool {
     int      tcpkeepalive;
     uint32_t client_connections;  /* 0: unlimited */
     uint32_t max_pinned;          /* pinned connections per server over all workers: 1000 (0: none) */
+    struct conf_tls *tls;         /* the listener accepts TLS only, or NULL */
+    struct conf_tls *server_tls;  /* connect to the servers over TLS, or NULL */
     /* ringleader extensions */
     uint32_t vnodes;              /* ketama points per server at equal weight: 160 */
     uint32_t maglev_table_size;   /* 65537 */
@@ -121,6 +147,7 @@ struct conf_global {
     int      latency_histograms;  /* per-server latency histograms on the request path: 1 */
     int      hot_keys;            /* the hot-key sketch on the request path: 1 */
     char    *rejoin_log;          /* journal of the rejoin logs (a restart keeps them); NULL */
+    int      tls_handshake_timeout_s; /* a TLS handshake not done this long closes: 5 */
 };
 
 struct conf {

@@ -14,6 +14,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "proxy/proxy.h"
+#include "proxy/tls.h"
 #include "stats.h"
 
 #define RL_DEFAULT_CONF "conf/ringleader.yml"
@@ -171,7 +172,10 @@ int main(int argc, char **argv)
          * exit status says so. proxy_run reads it again for itself. */
         struct conf *conf = NULL;
         char err[8192];
-        if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0) {
+        /* The TLS files are read too (tls_conf_check): what a start or a reload would refuse. */
+        if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0 ||
+            tls_conf_check(conf, err, sizeof(err)) < 0) {
+            conf_free(conf);
             fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n", opt.conf_path);
             for (char *line = strtok(err, "\n"); line != NULL; line = strtok(NULL, "\n"))
                 fprintf(stderr, "  %s\n", line);

@@ -284,6 +284,22 @@ double stats_requests_max_over_mean(const struct stats_view_pool *p)
     return sum > 0 ? max / (sum / (double)p->nservers) : 0.0;
 }
 
+static json_t *json_tls_certs(const struct stats_view_pool *p)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a != NULL && i < p->ntls_certs; i++) {
+        json_t *o = json_object();
+        if (o == NULL || json_array_append_new(a, o) < 0 ||
+            jset(o, "key", jstr(p->tls_certs[i].key)) < 0 ||
+            jset(o, "file", jstr(p->tls_certs[i].file)) < 0 ||
+            jset(o, "not_after", json_integer(p->tls_certs[i].not_after)) < 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 static int json_pool(json_t *root, const struct stats_view_pool *p)
 {
     json_t *o = json_object();
@@ -312,6 +328,8 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "keys_max_over_mean", json_real(p->keys_max_over_mean));
     if (rc == 0)
         rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
+    if (rc == 0)
+        rc = jset(o, "tls_certs", json_tls_certs(p));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
         rc = json_server(o, &p->servers[i]);
     if (rc < 0) {
@@ -621,6 +639,19 @@ static int prom_pools(const struct stats_view *v, struct buf *out)
         TRY(prom_series(out, "ringleader_pool_requests_max_over_mean", v->pools[i].name, NULL));
         TRY(buf_appendf(out, "%.17g\n", stats_requests_max_over_mean(&v->pools[i])));
     }
+
+    TRY(prom_head(out, "ringleader_tls_cert_expiry_seconds", "gauge", "when a certificate file of the pool's TLS settings expires (its earliest certificate), seconds since the epoch"));
+    for (size_t i = 0; i < v->npools; i++)
+        for (size_t k = 0; k < v->pools[i].ntls_certs; k++) {
+            const struct stats_tls_cert *tc = &v->pools[i].tls_certs[k];
+            TRY(buf_append_str(out, "ringleader_tls_cert_expiry_seconds{pool=\""));
+            TRY(prom_label(out, v->pools[i].name));
+            TRY(buf_append_str(out, "\",key=\""));
+            TRY(prom_label(out, tc->key));
+            TRY(buf_append_str(out, "\",file=\""));
+            TRY(prom_label(out, tc->file));
+            TRY(buf_appendf(out, "\"} %" PRId64 "\n", tc->not_after));
+        }
 
     TRY(prom_head(out, "ringleader_pool_hot_key_requests", "gauge", "estimated requests of a hot key over the hot-key window (an upper bound)"));
     for (size_t i = 0; i < v->npools; i++)

@@ -13,6 +13,17 @@ struct buf;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
+/* TLS, counted per pool for its clients and per server for its connections. */
+#define STATS_TLS_CODEC(ACTION)                                                             \
+    ACTION(tls_connections,     GAUGE,   "# TLS connections open")                        \
+    ACTION(tls_handshakes,      COUNTER, "# TLS handshakes completed")                    \
+    ACTION(tls_resumptions,     COUNTER, "# of those that resumed a session (ticket or cached session)") \
+    ACTION(tls_verify_failures, COUNTER, "# TLS handshakes failed: a certificate was refused (missing, untrusted, expired, wrong name)") \
+    ACTION(tls_protocol_errors, COUNTER, "# TLS handshakes failed: not TLS, no common version or cipher, malformed") \
+    ACTION(tls_handshake_aborts, COUNTER, "# TLS handshakes failed: the peer closed the connection") \
+    ACTION(tls_handshake_timeouts, COUNTER, "# TLS handshakes not done within tls_handshake_timeout") \
+    ACTION(tls_handshake_errors, COUNTER, "# TLS handshakes failed otherwise (out of memory, internal)") \
+
 #define STATS_POOL_CODEC(ACTION)                                                            \
     ACTION(client_eof,          COUNTER, "# eof on client connections")                   \
     ACTION(client_err,          COUNTER, "# errors on client connections")                \
@@ -48,6 +59,7 @@ struct buf;
     ACTION(shadow_failed,       COUNTER, "# copies sent that timed out or whose connection failed") \
     ACTION(shadow_compared,     COUNTER, "# shadow replies compared with the primary's (compare: true)") \
     ACTION(shadow_mismatches,   COUNTER, "# of those that differed from the primary's reply") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
     ACTION(server_eof,          COUNTER, "# eof on server connections")                   \
@@ -72,6 +84,7 @@ struct buf;
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
     ACTION(rejoin_log_keys,     GAUGE,   "# keys remembered for this server's rejoin (shared by the workers)") \
     ACTION(rejoin_log_bytes,    GAUGE,   "bytes of the keys remembered for this server's rejoin") \
+    STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
 
@@ -120,6 +133,7 @@ extern const size_t stats_server_nfields;
     ACTION(hot_keys,       LIST,      "top keys by estimated requests over the hot-key window: key, count, error, owner") \
     ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
+    ACTION(tls_certs,      LIST,      "each certificate file of the pool's tls/server_tls (key, file, not_after: when its earliest certificate expires, seconds since epoch); empty without TLS") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up, down or rejoining (health; down is not removed)") \
@@ -178,6 +192,14 @@ struct stats_view_server {
     struct histogram latency;           /* merged over the workers */
 };
 
+/* A certificate file of a pool's TLS contexts and when it expires. */
+#define STATS_TLS_CERTS_MAX 4
+struct stats_tls_cert {
+    const char *key;                    /* "tls.cert", "tls.ca", "server_tls.cert", ... */
+    const char *file;
+    int64_t     not_after;              /* unix seconds */
+};
+
 struct stats_view_pool {
     const char *name;
     struct stats_pool stats;            /* summed */
@@ -192,6 +214,8 @@ struct stats_view_pool {
     struct stats_view_server *servers;
     size_t nservers;
     double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
+    struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
+    size_t ntls_certs;
 };
 
 struct stats_view {

@@ -21,6 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 /*
  * The model (one thread, one epoll set):
  *
@@ -40,6 +43,10 @@
  *
  * Nothing is allocated after start-up: buffers and queues are sized from -P and
  * --value-size once.
+ *
+ * With --tls every connection is TLS (OpenSSL on the socket, handshake done with
+ * the blocking connect, before the clock starts; the certificate is not verified:
+ * this measures the target's cost, not a client's trust).
  */
 
 #define RLB_MAX_SERVERS 64
@@ -89,6 +96,7 @@ struct rlb_opts {
     double hot_share;              /* fraction of GETs sent for the hot key (0: none) */
     uint64_t seed;
     double timeout;                /* seconds without any reply before giving up */
+    bool tls;                      /* every connection speaks TLS */
 };
 
 struct rlb_stats {
@@ -113,6 +121,7 @@ struct rlb_inflight {
 
 struct rlb_conn {
     int fd;
+    SSL *ssl;                      /* --tls */
     unsigned server;
     bool dead;
     bool want_out;
@@ -138,6 +147,7 @@ struct rlb_bench {
     unsigned live;
     char *pattern;                 /* value_size + RLB_PATTERN_PERIOD bytes */
     char *scratch;                 /* expected value of the reply being checked */
+    SSL_CTX *tls;                  /* --tls */
     char vlen_str[16];
     size_t vlen_len;
     struct rlb_stats st;
@@ -267,6 +277,7 @@ static void usage(FILE *f)
         "  --seed N                   default 1\n"
         "  --timeout S                give up after S seconds without a reply, default 10\n"
         "  --json                     print one JSON line instead of the text summary\n"
+        "  --tls                      connect with TLS (certificates are not verified)\n"
         "Exit status: 0 all replies correct, 1 errors were seen, 2 usage or connect failure.\n");
 }
 
@@ -307,7 +318,7 @@ static int opts_add_server(struct rlb_opts *o, const char *host, const char *por
 static int opts_parse(struct rlb_opts *o, int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_SERVER, O_PROTO, O_RATIO, O_KEYS, O_VSIZE, O_PREFILL,
-           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP };
+           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS };
     static const struct option longopts[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -327,6 +338,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         { "hot-key-share", required_argument, NULL, O_HOT },
         { "timeout", required_argument, NULL, O_TIMEOUT },
         { "json", no_argument, NULL, O_JSON },
+        { "tls", no_argument, NULL, O_TLS },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -340,6 +352,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "c:P:n:d:h", longopts, &li)) != -1) {
         switch (c) {
         case O_HOST: o->host = optarg; break;
+        case O_TLS: o->tls = true; break;
         case O_PORT: o->port = optarg; break;
         case O_SERVER: {
             char hostbuf[256];
@@ -493,6 +506,17 @@ static int conn_open(struct rlb_bench *b, struct rlb_conn *c, unsigned i)
         return -1;
     }
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (b->tls != NULL) {
+        c->ssl = SSL_new(b->tls);
+        if (c->ssl == NULL || SSL_set_fd(c->ssl, c->fd) != 1 || SSL_connect(c->ssl) != 1) {
+            char why[200] = "out of memory";
+            unsigned long e = ERR_get_error();
+            if (e != 0)
+                ERR_error_string_n(e, why, sizeof why);
+            fprintf(stderr, "rlbench: TLS handshake with %s: %s\n", o->name[s], why);
+            return -1;
+        }
+    }
     if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK) < 0)
         return -1;
     struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
@@ -515,6 +539,8 @@ static void conn_fail(struct rlb_bench *b, struct rlb_conn *c, const char *why)
     b->inflight -= c->qlen;
     c->qlen = 0;
     epoll_ctl(b->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    SSL_free(c->ssl);
+    c->ssl = NULL;
     close(c->fd);
     c->fd = -1;
     c->dead = true;
@@ -591,11 +617,42 @@ static void conn_format(struct rlb_bench *b, struct rlb_conn *c, uint32_t key, u
     c->wlen = (size_t)(p - c->wbuf);
 }
 
+/* write(2), or SSL_write with --tls: bytes taken, or -1 with errno (EAGAIN
+ * when the socket or the TLS engine wants to wait, EPROTO for a TLS error). */
+static ssize_t conn_send(struct rlb_conn *c, const char *p, size_t n)
+{
+    if (c->ssl == NULL)
+        return write(c->fd, p, n);
+    int r = SSL_write(c->ssl, p, (int)n);
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    errno = e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ ? EAGAIN : EPROTO;
+    return -1;
+}
+
+/* read(2), or SSL_read with --tls: bytes, 0 at the end, or -1 with errno. */
+static ssize_t conn_recv(struct rlb_conn *c, char *p, size_t n)
+{
+    if (c->ssl == NULL)
+        return read(c->fd, p, n);
+    int r = SSL_read(c->ssl, p, (int)n);
+    if (r > 0)
+        return r;
+    int e = SSL_get_error(c->ssl, r);
+    ERR_clear_error();
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    errno = e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? EAGAIN : EPROTO;
+    return -1;
+}
+
 /* Sends what is buffered; arms EPOLLOUT when the socket is full. */
 static void conn_flush(struct rlb_bench *b, struct rlb_conn *c)
 {
     while (c->wpos < c->wlen) {
-        ssize_t n = write(c->fd, c->wbuf + c->wpos, c->wlen - c->wpos);
+        ssize_t n = conn_send(c, c->wbuf + c->wpos, c->wlen - c->wpos);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -801,12 +858,13 @@ static ssize_t redis_parse(struct rlb_bench *b, const struct rlb_inflight *r, co
 /* Reads what is there, settles every complete reply, refills the window. */
 static void conn_read(struct rlb_bench *b, struct rlb_conn *c)
 {
+again:
     if (c->rpos > 0) {
         memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
         c->rlen -= c->rpos;
         c->rpos = 0;
     }
-    ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
+    ssize_t n = conn_recv(c, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n == 0) {
         conn_fail(b, c, "closed by peer");
         return;
@@ -859,6 +917,9 @@ static void conn_read(struct rlb_bench *b, struct rlb_conn *c)
     if (c->rpos == c->rlen)
         c->rpos = c->rlen = 0;
     conn_fill(b, c);
+    /* TLS may hold decrypted bytes that epoll will not announce again. */
+    if (c->ssl != NULL && !c->dead && SSL_pending(c->ssl) > 0)
+        goto again;
 }
 
 static uint64_t stats_errors(const struct rlb_bench *b)
@@ -983,6 +1044,7 @@ static void bench_free(struct rlb_bench *b)
     if (b->conns) {
         for (unsigned i = 0; i < b->o.conns; i++) {
             struct rlb_conn *c = &b->conns[i];
+            SSL_free(c->ssl);
             if (c->fd >= 0)
                 close(c->fd);
             free(c->wbuf);
@@ -993,6 +1055,7 @@ static void bench_free(struct rlb_bench *b)
     }
     if (b->epfd >= 0)
         close(b->epfd);
+    SSL_CTX_free(b->tls);
     free(b->pattern);
     free(b->scratch);
 }
@@ -1024,6 +1087,16 @@ int main(int argc, char **argv)
         b->pattern[i] = cycle[i % RLB_PATTERN_PERIOD];
     for (unsigned i = 0; i < b->o.conns; i++)
         b->conns[i].fd = -1;
+    if (b->o.tls) {
+        b->tls = SSL_CTX_new(TLS_client_method());
+        if (b->tls == NULL) {
+            fprintf(stderr, "rlbench: cannot create a TLS context\n");
+            goto out;
+        }
+        SSL_CTX_set_verify(b->tls, SSL_VERIFY_NONE, NULL);
+        SSL_CTX_set_mode(b->tls, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                 SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    }
     for (unsigned i = 0; i < b->o.conns; i++) {
         if (conn_open(b, &b->conns[i], i) < 0)
             goto out;

@@ -131,6 +131,10 @@ struct proto_parser {
     char    *dec;           /* decoded request bytes (Redis quoted inline arguments);
                              * grows like keys */
     uint32_t item_size_max; /* memcached: values above this are refused */
+    uint32_t body_min;      /* Redis: a request whose last argument is at least this long
+                             * and not all here yet is returned at that argument's data,
+                             * the argument as body_len, when it is not a key and the
+                             * request goes to one server (0: never) */
     uint32_t flags;         /* PROTO_PF_* */
 };
 
@@ -192,7 +196,6 @@ enum proto_err {
     PROTO_ERR_TIMEOUT,     /* backend timed out */
     PROTO_ERR_CROSSSLOT,   /* keys on different servers */
     PROTO_ERR_NOMEM,       /* proxy out of memory */
-    PROTO_ERR_TOO_LARGE,   /* request over a limit */
     PROTO_ERR_DOWN         /* no live server (on_down: error) */
 };
 

@@ -513,6 +513,42 @@ static int req_done(struct proto_parser *p, const char *base, size_t start, size
     return (int)end;
 }
 
+/*
+ * A request whose last argument (n bytes at data) is large and still
+ * arriving: classify it now with the bytes of that argument that are here,
+ * and when it goes to one server and that argument is not a key, end its
+ * header at the argument's data and make the argument (and its CRLF, which
+ * Redis skips unread as the proxy does) the body, so that the core can
+ * forward it as it arrives. A refusal (unknown command, arity, NOAUTH ...)
+ * is returned the same way, its body to be dropped. Returns 1 with req
+ * filled in, 0 to wait for the whole request as usual (nothing changed).
+ */
+static int req_split_body(struct proto_parser *p, const char *buf, size_t len, size_t start,
+                          size_t data, uint64_t n, uint32_t argc, struct proto_req *req)
+{
+    uint32_t last = argc - 1;
+    p->keys[last].off = (uint32_t)data;
+    p->keys[last].len = (uint32_t)RL_MIN((uint64_t)(len - data), n);  /* what is here */
+    req_classify(p, buf, argc, req);
+    int ok = req->kind == PROTO_REQ_ERROR || req->kind == PROTO_REQ_SINGLE;
+    for (uint32_t k = 0; ok && req->kind == PROTO_REQ_SINGLE && k < req->nkeys; k++)
+        ok = p->keys[k].off != (uint32_t)data;
+    if (!ok) {
+        uint16_t cmd = REDIS_CMD_NONE;
+        memset(req, 0, sizeof(*req));
+        req->cmd = cmd;
+        req->keys = p->keys;
+        return 0;
+    }
+    req_reset(p);
+    req->hdr_len = (uint32_t)data;
+    req->body_len = n + 2;
+    req->u.redis.start = (uint32_t)start;
+    req->u.redis.argc = argc;
+    req->keys = p->keys;
+    return 1;
+}
+
 static size_t dec_digits(uint64_t v)
 {
     size_t n = 1;
@@ -709,10 +745,14 @@ args:
         size_t next = data + (size_t)n + 2;
         if (next - start > REDIS_MAX_REQ)
             return req_fatal(p, req, ERR_BIG_REQ);
-        if (next > len)
-            goto more;          /* the "$<n>" line is read again next time: bounded */
         if (proto__keys_reserve(p, (uint32_t)done + 1) < 0)
             return req_fatal(p, req, ERR_OOM);
+        if (next > len) {
+            if (done + 1 == argc && p->body_min != 0 && (uint64_t)n >= p->body_min &&
+                req_split_body(p, buf, len, start, data, (uint64_t)n, (uint32_t)argc, req))
+                return (int)data;
+            goto more;          /* the "$<n>" line is read again next time: bounded */
+        }
         p->keys[done].off = (uint32_t)data;
         p->keys[done].len = (uint32_t)n;
         done++;
@@ -1287,7 +1327,6 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
         return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same server\r\n");
     case PROTO_ERR_TIMEOUT:   what = "timeout"; break;
     case PROTO_ERR_NOMEM:     what = "out of memory"; break;
-    case PROTO_ERR_TOO_LARGE: what = "request too large"; break;
     case PROTO_ERR_DOWN:      what = "no server available"; break;
     case PROTO_ERR_SERVER:
     default:                  what = "server error"; break;

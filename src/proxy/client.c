@@ -14,6 +14,7 @@
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "util.h"
 
@@ -128,6 +129,8 @@ void client_close(struct client *c)
     queue_remove(&c->link);
     atomic_fetch_sub(&c->pool->view.shared->clients, 1);
     STATS_ADD(&c->pool->stats, client_connections, -1);
+    if (tls_is(&c->conn))
+        STATS_ADD(&c->pool->stats, tls_connections, -1);
     w->curr_connections--;
     client_mem_sync(c, 1);
     conn_close(&c->conn, client_on_close);
@@ -204,7 +207,7 @@ static void client_on_written(struct conn *conn, int status)
         return;
     }
     c->active_ms = uv_now(&c->w->loop);
-    if (buf_len(&conn->obuf) > 0) {
+    if (buf_len(&conn->obuf) > 0 || conn_transport_output(conn) > 0) {
         client_flush(c);
         return;
     }
@@ -536,6 +539,32 @@ static void client_process(struct client *c)
 
 /* ------------------------------------------------------------------ reading */
 
+/* A TLS client's handshake ended (from inside the transport's decode). */
+static void client_on_handshake(struct conn *conn, int status)
+{
+    struct client *c = CONN_OWNER(conn, struct client, conn);
+
+    if (status == 0) {
+        TLS_COUNT(&c->pool->stats, TLS_FAIL_NONE, tls_resumed(conn));
+        worker_mark_client(c->w, c);        /* session tickets to send */
+    }
+    /* a failure is counted by the read error that follows */
+}
+
+/* A TLS client whose handshake failed or did not finish: counted, logged,
+ * closed (with the transport's alert, if it has one to send). */
+static void client_tls_failed(struct client *c, enum tls_fail why)
+{
+    const char *detail = "";
+
+    if (why != TLS_FAIL_CLOSED)
+        tls_failure(&c->conn, NULL, &detail);
+    TLS_COUNT(&c->pool->stats, why, 0);
+    log_info("pool '%s': client %s: %s%s%s", c->pool->cp->name, c->pc.peer, tls_fail_text(why),
+             detail[0] ? ": " : "", detail);
+    client_close(c);
+}
+
 static void client_on_read(struct conn *conn, ssize_t nread)
 {
     struct client *c = CONN_OWNER(conn, struct client, conn);
@@ -543,11 +572,17 @@ static void client_on_read(struct conn *conn, ssize_t nread)
     if (nread > 0) {
         c->active_ms = uv_now(&c->w->loop);
         client_process(c);
+        if (conn_transport_output(conn) > 0 && !conn_closing(conn))
+            worker_mark_client(c->w, c);    /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
         if (conn_output(conn) > 0)
             worker_mark_client(c->w, c);
+        return;
+    }
+    if (conn_handshaking(conn)) {
+        client_tls_failed(c, nread == UV_EOF ? TLS_FAIL_CLOSED : tls_failure(conn, NULL, NULL));
         return;
     }
     if (nread == UV_EOF) {
@@ -567,6 +602,7 @@ static void client_on_read(struct conn *conn, ssize_t nread)
 static const struct conn_events client_events = {
     .on_read = client_on_read,
     .on_written = client_on_written,
+    .on_handshake = client_on_handshake,
 };
 
 /* ------------------------------------------------------------------ timeouts */
@@ -577,6 +613,10 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
 
     if (c->closing)
         return;
+    if (tls_expired(&c->conn, now_ms)) {
+        client_tls_failed(c, TLS_FAIL_TIMEOUT);
+        return;
+    }
     if (g->client_header_timeout_s > 0 && c->partial_ms != 0 && c->in == CLIENT_IN_PARSE &&
         now_ms - c->partial_ms >= (uint64_t)g->client_header_timeout_s * 1000u) {
         STATS_ADD(&c->pool->stats, client_timeouts, 1);
@@ -602,6 +642,7 @@ void client_refresh(struct client *c)
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
 
     c->parser.item_size_max = cp->item_size_max;
+    c->parser.body_min = c->w->snap->conf->global.stream_threshold;
     c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS);
     if (cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
@@ -656,7 +697,10 @@ void client_accept(struct listener *l)
         free(c);
         return;
     }
-    if (uv_accept(&l->h.stream, &c->conn.h.stream) < 0) {
+    if (uv_accept(&l->h.stream, &c->conn.h.stream) < 0 ||
+        (pool->tls != NULL &&
+         tls_attach(&c->conn, pool->tls, NULL, NULL,
+                    uv_now(&w->loop) + (uint64_t)w->snap->conf->global.tls_handshake_timeout_s * 1000u) < 0)) {
         c->conn.h.handle.data = NULL;
         uv_close(&c->conn.h.handle, (uv_close_cb)free);
         return;
@@ -671,6 +715,8 @@ void client_accept(struct listener *l)
     w->total_connections++;
     c->active_ms = uv_now(&w->loop);
     STATS_ADD(&pool->stats, client_connections, 1);
+    if (tls_is(&c->conn))
+        STATS_ADD(&pool->stats, tls_connections, 1);
     unsigned n = atomic_fetch_add(&pool->view.shared->clients, 1) + 1;
     if (pool->cp->client_connections && n > pool->cp->client_connections) {
         STATS_ADD(&pool->stats, client_rejected, 1);
@@ -688,6 +734,7 @@ void client_accept(struct listener *l)
         snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
     }
     c->parser.item_size_max = pool->cp->item_size_max;
+    c->parser.body_min = w->snap->conf->global.stream_threshold;
     if (pool->cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
     if (!pool->cp->scripts)

@@ -91,7 +91,7 @@ void conn_read_stop(struct conn *c)
 /* A send without the VFS layer write(2) goes through (a tenth of the
  * per-request syscall cost unpipelined). Bytes written, UV_EAGAIN, or a
  * negative libuv error. */
-static int conn_try_send(struct conn *c, const char *p, size_t n)
+static inline int conn_try_send(struct conn *c, const char *p, size_t n)
 {
     uv_os_fd_t fd = c->fd;
     if (fd < 0) {
@@ -124,16 +124,10 @@ static void conn_write_cb(uv_write_t *req, int status)
     c->ev->on_written(c, status);
 }
 
-int conn_flush(struct conn *c)
+/* Send what tx holds: 0 when all of it went out at once (or it was empty), 1
+ * when a uv_write carries the rest, or a negative libuv error. */
+static inline int conn_send(struct conn *c, struct buf *tx)
 {
-    if (c->writing)
-        return 0;
-    if (c->tp->encode != NULL) {
-        int rc = c->tp->encode(c);
-        if (rc < 0)
-            return rc;
-    }
-    struct buf *tx = conn_tx(c);
     if (buf_len(tx) == 0)
         return 0;
     int n = conn_try_send(c, buf_rptr(tx), RL_MIN(buf_len(tx), 1u << 30));
@@ -153,11 +147,40 @@ int conn_flush(struct conn *c)
     if (rc < 0)
         return rc;
     c->writing = 1;
-    return 0;
+    return 1;
+}
+
+int conn_flush(struct conn *c)
+{
+    if (c->writing)
+        return 0;
+    if (c->tp->encode == NULL) {
+        int rc = conn_send(c, &c->obuf);
+        return rc < 0 ? rc : 0;
+    }
+    /* A transport encodes a bounded part of obuf at a time: go on while the
+     * socket takes everything and the encoder takes more. */
+    for (;;) {
+        size_t before = buf_len(&c->obuf);
+        int rc = c->tp->encode(c);
+        if (rc < 0)
+            return rc;
+        rc = conn_send(c, conn_tx(c));
+        if (rc != 0)
+            return rc < 0 ? rc : 0;
+        if (buf_len(&c->obuf) == 0 || buf_len(&c->obuf) == before)
+            return 0;
+    }
 }
 
 void conn_close(struct conn *c, uv_close_cb cb)
 {
+    if (c->tp->shutdown != NULL && c->fd >= 0 && !c->writing) {
+        c->tp->shutdown(c);
+        struct buf *tx = conn_tx(c);
+        if (buf_len(tx) > 0)
+            (void)conn_try_send(c, buf_rptr(tx), buf_len(tx));
+    }
     uv_close(&c->h.handle, cb);
 }
 

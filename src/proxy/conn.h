@@ -27,6 +27,12 @@ struct conn_events {
     /* A uv_write the connection started has finished with status (0 or a
      * libuv error); c->obuf may hold more to flush. */
     void (*on_written)(struct conn *c, int status);
+    /* Optional (transports that handshake): the transport's handshake ended,
+     * status 0 (done: plaintext flows, c->obuf may be flushed) or -1 (failed:
+     * the read that follows reports the error). Called by the transport from
+     * inside its decode or encode, so it must not close the connection or
+     * flush: count, log, mark for the end-of-round flush. */
+    void (*on_handshake)(struct conn *c, int status);
 };
 
 struct conn {
@@ -75,6 +81,13 @@ static inline size_t conn_output(const struct conn *c)
     return n;
 }
 
+/* Ciphertext the transport holds for the wire (0 for the plain transport,
+ * whose wire bytes are c->obuf itself). */
+static inline size_t conn_transport_output(const struct conn *c)
+{
+    return c->tp->tx != NULL ? buf_len(c->tp->tx((struct conn *)c)) : 0;
+}
+
 /* Whether the transport still handshakes (no plaintext can flow). */
 static inline int conn_handshaking(const struct conn *c)
 {
@@ -82,7 +95,9 @@ static inline int conn_handshaking(const struct conn *c)
 }
 
 /* Start closing the handle; cb is the handle's close callback, which must
- * call conn_release() before freeing the owner. */
+ * call conn_release() before freeing the owner. A transport with a shutdown
+ * (TLS close_notify) gets one non-blocking send of what it queued, unless a
+ * write is in flight. */
 void conn_close(struct conn *c, uv_close_cb cb);
 static inline int conn_closing(const struct conn *c)
 {

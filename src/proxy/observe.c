@@ -13,6 +13,7 @@
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
 #include "proxy/server.h"
+#include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "rejoin_log.h"
 #include "reload.h"
@@ -79,6 +80,14 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         snprintf(vp->checksum, sizeof(vp->checksum), "%016llx", (unsigned long long)r->checksum);
         vp->distribution = dist_name(cp->dist);
         vp->keys_max_over_mean = snap->pools[i].keys_max_over_mean;
+        for (int side = 0; side < 2; side++) {
+            struct tls_cert_info ci[TLS_CTX_FILES_MAX];
+            size_t n = tls_ctx_certs(side ? snap->pools[i].server_tls : snap->pools[i].tls, ci,
+                                     TLS_CTX_FILES_MAX);
+            for (size_t k = 0; k < n && vp->ntls_certs < STATS_TLS_CERTS_MAX; k++)
+                vp->tls_certs[vp->ntls_certs++] = (struct stats_tls_cert){
+                    .key = ci[k].key, .file = ci[k].path, .not_after = ci[k].not_after };
+        }
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
             vp->servers[s].up = health_up(snap->pools[i].health[s]);

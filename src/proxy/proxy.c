@@ -18,6 +18,7 @@
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
 #include "proxy/rejoin.h"
+#include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "reload.h"
 #include "signals.h"
@@ -49,6 +50,8 @@ void snapshot_unref(struct snapshot *s)
         free(sp->listen_fds);
         free(sp->health);
         free(sp->rules);
+        tls_ctx_free(sp->tls);
+        tls_ctx_free(sp->server_tls);
     }
     free(s->pools);
     conf_free(s->conf);
@@ -159,6 +162,22 @@ static int proxy_pool_listen(struct proxy *p, struct snapshot_pool *sp, const st
     return rc;
 }
 
+/* The pool's TLS contexts, from its files as they are now. 0, or -1 with
+ * err (the reload fails and the running contexts stay). */
+static int proxy_pool_tls(struct snapshot_pool *sp, const struct conf *conf,
+                          const struct conf_pool *cp, char *err, size_t errlen)
+{
+    if (cp->tls != NULL &&
+        (sp->tls = tls_ctx_build(conf->path, cp->name, cp->tls, TLS_ROLE_ACCEPT, err,
+                                 errlen)) == NULL)
+        return -1;
+    if (cp->server_tls != NULL &&
+        (sp->server_tls = tls_ctx_build(conf->path, cp->name, cp->server_tls, TLS_ROLE_CONNECT,
+                                        err, errlen)) == NULL)
+        return -1;
+    return 0;
+}
+
 /* `routes:` rules with their target pools resolved to indices of conf. */
 static struct route_rule *proxy_pool_rules(const struct conf *conf, const struct conf_pool *cp)
 {
@@ -211,6 +230,8 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         for (uint32_t k = 0; k < cp->nservers; k++)
             if ((sp->health[k] = proxy_health(p, cp, &cp->servers[k])) == NULL)
                 goto nomem;
+        if (proxy_pool_tls(sp, conf, cp, err, errlen) < 0)
+            goto fail;
         if (proxy_pool_listen(p, sp, cp, old, err, errlen) < 0)
             goto fail;
     }

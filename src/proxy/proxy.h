@@ -13,6 +13,7 @@
 struct admin;
 struct health;
 struct pool_shared;
+struct tls_ctx;
 struct proto_ops;
 struct registry;
 struct reload;
@@ -41,6 +42,11 @@ struct snapshot_pool {
     uint64_t                  warm_until_ms;
     double                    keys_max_over_mean;   /* from ring_shares at build */
     uint32_t                  shadow;     /* shadow: {pool}'s index, or ROUTE_NONE */
+    /* TLS contexts of the listener and of the server connections (NULL:
+     * plaintext), built from the files with the snapshot: a reload re-reads
+     * them, and open connections keep the context they started with */
+    struct tls_ctx           *tls;
+    struct tls_ctx           *server_tls;
 };
 
 struct snapshot {

@@ -108,6 +108,7 @@ static void server_free_if_idle(struct server *s)
         return;
     queue_remove(&s->link);
     struct wpool *wp = s->pool;
+    tls_session_clear(&s->tls_session);
     conf_addr_free(&s->addr);
     free(s->conns);
     free(s->ident);
@@ -161,6 +162,63 @@ static void sconn_on_close(uv_handle_t *h)
     sconn_unref(h->data);
 }
 
+/* Reconnect no sooner than the back-off allows (doubling from 50 ms to 2 s). */
+static void server_backoff(struct server *srv)
+{
+    srv->backoff_ms = srv->backoff_ms ? RL_MIN(srv->backoff_ms * 2, SCONN_BACKOFF_MAX_MS)
+                                      : SCONN_BACKOFF_MIN_MS;
+    srv->retry_at_ms = uv_now(&srv->w->loop) + srv->backoff_ms;
+}
+
+/* The TLS handshake of s failed (why): counted, logged, and the server
+ * backs off as after a failed connect; the requests queued on s are failed
+ * by the close with the failure's text (`SERVER_ERROR tls: ...`). */
+static void sconn_tls_failed(struct sconn *s, enum tls_fail why)
+{
+    struct server *srv = s->server;
+    const char *reason = tls_fail_text(why), *detail = "";
+
+    if (why != TLS_FAIL_CLOSED && why != TLS_FAIL_TIMEOUT)
+        tls_failure(&s->conn, NULL, &detail);
+    TLS_COUNT(&srv->stats, why, 0);
+    log_warn("server '%s' (%s) of pool '%s': %s%s%s", srv->label, srv->addr.text,
+             srv->pool->cp->name, reason, detail[0] ? ": " : "", detail);
+    srv->tls_failure = reason;
+    server_backoff(srv);
+    sconn_close(s, reason, 1);
+}
+
+static void sconn_on_handshake(struct conn *c, int status)
+{
+    struct sconn *s = CONN_OWNER(c, struct sconn, conn);
+
+    if (status < 0)
+        return;                     /* the read error that follows closes it */
+    TLS_COUNT(&s->server->stats, TLS_FAIL_NONE, tls_resumed(c));
+    s->server->tls_failure = NULL;
+    s->server->backoff_ms = 0;
+    worker_mark_sconn(s->server->w, s);     /* what was queued meanwhile goes now */
+}
+
+void server_check_handshakes(struct server *srv, uint64_t now_ms)
+{
+    struct qnode *n, *tmp;
+
+    for (uint32_t i = 0; i < srv->nconns; i++)
+        if (srv->conns[i] != NULL && tls_expired(&srv->conns[i]->conn, now_ms))
+            sconn_tls_failed(srv->conns[i], TLS_FAIL_TIMEOUT);
+    QUEUE_FOREACH_SAFE(n, tmp, &srv->pins) {
+        struct sconn *s = QUEUE_DATA(n, struct sconn, pin_link);
+        if (tls_expired(&s->conn, now_ms))
+            sconn_tls_failed(s, TLS_FAIL_TIMEOUT);
+    }
+    QUEUE_FOREACH_SAFE(n, tmp, &srv->idle_pins) {
+        struct sconn *s = QUEUE_DATA(n, struct sconn, pin_link);
+        if (tls_expired(&s->conn, now_ms))
+            sconn_tls_failed(s, TLS_FAIL_TIMEOUT);
+    }
+}
+
 static void sconn_on_read(struct conn *c, ssize_t nread)
 {
     struct sconn *s = CONN_OWNER(c, struct sconn, conn);
@@ -169,11 +227,18 @@ static void sconn_on_read(struct conn *c, ssize_t nread)
         sconn_process(s);
         if (s->state == SCONN_CONNECTED && buf_len(&c->ibuf) == 0 && c->ibuf.cap > CONN_BUF_KEEP)
             buf_free(&c->ibuf);
+        if (s->state == SCONN_CONNECTED && conn_transport_output(c) > 0)
+            worker_mark_sconn(s->server->w, s);   /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
         if (conn_output(c) > 0)
             worker_mark_sconn(s->server->w, s);   /* the transport has bytes of its own */
+        return;
+    }
+    if (conn_handshaking(c)) {   /* TLS: not done, or failed (a TLS 1.3 server refuses our
+                                    certificate after our side is done; a bad record) */
+        sconn_tls_failed(s, nread == UV_EOF ? TLS_FAIL_CLOSED : tls_failure(c, NULL, NULL));
         return;
     }
     if (nread == UV_EOF) {
@@ -200,6 +265,7 @@ static void sconn_on_written(struct conn *c, int status)
 static const struct conn_events sconn_events = {
     .on_read = sconn_on_read,
     .on_written = sconn_on_written,
+    .on_handshake = sconn_on_handshake,
 };
 
 /*
@@ -263,15 +329,17 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
     if (status < 0) {
         log_warn("connect to server '%s' (%s) failed: %s", srv->label, srv->addr.text,
                  uv_strerror(status));
-        srv->backoff_ms = srv->backoff_ms ? RL_MIN(srv->backoff_ms * 2, SCONN_BACKOFF_MAX_MS)
-                                          : SCONN_BACKOFF_MIN_MS;
-        srv->retry_at_ms = uv_now(&srv->w->loop) + srv->backoff_ms;
+        server_backoff(srv);
+        srv->tls_failure = NULL;
         sconn_close(s, uv_strerror(status), 1);
         return;
     }
     s->state = SCONN_CONNECTED;
-    srv->backoff_ms = 0;
+    if (!tls_is(&s->conn))
+        srv->backoff_ms = 0;        /* TLS: once its handshake is done */
     STATS_ADD(&srv->stats, server_connections, 1);
+    if (tls_is(&s->conn))
+        STATS_ADD(&srv->stats, tls_connections, 1);
     if (!srv->addr.path) {
         uv_tcp_nodelay(&s->conn.h.tcp, 1);
         if (srv->pool->cp->tcpkeepalive)
@@ -371,6 +439,18 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
         free(s);
         return NULL;
     }
+    const struct tls_ctx *tls = srv->pool->server_tls;
+    if (tls != NULL) {
+        const struct conf_tls *ct = srv->pool->cp->server_tls;
+        const char *peer = ct != NULL && ct->server_name ? ct->server_name : srv->addr.host;
+        uint64_t deadline = uv_now(&w->loop) +
+                            (uint64_t)w->snap->conf->global.tls_handshake_timeout_s * 1000u;
+        if (tls_attach(&s->conn, tls, peer, &srv->tls_session, deadline) < 0) {
+            s->conn.h.handle.data = NULL;
+            uv_close((uv_handle_t *)&s->conn.h.handle, (uv_close_cb)free);
+            return NULL;
+        }
+    }
     uv_timer_init(&w->loop, &s->timer);
     s->timer.data = s;
     s->closes_pending = 2;
@@ -404,7 +484,7 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
         /* The last connect failed moments ago: this request fails too, and
          * counts, so the server goes down after server_failure_limit
          * requests rather than after that many reconnect rounds. */
-        *reason = "server unreachable (reconnecting)";
+        *reason = srv->tls_failure ? srv->tls_failure : "server unreachable (reconnecting)";
         server_failed(srv, *reason);
         return NULL;
     }
@@ -901,6 +981,8 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     }
     if (was_connected)
         STATS_ADD(&srv->stats, server_connections, -1);
+    if (was_connected && tls_is(&s->conn))
+        STATS_ADD(&srv->stats, tls_connections, -1);
     if (is_error)
         STATS_ADD(&srv->stats, server_err, 1);
     if (!srv->removed && (is_error || !queue_empty(&s->sent)))

@@ -10,6 +10,7 @@
 #include "histogram.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/tls.h"
 #include "queue.h"
 #include "stats.h"
 
@@ -95,6 +96,9 @@ struct server {
     struct stats_server stats;
     struct histogram   latency;         /* send to reply, usec (single writer) */
     struct health     *health;          /* shared by every worker */
+    struct tls_session tls_session;     /* server_tls: what the next connection resumes */
+    const char        *tls_failure;     /* the last handshake's failure (fixed text), or
+                                           NULL: what requests are told in the back-off */
 };
 
 struct server *server_create(struct worker *w, struct wpool *pool, const struct conf_server *cs);
@@ -150,6 +154,10 @@ void server_preconnect(struct server *s);
  * whose retry time has come (the caller won health_try_probe); its
  * outcome brings the server up or keeps it down longer. */
 void server_probe(struct server *s);
+
+/* Close the server's connections whose TLS handshake is past its deadline
+ * (the worker's once-a-second tick). */
+void server_check_handshakes(struct server *s, uint64_t now_ms);
 
 /* A failure of the server (connect, reset, garbage, timeout): counted in
  * its shared health record; the limit-th in a row takes it down. */

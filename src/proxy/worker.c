@@ -205,6 +205,8 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.zone = snap->conf->global.zone;
     wp->view.rules = sp->rules;
     wp->shadow = sp->shadow;
+    wp->tls = sp->tls;
+    wp->server_tls = sp->server_tls;
 }
 
 /* warm-up: where each server of the previous ring is now. */
@@ -561,11 +563,17 @@ static void worker_tick_cb(uv_timer_t *t)
     for (uint32_t i = 0; i < w->npools; i++)
         if (w->pools[i] != NULL)
             hotkeys_snapshot(&w->pools[i]->hot, now, w->pools[i]->hot_pub);
+    int tls = 0;
+    for (uint32_t i = 0; i < w->npools; i++)
+        tls |= w->pools[i] != NULL && w->pools[i]->tls != NULL;
     uv_mutex_unlock(&w->mu);
-    if (g->client_timeout_s > 0 || g->client_header_timeout_s > 0) {
+    if (g->client_timeout_s > 0 || g->client_header_timeout_s > 0 || tls) {
         QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
             client_check_timeouts(QUEUE_DATA(n, struct client, link), now);
     }
+    /* Every server: a reload may have turned TLS off while a handshake runs. */
+    QUEUE_FOREACH_SAFE(n, tmp, &w->servers)
+        server_check_handshakes(QUEUE_DATA(n, struct server, link), now);
     if (!queue_empty(&w->retired))
         worker_expire_retired(w);
 }

@@ -23,6 +23,7 @@ struct proxy;
 struct server;
 struct sconn;
 struct snapshot;
+struct tls_ctx;
 
 struct listener {
     union rl_handle   h;
@@ -53,6 +54,8 @@ struct wpool {
     uint32_t                *prev_map;   /* warm-up: view.prev_map's storage */
     int                      retain_req; /* keep each request's bytes for re-dispatch (msg.req) */
     struct listener         *listener;
+    const struct tls_ctx    *tls;        /* the snapshot's: clients accepted now use it */
+    const struct tls_ctx    *server_tls; /* ... and server connections opened now */
     struct stats_pool        stats;
     struct hotkeys           hot;        /* this worker's hot keys (single writer) */
     struct hotkeys_snapshot *hot_pub;    /* published every second under w->mu */

@@ -319,6 +319,61 @@ START_TEST(test_req_big_value_resumes_without_rescanning)
 }
 END_TEST
 
+/* A value at least body_min long that is still arriving is the request's
+ * body: the header ends where its bytes start, the core forwards them as
+ * they come. Not when it is a key, or when the request goes to more than
+ * one server or is answered here; a refusal carries its body to drop. */
+static void expect_split(const char *head, size_t vlen, uint32_t body_min, int split,
+                         enum proto_kind kind)
+{
+    char *buf = malloc(vlen + 256);
+    size_t hl = (size_t)sprintf(buf, "%s$%zu\r\n", head, vlen);
+    memset(buf + hl, 'v', vlen);
+    memcpy(buf + hl + vlen, "\r\n", 2);
+    struct proto_parser p = { .flags = AUTHED, .body_min = body_min };
+    struct proto_req req;
+    int rc = R->parse_req(&p, buf, hl + 100, &req);         /* part of the value */
+    if (split) {
+        ck_assert_msg(rc == (int)hl, "%s: rc %d, header %zu", head, rc, hl);
+        ck_assert_uint_eq(req.body_len, vlen + 2);
+        ck_assert_uint_eq(req.hdr_len, hl);
+        ck_assert_int_eq(req.kind, kind);
+        ck_assert_uint_eq(p.u.redis.state, 0);            /* the next request starts afresh */
+        struct buf out;
+        buf_init(&out);
+        if (kind != PROTO_REQ_ERROR) {
+            ck_assert_int_eq(R->forward(&req, buf, &out), 0);   /* the header as sent */
+            ck_assert_uint_eq(buf_len(&out), hl);
+            ck_assert(memcmp(buf_rptr(&out), buf, hl) == 0);
+        }
+        buf_free(&out);
+    } else {
+        ck_assert_msg(rc == 0, "%s: rc %d", head, rc);
+        /* and whole, it is one ordinary request */
+        rc = R->parse_req(&p, buf, hl + vlen + 2, &req);
+        ck_assert_int_eq(rc, (int)(hl + vlen + 2));
+        ck_assert_uint_eq(req.body_len, 0);
+    }
+    proto_parser_free(&p);
+    free(buf);
+}
+
+START_TEST(test_req_large_last_argument_is_a_body)
+{
+    expect_split("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n", 300000, 262144, 1, PROTO_REQ_SINGLE);
+    expect_split("*4\r\n$4\r\nHSET\r\n$1\r\nh\r\n$1\r\nf\r\n", 300000, 262144, 1,
+                 PROTO_REQ_SINGLE);
+    expect_split("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n", 300000, 0, 0, 0);       /* off */
+    expect_split("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n", 1000, 262144, 0, 0);     /* small */
+    expect_split("*2\r\n$3\r\nGET\r\n", 300000, 262144, 0, 0);             /* a key */
+    expect_split("*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n", 300000, 262144, 0,
+                 0);                                                       /* fan-out */
+    expect_split("*2\r\n$4\r\nECHO\r\n", 300000, 262144, 0, 0);            /* local */
+    expect_split("*3\r\n$5\r\nNOSET\r\n$1\r\nk\r\n", 300000, 262144, 1,
+                 PROTO_REQ_ERROR);                                         /* refused */
+}
+END_TEST
+
 /* --------------------------------------------------------------- table */
 
 START_TEST(test_table_sorted_and_consistent)
@@ -1400,6 +1455,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_req_empty_requests_skipped);
     tcase_add_test(tc, test_req_fatal_errors);
     tcase_add_test(tc, test_req_big_value_resumes_without_rescanning);
+    tcase_add_test(tc, test_req_large_last_argument_is_a_body);
     tcase_add_test(tc, test_table_sorted_and_consistent);
     tcase_add_test(tc, test_table_covers_keyed_commands);
     tcase_add_test(tc, test_lookup_case_insensitive);
