@@ -377,27 +377,58 @@ static int keys_extract(const struct redis_command *c, const struct proto_key *a
     if (c->numkeys > 0) {
         int64_t nk;
         const struct proto_key *a = &args[c->numkeys];
+        int bad;
         if (c->numkeys >= argc)
             return -2;
-        if (parse_num(buf + a->off, a->len, &nk) < 0) {
-            *err = ERR_NOTINT;
-            return -1;
-        }
-        if (nk < 0) {
-            *err = ERR_NK_NEG;
-            return -1;
-        }
-        if (nk > (int64_t)argc - c->numkeys - 1) {
-            *err = ERR_NK_BIG;
-            return -1;
-        }
-        if (nk == 0) {
-            if (c->flags & REDIS_CMD_NKINPUT)
+        bad = parse_num(buf + a->off, a->len, &nk) < 0;
+        /* Each family answers a bad numkeys with its own Redis 7.0 text
+         * (the server never extracts keys before the command runs):
+         * scripts (evalGenericCommand, fcallCommandGeneric) "not an integer",
+         * "can't be negative", "can't be greater than number of args";
+         * sorted-set ops (zunionInterDiffGenericCommand) "not an integer",
+         * "at least 1 input key", "syntax error"; LMPOP, BLMPOP, ZMPOP, BZMPOP,
+         * SINTERCARD (getRangeLongFromObjectOrReply 1..LONG_MAX) "numkeys
+         * should be greater than 0" for anything but a positive integer, then
+         * when the keys (and for *MPOP the LEFT|RIGHT|MIN|MAX after them) do
+         * not fit "syntax error" (*MPOP) or "can't be greater than number of
+         * args" (SINTERCARD). */
+        if (c->flags & REDIS_CMD_NOKEY) {
+            if (bad) {
+                *err = ERR_NOTINT;
+                return -1;
+            }
+            if (nk < 0) {
+                *err = ERR_NK_NEG;
+                return -1;
+            }
+            if (nk > (int64_t)argc - c->numkeys - 1) {
+                *err = ERR_NK_BIG;
+                return -1;
+            }
+        } else if (c->flags & REDIS_CMD_NKINPUT) {
+            if (bad) {
+                *err = ERR_NOTINT;
+                return -1;
+            }
+            if (nk < 1)
                 return -3;      /* the caller names the command in the error */
-            if (!(c->flags & REDIS_CMD_NOKEY)) {
+            if (nk > (int64_t)argc - c->numkeys - 1) {
+                *err = ERR_SYNTAX;
+                return -1;
+            }
+        } else {
+            int32_t ar = c->arity < 0 ? -c->arity : c->arity;
+            int64_t after = ar - c->numkeys - 2;    /* LEFT|RIGHT|MIN|MAX: 1 */
+            if (bad || nk < 1) {
                 *err = ERR_NK_ZERO;
                 return -1;
             }
+            if (nk > (int64_t)argc - c->numkeys - 1 - (after > 0 ? after : 0)) {
+                *err = after > 0 ? ERR_SYNTAX : ERR_NK_BIG;     /* SINTERCARD: NK_BIG */
+                return -1;
+            }
+        }
+        if (nk == 0) {
             keys[n++] = args[1];
             *nokey = 1;
         }

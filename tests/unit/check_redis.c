@@ -667,6 +667,38 @@ START_TEST(test_eval_numkeys)
     ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
     r = req_of("SINTERCARD 0 a", AUTHED);
     ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
+    /* each family's own texts, as redis-server 7.0.15 answers them (the
+     * upstream suite's "LMPOP/ZMPOP/BZMPOP with illegal argument" tests) */
+    static const struct { const char *line, *err; } bad[] = {
+        { "LMPOP a k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP -1 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 01 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 9223372036854775808 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 2 k LEFT", "-ERR syntax error\r\n" },   /* no room for LEFT */
+        { "LMPOP 3 k LEFT", "-ERR syntax error\r\n" },
+        { "BLMPOP 0 a k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "BLMPOP 0 2 k LEFT", "-ERR syntax error\r\n" },
+        { "ZMPOP -1 k MIN", "-ERR numkeys should be greater than 0\r\n" },
+        { "ZMPOP 2 k MIN", "-ERR syntax error\r\n" },
+        { "BZMPOP 1 1.5 k MIN", "-ERR numkeys should be greater than 0\r\n" },
+        { "BZMPOP 1 9 k MIN", "-ERR syntax error\r\n" },
+        { "SINTERCARD x a", "-ERR numkeys should be greater than 0\r\n" },
+        { "SINTERCARD -1 a", "-ERR numkeys should be greater than 0\r\n" },
+        { "SINTERCARD 2 a", "-ERR Number of keys can't be greater than number of args\r\n" },
+        { "ZUNION -1 a", "-ERR at least 1 input key is needed for 'zunion' command\r\n" },
+        { "ZINTERCARD -1 a", "-ERR at least 1 input key is needed for 'zintercard' command\r\n" },
+        { "ZUNION x a", "-ERR value is not an integer or out of range\r\n" },
+        { "ZUNION 2 a", "-ERR syntax error\r\n" },
+        { "ZINTERSTORE d 3 a b", "-ERR syntax error\r\n" },
+    };
+    for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+        r = req_of(bad[i].line, AUTHED);
+        ck_assert_msg(strcmp(r.err, bad[i].err) == 0, "%s: %s", bad[i].line, r.err);
+    }
+    r = req_of("LMPOP 1 k LEFT", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    r = req_of("SINTERCARD 2 a b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SAME);
     r = req_of("EVAL s 1 k", AUTHED);
     ck_assert(!(r.req.flags & PROTO_RF_NOKEY));
     ck_assert(r.req.flags & PROTO_RF_WRITE);
