@@ -177,6 +177,18 @@ static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
     return 1;
 }
 
+/* A "DB <n>" among the options that follow the keys, as Redis's COPY reads
+ * them (any position, any case; a trailing DB without its number is Redis's
+ * syntax error, left to the server). */
+static int has_db_option(const char *buf, const struct redis_command *c,
+                         const struct proto_key *args, uint32_t argc)
+{
+    for (uint32_t i = (uint32_t)c->last + 1; i + 1 < argc; i++)
+        if (arg_eq(buf, &args[i], "DB"))
+            return 1;
+    return 0;
+}
+
 static void lower_name(const char *name, char *out, size_t cap)
 {
     size_t i = 0;
@@ -743,6 +755,11 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             name[i] = c->name[i] == '|' ? ' ' : c->name[i];
         name[i] = '\0';
         req_error(p, req, "ERR command '%s' is not supported by ringleader", name);
+        return 0;
+    }
+    if ((c->flags & REDIS_CMD_DBOPT) && has_db_option(buf, c, args, argc)) {
+        req_error(p, req, "ERR %s's DB option is not supported by ringleader "
+                  "(it writes another database, which the pool never reads)", c->name);
         return 0;
     }
     if ((c->flags & REDIS_CMD_SCRIPT) && (p->flags & PROTO_PF_DENY_SCRIPTS)) {

@@ -528,6 +528,19 @@ static void expect_refused(const char *line, const char *name)
     ck_assert_str_eq(r.err, want);
 }
 
+START_TEST(test_copy_db_option)
+{
+    static const char *lines[] = { "COPY a b DB 1", "copy a b replace db 0", "COPY db b dB 2" };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct res r = req_of(lines[i], AUTHED);
+        ck_assert_int_gt(r.rc, 0);
+        ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+        ck_assert_str_eq(r.err, "-ERR COPY's DB option is not supported by ringleader "
+                         "(it writes another database, which the pool never reads)\r\n");
+    }
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     expect_refused("MONITOR", "MONITOR");
@@ -589,6 +602,8 @@ START_TEST(test_classification)
         { "PFCOUNT a b", PROTO_REQ_SAME, { "a", "b" } },
         { "PFMERGE d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
         { "COPY a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "COPY a b REPLACE", PROTO_REQ_SAME, { "a", "b" } },
+        { "COPY a b DB", PROTO_REQ_SAME, { "a", "b" } },   /* the server's syntax error */
         { "BITOP AND d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
         { "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km", PROTO_REQ_SAME, { "d", "s" } },
         { "GEORADIUS g 0 0 1 km STORE dst", PROTO_REQ_SAME, { "g", "dst" } },
@@ -1717,6 +1732,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_arity_errors_redis_text);
     tcase_add_test(tc, test_unknown_command_text);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_copy_db_option);
     tcase_add_test(tc, test_classification);
     tcase_add_test(tc, test_eval_numkeys);
     tcase_add_test(tc, test_rsp_types);
