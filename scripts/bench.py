@@ -386,8 +386,9 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls", "stampede",
-                                 "rejoin_cost", "shadow", "callgrind") if getattr(a, m)), None)
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls",
+                                 "blpop_queue", "stampede", "rejoin_cost", "shadow",
+                                 "callgrind") if getattr(a, m)), None)
         if mode:
             import bench_modes
             import bench_safety
@@ -400,6 +401,7 @@ class Bench:
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
                     "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
+                    "blpop_queue": bench_modes.blpop_queue,
                     "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
                     "shadow": bench_safety.shadow,
                     "callgrind": bench_safety.callgrind}[mode](self)
@@ -568,15 +570,22 @@ def main():
     m.add_argument("--tls", action="store_true",
                    help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
                    "of ringleader and of nutcracker; TLS vs plaintext to the backends")
+    m.add_argument("--blpop-queue", action="store_true",
+                   help="a Redis job queue: producers RPUSH, consumers blocked in BLPOP, "
+                   "straight at the queue's server and through ringleader (4 servers)")
+    m.add_argument("--queue-clients", type=int, default=4,
+                   help="--blpop-queue: producers and as many consumers (4)")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.stampede,
-                      a.rejoin_cost, a.shadow, a.callgrind))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --stampede, "
-                 "--rejoin-cost, --shadow, --callgrind at a time")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.blpop_queue,
+                      a.stampede, a.rejoin_cost, a.shadow, a.callgrind))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --blpop-queue, "
+                 "--stampede, --rejoin-cost, --shadow, --callgrind at a time")
+    if not 1 <= a.queue_clients <= 64:
+        ap.error("--queue-clients 1..64")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
         ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")
 

@@ -1118,6 +1118,9 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
             fixed = "no server available";
         break;
     case PROTO_ERR_SERVER:
+    case PROTO_ERR_ABORTED:         /* memcached has no sessions: never asked */
+    case PROTO_ERR_LIMIT:
+    case PROTO_ERR_TARGET:
         if (reason == NULL)
             fixed = "backend error";
         break;

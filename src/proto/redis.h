@@ -41,6 +41,11 @@
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
 #define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
+#define REDIS_CMD_STREAMS    0x40000  /* keys: the first half of what follows STREAMS (XREAD) */
+#define REDIS_CMD_CURSOR     0x80000  /* SCAN: argument 1 is a pool cursor (INDEXED) */
+#define REDIS_CMD_DBOPT     0x100000  /* a DB <n> option after the keys: refused (COPY) */
+#define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
+#define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))
 
 /* The number grammar of Redis's string2ll, for util_parse_dec: what every
  * number the proxy reads in a request must follow. */
@@ -53,7 +58,27 @@ enum redis_merge {
     REDIS_MERGE_OK,        /* MSET, FLUSHALL: +OK if all are, else the first error */
     REDIS_MERGE_SUM,       /* DEL, EXISTS, DBSIZE ...: integers summed */
     REDIS_MERGE_KEYSPACE,  /* INFO keyspace: keys= and expires= summed per db */
-    REDIS_MERGE_INFO       /* INFO: the backends' sections and the proxy's own (merge_env) */
+    REDIS_MERGE_INFO,      /* INFO: the backends' sections and the proxy's own (merge_env) */
+    REDIS_MERGE_CONCAT,    /* KEYS: the arrays one after the other */
+    REDIS_MERGE_FIRST,     /* SCRIPT LOAD: the first error, else the first reply (all equal) */
+    REDIS_MERGE_AND,       /* SCRIPT EXISTS: 1 where every server says 1 */
+    REDIS_MERGE_RANDOM,    /* RANDOMKEY: a random non-nil reply (merge_env) */
+    REDIS_MERGE_SCAN       /* SCAN: the server's cursor re-encoded as a pool cursor (merge_env) */
+};
+
+/* What a command does to a client's session (struct redis_command.session). */
+enum redis_session {
+    REDIS_SESS_NONE,
+    REDIS_SESS_MULTI,
+    REDIS_SESS_EXEC,
+    REDIS_SESS_DISCARD,
+    REDIS_SESS_WATCH,
+    REDIS_SESS_UNWATCH,
+    REDIS_SESS_QUEUE,        /* LOCAL outside MULTI, sent to the server inside (PING, ECHO, TIME) */
+    REDIS_SESS_BLOCK_LAST,   /* blocks; the timeout is the last argument, seconds (BLPOP) */
+    REDIS_SESS_BLOCK_FIRST,  /* blocks; the timeout is argument 1, seconds (BLMPOP) */
+    REDIS_SESS_BLOCK_OPT,    /* blocks with a BLOCK <ms> option (XREAD, XREADGROUP) */
+    REDIS_SESS_WAIT          /* WAIT numreplicas <ms>: only on a session's connection */
 };
 
 /* What local() does for a LOCAL command. */
@@ -81,7 +106,8 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_LIST,
     REDIS_LOCAL_CLIENT_SETINFO,
     REDIS_LOCAL_CLIENT_NO_EVICT,
-    REDIS_LOCAL_CLIENT_NO_TOUCH
+    REDIS_LOCAL_CLIENT_NO_TOUCH,
+    REDIS_LOCAL_UNWATCH      /* UNWATCH of a client without a session: nothing is watched */
 };
 
 /*
@@ -101,7 +127,7 @@ struct redis_command {
     uint8_t     numkeys;
     uint8_t     merge;      /* enum redis_merge */
     uint8_t     local;      /* enum redis_local */
-    uint32_t    flags;      /* REDIS_CMD_* */
+    uint32_t    flags;      /* REDIS_CMD_*, and REDIS_CMD_SESS(enum redis_session) */
 };
 
 /* The table, sorted by name (strcmp order), and its size. */
