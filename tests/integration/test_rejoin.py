@@ -28,40 +28,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, check, eq,  # noqa: E402
-                     ring_owners, yaml_scalar)
+                     ring_owners, wait_stopped, ydump)
 
 R = Runner("test_rejoin", per_test_timeout=60, total_timeout=200)
 
 RETRY_MS = 400
 TIMEOUT_MS = 250
 NKEYS = 100          # updated, and as many deleted, while the owner is down
-
-
-def ydump(obj, indent=0):
-    """YAML for nested dicts and lists of scalars."""
-    pad = " " * indent
-    out = []
-    for k, v in obj.items():
-        if isinstance(v, dict):
-            out.append("%s%s:" % (pad, k))
-            out.append(ydump(v, indent + 2))
-        elif isinstance(v, (list, tuple)):
-            out.append("%s%s:" % (pad, k))
-            out.extend("%s - %s" % (pad, yaml_scalar(x)) for x in v)
-        else:
-            out.append("%s%s: %s" % (pad, k, yaml_scalar(v)))
-    return "\n".join(out)
-
-
-def wait_stopped(pid, timeout=5.0):
-    """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
-    raise AssertionError("process %d not stopped after %.0f s" % (pid, timeout))
 
 
 class Setup:

@@ -28,36 +28,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import (Memcached, Proxy, Raw, Redis, Runner, check, eq, ring_owners,  # noqa: E402
-                     yaml_scalar)
+                     wait_stopped, ydump)
 
 R = Runner("test_shadow", per_test_timeout=60, total_timeout=180)
 
 SHADOW_TIMEOUT_MS = 200
-
-
-def ydump(obj, indent=0):
-    pad = " " * indent
-    out = []
-    for k, v in obj.items():
-        if isinstance(v, dict):
-            out.append("%s%s:" % (pad, k))
-            out.append(ydump(v, indent + 2))
-        elif isinstance(v, (list, tuple)):
-            out.append("%s%s:" % (pad, k))
-            out.extend("%s - %s" % (pad, yaml_scalar(x)) for x in v)
-        else:
-            out.append("%s%s: %s" % (pad, k, yaml_scalar(v)))
-    return "\n".join(out)
-
-
-def wait_stopped(pid, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
-    raise AssertionError("process %d not stopped" % pid)
 
 
 class Pair:
