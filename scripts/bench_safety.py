@@ -163,6 +163,22 @@ def stampede(b):
 
 # ------------------------------------------------------------------ --rejoin-cost
 
+def side_by_side(b, scenarios, targets, procs):
+    """Prefill each target, then the side-by-side rounds of each scenario, alternating:
+    [(scenario, medians of targets[0], medians of targets[1])]."""
+    for t in targets:
+        why = b.prefill(t)
+        if why:
+            raise Setup(f"{t}: {why}")
+    rows = []
+    for sc in scenarios:
+        print(f"\n-- running {sc[0]}", flush=True)
+        b.rounds(sc, targets, procs)
+        s = b.print_scenario(sc, targets, {})
+        rows.append((sc[0], s[targets[0]], s[targets[1]]))
+    return rows
+
+
 def rejoin_cost(b):
     """The side-by-side scenarios through two pools that mark servers down
     (auto_eject_hosts: true), one with rejoin: invalidate (the default) and one with
@@ -180,16 +196,7 @@ def rejoin_cost(b):
         rl = Ringleader(b, t, yaml, listen, workers=a.workers)
         b.listen[t] = listen
         procs[t] = rl.p
-    for t in targets:
-        why = b.prefill(t)
-        if why:
-            raise Setup(f"{t}: {why}")
-    rows = []
-    for sc in scenarios:
-        print(f"\n-- running {sc[0]}", flush=True)
-        b.rounds(sc, targets, procs)
-        s = b.print_scenario(sc, targets, {})
-        rows.append((sc[0], s["invalidate"], s["trust"]))
+    rows = side_by_side(b, scenarios, targets, procs)
     print(f"\nload average at end: {loadavg()}")
     print("\nMarkdown summary (medians):\n")
     print("| scenario | invalidate ops/s | trust ops/s | ratio | invalidate p99 us | trust p99 us "
@@ -224,16 +231,7 @@ def shadow(b):
         b.listen[t] = listen
         procs[t], rls[t] = rl.p, rl
     b.backend_ports = main          # what prefill's and the runs' "direct" would use
-    for t in targets:
-        why = b.prefill(t)
-        if why:
-            raise Setup(f"{t}: {why}")
-    rows = []
-    for sc in scenarios:
-        print(f"\n-- running {sc[0]}", flush=True)
-        b.rounds(sc, targets, procs)
-        s = b.print_scenario(sc, targets, {})
-        rows.append((sc[0], s["shadow-off"], s["shadow-on"]))
+    rows = side_by_side(b, scenarios, targets, procs)
     time.sleep(STATS_PUBLISH_S)
     doc = rls["shadow-on"].doc()["bench"]
     counters = {k: doc.get(k, 0) for k in ("shadow_sent", "shadow_dropped", "shadow_failed",
