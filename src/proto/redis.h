@@ -43,7 +43,8 @@
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
 #define REDIS_CMD_STREAMS    0x40000  /* keys: the first half of what follows STREAMS (XREAD) */
 #define REDIS_CMD_CURSOR     0x80000  /* SCAN: argument 1 is a pool cursor (INDEXED) */
-#define REDIS_CMD_CLOCAL    0x100000  /* REFUSED, but answered here (.local) in a cluster pool
+#define REDIS_CMD_DBOPT     0x100000  /* a DB <n> option after the keys: refused (COPY) */
+#define REDIS_CMD_CLOCAL    0x200000  /* REFUSED, but answered here (.local) in a cluster pool
                                        * (PROTO_PF_CLUSTER): CLUSTER SLOTS, READONLY ... */
 #define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
 #define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))
@@ -171,6 +172,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
  * *err a complete static error reply (bad numkeys), -2 for an argument count
  * the command cannot take. *nokey: a script with numkeys 0, routed by its body.
  */
+/* Membership safety (redis_safety.c): proto_ops.invalidate, .ttl_cap, .collapsible. */
+int redis__invalidate(const char *key, size_t len, struct buf *out, uint16_t *cmd);
+int redis__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);
+int redis__collapsible(const struct proto_req *req, const char *buf);
+
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
                         uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
                         const char **err);

@@ -20,6 +20,7 @@ struct tls_ctx;
 struct proto_ops;
 struct registry;
 struct reload;
+struct rejoin_store;
 struct worker;
 struct signals;
 struct ops_rate;
@@ -47,6 +48,7 @@ struct snapshot_pool {
      * the roles and replicas of the slot map this snapshot's ring was built from (owned) */
     struct cluster           *cluster;
     struct cluster_view      *cview;
+    uint32_t                  shadow;     /* shadow: {pool}'s index, or ROUTE_NONE */
     /* TLS contexts of the listener and of the server connections (NULL:
      * plaintext), built from the files with the snapshot: a reload re-reads
      * them, and open connections keep the context they started with */
@@ -109,6 +111,7 @@ struct proxy {
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */
     struct admin              *admin;         /* the admin endpoint, or NULL */
     struct cluster_registry   *clusters;      /* Redis Cluster pools' maps (cluster.c) */
+    struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

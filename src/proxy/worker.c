@@ -217,6 +217,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
         cworker_free(wp->cworker);
         wp->cworker = NULL;
     }
+    wp->shadow = sp->shadow;
     wp->tls = sp->tls;
     wp->server_tls = sp->server_tls;
 }

@@ -10,6 +10,7 @@
 #include "hotkeys.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/msg.h"
 #include "proxy/route.h"
 #include "queue.h"
 #include "ring.h"
@@ -61,6 +62,8 @@ struct wpool {
     struct hotkeys_snapshot *hot_pub;    /* published every second under w->mu */
     struct cworker          *cworker;    /* a Redis Cluster pool's redirects and parked
                                             requests (cluster_worker.c), else NULL */
+    uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
+    struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
 };
 
 struct worker {

@@ -955,6 +955,9 @@ START_TEST(test_redis_cluster_errors)
     load_err(CL_HEAD "  redis_db: 2\n", "t.yml:", "a Redis Cluster has only database 0");
     load_err(CL_HEAD "  server_tls:\n    verify: false\n", "t.yml:",
              "'server_tls': not supported with redis_cluster: true yet");
+    load_err(CL_HEAD "  rejoin: flush\n", "t.yml:", "'rejoin': not used with redis_cluster");
+    load_err(CL_HEAD "  failover_ttl: 60\n", "t.yml:", "never to a failover server");
+    load_err(CL_HEAD "  collapse_gets: true\n", "t.yml:", "'collapse_gets': not used with");
     load_err(CL_HEAD "  protocol: memcache\n", "t.yml:", "a Redis Cluster pool speaks Redis");
     load_err(CL_HEAD "  redis: false\n", "t.yml:", "a Redis Cluster pool speaks Redis");
     load_err(CL_HEAD "  cluster_zones:\n    \"10.0.1.0/33\": a\n", "t.yml:", "not an IPv4 network");
