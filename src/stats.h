@@ -47,6 +47,9 @@ struct buf;
     ACTION(pin_refused,         COUNTER, "# pinned connections refused over max_pinned")    \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
+    ACTION(pubsub_clients,      GAUGE,   "# clients in subscribed mode (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE)") \
+    ACTION(pubsub_messages,     COUNTER, "# pub/sub messages delivered to subscribed clients") \
+    ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \

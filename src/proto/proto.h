@@ -31,8 +31,18 @@ enum proto_kind {
     PROTO_REQ_FANOUT,     /* several keys split per server, replies merged */
     PROTO_REQ_BROADCAST,  /* sent to every server, replies merged (flush_all ...) */
     PROTO_REQ_LOCAL,      /* answered by the proxy */
-    PROTO_REQ_ERROR       /* answered with err; body_len bytes swallowed */
+    PROTO_REQ_ERROR,      /* answered with err; body_len bytes swallowed */
+    PROTO_REQ_SUBSCRIBE   /* (un)subscribes the client: req->sub says what, keys[] are the
+                           * names (none: every name of that class); see pubsub.c */
 };
+
+/* PROTO_REQ_SUBSCRIBE: the class of names (channels are placed like keys, on their owner;
+ * patterns on every server; shard channels like channels, counted apart) and the way. */
+#define PROTO_SUB_CHANNEL   1
+#define PROTO_SUB_PATTERN   2
+#define PROTO_SUB_SHARD     3
+#define PROTO_SUB_CLASS     0x03
+#define PROTO_SUB_UNSUB     0x04  /* unsubscribe (else subscribe) */
 
 /* Request flags. */
 #define PROTO_RF_NOREPLY    0x0001  /* client wants no reply: the core discards the server's */
@@ -44,10 +54,22 @@ enum proto_kind {
 #define PROTO_RF_NOKEY      0x0040  /* SINGLE request routed by a non-key argument (EVAL 0) */
 #define PROTO_RF_KEYBYTES   0x0080  /* keys[] are not the key bytes in buf: read them
                                      * through proto_ops.key_bytes (meta b, Redis inline) */
+#define PROTO_RF_CHANNEL    0x0100  /* keys[0] is a pub/sub channel: placed on its owner only
+                                     * (never copied, spread or failed over), so that
+                                     * publishers and subscribers meet on one server */
+#define PROTO_RF_VARIANT    0x0200  /* the client speaks the protocol's second variant
+                                     * (Redis RESP3): server connections of that variant
+                                     * carry it and the replies the proxy writes are in it */
 
 struct proto_key {
     uint32_t off;   /* from the start of the request's buffer */
     uint32_t len;
+};
+
+/* Bytes by address (a pub/sub name the core holds). */
+struct proto_name {
+    const char *bytes;
+    uint32_t    len;
 };
 
 /* Protocol-private annotations of one request, read only by the same
@@ -84,6 +106,7 @@ struct proto_req {
                             * a fatal return may have none (err_len 0): close silently */
     uint32_t err_len;
     const char *why;       /* fatal return: a static reason for the log line, or NULL */
+    uint8_t     sub;       /* SUBSCRIBE: PROTO_SUB_* class | PROTO_SUB_UNSUB */
     union {
         struct proto_mc_req    mc;
         struct proto_redis_req redis;
@@ -95,6 +118,9 @@ struct proto_req {
 #define PROTO_SF_ITEM      0x0002  /* one value of a retrieval (a hit) */
 #define PROTO_SF_ERROR     0x0008  /* an error reply (SERVER_ERROR, -ERR ...) */
 #define PROTO_SF_SUPPRESS  0x0010  /* not for the client (quiet mode) */
+#define PROTO_SF_PUSH      0x0020  /* out of band: a pub/sub message (Redis RESP2 message
+                                    * array on a subscribed connection, a RESP3 push), the
+                                    * reply of no request; always one whole unit */
 
 struct proto_rsp {
     uint32_t hdr_len;      /* bytes of this unit in buf */
@@ -142,6 +168,16 @@ struct proto_parser {
 #define PROTO_PF_AUTHED       0x0002  /* Redis: client passed AUTH (or none needed) */
 #define PROTO_PF_DENY_SCRIPTS 0x0004  /* Redis: refuse EVAL*, FCALL*, SCRIPT, FUNCTION
                                        * (pool scripts: false) */
+#define PROTO_PF_VARIANT      0x0008  /* the connection speaks the second variant (Redis
+                                       * RESP3): a client's requests carry PROTO_RF_VARIANT;
+                                       * set and cleared by local() (HELLO 3, HELLO 2, RESET) */
+#define PROTO_PF_SUBSCRIBED   0x0010  /* the connection is in subscribed mode: a client's
+                                       * (set and cleared by the core's pubsub.c), or a server
+                                       * connection carrying subscriptions, whose parse_rsp
+                                       * then tells messages (PROTO_SF_PUSH) from replies */
+
+/* Connection variants a protocol may have (Redis: RESP2 and RESP3). */
+#define PROTO_VARIANTS 2
 
 /* Room a caller of key_bytes() gives for a decoded key: memcached's
  * KEY_MAX_LENGTH, the most a meta command's base64 key may decode to. */
@@ -152,6 +188,7 @@ struct proto_hello {
     const char *username;  /* Redis ACL user (redis_username), NULL: the default user */
     const char *password;  /* redis_auth, NULL: none */
     int         db;        /* redis_db */
+    int         variant;   /* the connection's variant (Redis: 1 asks for RESP3) */
 };
 
 /* Per-client state the proxy keeps for local commands. */
@@ -186,6 +223,8 @@ struct proto_env {
      * rusage_system_us, curr_connections, total_connections (the process's),
      * servers_up, ops_per_sec (requests of the pool in the last full second). */
     void      (*render_stats)(void *ctx, proto_stat_fn emit, void *arg);
+    int         variant;              /* the client's (PROTO_PF_VARIANT): merge_env writes
+                                       * its reply in it */
     /* The label of server i of the pool (i < nservers): BROADCAST fragment i went to it. */
     const char *(*server_name)(void *ctx, uint32_t i);
     void       *ctx;
@@ -201,6 +240,8 @@ enum proto_err {
 };
 
 #define PROTO_LOCAL_CLOSE 1
+#define PROTO_LOCAL_RESET 2   /* the client's connection state is reset (Redis RESET): its
+                               * subscriptions and pins end */
 
 struct proto_ops {
     const char *name;     /* "memcache", "redis" */
@@ -317,6 +358,17 @@ struct proto_ops {
     int (*join)(const struct proto_req *req, const char *buf, struct buf *out, uint32_t open_len);
     const char *join_miss;
     uint32_t    join_keys_max;
+
+    /* Pub/sub (all NULL: the protocol has none; PROTO_REQ_SUBSCRIBE is never parsed).
+     * sub_write: the command that makes a server connection do `sub` (PROTO_SUB_*) for
+     * names[0..n) (n > 0). sub_reply: one confirmation the client gets, in its variant,
+     * for name (NULL: a mass unsubscribe that had nothing to drop) after which it holds
+     * `count` subscriptions of the class. push_write: a PROTO_SF_PUSH unit rewritten for a
+     * client of `variant`. Each 0 or -ENOMEM. */
+    int (*sub_write)(uint8_t sub, const struct proto_name *names, uint32_t n, struct buf *out);
+    int (*sub_reply)(uint8_t sub, int variant, const char *name, size_t len, uint64_t count,
+                     struct buf *out);
+    int (*push_write)(int variant, const char *unit, size_t len, struct buf *out);
 };
 
 extern const struct proto_ops proto_memcache_ops;

@@ -1,4 +1,4 @@
-/* The Redis RESP2 protocol: resumable request/reply parsers, routing by the command table, fragments and merges. */
+/* The Redis protocol (RESP2, RESP3 replies): resumable request/reply parsers, routing by the command table, fragments, merges, pub/sub. */
 #include "config.h"
 
 #include <errno.h>
@@ -392,6 +392,8 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
                          struct proto_req *req)
 {
     const struct proto_key *args = p->keys;
+    /* the client's variant, on every request: the core picks connections by it */
+    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) ? PROTO_RF_VARIANT : 0);
     /* "NAME|SUB" is how the table names a subcommand, never a command Redis
      * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
     const struct redis_command *c =
@@ -440,6 +442,14 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req_static_error(req, ERR_NOAUTH);
         return;
     }
+    if ((p->flags & (PROTO_PF_SUBSCRIBED | PROTO_PF_VARIANT)) == PROTO_PF_SUBSCRIBED &&
+        !(c->flags & REDIS_CMD_SUBOK)) {
+        /* RESP2 subscribed mode, as Redis's processCommand; RESP3 has no such limit */
+        lower_name(c->name, name, sizeof(name));
+        req_error(p, req, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                  "PING / QUIT / RESET are allowed in this context", name);
+        return;
+    }
     if (c->flags & REDIS_CMD_WRITE)
         req->flags |= PROTO_RF_WRITE;
     if ((c->flags & REDIS_CMD_REFUSED) ||
@@ -456,6 +466,15 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
                   "(the pool has scripts: false)", c->name);
         return;
     }
+    if (REDIS_CMD_SUB_OF(c->flags) != 0) {
+        /* the names are every argument after the command's (keys[k] is read from k + 1) */
+        for (uint32_t i = 1; i < argc; i++)
+            p->keys[i - 1] = args[i];
+        req->kind = PROTO_REQ_SUBSCRIBE;
+        req->sub = REDIS_CMD_SUB_OF(c->flags);
+        req->nkeys = argc - 1;
+        return;
+    }
     if (c->flags & REDIS_CMD_LOCAL) {
         req->kind = PROTO_REQ_LOCAL;
         if (c->local == REDIS_LOCAL_QUIT)
@@ -470,6 +489,10 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     const char *err = NULL;
     int nokey;
     int n = keys_extract(c, args, argc, buf, p->keys, &nokey, &err);
+    if (n == -2 && c->local != REDIS_LOCAL_NONE) {
+        req->kind = PROTO_REQ_LOCAL;    /* keys it may go without (PUBSUB NUMSUB) */
+        return;
+    }
     if (n == -2 || n == 0) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
@@ -489,6 +512,8 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req->flags |= PROTO_RF_NOKEY;
     if (c->flags & REDIS_CMD_HIT)
         req->flags |= PROTO_RF_RETRIEVAL;
+    if (c->flags & REDIS_CMD_CHANNEL)
+        req->flags |= PROTO_RF_CHANNEL;
     if (n == 1)
         req->kind = PROTO_REQ_SINGLE;
     else if (c->flags & REDIS_CMD_FANOUT)
@@ -777,9 +802,60 @@ more:
 #define RSP_LINE_MAX  (64u * 1024)   /* +simple / -error / :int / $ / * lines */
 
 /*
- * Skip whole RESP elements from *pos until *pending reaches 0. An array
- * adds its length to *pending, so nested arrays need no stack and a reply
- * claiming 2^31 elements costs nothing until they arrive.
+ * Replies are RESP2 or RESP3 (a client that said HELLO 3 has server connections that
+ * did too): every type Redis 7.0 sends is known, and each reply's end is found in place.
+ *
+ *   line types    + simple  - error  : integer  _ null  # boolean  , double  ( big number
+ *   length types  $ bulk ($-1 null)  ! blob error  = verbatim (a "txt:" prefix in its data)
+ *   aggregates    * array (*-1 null)  ~ set  > push  % map (2n elements)
+ *                 | attribute: 2n elements annotating the element that follows it
+ *
+ * Streamed strings and aggregates ($?, *? ...) are in the RESP3 specification but Redis
+ * never sends them; like anything else that is not a reply, they close the connection.
+ */
+
+/* The aggregate or length type's byte: 1 for a bulk-like type, 2 for an aggregate
+ * (its elements counted per announced unit: 2 for maps and attributes), 0 otherwise. */
+static inline int rsp_type(char t, int *per)
+{
+    switch (t) {
+    case '$': case '!': case '=':
+        return 1;
+    case '*': case '~': case '>':
+        *per = 1;
+        return 2;
+    case '%': case '|':
+        *per = 2;
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+/* A line type's payload is what Redis writes there (numbers as string2ll reads them,
+ * "_" empty, "#" one of t f); doubles and big numbers are passed through unread. */
+static int rsp_line_ok(char t, const char *num, size_t numlen)
+{
+    int64_t n;
+    switch (t) {
+    case '+': case '-': case ',': case '(':
+        return 1;
+    case ':':
+        return parse_num(num, numlen, &n) == 0;
+    case '_':
+        return numlen == 0;
+    case '#':
+        return numlen == 1 && (num[0] == 't' || num[0] == 'f');
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Skip whole RESP elements from *pos until *pending reaches 0. An aggregate
+ * adds its element count to *pending (an attribute adds its pairs and is no
+ * element itself), so nested aggregates need no stack and a reply claiming
+ * 2^31 elements costs nothing until they arrive.
  * Returns 1 when *pending is 0, 0 when more bytes are needed (*pos and
  * *pending describe the elements completed so far), -1 on garbage.
  */
@@ -807,19 +883,13 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
             return -1;
         const char *num = buf + at + 1;
         size_t numlen = eol - 1 - at - 1;
+        char t = buf[at];
+        int per = 1;
         int64_t n;
-        switch (buf[at]) {
-        case '+':
-        case '-':
-            at = eol + 1;
-            break;
-        case ':':
-            if (parse_num(num, numlen, &n) < 0)
-                return -1;
-            at = eol + 1;
-            break;
-        case '$':
-            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > (int64_t)REDIS_MAX_BULK)
+        switch (rsp_type(t, &per)) {
+        case 1:
+            if (parse_num(num, numlen, &n) < 0 || n < (t == '$' ? -1 : 0) ||
+                n > (int64_t)REDIS_MAX_BULK)
                 return -1;
             if (n >= 0) {
                 size_t end = eol + 1 + (size_t)n + 2;
@@ -834,15 +904,20 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
                 at = eol + 1;
             }
             break;
-        case '*':
-            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > INT32_MAX)
+        case 2:
+            if (parse_num(num, numlen, &n) < 0 || n < (t == '*' ? -1 : 0) || n > INT32_MAX)
                 return -1;
-            if (n > 0)
-                left += (uint64_t)n;
             at = eol + 1;
+            if (n > 0)
+                left += (uint64_t)n * (uint64_t)per;
+            if (t == '|')
+                continue;           /* annotates the next element: not one itself */
             break;
         default:
-            return -1;
+            if (!rsp_line_ok(t, num, numlen))
+                return -1;
+            at = eol + 1;
+            break;
         }
         left--;
     }
@@ -864,12 +939,28 @@ static int rsp_line(const char *buf, size_t len, size_t *eol)
     return 1;
 }
 
+/* Whether the whole aggregate buf[0..len) (header line ending at eol) is a pub/sub message
+ * on a subscribed connection: its first element is "message", "pmessage" or "smessage"
+ * (subscribe confirmations and the rest are replies to what was asked). */
+static int rsp_is_message(const char *buf, size_t len, size_t eol)
+{
+    const char *e = buf + eol + 1;
+    size_t n = len - eol - 1;
+    return (n >= 13 && memcmp(e, "$7\r\nmessage\r\n", 13) == 0) ||
+           (n >= 14 && (memcmp(e, "$8\r\npmessage\r\n", 14) == 0 ||
+                        memcmp(e, "$8\r\nsmessage\r\n", 14) == 0));
+}
+
 /*
- * One unit per reply: simple strings, errors, integers and arrays are one
- * unit of hdr_len bytes; a top-level bulk string is its "$<n>\r\n" line
- * with body_len = n + 2, so a large value streams through. State between
- * calls (an incomplete array): p->u.redis.state RSP_ARRAY, p->u.redis.pending the elements
- * still pending, p->u.redis.scan the bytes of whole elements already walked.
+ * One unit per reply: every line type and every aggregate is one unit of hdr_len bytes;
+ * a top-level bulk string, blob error or verbatim string is its "$<n>\r\n" line with
+ * body_len = n + 2, so a large value streams through. An aggregate still incomplete after
+ * REDIS_RSP_UNIT_MAX bytes of whole elements is handed over in units of whole elements,
+ * except on a subscribed connection (PROTO_PF_SUBSCRIBED), where each aggregate is one
+ * whole unit and a message is marked PROTO_SF_PUSH, as a top-level RESP3 push always is.
+ * State between calls (an incomplete aggregate): p->u.redis.state RSP_ARRAY,
+ * p->u.redis.pending the elements still pending, p->u.redis.scan the bytes of whole
+ * elements already walked.
  */
 static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
                            uint16_t rflags, struct proto_rsp *rsp)
@@ -877,12 +968,15 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     size_t pos, eol;
     uint64_t pending;
     int64_t n;
-    int r;
+    int r, per = 1;
+    char top;                   /* the unit's type byte; 0 for the rest of a split aggregate */
 
+    (void)cmd;
     memset(rsp, 0, sizeof(*rsp));
     if (p->u.redis.state == RSP_ARRAY) {
         pos = p->u.redis.scan;
         pending = p->u.redis.pending;
+        top = pos == 0 ? 0 : buf[0];
         goto scan;
     }
     if (len == 0)
@@ -890,36 +984,36 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     r = rsp_line(buf, len, &eol);
     if (r <= 0)
         return r;
-    switch (buf[0]) {
-    case '-':
-        rsp->flags |= PROTO_SF_ERROR;
-        /* fall through */
-    case '+':
-        break;
-    case ':':
-        if (parse_num(buf + 1, eol - 2, &n) < 0)
+    top = buf[0];
+    switch (rsp_type(top, &per)) {
+    case 1:
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (buf[0] == '$' ? -1 : 0))
             return -1;
-        break;
-    case '$':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1)
-            return -1;
+        if (buf[0] == '!')
+            rsp->flags |= PROTO_SF_ERROR;
         if (n >= 0) {
             rsp->body_len = (uint64_t)n + 2;
-            if (rflags & PROTO_RF_RETRIEVAL)
+            if ((rflags & PROTO_RF_RETRIEVAL) && buf[0] == '$')
                 rsp->flags |= PROTO_SF_ITEM;
         }
         break;
-    case '*':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1 || n > INT32_MAX)
+    case 2:
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (buf[0] == '*' ? -1 : 0) || n > INT32_MAX)
             return -1;
-        if (n > 0) {
+        if (n > 0 || buf[0] == '|') {
             pos = eol + 1;
-            pending = (uint64_t)n;
+            pending = (uint64_t)(n > 0 ? n : 0) * (uint64_t)per + (buf[0] == '|');
             goto scan;
         }
+        if (buf[0] == '>')
+            rsp->flags |= PROTO_SF_PUSH;
         break;
     default:
-        return -1;
+        if (!rsp_line_ok(buf[0], buf + 1, eol - 2))
+            return -1;
+        if (buf[0] == '-')
+            rsp->flags |= PROTO_SF_ERROR;
+        break;
     }
     rsp->hdr_len = (uint32_t)(eol + 1);
     rsp->flags |= PROTO_SF_FINAL;
@@ -939,10 +1033,18 @@ scan:
         p->u.redis.pending = 0;
         rsp->hdr_len = (uint32_t)pos;
         rsp->flags |= PROTO_SF_FINAL;
+        if (p->flags & PROTO_PF_SUBSCRIBED) {
+            /* messages are out of band; confirmations (RESP3 pushes too) are replies */
+            if ((top == '*' || top == '>') && rsp_line(buf, pos, &eol) == 1 &&
+                rsp_is_message(buf, pos, eol))
+                rsp->flags |= PROTO_SF_PUSH;
+        } else if (top == '>') {
+            rsp->flags |= PROTO_SF_PUSH;
+        }
         return (int)pos;
     }
-    if (pos >= REDIS_RSP_UNIT_MAX) {
-        /* Hand over the whole elements so far; the rest of the array
+    if (pos >= REDIS_RSP_UNIT_MAX && !(p->flags & PROTO_PF_SUBSCRIBED) && top != '>') {
+        /* Hand over the whole elements so far; the rest of the aggregate
          * continues from offset 0 of the next call's buffer. */
         p->u.redis.state = RSP_ARRAY;
         p->u.redis.scan = 0;
@@ -986,6 +1088,34 @@ static const char *redis_key_bytes(const struct proto_req *req, const char *buf,
 static int append_bulk(struct buf *out, const char *s, size_t n)
 {
     if (buf_appendf(out, "$%zu\r\n", n) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int redis__text(const char *d, size_t len, const char **text, size_t *tlen)
+{
+    size_t eol;
+    int64_t n;
+    if (len == 0 || (d[0] != '$' && d[0] != '=') || rsp_line(d, len, &eol) != 1 ||
+        parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+        return -1;
+    *text = d + eol + 1;
+    *tlen = (size_t)n;
+    if (d[0] == '=') {
+        if (n < 4)
+            return -1;
+        *text += 4;             /* "txt:" */
+        *tlen -= 4;
+    }
+    return 0;
+}
+
+int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n)
+{
+    if (!verbatim)
+        return append_bulk(out, s, n);
+    if (buf_appendf(out, "=%zu\r\ntxt:", n + 4) < 0 || buf_append(out, s, n) < 0 ||
         buf_append(out, "\r\n", 2) < 0)
         return -ENOMEM;
     return 0;
@@ -1057,7 +1187,7 @@ static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *d = buf_rptr(frag[f]);
         size_t len = buf_len(frag[f]);
-        if (len > 0 && d[0] == '-') {
+        if (len > 0 && (d[0] == '-' || d[0] == '!')) {
             int64_t end = rsp_element_end(d, len, 0);
             *rc = end < 0 ? -1 : buf_append(out, d, (size_t)end);
             return 1;
@@ -1066,7 +1196,9 @@ static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf
     return 0;
 }
 
-static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint32_t *key_frag,
+/* MGET (per 1): one array of the fragments' elements in the client's key order; PUBSUB
+ * NUMSUB (per 2): the [channel, count] pairs in that order. */
+static int merge_array(uint32_t per, uint32_t nkeys, const uint32_t *key_frag,
                        struct buf *const *frag, uint32_t nfrag, struct buf *out)
 {
     size_t stack_pos[32];
@@ -1075,7 +1207,6 @@ static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint3
     uint64_t *fleft = stack_left;
     int rc = -1;
 
-    (void)keys;
     if (key_frag == NULL)
         return -1;
     if (nfrag > RL_ARRAY_SIZE(stack_pos)) {
@@ -1096,24 +1227,28 @@ static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint3
         fpos[f] = eol + 1;
         fleft[f] = (uint64_t)n;
     }
-    if (buf_appendf(out, "*%" PRIu32 "\r\n", nkeys) < 0) {
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", (uint64_t)nkeys * per) < 0) {
         rc = -ENOMEM;
         goto out;
     }
     for (uint32_t i = 0; i < nkeys; i++) {
         uint32_t f = key_frag[i];
-        if (f >= nfrag || fleft[f] == 0)
+        if (f >= nfrag || fleft[f] < per)
             goto out;
         const char *d = buf_rptr(frag[f]);
-        int64_t end = rsp_element_end(d, buf_len(frag[f]), fpos[f]);
-        if (end < 0)
-            goto out;
-        if (buf_append(out, d + fpos[f], (size_t)end - fpos[f]) < 0) {
+        size_t at = fpos[f];
+        for (uint32_t e = 0; e < per; e++) {
+            int64_t end = rsp_element_end(d, buf_len(frag[f]), at);
+            if (end < 0)
+                goto out;
+            at = (size_t)end;
+        }
+        if (buf_append(out, d + fpos[f], at - fpos[f]) < 0) {
             rc = -ENOMEM;
             goto out;
         }
-        fpos[f] = (size_t)end;
-        fleft[f]--;
+        fpos[f] = at;
+        fleft[f] -= per;
     }
     rc = 0;
     for (uint32_t f = 0; f < nfrag; f++)
@@ -1178,7 +1313,7 @@ static uint64_t ks_field(const char *s, size_t len, const char *name)
     return 0;
 }
 
-static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, int verbatim, struct buf *out)
 {
     struct keyspace_db *dbs = NULL;
     size_t ndb = 0;
@@ -1187,13 +1322,11 @@ static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *o
 
     buf_init(&body);
     for (uint32_t f = 0; f < nfrag; f++) {
-        const char *d = buf_rptr(frag[f]);
-        size_t len = buf_len(frag[f]), eol;
-        int64_t n;
-        if (len == 0 || d[0] != '$' || rsp_line(d, len, &eol) != 1 ||
-            parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+        const char *s;
+        size_t n;
+        if (redis__text(buf_rptr(frag[f]), buf_len(frag[f]), &s, &n) < 0)
             goto out;
-        const char *s = d + eol + 1, *e = s + n;
+        const char *e = s + n;
         while (s < e) {
             const char *le = memchr(s, '\n', (size_t)(e - s));
             size_t ll = le ? (size_t)(le - s) : (size_t)(e - s);
@@ -1237,13 +1370,109 @@ static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *o
                         ",avg_ttl=%" PRIu64 "\r\n", dbs[i].db, dbs[i].keys, dbs[i].expires,
                         dbs[i].expires ? dbs[i].ttl_weighted / dbs[i].expires : 0) < 0)
             goto nomem;
-    rc = append_bulk(out, buf_rptr(&body), buf_len(&body));
+    rc = redis__append_text(out, verbatim, buf_rptr(&body), buf_len(&body));
     goto out;
 nomem:
     rc = -ENOMEM;
 out:
     free(dbs);
     buf_free(&body);
+    return rc;
+}
+
+/* PUBSUB NUMPAT: the largest count. A pattern subscribed through the proxy is subscribed
+ * on every server, so each server counts every such pattern: the largest is the pool's. */
+static int merge_max(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    int64_t max = 0;
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0)
+            return -1;
+        if (f == 0 || n > max)
+            max = n;
+    }
+    return buf_appendf(out, ":%" PRId64 "\r\n", max);
+}
+
+struct union_elem {
+    const char *p;
+    size_t      len;
+};
+
+static int union_bytes(const struct union_elem *x, const struct union_elem *y)
+{
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, n);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* By name: an element's bytes after its header line ("$<n>\r\n"). */
+static int union_cmp(const void *a, const void *b)
+{
+    struct union_elem x = *(const struct union_elem *)a, y = *(const struct union_elem *)b;
+    const char *ex = memchr(x.p, '\n', x.len), *ey = memchr(y.p, '\n', y.len);
+    if (ex != NULL && ey != NULL) {
+        x.len -= (size_t)(ex + 1 - x.p);
+        x.p = ex + 1;
+        y.len -= (size_t)(ey + 1 - y.p);
+        y.p = ey + 1;
+    }
+    return union_bytes(&x, &y);
+}
+
+/* PUBSUB CHANNELS / SHARDCHANNELS: every server's channels, each once (a channel is on its
+ * owner through the proxy, but a backend's own clients may subscribe anywhere), sorted
+ * (Redis lists them in its hash table's order, which no two servers share). */
+static int merge_union(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    struct union_elem *el = NULL;
+    size_t nel = 0, cap = 0;
+    int rc = -1;
+
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || (d[0] != '*' && d[0] != '~') || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0 || n < 0)
+            goto out;
+        size_t at = eol + 1;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t end = rsp_element_end(d, len, at);
+            if (end < 0)
+                goto out;
+            if (nel == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                struct union_elem *g = realloc(el, nc * sizeof(*el));
+                if (g == NULL) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                el = g;
+                cap = nc;
+            }
+            el[nel].p = d + at;
+            el[nel].len = (size_t)end - at;
+            nel++;
+            at = (size_t)end;
+        }
+    }
+    if (nel > 1)
+        qsort(el, nel, sizeof(*el), union_cmp);
+    size_t uniq = 0;
+    for (size_t i = 0; i < nel; i++)
+        if (i == 0 || union_cmp(&el[i - 1], &el[i]) != 0)
+            uniq++;
+    rc = buf_appendf(out, "*%zu\r\n", uniq) < 0 ? -ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < nel; i++)
+        if ((i == 0 || union_cmp(&el[i - 1], &el[i]) != 0) && buf_append(out, el[i].p, el[i].len) < 0)
+            rc = -ENOMEM;
+out:
+    free(el);
     return rc;
 }
 
@@ -1254,6 +1483,8 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
     size_t mark = out->wpos;
     int rc;
 
+    (void)reqbuf;
+    (void)keys;
     if (cmd >= redis_ncommands || nfrag == 0)
         return -1;
     /* A fragment's reply is never empty; checking that first also keeps
@@ -1264,7 +1495,19 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
     if (merge_first_error(frag, nfrag, out, &rc) == 0) {
         switch (redis_commands[cmd].merge) {
         case REDIS_MERGE_ARRAY:
-            rc = merge_array(keys, nkeys, key_frag, frag, nfrag, out);
+            rc = merge_array(1, nkeys, key_frag, frag, nfrag, out);
+            break;
+        case REDIS_MERGE_PAIRS:
+            rc = merge_array(2, nkeys, key_frag, frag, nfrag, out);
+            break;
+        case REDIS_MERGE_MAX:
+            rc = merge_max(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_UNION:
+            rc = merge_union(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_FIRST:
+            rc = buf_append(out, buf_rptr(frag[0]), buf_len(frag[0]));
             break;
         case REDIS_MERGE_OK:
             rc = merge_ok(frag, nfrag, out);
@@ -1273,7 +1516,8 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
             rc = merge_sum(frag, nfrag, out);
             break;
         case REDIS_MERGE_KEYSPACE:
-            rc = merge_keyspace(frag, nfrag, out);
+            /* the servers' replies are of the client's variant: verbatim for RESP3 */
+            rc = merge_keyspace(frag, nfrag, buf_rptr(frag[0])[0] == '=', out);
             break;
         default:
             rc = -1;
@@ -1305,7 +1549,7 @@ static int redis_merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *
     int rc = 0;
 
     for (uint32_t f = 0; f < nfrag; f++)
-        if (buf_len(frag[f]) > 0 && buf_rptr(frag[f])[0] == '$')
+        if (buf_len(frag[f]) > 0 && (buf_rptr(frag[f])[0] == '$' || buf_rptr(frag[f])[0] == '='))
             answered[n++] = frag[f];
     buf_init(&keyspace);
     if (n > 0 && ks != NULL)
@@ -1346,14 +1590,22 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     return buf_append(out, "\r\n", 2);
 }
 
-/* AUTH [user] password, then SELECT db when it is not 0. Returns the
- * number of requests written (replies to swallow), or -ENOMEM. */
+/* AUTH [user] password (RESP3: HELLO 3 with its AUTH option), then SELECT db when it is
+ * not 0. Returns the number of requests written (replies to swallow), or -ENOMEM. */
 static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 {
     int n = 0;
     char num[16];
 
-    if (h->password != NULL) {
+    if (h->variant) {
+        const char *user = h->username != NULL ? h->username : "default";
+        if (buf_append_str(out, h->password != NULL ? "*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n"
+                                                    : "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n") < 0 ||
+            (h->password != NULL && (append_bulk(out, user, strlen(user)) < 0 ||
+                                     append_bulk(out, h->password, strlen(h->password)) < 0)))
+            return -ENOMEM;
+        n++;
+    } else if (h->password != NULL) {
         int rc = h->username != NULL
                      ? (buf_append_str(out, "*3\r\n$4\r\nAUTH\r\n") < 0 ||
                         append_bulk(out, h->username, strlen(h->username)) < 0)
@@ -1379,14 +1631,72 @@ static int redis_pin_reset(struct buf *out)
     return buf_append_str(out, "*1\r\n$5\r\nRESET\r\n") < 0 ? -ENOMEM : 1;
 }
 
-/* on_down: miss. A read of a down server's key answers nil; a write is
- * refused (storing it elsewhere would lose it when the server is back). */
+/* on_down: miss. A read of a down server's key answers nil (RESP3's null to a RESP3
+ * client); a write is refused (storing it elsewhere would lose it when the server is back). */
 static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
 {
     (void)cmd;
     if (rflags & PROTO_RF_WRITE)
         return buf_append_str(out, "-ERR server down (on_down: miss refuses writes)\r\n");
-    return buf_append_str(out, "$-1\r\n");
+    return buf_append_str(out, (rflags & PROTO_RF_VARIANT) ? "_\r\n" : "$-1\r\n");
+}
+
+/* ------------------------------------------------------------- pub/sub */
+
+/* The (un)subscription commands and the kinds of their confirmations, by PROTO_SUB_* value
+ * (class | UNSUB). */
+static const char *const sub_commands[8] = {
+    [PROTO_SUB_CHANNEL] = "SUBSCRIBE",    [PROTO_SUB_CHANNEL | PROTO_SUB_UNSUB] = "UNSUBSCRIBE",
+    [PROTO_SUB_PATTERN] = "PSUBSCRIBE",   [PROTO_SUB_PATTERN | PROTO_SUB_UNSUB] = "PUNSUBSCRIBE",
+    [PROTO_SUB_SHARD] = "SSUBSCRIBE",     [PROTO_SUB_SHARD | PROTO_SUB_UNSUB] = "SUNSUBSCRIBE",
+};
+static const char *const sub_kinds[8] = {
+    [PROTO_SUB_CHANNEL] = "subscribe",    [PROTO_SUB_CHANNEL | PROTO_SUB_UNSUB] = "unsubscribe",
+    [PROTO_SUB_PATTERN] = "psubscribe",   [PROTO_SUB_PATTERN | PROTO_SUB_UNSUB] = "punsubscribe",
+    [PROTO_SUB_SHARD] = "ssubscribe",     [PROTO_SUB_SHARD | PROTO_SUB_UNSUB] = "sunsubscribe",
+};
+
+static int redis_sub_write(uint8_t sub, const struct proto_name *names, uint32_t n, struct buf *out)
+{
+    const char *cmd = sub < 8 ? sub_commands[sub] : NULL;
+    if (cmd == NULL || n == 0)
+        return -EINVAL;
+    if (buf_appendf(out, "*%" PRIu32 "\r\n", n + 1) < 0 || append_bulk(out, cmd, strlen(cmd)) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        if (append_bulk(out, names[i].bytes, names[i].len) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* One confirmation as Redis 7.0 writes it (pubsub.c addReplyPubsub*Subscribed): an array
+ * in RESP2, a push in RESP3, of the kind, the name (a null for a mass unsubscribe that had
+ * nothing) and the client's count of that class. */
+static int redis_sub_reply(uint8_t sub, int variant, const char *name, size_t len,
+                           uint64_t count, struct buf *out)
+{
+    const char *kind = sub < 8 ? sub_kinds[sub] : NULL;
+    if (kind == NULL)
+        return -EINVAL;
+    if (buf_append_str(out, variant ? ">3\r\n" : "*3\r\n") < 0 ||
+        append_bulk(out, kind, strlen(kind)) < 0 ||
+        (name != NULL ? append_bulk(out, name, len)
+                      : buf_append_str(out, variant ? "_\r\n" : "$-1\r\n")) < 0 ||
+        buf_appendf(out, ":%" PRIu64 "\r\n", count) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* A message is the same array in both protocols but for its type byte (pubsub.c's
+ * addReplyPubsubMessage): rewritten for a client of the other one. */
+static int redis_push_write(int variant, const char *unit, size_t len, struct buf *out)
+{
+    char t = variant ? '>' : '*';
+    if (len == 0)
+        return -EINVAL;
+    if (buf_append(out, &t, 1) < 0 || buf_append(out, unit + 1, len - 1) < 0)
+        return -ENOMEM;
+    return 0;
 }
 
 const struct proto_ops proto_redis_ops = {
@@ -1405,6 +1715,9 @@ const struct proto_ops proto_redis_ops = {
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
     .pin_reset = redis_pin_reset,
+    .sub_write = redis_sub_write,
+    .sub_reply = redis_sub_reply,
+    .push_write = redis_push_write,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

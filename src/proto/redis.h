@@ -41,6 +41,13 @@
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
 #define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
+#define REDIS_CMD_CHANNEL    0x40000  /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
+#define REDIS_CMD_SUBOK      0x80000  /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
+                                       * the (un)subscriptions) */
+/* An (un)subscription: PROTO_SUB_* class | PROTO_SUB_UNSUB in bits 24..26 of the flags; its
+ * names are every argument after the command's. */
+#define REDIS_CMD_SUB(what)  ((uint32_t)(what) << 24)
+#define REDIS_CMD_SUB_OF(fl) ((uint8_t)(((fl) >> 24) & 0x07))
 
 /* The number grammar of Redis's string2ll, for util_parse_dec: what every
  * number the proxy reads in a request must follow. */
@@ -53,7 +60,11 @@ enum redis_merge {
     REDIS_MERGE_OK,        /* MSET, FLUSHALL: +OK if all are, else the first error */
     REDIS_MERGE_SUM,       /* DEL, EXISTS, DBSIZE ...: integers summed */
     REDIS_MERGE_KEYSPACE,  /* INFO keyspace: keys= and expires= summed per db */
-    REDIS_MERGE_INFO       /* INFO: the backends' sections and the proxy's own (merge_env) */
+    REDIS_MERGE_INFO,      /* INFO: the backends' sections and the proxy's own (merge_env) */
+    REDIS_MERGE_PAIRS,     /* PUBSUB NUMSUB: [channel, count] pairs in the client's order */
+    REDIS_MERGE_MAX,       /* PUBSUB NUMPAT: the largest integer */
+    REDIS_MERGE_UNION,     /* PUBSUB CHANNELS: every server's elements, each once */
+    REDIS_MERGE_FIRST      /* PUBSUB HELP: the first server's reply */
 };
 
 /* What local() does for a LOCAL command. */
@@ -81,7 +92,12 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_LIST,
     REDIS_LOCAL_CLIENT_SETINFO,
     REDIS_LOCAL_CLIENT_NO_EVICT,
-    REDIS_LOCAL_CLIENT_NO_TOUCH
+    REDIS_LOCAL_CLIENT_NO_TOUCH,
+    REDIS_LOCAL_CLIENT_TRACKING,
+    REDIS_LOCAL_CLIENT_TRACKINGINFO,
+    REDIS_LOCAL_CLIENT_GETREDIR,
+    REDIS_LOCAL_CLIENT_CACHING,
+    REDIS_LOCAL_EMPTY_ARRAY     /* PUBSUB NUMSUB without channels */
 };
 
 /*
@@ -101,7 +117,7 @@ struct redis_command {
     uint8_t     numkeys;
     uint8_t     merge;      /* enum redis_merge */
     uint8_t     local;      /* enum redis_local */
-    uint32_t    flags;      /* REDIS_CMD_* */
+    uint32_t    flags;      /* REDIS_CMD_*, and REDIS_CMD_SUB(what) for (un)subscriptions */
 };
 
 /* The table, sorted by name (strcmp order), and its size. */
@@ -125,6 +141,14 @@ size_t redis_command_listed(void);
  * NULL) and the proxy's numbers in env. 0, -1 (unreadable request), -ENOMEM. */
 int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                       const struct buf *keyspace, const struct proto_env *env, struct buf *out);
+
+/* The text of a bulk string or RESP3 verbatim string reply d[0..len) (without the
+ * verbatim's "txt:"); 0, or -1 if d is not one, whole. */
+int redis__text(const char *d, size_t len, const char **text, size_t *tlen);
+
+/* Append s[0..n) as a bulk string, or (verbatim) as RESP3's verbatim "txt" string, as Redis
+ * answers INFO and CLIENT INFO in each protocol. 0 or -ENOMEM. */
+int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n);
 
 /* LOCAL requests: write the reply (proto_ops.local). */
 int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,

@@ -12,6 +12,7 @@
 #include "proxy/forward.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/registry.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
@@ -41,7 +42,8 @@ static int64_t proxy_memory(const struct client *c)
 /* What the client holds: its buffers and the replies waiting in its queue. */
 static size_t client_mem_usage(const struct client *c)
 {
-    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes;
+    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes +
+           pubsub_memory(c);
 }
 
 /* Bring the proxy-wide count up to date with this client's use (in steps,
@@ -124,6 +126,7 @@ void client_close(struct client *c)
      * must not complete for nobody. */
     while ((n = queue_first(&c->pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
+    pubsub_free(c);
     client_drop_msgs(c);
     c->held_bytes = 0;
     queue_remove(&c->link);
@@ -318,6 +321,8 @@ static void client_stream_copy(struct client *c)
 
 void client_pin_idle(struct client *c, struct sconn *s)
 {
+    if (c->pubsub != NULL && pubsub_pin_idle(c, s))
+        return;
     if (c->stream != s || c->in != CLIENT_IN_HOLD)
         return;
     c->stream = NULL;
@@ -339,6 +344,8 @@ void client_pin_writable(struct client *c, struct sconn *s)
 
 void client_pin_lost(struct client *c, struct sconn *s)
 {
+    if (c->pubsub != NULL && pubsub_pin_lost(c, s))
+        return;
     if (c->stream != s)
         return;
     /* Its request was answered with the error; the rest of the body is dropped. */
@@ -626,6 +633,7 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
         return;
     }
     if (g->client_timeout_s > 0 && queue_empty(&c->msgs) && c->in == CLIENT_IN_PARSE &&
+        !(c->parser.flags & PROTO_PF_SUBSCRIBED) &&     /* as Redis: subscribers wait */
         now_ms - c->active_ms >= (uint64_t)g->client_timeout_s * 1000u) {
         STATS_ADD(&c->pool->stats, client_timeouts, 1);
         client_close(c);
@@ -659,6 +667,7 @@ void client_refresh(struct client *c)
         else
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
+    pubsub_refresh(c);
 }
 
 /* "ip:port" of a TCP peer into out. */
@@ -773,6 +782,7 @@ void client_env(struct client *c, struct proto_env *env)
         .now_us = util_wall_us(),
         .pool_name = c->pool->cp->name,
         .nservers = c->pool->nservers,
+        .variant = (c->parser.flags & PROTO_PF_VARIANT) != 0,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
         .ctx = c,

@@ -13,6 +13,7 @@
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/warmup.h"
@@ -70,9 +71,8 @@ static void forward_fail_route(struct client *c, struct wpool *pool, struct msg 
 
 /* ------------------------------------------------------------------ keys and routes */
 
-/* The bytes key k is placed by, decoded into dec when the protocol needs it. */
-static void forward_key(const struct wpool *pool, const struct proto_req *req, const char *buf,
-                        uint32_t k, char *dec, struct route_key *rk)
+void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                  uint32_t k, char *dec, struct route_key *rk)
 {
     if ((req->flags & PROTO_RF_KEYBYTES) && pool->ops->key_bytes != NULL) {
         rk->bytes = pool->ops->key_bytes(req, buf, k, dec, &rk->len);
@@ -135,7 +135,7 @@ static int forward_write(struct wpool *pool, struct msg *m, struct server *srv, 
                          const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
                          enum proto_err *code, const char **reason)
 {
-    struct sconn *s = via != NULL ? via : server_pick(srv, hint, reason);
+    struct sconn *s = via != NULL ? via : server_pick(srv, hint, m->rflags, reason);
 
     m->server = srv;
     if (s == NULL) {
@@ -400,6 +400,8 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
     int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
     if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
         m->flags |= MSG_F_CLOSE;
+    if (rc == PROTO_LOCAL_RESET)
+        pubsub_reset(c);            /* RESET ends every subscription */
     forward_answered_here(c, m);
 }
 
@@ -424,15 +426,17 @@ static struct wpool *forward_place(struct client *c, struct msg *m, const struct
         }
         rk = *rkp = w->rkeys;
     }
-    forward_key(c->pool, req, buf, 0, dec, &rk[0]);
-    struct wpool *pool = forward_key_pool(c, &rk[0]);
+    forward__key(c->pool, req, buf, 0, dec, &rk[0]);
+    /* pub/sub channels live in the client's pool: `routes:` are for keys */
+    int channel = (req->flags & PROTO_RF_CHANNEL) != 0;
+    struct wpool *pool = channel ? c->pool : forward_key_pool(c, &rk[0]);
     route_key_place(&pool->view, &rk[0]);
     for (uint32_t i = 1; i < nkeys; i++) {
         /* dec is used by a meta command's base64 key only, and a meta
          * command has one key; a Redis inline request's keys are in the
          * parser's memory. */
-        forward_key(c->pool, req, buf, i, dec, &rk[i]);
-        if (c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
+        forward__key(c->pool, req, buf, i, dec, &rk[i]);
+        if (!channel && c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
             STATS_ADD(&c->pool->stats, crossslot, 1);
             forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
             return NULL;
@@ -462,8 +466,11 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         }
     }
     struct route rt;
-    route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                  (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), &rt);
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk[0], &rt);       /* PUBLISH: to the owner only */
+    else
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), &rt);
     forward_route_effects(c, pool, &rt, &rk[0]);
     switch (rt.kind) {
     case ROUTE_SEND:
@@ -524,6 +531,9 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
     case PROTO_REQ_BROADCAST:
         forward_fanout(c, pool, m, req, buf, NULL, 1);
         break;
+    case PROTO_REQ_SUBSCRIBE:
+        pubsub_request(c, m, req, buf);
+        break;
     }
 }
 
@@ -539,11 +549,14 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     *answered = 0;
     if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1)
         return NULL;
-    forward_key(c->pool, req, buf, 0, dec, &rk);
-    struct wpool *pool = forward_key_pool(c, &rk);
+    forward__key(c->pool, req, buf, 0, dec, &rk);
+    struct wpool *pool = (req->flags & PROTO_RF_CHANNEL) ? c->pool : forward_key_pool(c, &rk);
     route_key_place(&pool->view, &rk);
-    route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr,
-                  uv_now(&c->w->loop), &rt);
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk, &rt);
+    else
+        route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0,
+                      c->w->rr, uv_now(&c->w->loop), &rt);
     if (rt.kind == ROUTE_COPIES)
         return NULL;                /* buffered: every copy needs the whole body */
     if (rt.kind != ROUTE_SEND) {

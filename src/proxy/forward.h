@@ -8,7 +8,9 @@
 
 struct client;
 struct msg;
+struct route_key;
 struct sconn;
+struct wpool;
 
 /*
  * Dispatch one complete request of client c (its header buf[0..hdr_len)
@@ -30,5 +32,10 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
  */
 struct msg *forward_stream(struct client *c, const struct proto_req *req, const char *buf,
                            uint64_t avail, int *answered);
+
+/* The bytes request key k is placed by (read through the protocol's key_bytes when the
+ * request says so, decoded into dec, PROTO_KEY_DECODED_MAX bytes), in rk->bytes/len. */
+void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                  uint32_t k, char *dec, struct route_key *rk);
 
 #endif

@@ -67,6 +67,10 @@ enum msg_warm {
 #define MSG_F_JKEY     0x20   /* its key is queued in the connection's join keys (join.c) */
 #define MSG_F_JOINED   0x40   /* a later get was joined to its server command */
 #define MSG_F_COPIES   0x80   /* a parent of copies (else of fragments) */
+#define MSG_F_BUILT    0x100  /* a parent whose reply the proxy wrote when it sent the
+                                 fragments (pub/sub confirmations): they need only succeed;
+                                 one that fails ends the client (its state is not the
+                                 servers' any more) with that failure as the last reply */
 
 struct client;
 struct sconn;
@@ -83,10 +87,11 @@ struct msg {
     uint8_t        role;        /* enum msg_role */
     uint8_t        state;       /* enum msg_state */
     uint8_t        warm;        /* enum msg_warm */
-    uint8_t        flags;       /* MSG_F_* */
+    uint16_t       flags;       /* MSG_F_* */
     uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */
-    uint32_t       items;       /* retrieval: values returned */
+    uint32_t       items;       /* retrieval: values returned; a fragment on a subscribed
+                                   connection: confirmations received (one per key) */
     uint32_t       nkeys;       /* keys the request carried (hits/misses) */
     uint64_t       start_us;
     uint64_t       deadline_ms; /* 0: no timeout */

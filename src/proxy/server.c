@@ -12,6 +12,7 @@
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/server.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
@@ -21,7 +22,6 @@
 #define SCONN_BACKOFF_MAX_MS 2000
 #define SCONN_READ_CHUNK     16384
 #define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
-#define SCONN_PIN_SLOT       UINT32_MAX    /* a connection that is not one of srv->conns */
 #define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
 
 static void sconn_process(struct sconn *s);
@@ -62,7 +62,8 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
     s->w = w;
     s->pool = pool;
     s->nconns = pool->cp->server_connections ? pool->cp->server_connections : 1;
-    s->conns = calloc(s->nconns, sizeof(*s->conns));
+    s->nslots = s->nconns * PROTO_VARIANTS;
+    s->conns = calloc(s->nslots, sizeof(*s->conns));
     if (s->conns == NULL)
         goto fail;
     if ((s->ident = strdup(cs->ident)) == NULL)
@@ -110,7 +111,7 @@ void server_destroy(struct server *s, int now)
     struct qnode *n, *tmp;
 
     s->removed = 1;
-    for (uint32_t i = 0; i < s->nconns; i++) {
+    for (uint32_t i = 0; i < s->nslots; i++) {
         struct sconn *c = s->conns[i];
         if (c == NULL)
             continue;
@@ -191,7 +192,7 @@ void server_check_handshakes(struct server *srv, uint64_t now_ms)
 {
     struct qnode *n, *tmp;
 
-    for (uint32_t i = 0; i < srv->nconns; i++)
+    for (uint32_t i = 0; i < srv->nslots; i++)
         if (srv->conns[i] != NULL && tls_expired(&srv->conns[i]->conn, now_ms))
             sconn_tls_failed(srv->conns[i], TLS_FAIL_TIMEOUT);
     QUEUE_FOREACH_SAFE(n, tmp, &srv->pins) {
@@ -278,6 +279,7 @@ static int sconn_hello(struct sconn *s, int reset)
     if (ops->server_hello != NULL) {
         const struct proto_hello hello = {
             .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+            .variant = s->variant,
         };
         int h = ops->server_hello(&hello, out);
         if (h < 0)
@@ -408,10 +410,11 @@ static void sconn_connect(struct sconn *s)
 
 /*
  * A new connection object for srv, in srv->conns[slot] (or a pinned one
- * with SCONN_PIN_SLOT), its hello queued, connecting. NULL without memory;
- * a connection that failed at once comes back CLOSING.
+ * with SCONN_PIN_SLOT) of the protocol's `variant` (its hello says which), its
+ * hello queued, connecting. NULL without memory; a connection that failed at
+ * once comes back CLOSING.
  */
-static struct sconn *sconn_open(struct server *srv, uint32_t slot)
+static struct sconn *sconn_open(struct server *srv, uint32_t slot, uint8_t variant)
 {
     struct worker *w = srv->w;
     struct sconn *s = calloc(1, sizeof(*s));
@@ -419,6 +422,8 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     if (s == NULL)
         return NULL;
     s->server = srv;
+    s->slot = slot;
+    s->variant = variant;
     s->parser.item_size_max = srv->pool->cp->item_size_max;
     queue_init(&s->sent);
     if (conn_init(&s->conn, &w->loop, srv->addr.path != NULL, &sconn_events, &transport_plain,
@@ -456,9 +461,11 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     return s;
 }
 
-struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason)
+struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, const char **reason)
 {
-    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
+    /* the request's variant picks the set: RESP2 and RESP3 clients never share one */
+    uint8_t variant = (rflags & PROTO_RF_VARIANT) != 0;
+    uint32_t slot = (srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns)) + variant * srv->nconns;
     struct sconn *s = srv->conns[slot];
 
     if (s != NULL && s->state != SCONN_CLOSING)
@@ -475,7 +482,7 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
         server_failed(srv, *reason);
         return NULL;
     }
-    s = sconn_open(srv, slot);
+    s = sconn_open(srv, slot, variant);
     if (s == NULL) {
         *reason = "out of memory";
         return NULL;
@@ -494,7 +501,7 @@ void server_probe(struct server *srv)
     int timeout = srv->pool->cp->timeout_ms > 0 ? srv->pool->cp->timeout_ms : 1000;
 
     srv->retry_at_ms = 0;           /* the probe is the retry */
-    struct sconn *s = server_pick(srv, 0, &reason);
+    struct sconn *s = server_pick(srv, 0, 0, &reason);
     struct msg *m = s ? msg_get(w) : NULL;
     size_t before = s ? buf_len(&s->conn.obuf) : 0;
     if (s == NULL || m == NULL || buf_append_str(&s->conn.obuf, srv->pool->ops->probe) < 0) {
@@ -520,20 +527,27 @@ void server_preconnect(struct server *srv)
 {
     const char *reason;
     for (uint32_t i = 0; i < srv->nconns; i++)
-        (void)server_pick(srv, i, &reason);
+        (void)server_pick(srv, i, 0, &reason);
 }
 
 /* ------------------------------------------------------------------ pinned connections */
 
 struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
 {
-    struct qnode *n = queue_first(&srv->idle_pins);
-    struct sconn *s;
+    uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
+    struct qnode *n;
+    struct sconn *s = NULL;
 
-    if (n != NULL) {
-        queue_remove(n);
+    QUEUE_FOREACH(n, &srv->idle_pins) {
+        struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);
+        if (idle->variant == variant) {
+            s = idle;
+            break;
+        }
+    }
+    if (s != NULL) {
+        queue_remove(&s->pin_link);
         srv->nidle_pins--;
-        s = QUEUE_DATA(n, struct sconn, pin_link);
     } else {
         uint32_t max = srv->pool->cp->max_pinned;
         if (atomic_fetch_add(&srv->health->pinned, 1) >= max) {
@@ -547,7 +561,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
             *reason = "server unreachable (reconnecting)";
             return NULL;
         }
-        s = sconn_open(srv, SCONN_PIN_SLOT);
+        s = sconn_open(srv, SCONN_PIN_SLOT, variant);
         if (s == NULL) {
             atomic_fetch_sub(&srv->health->pinned, 1);
             *reason = "out of memory";
@@ -809,6 +823,44 @@ static void sconn_garbage(struct sconn *s, const char *what, const char *p, size
     sconn_close(s, what, 1);
 }
 
+/* A push on a connection that is not subscribed (a server sending what nobody asked
+ * for, such as invalidations): dropped, logged once per connection. */
+static void sconn_push_dropped(struct sconn *s, const char *p, size_t n)
+{
+    if (s->push_logged)
+        return;
+    s->push_logged = 1;
+    log_hexdump(LOG_INFO_, __FILE__, __LINE__, "push frame from a server dropped (no client "
+                "subscribed on this connection; later ones are not logged)", p, n);
+}
+
+/*
+ * A reply unit on a subscribed connection that is not a message: one confirmation of an
+ * (un)subscription, which gets one per name it carried (the fragment's nkeys; the proxy
+ * wrote the client's own confirmations when it sent it, pubsub.c), or the error that
+ * answers all of it (kept: the client gets it), or a reply to the proxy's own hello. The
+ * reset's reply on a connection no client holds any more ends its subscribed mode.
+ */
+static void sconn_sub_reply(struct sconn *s, struct msg *m, const char *p, const struct proto_rsp *rsp)
+{
+    struct buf *in = &s->conn.ibuf;
+    int error = (rsp->flags & PROTO_SF_ERROR) != 0;
+
+    if (m->role < MSG_HELLO)
+        STATS_ADD(&s->server->stats, response_bytes, rsp->hdr_len);
+    if (error) {
+        m->flags |= MSG_F_ERROR;
+        msg_reply_bytes(m, p, rsp->hdr_len, 0, 0);
+    }
+    buf_consume(in, rsp->hdr_len);
+    if (!error && m->role == MSG_FRAG && ++m->items < m->nkeys)
+        return;                         /* confirmations of its other names are due */
+    int hello = m->role == MSG_HELLO;
+    sconn_reply_done(s);
+    if (hello && s->pinned == NULL && s->state == SCONN_CONNECTED)
+        s->parser.flags &= ~(uint32_t)PROTO_PF_SUBSCRIBED;
+}
+
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
@@ -840,18 +892,38 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         struct qnode *first = queue_first(&s->sent);
-        if (first == NULL) {
+        int subscribed = (s->parser.flags & PROTO_PF_SUBSCRIBED) != 0;
+        if (first == NULL && !subscribed) {
             sconn_garbage(s, "unsolicited reply from server", p, len);
             return;
         }
-        struct msg *m = QUEUE_DATA(first, struct msg, sq);
+        struct msg *m = first != NULL ? QUEUE_DATA(first, struct msg, sq) : NULL;
         struct proto_rsp rsp;
-        int rc = ops->parse_rsp(&s->parser, p, len, m->cmd, m->rflags, &rsp);
+        int rc = ops->parse_rsp(&s->parser, p, len, m != NULL ? m->cmd : ops->probe_cmd,
+                                m != NULL ? m->rflags : 0, &rsp);
         if (rc == 0)
             break;
         if (rc < 0) {
             sconn_garbage(s, "malformed reply from server", p, len);
             return;
+        }
+        if (rsp.flags & PROTO_SF_PUSH) {
+            /* the reply of no request: a subscribed connection's message for its client
+             * (pubsub.c), or a push nobody asked for on a shared one, dropped */
+            if (subscribed)
+                pubsub_message(s, p, rsp.hdr_len);
+            else
+                sconn_push_dropped(s, p, rsp.hdr_len);
+            buf_consume(in, rsp.hdr_len);
+            continue;
+        }
+        if (m == NULL) {
+            sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
+            return;
+        }
+        if (subscribed && rsp.body_len == 0) {
+            sconn_sub_reply(s, m, p, &rsp);
+            continue;
         }
         int join_end = 0;
         if (m->flags & MSG_F_JKEY) {
@@ -931,9 +1003,8 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         return;
     int was_connected = s->state == SCONN_CONNECTED;
     s->state = SCONN_CLOSING;
-    for (uint32_t i = 0; i < srv->nconns; i++)
-        if (srv->conns[i] == s)
-            srv->conns[i] = NULL;
+    if (s->slot != SCONN_PIN_SLOT && srv->conns[s->slot] == s)
+        srv->conns[s->slot] = NULL;
     struct client *holder = s->pinned;
     if (holder != NULL) {
         queue_remove(&s->client_link);
