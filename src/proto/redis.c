@@ -1149,10 +1149,11 @@ static int redis_frag_write(const struct proto_req *req, const char *buf, const 
         return -EINVAL;
     const struct redis_command *c = &redis_commands[req->cmd];
     uint32_t per = c->step > 1 ? 2 : 1;
-    size_t nl = strlen(c->name);
+    const char *bar = strchr(c->name, '|');     /* a subcommand: PUBSUB NUMSUB */
+    size_t nl = bar != NULL ? (size_t)(bar - c->name) : strlen(c->name);
 
-    if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (uint64_t)n * per) < 0 ||
-        append_bulk(out, c->name, nl) < 0)
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (bar != NULL) + (uint64_t)n * per) < 0 ||
+        append_bulk(out, c->name, nl) < 0 || (bar != NULL && append_bulk(out, bar + 1, strlen(bar + 1)) < 0))
         return -ENOMEM;
     const char *base = req_base(req, buf);
     for (uint32_t i = 0; i < n; i++) {

@@ -704,14 +704,32 @@ int pubsub_pin_lost(struct client *c, struct sconn *s)
     if (pin == NULL)
         return 0;
     pin_drop(ps, pin);
-    if (c->closing)
+    if (c->closing || c->eof)
         return 1;
     STATS_ADD(&c->pool->stats, pubsub_closed, 1);
     log_warn("pool '%s': subscriber %s closed: its connection to server '%s' was lost, and "
              "the subscriptions there with it", c->pool->cp->name, c->pc.peer, s->server->label);
+    /* A last reply after what it is owed (a subscription in flight elsewhere is answered
+     * first, its failure if it had a part here), then the close; nothing more is read. */
+    struct msg *m = msg_get(c->w);
+    if (m != NULL) {
+        char why[300];
+        snprintf(why, sizeof(why), "connection to server %s lost with the subscriptions there",
+                 s->server->label);
+        m->role = MSG_REQUEST;
+        m->state = MSG_DONE;
+        m->client = c;
+        m->flags |= MSG_F_CLOSE | MSG_F_ERROR;
+        c->pool->ops->error_reply(PROTO_ERR_SERVER, why, &m->rsp);
+        c->held_bytes += buf_len(&m->rsp);
+        queue_insert_tail(&c->msgs, &m->cq);
+        c->nmsgs++;
+    } else {
+        c->closing = 1;
+    }
     c->eof = 1;
-    c->closing = 1;
-    client_advance(c);          /* what is done goes out; the rest is dropped; then closed */
+    conn_read_stop(&c->conn);
+    client_advance(c);
     return 1;
 }
 
