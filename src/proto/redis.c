@@ -393,7 +393,8 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
 {
     const struct proto_key *args = p->keys;
     /* the client's variant, on every request: the core picks connections by it */
-    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) ? PROTO_RF_VARIANT : 0);
+    _Static_assert(PROTO_RF_VARIANT == PROTO_PF_VARIANT << 6, "the variant's flag bits");
+    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) << 6);
     /* "NAME|SUB" is how the table names a subcommand, never a command Redis
      * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
     const struct redis_command *c =
@@ -466,7 +467,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
                   "(the pool has scripts: false)", c->name);
         return;
     }
-    if (REDIS_CMD_SUB_OF(c->flags) != 0) {
+    if ((c->flags & REDIS_CMD_SUB(0x07)) != 0) {
         /* the names are every argument after the command's (keys[k] is read from k + 1) */
         for (uint32_t i = 1; i < argc; i++)
             p->keys[i - 1] = args[i];
@@ -814,34 +815,13 @@ more:
  * never sends them; like anything else that is not a reply, they close the connection.
  */
 
-/* The aggregate or length type's byte: 1 for a bulk-like type, 2 for an aggregate
- * (its elements counted per announced unit: 2 for maps and attributes), 0 otherwise. */
-static inline int rsp_type(char t, int *per)
-{
-    switch (t) {
-    case '$': case '!': case '=':
-        return 1;
-    case '*': case '~': case '>':
-        *per = 1;
-        return 2;
-    case '%': case '|':
-        *per = 2;
-        return 2;
-    default:
-        return 0;
-    }
-}
-
-/* A line type's payload is what Redis writes there (numbers as string2ll reads them,
- * "_" empty, "#" one of t f); doubles and big numbers are passed through unread. */
+/* A line type's payload other than the RESP2 ones the callers read first: "_" empty, "#"
+ * one of t f; doubles and big numbers are passed through unread. */
 static int rsp_line_ok(char t, const char *num, size_t numlen)
 {
-    int64_t n;
     switch (t) {
-    case '+': case '-': case ',': case '(':
+    case ',': case '(':
         return 1;
-    case ':':
-        return parse_num(num, numlen, &n) == 0;
     case '_':
         return numlen == 0;
     case '#':
@@ -853,9 +833,10 @@ static int rsp_line_ok(char t, const char *num, size_t numlen)
 
 /*
  * Skip whole RESP elements from *pos until *pending reaches 0. An aggregate
- * adds its element count to *pending (an attribute adds its pairs and is no
- * element itself), so nested aggregates need no stack and a reply claiming
- * 2^31 elements costs nothing until they arrive.
+ * adds its element count to *pending (a map's and an attribute's are pairs;
+ * an attribute annotates the element after it and is none itself), so nested
+ * aggregates need no stack and a reply claiming 2^31 elements costs nothing
+ * until they arrive.
  * Returns 1 when *pending is 0, 0 when more bytes are needed (*pos and
  * *pending describe the elements completed so far), -1 on garbage.
  */
@@ -884,10 +865,20 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
         const char *num = buf + at + 1;
         size_t numlen = eol - 1 - at - 1;
         char t = buf[at];
-        int per = 1;
         int64_t n;
-        switch (rsp_type(t, &per)) {
-        case 1:
+        switch (t) {
+        case '+':
+        case '-':
+            at = eol + 1;
+            break;
+        case ':':
+            if (parse_num(num, numlen, &n) < 0)
+                return -1;
+            at = eol + 1;
+            break;
+        case '$':
+        case '!':
+        case '=':
             if (parse_num(num, numlen, &n) < 0 || n < (t == '$' ? -1 : 0) ||
                 n > (int64_t)REDIS_MAX_BULK)
                 return -1;
@@ -904,12 +895,16 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
                 at = eol + 1;
             }
             break;
-        case 2:
+        case '*':
+        case '~':
+        case '>':
+        case '%':
+        case '|':
             if (parse_num(num, numlen, &n) < 0 || n < (t == '*' ? -1 : 0) || n > INT32_MAX)
                 return -1;
             at = eol + 1;
             if (n > 0)
-                left += (uint64_t)n * (uint64_t)per;
+                left += (t == '%' || t == '|') ? 2 * (uint64_t)n : (uint64_t)n;
             if (t == '|')
                 continue;           /* annotates the next element: not one itself */
             break;
@@ -968,7 +963,7 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     size_t pos, eol;
     uint64_t pending;
     int64_t n;
-    int r, per = 1;
+    int r;
     char top;                   /* the unit's type byte; 0 for the rest of a split aggregate */
 
     (void)cmd;
@@ -985,34 +980,52 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     if (r <= 0)
         return r;
     top = buf[0];
-    switch (rsp_type(top, &per)) {
-    case 1:
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (buf[0] == '$' ? -1 : 0))
+    switch (top) {
+    case '$':                   /* RESP2's types first: the common replies */
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1)
             return -1;
-        if (buf[0] == '!')
-            rsp->flags |= PROTO_SF_ERROR;
         if (n >= 0) {
             rsp->body_len = (uint64_t)n + 2;
-            if ((rflags & PROTO_RF_RETRIEVAL) && buf[0] == '$')
+            if (rflags & PROTO_RF_RETRIEVAL)
                 rsp->flags |= PROTO_SF_ITEM;
         }
         break;
-    case 2:
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (buf[0] == '*' ? -1 : 0) || n > INT32_MAX)
+    case '+':
+        break;
+    case '-':
+        rsp->flags |= PROTO_SF_ERROR;
+        break;
+    case ':':
+        if (parse_num(buf + 1, eol - 2, &n) < 0)
             return -1;
-        if (n > 0 || buf[0] == '|') {
+        break;
+    case '*':
+    case '~':
+    case '>':
+    case '%':
+    case '|':
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (top == '*' ? -1 : 0) || n > INT32_MAX)
+            return -1;
+        if (n > 0 || top == '|') {
             pos = eol + 1;
-            pending = (uint64_t)(n > 0 ? n : 0) * (uint64_t)per + (buf[0] == '|');
+            pending = (uint64_t)(n > 0 ? n : 0) * ((top == '%' || top == '|') ? 2u : 1u) +
+                      (top == '|');
             goto scan;
         }
-        if (buf[0] == '>')
+        if (top == '>')
             rsp->flags |= PROTO_SF_PUSH;
         break;
-    default:
-        if (!rsp_line_ok(buf[0], buf + 1, eol - 2))
+    case '!':
+    case '=':
+        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < 0)
             return -1;
-        if (buf[0] == '-')
+        if (top == '!')
             rsp->flags |= PROTO_SF_ERROR;
+        rsp->body_len = (uint64_t)n + 2;
+        break;
+    default:
+        if (!rsp_line_ok(top, buf + 1, eol - 2))
+            return -1;
         break;
     }
     rsp->hdr_len = (uint32_t)(eol + 1);

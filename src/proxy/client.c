@@ -43,7 +43,7 @@ static int64_t proxy_memory(const struct client *c)
 static size_t client_mem_usage(const struct client *c)
 {
     return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes +
-           pubsub_memory(c);
+           (c->pubsub != NULL ? pubsub_memory(c) : 0);
 }
 
 /* Bring the proxy-wide count up to date with this client's use (in steps,

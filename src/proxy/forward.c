@@ -71,8 +71,9 @@ static void forward_fail_route(struct client *c, struct wpool *pool, struct msg 
 
 /* ------------------------------------------------------------------ keys and routes */
 
-void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
-                  uint32_t k, char *dec, struct route_key *rk)
+/* The bytes key k is placed by, decoded into dec when the protocol needs it. */
+static inline void forward_key(const struct wpool *pool, const struct proto_req *req,
+                               const char *buf, uint32_t k, char *dec, struct route_key *rk)
 {
     if ((req->flags & PROTO_RF_KEYBYTES) && pool->ops->key_bytes != NULL) {
         rk->bytes = pool->ops->key_bytes(req, buf, k, dec, &rk->len);
@@ -80,6 +81,12 @@ void forward__key(const struct wpool *pool, const struct proto_req *req, const c
         rk->bytes = buf + req->keys[k].off;
         rk->len = req->keys[k].len;
     }
+}
+
+void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                  uint32_t k, char *dec, struct route_key *rk)
+{
+    forward_key(pool, req, buf, k, dec, rk);
 }
 
 /* The pool a key belongs to by the client pool's `routes:` rules. */
@@ -426,7 +433,7 @@ static struct wpool *forward_place(struct client *c, struct msg *m, const struct
         }
         rk = *rkp = w->rkeys;
     }
-    forward__key(c->pool, req, buf, 0, dec, &rk[0]);
+    forward_key(c->pool, req, buf, 0, dec, &rk[0]);
     /* pub/sub channels live in the client's pool: `routes:` are for keys */
     int channel = (req->flags & PROTO_RF_CHANNEL) != 0;
     struct wpool *pool = channel ? c->pool : forward_key_pool(c, &rk[0]);
@@ -435,7 +442,7 @@ static struct wpool *forward_place(struct client *c, struct msg *m, const struct
         /* dec is used by a meta command's base64 key only, and a meta
          * command has one key; a Redis inline request's keys are in the
          * parser's memory. */
-        forward__key(c->pool, req, buf, i, dec, &rk[i]);
+        forward_key(c->pool, req, buf, i, dec, &rk[i]);
         if (!channel && c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
             STATS_ADD(&c->pool->stats, crossslot, 1);
             forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
@@ -549,7 +556,7 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     *answered = 0;
     if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1)
         return NULL;
-    forward__key(c->pool, req, buf, 0, dec, &rk);
+    forward_key(c->pool, req, buf, 0, dec, &rk);
     struct wpool *pool = (req->flags & PROTO_RF_CHANNEL) ? c->pool : forward_key_pool(c, &rk);
     route_key_place(&pool->view, &rk);
     if (req->flags & PROTO_RF_CHANNEL)

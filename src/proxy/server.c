@@ -463,9 +463,13 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot, uint8_t varia
 
 struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, const char **reason)
 {
-    /* the request's variant picks the set: RESP2 and RESP3 clients never share one */
-    uint8_t variant = (rflags & PROTO_RF_VARIANT) != 0;
-    uint32_t slot = (srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns)) + variant * srv->nconns;
+    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
+    uint8_t variant = 0;
+    if (rflags & PROTO_RF_VARIANT) {
+        /* the request's variant picks the set: RESP2 and RESP3 clients never share one */
+        variant = 1;
+        slot += srv->nconns;
+    }
     struct sconn *s = srv->conns[slot];
 
     if (s != NULL && s->state != SCONN_CLOSING)
@@ -861,6 +865,49 @@ static void sconn_sub_reply(struct sconn *s, struct msg *m, const char *p, const
         s->parser.flags &= ~(uint32_t)PROTO_PF_SUBSCRIBED;
 }
 
+/*
+ * The next unit of a subscribed connection's input (first: its queue's first message, or
+ * NULL), or of a shared one whose queue is empty. A message goes to the holding client
+ * (pubsub.c); a confirmation, an error or the hello's reply to the queue's first message.
+ * 1: a unit was taken, go on; 0: more input is needed; 2: a unit with a body (never sent
+ * there), left for the caller's usual path to parse again; -1: the connection was closed.
+ */
+static int sconn_sub_unit(struct sconn *s, struct qnode *first)
+{
+    const struct proto_ops *ops = s->server->pool->ops;
+    struct buf *in = &s->conn.ibuf;
+    const char *p = buf_rptr(in);
+    size_t len = buf_len(in);
+    struct msg *m = first != NULL ? QUEUE_DATA(first, struct msg, sq) : NULL;
+    struct proto_rsp rsp;
+
+    if (!(s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+        sconn_garbage(s, "unsolicited reply from server", p, len);
+        return -1;
+    }
+    int rc = ops->parse_rsp(&s->parser, p, len, m != NULL ? m->cmd : ops->probe_cmd,
+                            m != NULL ? m->rflags : 0, &rsp);
+    if (rc == 0)
+        return 0;
+    if (rc < 0) {
+        sconn_garbage(s, "malformed reply from server", p, len);
+        return -1;
+    }
+    if (rsp.flags & PROTO_SF_PUSH) {
+        pubsub_message(s, p, rsp.hdr_len);
+        buf_consume(in, rsp.hdr_len);
+        return 1;
+    }
+    if (m == NULL) {
+        sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
+        return -1;
+    }
+    if (rsp.body_len > 0)
+        return 2;
+    sconn_sub_reply(s, m, p, &rsp);
+    return 1;
+}
+
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
@@ -892,15 +939,18 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         struct qnode *first = queue_first(&s->sent);
-        int subscribed = (s->parser.flags & PROTO_PF_SUBSCRIBED) != 0;
-        if (first == NULL && !subscribed) {
-            sconn_garbage(s, "unsolicited reply from server", p, len);
-            return;
+        if (first == NULL || (s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+            int rc = sconn_sub_unit(s, first);      /* subscribed mode, or nothing asked */
+            if (rc == 1)
+                continue;
+            if (rc == 0)
+                break;
+            if (rc < 0)
+                return;
         }
-        struct msg *m = first != NULL ? QUEUE_DATA(first, struct msg, sq) : NULL;
+        struct msg *m = QUEUE_DATA(first, struct msg, sq);
         struct proto_rsp rsp;
-        int rc = ops->parse_rsp(&s->parser, p, len, m != NULL ? m->cmd : ops->probe_cmd,
-                                m != NULL ? m->rflags : 0, &rsp);
+        int rc = ops->parse_rsp(&s->parser, p, len, m->cmd, m->rflags, &rsp);
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -908,21 +958,8 @@ static void sconn_process(struct sconn *s)
             return;
         }
         if (rsp.flags & PROTO_SF_PUSH) {
-            /* the reply of no request: a subscribed connection's message for its client
-             * (pubsub.c), or a push nobody asked for on a shared one, dropped */
-            if (subscribed)
-                pubsub_message(s, p, rsp.hdr_len);
-            else
-                sconn_push_dropped(s, p, rsp.hdr_len);
+            sconn_push_dropped(s, p, rsp.hdr_len);  /* a push nobody asked for: dropped */
             buf_consume(in, rsp.hdr_len);
-            continue;
-        }
-        if (m == NULL) {
-            sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
-            return;
-        }
-        if (subscribed && rsp.body_len == 0) {
-            sconn_sub_reply(s, m, p, &rsp);
             continue;
         }
         int join_end = 0;
