@@ -386,7 +386,7 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls")
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls", "pubsub")
                      if getattr(a, m)),
                     None)
         if mode:
@@ -399,7 +399,8 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
-                    "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost}[mode](self)
+                    "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
+                    "pubsub": bench_modes.pubsub_fanout}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -553,13 +554,20 @@ def main():
     m.add_argument("--tls", action="store_true",
                    help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
                    "of ringleader and of nutcracker; TLS vs plaintext to the backends")
+    m.add_argument("--pubsub", action="store_true",
+                   help="Redis pub/sub fan-out: 1 publisher, --pubsub-subscribers subscribers "
+                   "of one channel, straight at a redis-server and through ringleader")
+    m.add_argument("--pubsub-subscribers", type=int, default=100, help="default 100")
+    m.add_argument("--pubsub-messages", type=int, default=20000, help="default 20000")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls at a time")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.pubsub))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --pubsub at a time")
+    if not 1 <= a.pubsub_subscribers <= 5000 or not 1 <= a.pubsub_messages <= 10 ** 6:
+        ap.error("--pubsub-subscribers 1..5000, --pubsub-messages 1..1000000")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:
         ap.error("--hot-share 0..1, --warm-after 1..120, --reload-every >= 0.05")
 
