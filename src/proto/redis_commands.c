@@ -437,7 +437,11 @@ static const struct redis_command *cmd_find(const char *upper, size_t len)
     pthread_once(&cmd_index_once, cmd_index_build);
     for (uint32_t n = 0; n < CMD_INDEX_SLOTS && cmd_index[slot] != 0; n++) {
         const struct redis_command *c = &redis_commands[cmd_index[slot] - 1];
-        if (strncmp(c->name, upper, len) == 0 && c->name[len] == '\0')
+        /* upper holds no NUL: a shorter name differs at its NUL, before reading past it */
+        size_t i = 0;
+        while (i < len && c->name[i] == upper[i])
+            i++;
+        if (i == len && c->name[len] == '\0')
             return c;
         slot = (slot + 1) & (CMD_INDEX_SLOTS - 1);
     }

@@ -72,8 +72,8 @@ static void forward_fail_route(struct client *c, struct wpool *pool, struct msg 
 /* ------------------------------------------------------------------ keys and routes */
 
 /* The bytes key k is placed by, decoded into dec when the protocol needs it. */
-static inline void forward_key(const struct wpool *pool, const struct proto_req *req,
-                               const char *buf, uint32_t k, char *dec, struct route_key *rk)
+static void forward_key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                        uint32_t k, char *dec, struct route_key *rk)
 {
     if ((req->flags & PROTO_RF_KEYBYTES) && pool->ops->key_bytes != NULL) {
         rk->bytes = pool->ops->key_bytes(req, buf, k, dec, &rk->len);

@@ -461,20 +461,12 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot, uint8_t varia
     return s;
 }
 
-struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, const char **reason)
+/* server_pick's slow path: slot is empty or closing. Kept out of line so that the
+ * usual pick saves no registers. */
+static __attribute__((noinline)) struct sconn *server_pick_open(struct server *srv,
+                                                              uint32_t slot, const char **reason)
 {
-    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
-    uint8_t variant = 0;
-    if (rflags & PROTO_RF_VARIANT) {
-        /* the request's variant picks the set: RESP2 and RESP3 clients never share one */
-        variant = 1;
-        slot += srv->nconns;
-    }
-    struct sconn *s = srv->conns[slot];
-
-    if (s != NULL && s->state != SCONN_CLOSING)
-        return s;
-    if (s != NULL) {
+    if (srv->conns[slot] != NULL) {
         *reason = "connection closing";
         return NULL;
     }
@@ -486,7 +478,8 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, co
         server_failed(srv, *reason);
         return NULL;
     }
-    s = sconn_open(srv, slot, variant);
+    /* the slots past nconns are the second variant's */
+    struct sconn *s = sconn_open(srv, slot, slot >= srv->nconns);
     if (s == NULL) {
         *reason = "out of memory";
         return NULL;
@@ -496,6 +489,18 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, co
         return NULL;
     }
     return s;
+}
+
+struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, const char **reason)
+{
+    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
+    if (rflags & PROTO_RF_VARIANT)
+        slot += srv->nconns;    /* RESP2 and RESP3 clients never share a connection */
+    struct sconn *s = srv->conns[slot];
+
+    if (s != NULL && s->state != SCONN_CLOSING)
+        return s;
+    return server_pick_open(srv, slot, reason);
 }
 
 void server_probe(struct server *srv)
