@@ -766,8 +766,10 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(info_sum_line(b, ic, "evicted_keys", 0));
         INFO_TRY(info_sum_line(b, ic, "keyspace_hits", 0));
         INFO_TRY(info_sum_line(b, ic, "keyspace_misses", 0));
-        /* SUBSCRIBE and PSUBSCRIBE are refused: no client of the proxy has a channel */
-        INFO_TRY(buf_append_str(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n"));
+        /* a channel lives on one server, a pattern of the proxy's clients on every one */
+        INFO_TRY(info_sum_line(b, ic, "pubsub_channels", 0));
+        INFO_TRY(info_fold_line(b, ic, "pubsub_patterns", FOLD_MAX));
+        INFO_TRY(info_sum_line(b, ic, "pubsubshard_channels", 0));
         for (uint32_t i = 0; i < ic->nnum; i++) {
             const char *nm = ic->num[i].name;
             if (strcmp(nm, "pid") == 0 || strcmp(nm, "time") == 0 || strcmp(nm, "uptime") == 0 ||

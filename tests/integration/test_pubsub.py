@@ -458,6 +458,42 @@ def subscriber_that_does_not_read_is_closed(env):
 
 
 @R.test(ringleader=True)
+def info_counts_the_pools_channels_and_patterns(env):
+    """INFO stats through the proxy: channels and shard channels summed over the servers,
+    patterns the largest; the same growth as on one redis-server."""
+    def counts(c):
+        r = c.cmd("INFO", "stats")
+        body = r[r.index(b"\r\n") + 2:].decode()
+        f = dict(l.split(":", 1) for l in body.split("\r\n") if ":" in l)
+        return [int(f.get(k, -1)) for k in ("pubsub_channels", "pubsub_patterns",
+                                             "pubsubshard_channels")]
+    p = unique().decode()
+    grew = []
+    for addr in (env.paddr, env.ref.addr):
+        obs, sub = Conn(addr), Conn(addr)
+        try:
+            before = counts(obs)
+            sub.send("SUBSCRIBE", p + ":a", p + ":b", p + ":c")
+            sub.reads(3)
+            sub.send("PSUBSCRIBE", p + ":*")
+            sub.read()
+            sub.send("SSUBSCRIBE", "{%s}x" % p)
+            sub.read()
+            deadline = time.monotonic() + 5
+            while True:                 # other tests' subscribers may still be going away
+                d = [a - b for a, b in zip(counts(obs), before)]
+                if d == [3, 1, 1] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            grew.append(d)
+        finally:
+            sub.close()
+            obs.close()
+    eq(grew[0], grew[1])
+    eq(grew[0], [3, 1, 1])
+
+
+@R.test(ringleader=True)
 def lost_subscription_connection_closes_the_subscriber(env):
     backs = [Redis.start() for _ in range(2)]
     env.more_backends += backs
