@@ -815,6 +815,30 @@ more:
  * never sends them; like anything else that is not a reply, they close the connection.
  */
 
+/*
+ * The usual form of a bulk, array, push or integer line at buf[at..len): 1 to 18 digits,
+ * the first not 0, then CRLF ("$100", "*3"), which string2ll reads as the same number.
+ * Returns the offset of its '\n' with *n set, or 0 for any other type or form or a line
+ * not all here (the caller's memchr and parse_num decide those). Saves both on most
+ * header lines.
+ */
+static inline size_t rsp_count(const char *buf, size_t len, size_t at, int64_t *n)
+{
+    char t = buf[at];
+    if (t != '$' && t != '*' && t != ':' && t != '>')
+        return 0;
+    size_t i = at + 1, end = len - i < 18 ? len : i + 18;
+    if (i >= end || buf[i] < '1' || buf[i] > '9')
+        return 0;
+    int64_t v = buf[i++] - '0';
+    while (i < end && buf[i] >= '0' && buf[i] <= '9')
+        v = v * 10 + (buf[i++] - '0');
+    if (i + 1 >= len || buf[i] != '\r' || buf[i + 1] != '\n')
+        return 0;
+    *n = v;
+    return i + 1;
+}
+
 /* A line type's payload other than the RESP2 ones the callers read first: "_" empty, "#"
  * one of t f; doubles and big numbers are passed through unread. */
 static int rsp_line_ok(char t, const char *num, size_t numlen)
@@ -851,35 +875,39 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
             rc = 0;
             break;
         }
-        size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
-        const char *nl = memchr(buf + at, '\n', room);
-        if (nl == NULL) {
-            if (room >= RSP_LINE_MAX)
+        int64_t n;
+        size_t eol = rsp_count(buf, len, at, &n);     /* the '\n' */
+        int counted = eol != 0;                         /* n is the line's number */
+        if (!counted) {
+            size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
+            const char *nl = memchr(buf + at, '\n', room);
+            if (nl == NULL) {
+                if (room >= RSP_LINE_MAX)
+                    return -1;
+                rc = 0;
+                break;
+            }
+            eol = (size_t)(nl - buf);
+            if (eol < at + 2 || buf[eol - 1] != '\r')
                 return -1;
-            rc = 0;
-            break;
         }
-        size_t eol = (size_t)(nl - buf);      /* the '\n' */
-        if (eol < at + 2 || buf[eol - 1] != '\r')
-            return -1;
         const char *num = buf + at + 1;
         size_t numlen = eol - 1 - at - 1;
         char t = buf[at];
-        int64_t n;
         switch (t) {
         case '+':
         case '-':
             at = eol + 1;
             break;
         case ':':
-            if (parse_num(num, numlen, &n) < 0)
+            if (!counted && parse_num(num, numlen, &n) < 0)
                 return -1;
             at = eol + 1;
             break;
         case '$':
         case '!':
         case '=':
-            if (parse_num(num, numlen, &n) < 0 || n < (t == '$' ? -1 : 0) ||
+            if ((!counted && parse_num(num, numlen, &n) < 0) || n < (t == '$' ? -1 : 0) ||
                 n > (int64_t)REDIS_MAX_BULK)
                 return -1;
             if (n >= 0) {
@@ -900,7 +928,8 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
         case '>':
         case '%':
         case '|':
-            if (parse_num(num, numlen, &n) < 0 || n < (t == '*' ? -1 : 0) || n > INT32_MAX)
+            if ((!counted && parse_num(num, numlen, &n) < 0) || n < (t == '*' ? -1 : 0) ||
+                n > INT32_MAX)
                 return -1;
             at = eol + 1;
             if (n > 0)
@@ -963,7 +992,7 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     size_t pos, eol;
     uint64_t pending;
     int64_t n;
-    int r;
+    int r, counted;             /* counted: n is the header line's number (rsp_count) */
     char top;                   /* the unit's type byte; 0 for the rest of a split aggregate */
 
     (void)cmd;
@@ -976,13 +1005,17 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     }
     if (len == 0)
         return 0;
-    r = rsp_line(buf, len, &eol);
-    if (r <= 0)
-        return r;
+    eol = rsp_count(buf, len, 0, &n);
+    counted = eol != 0;
+    if (!counted) {
+        r = rsp_line(buf, len, &eol);
+        if (r <= 0)
+            return r;
+    }
     top = buf[0];
     switch (top) {
     case '$':                   /* RESP2's types first: the common replies */
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1)
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < -1)
             return -1;
         if (n >= 0) {
             rsp->body_len = (uint64_t)n + 2;
@@ -996,7 +1029,7 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
         rsp->flags |= PROTO_SF_ERROR;
         break;
     case ':':
-        if (parse_num(buf + 1, eol - 2, &n) < 0)
+        if (!counted && parse_num(buf + 1, eol - 2, &n) < 0)
             return -1;
         break;
     case '*':
@@ -1004,7 +1037,8 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     case '>':
     case '%':
     case '|':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < (top == '*' ? -1 : 0) || n > INT32_MAX)
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < (top == '*' ? -1 : 0) ||
+            n > INT32_MAX)
             return -1;
         if (n > 0 || top == '|') {
             pos = eol + 1;
@@ -1017,7 +1051,7 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
         break;
     case '!':
     case '=':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < 0)
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < 0)
             return -1;
         if (top == '!')
             rsp->flags |= PROTO_SF_ERROR;

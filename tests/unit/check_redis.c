@@ -777,6 +777,30 @@ START_TEST(test_rsp_garbage)
 }
 END_TEST
 
+/* Header numbers take string2ll's grammar whether or not they are of the short form the
+ * parser reads without memchr (1-18 digits, no leading zero). */
+START_TEST(test_rsp_numbers_both_ways)
+{
+    ck_assert_int_lt(RSP("$01\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n:0123\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*01\r\n:1\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$3\r\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n$3\r\r\nabc\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$+3\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n$100000000000000000\r\n", 0).rc, 0);  /* over a bulk's limit */
+    ck_assert_int_lt(RSP("*1\r\n:9999999999999999999\r\n", 0).rc, 0);  /* over int64 */
+    ck_assert_int_eq(RSP("*1\r\n:123456789012345678\r\n", 0).rc, 25);   /* 18 digits */
+    ck_assert_int_eq(RSP("*1\r\n:1234567890123456789\r\n", 0).rc, 26);  /* 19: the long way */
+    ck_assert_int_eq(RSP(":0\r\n", 0).rc, 4);
+    ck_assert_int_eq(RSP("*1\r\n:-0\r\n", 0).rc, -1);    /* string2ll refuses -0 */
+    struct rres r = RSP("$12\r\nhello world!\r\n", 0);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.body_len, 14);
+    r = RSP("*2\r\n$10\r\n0123456789\r\n*1\r\n+1\r\n", 0);
+    ck_assert_int_eq(r.rc, 29);
+}
+END_TEST
+
 START_TEST(test_rsp_large_array_chunked_linear)
 {
     /* 100,000 bulk elements arriving 1 KiB at a time, as a core would feed
@@ -1738,6 +1762,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_local_resp3_and_subscribed);
     tcase_add_test(tc, test_pubsub_merges);
     tcase_add_test(tc, test_rsp_garbage);
+    tcase_add_test(tc, test_rsp_numbers_both_ways);
     tcase_add_test(tc, test_rsp_large_array_chunked_linear);
     tcase_add_test(tc, test_rsp_huge_array_streams_in_units);
     tcase_add_test(tc, test_mget_fragments_and_merge);
