@@ -386,9 +386,8 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls", "pubsub")
-                     if getattr(a, m)),
-                    None)
+        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls",
+                                 "blpop_queue", "pubsub") if getattr(a, m)), None)
         if mode:
             import bench_modes
             if not self.ringleader:
@@ -400,6 +399,7 @@ class Bench:
             return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
                     "warmup": bench_modes.warmup,
                     "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
+                    "blpop_queue": bench_modes.blpop_queue,
                     "pubsub": bench_modes.pubsub_fanout}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
@@ -554,6 +554,11 @@ def main():
     m.add_argument("--tls", action="store_true",
                    help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
                    "of ringleader and of nutcracker; TLS vs plaintext to the backends")
+    m.add_argument("--blpop-queue", action="store_true",
+                   help="a Redis job queue: producers RPUSH, consumers blocked in BLPOP, "
+                   "straight at the queue's server and through ringleader (4 servers)")
+    m.add_argument("--queue-clients", type=int, default=4,
+                   help="--blpop-queue: producers and as many consumers (4)")
     m.add_argument("--pubsub", action="store_true",
                    help="Redis pub/sub fan-out: 1 publisher, --pubsub-subscribers subscribers "
                    "of one channel, straight at a redis-server and through ringleader")
@@ -564,8 +569,12 @@ def main():
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.pubsub))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --pubsub at a time")
+    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.blpop_queue,
+                      a.pubsub))) > 1:
+        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --blpop-queue, "
+                 "--pubsub at a time")
+    if not 1 <= a.queue_clients <= 64:
+        ap.error("--queue-clients 1..64")
     if not 1 <= a.pubsub_subscribers <= 5000 or not 1 <= a.pubsub_messages <= 10 ** 6:
         ap.error("--pubsub-subscribers 1..5000, --pubsub-messages 1..1000000")
     if not 0 <= a.hot_share <= 1 or not 1 <= a.warm_after <= 120 or a.reload_every < 0.05:

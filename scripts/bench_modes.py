@@ -737,9 +737,7 @@ def tls_cost(b):
           f"servers of rdtls: handshakes "
           f"{sum(v['tls_handshakes'] for v in pool_servers(doc['rdtls']).values())}")
     return 1 if b.errors else 0
-
-
-# ------------------------------------------------------------------ --pubsub
+# ---------------------------------------------------------------- --blpop-queue
 
 def _resp(*args):
     out = [b"*%d\r\n" % len(args)]
@@ -748,6 +746,146 @@ def _resp(*args):
         out += [b"$%d\r\n" % len(a), a, b"\r\n"]
     return b"".join(out)
 
+
+class _Conn:
+    """A blocking RESP connection: enough of a client for RPUSH and BLPOP replies."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.s.makefile("rb")
+
+    def call(self, *args):
+        self.s.sendall(_resp(*args))
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline()
+        if not line:
+            raise EOFError("connection closed")
+        t, rest = line[:1], line[1:-2]
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if t == b":":
+            return int(rest)
+        if t == b"-":
+            raise RuntimeError(rest.decode())
+        return rest
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+
+def queue_run(port, clients, duration):
+    """`clients` producers RPUSH their send time for `duration` s, as many consumers pop
+    with BLPOP 1 until the queue stays empty. Returns (jobs/s, p50 ms, p99 ms, lost)."""
+    import threading
+    key = "benchq:%d" % os.getpid()
+    lat, lock, sent = [], threading.Lock(), [0]
+    stop_at = time.monotonic() + duration
+
+    def producer():
+        c = _Conn(port)
+        n = 0
+        try:
+            while time.monotonic() < stop_at:
+                c.call("RPUSH", key, repr(time.perf_counter()))
+                n += 1
+        finally:
+            c.close()
+            with lock:
+                sent[0] += n
+
+    def consumer():
+        c = _Conn(port)
+        mine = []
+        try:
+            while True:
+                got = c.call("BLPOP", key, "1")
+                if got is None:
+                    if time.monotonic() > stop_at:
+                        break
+                    continue
+                mine.append(time.perf_counter() - float(got[1]))
+        finally:
+            c.close()
+            with lock:
+                lat.extend(mine)
+    ts = [threading.Thread(target=consumer) for _ in range(clients)] + \
+         [threading.Thread(target=producer) for _ in range(clients)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(duration + 30)
+    took = time.monotonic() - t0
+    lat.sort()
+    if not lat:
+        return 0.0, 0.0, 0.0, sent[0]
+    return (len(lat) / took, lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000,
+            sent[0] - len(lat))
+
+
+def blpop_queue(b):
+    """The queue straight at the server that holds its key, and through ringleader in front
+    of 4 redis-servers (the key's server is one of them)."""
+    a = b.a
+    a.proto = "redis"
+    b.start_backends()
+    print("proxy:")
+    rl, why = b.start_proxy("ringleader", b.ringleader, workers=a.workers)
+    if not rl:
+        raise Setup(f"ringleader did not start: {why}")
+    key = "benchq:%d" % os.getpid()
+    c = _Conn(b.listen["ringleader"])
+    c.call("RPUSH", key, "probe")
+    c.call("DEL", key)
+    c.close()
+    owner = None
+    for port in b.backend_ports:
+        d = _Conn(port)
+        if d.call("EXISTS", key) == 0:
+            d.call("RPUSH", key, "x")
+            c = _Conn(b.listen["ringleader"])
+            if c.call("EXISTS", key) == 1:
+                owner = port
+            c.close()
+            d.call("DEL", key)
+        d.close()
+        if owner:
+            break
+    if owner is None:
+        raise Setup("cannot tell which server holds the queue's key")
+    print(f"\n-- blpop-queue: {a.queue_clients} producers, {a.queue_clients} consumers, "
+          f"{a.duration} s runs, {a.rounds} round(s)")
+    rows = {"direct": [], "ringleader": []}
+    for r in range(a.rounds):
+        for target, port in (("direct", owner), ("ringleader", b.listen["ringleader"])):
+            rows[target].append(queue_run(port, a.queue_clients, a.duration))
+            print(f"  round {r + 1} {target:10s} jobs/s {rows[target][-1][0]:9.0f}  "
+                  f"p50 {rows[target][-1][1]:.3f} ms  p99 {rows[target][-1][2]:.3f} ms  "
+                  f"lost {rows[target][-1][3]}", flush=True)
+    print("\n| scenario | target | jobs/s | push-to-pop p50 ms | p99 ms | jobs lost |")
+    print("|---|---|---|---|---|---|")
+    for target, runs in rows.items():
+        print(f"| blpop-queue | {target} | {median([x[0] for x in runs]):.0f} | "
+              f"{median([x[1] for x in runs]):.3f} | {median([x[2] for x in runs]):.3f} | "
+              f"{sum(x[3] for x in runs)} |")
+    print(f"\nload average at end: {loadavg()}")
+    return 0 if all(x[3] == 0 for runs in rows.values() for x in runs) else 1
+
+
+# ------------------------------------------------------------------ --pubsub
+
+# _resp: beside --blpop-queue above
 
 def _fanout_round(port, subscribers, messages, size, timeout=120.0):
     """One fan-out: `subscribers` connections SUBSCRIBE to one channel at 127.0.0.1:port, one

@@ -45,6 +45,11 @@ struct buf;
     ACTION(warm_hits,           COUNTER, "# of those found there and copied to the new owner") \
     ACTION(streamed_requests,   COUNTER, "# requests whose large body streamed to a pinned connection") \
     ACTION(pin_refused,         COUNTER, "# pinned connections refused over max_pinned")    \
+    ACTION(transactions,        COUNTER, "# sessions pinned for WATCH or MULTI (Redis)")     \
+    ACTION(transactions_aborted, COUNTER, "# transactions answered EXECABORT for a request the proxy refused inside") \
+    ACTION(blocking_requests,   COUNTER, "# blocking requests (BLPOP, XREAD BLOCK ...) sent on a pinned connection") \
+    ACTION(blocked_clients,     GAUGE,   "# clients waiting for the answer to a blocking request") \
+    ACTION(sessions_lost,       COUNTER, "# sessions whose pinned connection failed (their client was closed)") \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
     ACTION(pubsub_clients,      GAUGE,   "# clients in subscribed mode (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE)") \

@@ -772,7 +772,9 @@ static bool mc_value_line(const char *s, uint32_t n, struct proto_key *key, uint
     struct mc_tok t[5];
     uint64_t v;
     uint32_t nt = mc_tokens(s, 6, n, t, 4);   /* after "VALUE " */
-    if (nt < 3 || nt > 4 || !mc_key_valid(s, &t[0]) ||
+    /* A server's key needs no CR test: the proxy asked for it (and compares it
+     * byte for byte with the key it asked for), and the line is already cut. */
+    if (nt < 3 || nt > 4 || t[0].len == 0 || t[0].len > MEMCACHE_KEY_MAX ||
         !mc_tok_u64(s, &t[1], UINT32_MAX, &v) || !mc_tok_u64(s, &t[2], UINT32_MAX, bytes) ||
         (nt == 4 && !mc_tok_u64(s, &t[3], UINT64_MAX, &v)))
         return false;
@@ -1107,9 +1109,6 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
     case PROTO_ERR_NOMEM:
         fixed = "out of memory";
         break;
-    case PROTO_ERR_TOO_LARGE:
-        fixed = "object too large for cache";
-        break;
     case PROTO_ERR_CROSSSLOT:
         if (reason == NULL)
             fixed = "keys map to different servers";
@@ -1119,6 +1118,9 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
             fixed = "no server available";
         break;
     case PROTO_ERR_SERVER:
+    case PROTO_ERR_ABORTED:         /* memcached has no sessions: never asked */
+    case PROTO_ERR_LIMIT:
+    case PROTO_ERR_TARGET:
         if (reason == NULL)
             fixed = "backend error";
         break;

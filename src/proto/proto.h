@@ -15,6 +15,10 @@
  *     BROADCAST   : forward() to every server of the pool
  *     LOCAL       : local() writes the reply itself
  *     ERROR       : err is the reply; body_len more bytes are swallowed
+ *     SESSION     : forward() to the server of the client's session (a keyless
+ *                   request inside a transaction)
+ *     INDEXED     : frag_write() to the pool's server number req->server (a SCAN
+ *                   cursor names it); merge_env() rewrites its reply
  *  server bytes --parse_rsp--> struct proto_rsp units (a VALUE item, an END,
  *     a status line, a whole RESP reply) until one carries PROTO_SF_FINAL;
  *     fragments are joined by merge() in the client's key order.
@@ -32,6 +36,8 @@ enum proto_kind {
     PROTO_REQ_BROADCAST,  /* sent to every server, replies merged (flush_all ...) */
     PROTO_REQ_LOCAL,      /* answered by the proxy */
     PROTO_REQ_ERROR,      /* answered with err; body_len bytes swallowed */
+    PROTO_REQ_SESSION,    /* no key: sent to the server of the client's session (below) */
+    PROTO_REQ_INDEXED,    /* sent to the pool's server req->server, reply through merge_env */
     PROTO_REQ_SUBSCRIBE   /* (un)subscribes the client: req->sub says what, keys[] are the
                            * names (none: every name of that class); see pubsub.c */
 };
@@ -60,6 +66,35 @@ enum proto_kind {
 #define PROTO_RF_VARIANT    0x0200  /* the client speaks the protocol's second variant
                                      * (Redis RESP3): server connections of that variant
                                      * carry it and the replies the proxy writes are in it */
+
+/*
+ * Sessions: a run of one client's requests on a server connection of its own
+ * (pinned), for what a shared connection cannot carry: a transaction, the keys
+ * it watches, a command that blocks there. parse_req says what each request does
+ * to the client's session in req->sess, reading the state the core keeps in the
+ * parser's flags (PROTO_PF_SESSION, PROTO_PF_ATOMIC); the core (proxy/session.c)
+ * pins, places, holds and ends. "The server of its keys" is the one routing
+ * gives them; every later key of the session must have the same owner.
+ */
+#define PROTO_SS_OPEN    0x01  /* opens a session on the server of its keys (WATCH), or
+                                * continues the open one, whose server its keys must be on */
+#define PROTO_SS_BEGIN   0x02  /* begins the session's atomic part (MULTI): from here every
+                                * request belongs to the session, and one the proxy refuses
+                                * spoils it. With no server yet, it is answered at once with
+                                * proto_ops.sess_begun and sent, with the keyless requests
+                                * after it (answered sess_queued), once a keyed one places it */
+#define PROTO_SS_END     0x04  /* the session ends once this is answered (EXEC, DISCARD,
+                                * UNWATCH); nothing more is read from the client until then */
+#define PROTO_SS_COMMIT  0x08  /* commits the atomic part (EXEC): in a spoiled session the
+                                * server gets sess_abort instead and the client
+                                * PROTO_ERR_ABORTED */
+#define PROTO_SS_BLOCK   0x10  /* may block on the server (BLPOP ...): it runs on a pinned
+                                * connection (the session's, or one of its own for this
+                                * request), nothing more is read from the client until it is
+                                * answered, and its timeout is block_ms instead of the pool's */
+#define PROTO_SS_SPOIL   0x20  /* an ERROR that spoils the atomic part (Redis flags the
+                                * transaction: EXEC then answers EXECABORT) */
+#define PROTO_SS_RESET   0x40  /* ends every session of the client at once (RESET, LOCAL) */
 
 struct proto_key {
     uint32_t off;   /* from the start of the request's buffer */
@@ -90,12 +125,18 @@ struct proto_redis_req {
                             * forward() sends and keys[] are offsets into; NULL: RESP
                             * as sent, keys[] are offsets into buf */
     uint32_t    inl_len;
+    uint64_t    cursor;    /* INDEXED (SCAN): the cursor to send that server */
 };
 
 struct proto_req {
     enum proto_kind kind;
     uint16_t cmd;          /* the protocol's own command id */
     uint16_t flags;        /* PROTO_RF_* */
+    uint8_t  sess;         /* PROTO_SS_*: what it does to the client's session */
+    uint32_t server;       /* INDEXED: the pool's server it goes to (the core checks it) */
+    int64_t  block_ms;     /* PROTO_SS_BLOCK: how long the server may hold it: ms, 0 for
+                            * ever, -1 unknown (a bad timeout: the server refuses it at
+                            * once, the pool's timeout applies) */
     uint32_t hdr_len;      /* bytes of buf this request consumed (memcached: the line) */
     uint64_t body_len;     /* bytes following the header: forwarded (or swallowed for ERROR) */
     uint32_t nkeys;
@@ -157,6 +198,7 @@ struct proto_parser {
     char    *dec;           /* decoded request bytes (Redis quoted inline arguments);
                              * grows like keys */
     uint32_t item_size_max; /* memcached: values above this are refused */
+    uint64_t epoch;         /* the client's pool's ring epoch (Redis SCAN cursors carry it) */
     uint32_t body_min;      /* Redis: a request whose last argument is at least this long
                              * and not all here yet is returned at that argument's data,
                              * the argument as body_len, when it is not a key and the
@@ -168,10 +210,12 @@ struct proto_parser {
 #define PROTO_PF_AUTHED       0x0002  /* Redis: client passed AUTH (or none needed) */
 #define PROTO_PF_DENY_SCRIPTS 0x0004  /* Redis: refuse EVAL*, FCALL*, SCRIPT, FUNCTION
                                        * (pool scripts: false) */
-#define PROTO_PF_VARIANT      0x0008  /* the connection speaks the second variant (Redis
+#define PROTO_PF_SESSION      0x0008  /* the client holds a session (set by the core) */
+#define PROTO_PF_ATOMIC       0x0010  /* ... inside its atomic part (set by the core) */
+#define PROTO_PF_VARIANT      0x0020  /* the connection speaks the second variant (Redis
                                        * RESP3): a client's requests carry PROTO_RF_VARIANT;
                                        * set and cleared by local() (HELLO 3, HELLO 2, RESET) */
-#define PROTO_PF_SUBSCRIBED   0x0010  /* the connection is in subscribed mode: a client's
+#define PROTO_PF_SUBSCRIBED   0x0040  /* the connection is in subscribed mode: a client's
                                        * (set and cleared by the core's pubsub.c), or a server
                                        * connection carrying subscriptions, whose parse_rsp
                                        * then tells messages (PROTO_SF_PUSH) from replies */
@@ -227,6 +271,8 @@ struct proto_env {
                                        * its reply in it */
     /* The label of server i of the pool (i < nservers): BROADCAST fragment i went to it. */
     const char *(*server_name)(void *ctx, uint32_t i);
+    uint64_t    epoch;                /* the pool's ring epoch (SCAN cursors carry it) */
+    uint32_t    target;               /* INDEXED merge_env: the server it went to */
     void       *ctx;
 };
 /* Errors the core asks the protocol to phrase. */
@@ -235,8 +281,10 @@ enum proto_err {
     PROTO_ERR_TIMEOUT,     /* backend timed out */
     PROTO_ERR_CROSSSLOT,   /* keys on different servers */
     PROTO_ERR_NOMEM,       /* proxy out of memory */
-    PROTO_ERR_TOO_LARGE,   /* request over a limit */
-    PROTO_ERR_DOWN         /* no live server (on_down: error) */
+    PROTO_ERR_DOWN,        /* no live server (on_down: error) */
+    PROTO_ERR_ABORTED,     /* a spoiled session's commit (EXECABORT) */
+    PROTO_ERR_LIMIT,       /* a bound of the proxy refused it (max_pinned): reason given */
+    PROTO_ERR_TARGET       /* INDEXED: no such server (the pool changed): reason given */
 };
 
 #define PROTO_LOCAL_CLOSE 1
@@ -329,6 +377,14 @@ struct proto_ops {
      * RESET) before the hello is sent again; returns the replies to swallow
      * (0 for a protocol whose connections keep no state), or -ENOMEM. */
     int (*pin_reset)(struct buf *out);
+
+    /* Sessions (all NULL: the protocol has none; see PROTO_SS_*). sess_begun: the reply
+     * to a BEGIN answered before its session has a server; sess_queued: the reply to a
+     * request held with it. sess_abort: write what abandons the atomic part on the
+     * server (Redis DISCARD); returns the replies to swallow, or -ENOMEM. */
+    const char *sess_begun;
+    const char *sess_queued;
+    int (*sess_abort)(struct buf *out);
 
     /* Warm-up after a reload (all NULL: the protocol has none). warmable:
      * whether a miss of request cmd may be retried on the key's previous

@@ -1,8 +1,10 @@
 /* The Redis protocol (RESP2, RESP3 replies): resumable request/reply parsers, routing by the command table, fragments, merges, pub/sub. */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +84,13 @@
 #define ERR_NK_BIG      "-ERR Number of keys can't be greater than number of args\r\n"
 #define ERR_NK_ZERO     "-ERR numkeys should be greater than 0\r\n"
 #define ERR_SYNTAX      "-ERR syntax error\r\n"
+#define ERR_MULTI_NESTED "-ERR MULTI calls can not be nested\r\n"
+#define ERR_WATCH_MULTI "-ERR WATCH inside MULTI is not allowed\r\n"
+#define ERR_EXEC_ALONE  "-ERR EXEC without MULTI\r\n"
+#define ERR_DISCARD_ALONE "-ERR DISCARD without MULTI\r\n"
+#define ERR_CURSOR      "-ERR invalid cursor\r\n"
+#define ERR_CURSOR_OLD  "-ERR invalid cursor: the pool changed during the scan (a reload); " \
+                        "start again from cursor 0\r\n"
 
 static void req_reset(struct proto_parser *p)
 {
@@ -283,6 +292,32 @@ static const struct {
 };
 
 /*
+ * XREAD / XREADGROUP: where STREAMS is, as Redis's xreadGetKeys finds it
+ * (BLOCK and COUNT take one argument, GROUP two, NOACK none; anything else
+ * ends the options), so that a stream named "STREAMS" is a key. The index
+ * of STREAMS, or -1 when Redis finds no keys (no STREAMS, or an odd or zero
+ * number of arguments after it).
+ */
+static int64_t streams_keys(const char *buf, const struct proto_key *args, uint32_t argc)
+{
+    for (uint32_t i = 1; i < argc; i++) {
+        if (arg_eq(buf, &args[i], "BLOCK") || arg_eq(buf, &args[i], "COUNT")) {
+            i++;
+        } else if (arg_eq(buf, &args[i], "GROUP")) {
+            i += 2;
+        } else if (arg_eq(buf, &args[i], "NOACK")) {
+            continue;
+        } else if (arg_eq(buf, &args[i], "STREAMS")) {
+            uint32_t num = argc - i - 1;
+            return num == 0 || num % 2 != 0 ? -1 : (int64_t)i;
+        } else {
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/*
  * Compute the keys of command c from its arguments args[0..argc), writing
  * them to keys[] (which may be args itself: key k is always read from an
  * argument index >= k). Returns the number of keys (>= 0), or -1 with
@@ -298,6 +333,20 @@ static int keys_extract(const struct redis_command *c, const struct proto_key *a
     int64_t store = -1;
 
     *nokey = 0;
+    if (c->flags & REDIS_CMD_STREAMS) {
+        int64_t pos = streams_keys(buf, args, argc);
+        if (pos < 0) {
+            /* No keys Redis would find: the server answers the syntax error
+             * (routed by argument 1, as a script without keys is). */
+            keys[0] = args[1];
+            *nokey = 1;
+            return 1;
+        }
+        uint32_t num = (argc - (uint32_t)pos - 1) / 2;
+        for (uint32_t i = 0; i < num; i++)
+            keys[i] = args[pos + 1 + i];
+        return (int)num;
+    }
     if (c->flags & REDIS_CMD_STOREOPT) {
         uint32_t i = (uint32_t)(c->arity < 0 ? -c->arity : c->arity);
         while (i < argc) {
@@ -387,14 +436,228 @@ static void unknown_command(struct proto_parser *p, const char *buf, uint32_t ar
               nl, buf + a[0].off, (int)al, args);
 }
 
-/* Fill req for the complete request whose arguments are p->keys[0..argc). */
-static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
-                         struct proto_req *req)
+/* ------------------------------------------------------------ sessions */
+
+/* A command the proxy cannot queue in a transaction: refused (and, the caller being
+ * inside MULTI, the transaction spoiled), as Redis Cluster refuses what it cannot run. */
+static void not_in_multi(struct proto_parser *p, struct proto_req *req,
+                         const struct redis_command *c, const char *why)
+{
+    char name[REDIS_MAX_NAME * 2 + 2];
+    size_t i;
+    for (i = 0; c->name[i] != '\0' && i + 1 < sizeof(name); i++)
+        name[i] = c->name[i] == '|' ? ' ' : c->name[i];
+    name[i] = '\0';
+    req_error(p, req, "ERR command '%s' inside MULTI is not supported by ringleader (%s)",
+              name, why);
+}
+
+/*
+ * A blocking command's timeout as Redis 7.0 reads it (timeout.c,
+ * getTimeoutFromObjectOrReply): seconds as string2ld reads a long double,
+ * times 1000 rounded up, or whole milliseconds as string2ll reads them. The
+ * milliseconds (0: for ever), or -1 for what Redis refuses (not a number,
+ * negative, out of range): that server answers it at once.
+ */
+static int64_t block_timeout(const char *s, size_t len, int seconds)
+{
+    int64_t ms;
+
+    if (!seconds)
+        return parse_num(s, len, &ms) < 0 || ms < 0 ? -1 : ms;
+    char tmp[5 * 1024];                 /* MAX_LONG_DOUBLE_CHARS */
+    if (len == 0 || len >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, s, len);
+    tmp[len] = '\0';
+    char *end;
+    errno = 0;
+    long double v = strtold(tmp, &end);
+    if (isspace((unsigned char)tmp[0]) || *end != '\0' || (size_t)(end - tmp) != len ||
+        (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) ||
+        errno == EINVAL || isnan(v))
+        return -1;
+    v = ceill(v * 1000.0L);
+    if (!(v >= 0.0L) || v >= 9.2e18L)   /* negative, or a cast Redis cannot make */
+        return -1;
+    return (int64_t)v;
+}
+
+/* XREAD's BLOCK option, as xreadCommand reads its options (the last BLOCK counts):
+ * 1 with *ms, or 0 when the command does not block. */
+static int xread_block(const char *buf, const struct proto_key *args, uint32_t argc,
+                       int64_t *ms)
+{
+    int found = 0;
+    for (uint32_t i = 1; i < argc; i++) {
+        uint32_t more = argc - i - 1;
+        if (arg_eq(buf, &args[i], "BLOCK") && more > 0) {
+            i++;
+            *ms = block_timeout(buf + args[i].off, args[i].len, 0);
+            found = 1;
+        } else if (arg_eq(buf, &args[i], "COUNT") && more > 0) {
+            i++;
+        } else if (arg_eq(buf, &args[i], "GROUP") && more >= 2) {
+            i += 2;
+        } else if (arg_eq(buf, &args[i], "NOACK")) {
+            continue;
+        } else {
+            break;              /* STREAMS, or the syntax error the server answers */
+        }
+    }
+    return found;
+}
+
+/*
+ * What command c does to the client's session, given the state the core
+ * keeps in p->flags. 0: classify the rest as usual (req->sess may be set);
+ * 1: req is complete; 2: req is an error that leaves a transaction as it
+ * was (Redis answers nested MULTI and WATCH inside MULTI without flagging).
+ */
+static int req_session(struct proto_parser *p, const char *buf, const struct redis_command *c,
+                       const struct proto_key *args, uint32_t argc, struct proto_req *req)
+{
+    int atomic = (p->flags & PROTO_PF_ATOMIC) != 0;
+    int held = (p->flags & PROTO_PF_SESSION) != 0;
+
+    switch ((enum redis_session)REDIS_CMD_SESSION(c)) {
+    case REDIS_SESS_MULTI:
+        if (atomic) {
+            req_static_error(req, ERR_MULTI_NESTED);
+            return 2;
+        }
+        req->kind = PROTO_REQ_SESSION;
+        req->sess = PROTO_SS_BEGIN;
+        return 1;
+    case REDIS_SESS_EXEC:
+    case REDIS_SESS_DISCARD:
+        if (!atomic) {
+            req_static_error(req, REDIS_CMD_SESSION(c) == REDIS_SESS_EXEC ? ERR_EXEC_ALONE
+                                                                : ERR_DISCARD_ALONE);
+            return 2;
+        }
+        req->kind = PROTO_REQ_SESSION;
+        req->sess = PROTO_SS_END | (REDIS_CMD_SESSION(c) == REDIS_SESS_EXEC ? PROTO_SS_COMMIT : 0);
+        return 1;
+    case REDIS_SESS_WATCH:
+        if (atomic) {
+            req_static_error(req, ERR_WATCH_MULTI);
+            return 2;
+        }
+        req->sess = PROTO_SS_OPEN;
+        return 0;
+    case REDIS_SESS_UNWATCH:
+        /* inside MULTI it is queued; after WATCH it ends the session; alone it
+         * has nothing to do */
+        req->kind = atomic || held ? PROTO_REQ_SESSION : PROTO_REQ_LOCAL;
+        req->sess = !atomic && held ? PROTO_SS_END : 0;
+        return 1;
+    case REDIS_SESS_QUEUE:
+        if (!atomic)
+            return 0;
+        req->kind = PROTO_REQ_SESSION;
+        return 1;
+    case REDIS_SESS_WAIT:
+        if (atomic) {
+            req->kind = PROTO_REQ_SESSION;      /* returns at once inside MULTI */
+            return 1;
+        }
+        if (!held) {
+            req_error(p, req, "ERR WAIT is supported by ringleader only after WATCH or "
+                      "inside MULTI (it counts the writes made on one server connection)");
+            return 1;
+        }
+        req->kind = PROTO_REQ_SESSION;
+        req->sess = PROTO_SS_BLOCK;
+        req->block_ms = block_timeout(buf + args[2].off, args[2].len, 0);
+        return 1;
+    case REDIS_SESS_BLOCK_LAST:
+    case REDIS_SESS_BLOCK_FIRST:
+    case REDIS_SESS_BLOCK_OPT:
+        if (atomic)
+            return 0;           /* inside MULTI it runs at EXEC and never blocks */
+        if (REDIS_CMD_SESSION(c) == REDIS_SESS_BLOCK_OPT) {
+            if (!xread_block(buf, args, argc, &req->block_ms))
+                return 0;
+        } else {
+            const struct proto_key *t =
+                &args[REDIS_CMD_SESSION(c) == REDIS_SESS_BLOCK_LAST ? argc - 1 : 1];
+            req->block_ms = block_timeout(buf + t->off, t->len, 1);
+        }
+        req->sess = PROTO_SS_BLOCK;
+        return 0;
+    case REDIS_SESS_NONE:
+        break;
+    }
+    return 0;
+}
+
+/*
+ * SCAN's cursor names a server of the pool and that server's cursor:
+ *
+ *     pool cursor = server cursor << 24 | (epoch & 0xff) << 16 | server index
+ *
+ * read as Redis reads a cursor (strtoul: a sign, digits, nothing after).
+ * Cursor 0 starts at server 0; a cursor from another epoch of the pool's ring
+ * (a reload changed it during the scan) is refused, since its server index
+ * may now name another server.
+ */
+#define SCAN_INDEX_BITS 16
+#define SCAN_TAG_SHIFT  16
+#define SCAN_CUR_SHIFT  24
+
+static int scan_cursor(const char *s, size_t len, uint64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    uint64_t v = 0;
+
+    if (len > 0 && isspace((unsigned char)s[0]))
+        return -1;
+    if (i < len && (s[i] == '+' || s[i] == '-'))
+        neg = s[i++] == '-';
+    size_t digits = i;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
+        if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+            return -1;                  /* ERANGE */
+        v = v * 10 + (uint64_t)(s[i] - '0');
+    }
+    if (i == digits)
+        return len == 0 || s[0] == '\0' ? (*out = 0, 0) : -1;   /* strtoul read nothing */
+    if (i < len && s[i] != '\0')        /* the sds ends at its first NUL for strtoul */
+        return -1;
+    *out = neg ? (uint64_t)0 - v : v;
+    return 0;
+}
+
+static int req_cursor(struct proto_parser *p, const char *buf, const struct proto_key *args,
+                      struct proto_req *req)
+{
+    uint64_t cur;
+
+    if (scan_cursor(buf + args[1].off, args[1].len, &cur) < 0) {
+        req_static_error(req, ERR_CURSOR);
+        return 0;
+    }
+    if (cur != 0 && ((cur >> SCAN_TAG_SHIFT) & 0xff) != (p->epoch & 0xff)) {
+        req_static_error(req, ERR_CURSOR_OLD);
+        return 0;
+    }
+    req->kind = PROTO_REQ_INDEXED;
+    req->server = (uint32_t)(cur & ((1u << SCAN_INDEX_BITS) - 1));
+    req->u.redis.cursor = cur >> SCAN_CUR_SHIFT;
+    return 0;
+}
+
+/* Fill req for the complete request whose arguments are p->keys[0..argc). Returns 1
+ * for an error that leaves a transaction as it was (Redis does not flag it), else 0. */
+static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
+                        struct proto_req *req)
 {
     const struct proto_key *args = p->keys;
     /* the client's variant, on every request: the core picks connections by it */
-    _Static_assert(PROTO_RF_VARIANT == PROTO_PF_VARIANT << 6, "the variant's flag bits");
-    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) << 6);
+    _Static_assert(PROTO_RF_VARIANT == PROTO_PF_VARIANT << 4, "the variant's flag bits");
+    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) << 4);
     /* "NAME|SUB" is how the table names a subcommand, never a command Redis
      * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
     const struct redis_command *c =
@@ -405,7 +668,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
 
     if (c == NULL) {
         unknown_command(p, buf, argc, req);
-        return;
+        return 0;
     }
     if (argc >= 2 && (c->flags & (REDIS_CMD_CONTAINER | REDIS_CMD_VARIANTS))) {
         size_t nl = strlen(c->name);
@@ -427,7 +690,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             int sl = (int)(args[1].len < 128 ? args[1].len : 128);
             req_error(p, req, "ERR unknown subcommand '%.*s'. Try %s HELP.", sl,
                       buf + args[1].off, c->name);
-            return;
+            return 0;
         }
         if (sub != NULL)
             c = sub;
@@ -437,11 +700,11 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         (c->arity < 0 && argc < (uint32_t)-c->arity)) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
-        return;
+        return 0;
     }
     if (!(p->flags & PROTO_PF_AUTHED) && !(c->flags & REDIS_CMD_NOAUTH)) {
         req_static_error(req, ERR_NOAUTH);
-        return;
+        return 0;
     }
     if ((p->flags & (PROTO_PF_SUBSCRIBED | PROTO_PF_VARIANT)) == PROTO_PF_SUBSCRIBED &&
         !(c->flags & REDIS_CMD_SUBOK)) {
@@ -449,7 +712,7 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
                   "PING / QUIT / RESET are allowed in this context", name);
-        return;
+        return 0;
     }
     if (c->flags & REDIS_CMD_WRITE)
         req->flags |= PROTO_RF_WRITE;
@@ -460,53 +723,81 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             name[i] = c->name[i] == '|' ? ' ' : c->name[i];
         name[i] = '\0';
         req_error(p, req, "ERR command '%s' is not supported by ringleader", name);
-        return;
+        return 0;
     }
     if ((c->flags & REDIS_CMD_SCRIPT) && (p->flags & PROTO_PF_DENY_SCRIPTS)) {
         req_error(p, req, "ERR command '%s' is not allowed through this proxy "
                   "(the pool has scripts: false)", c->name);
-        return;
+        return 0;
+    }
+    int atomic = (p->flags & PROTO_PF_ATOMIC) != 0;
+    if (REDIS_CMD_SESSION(c) != REDIS_SESS_NONE) {
+        int r = req_session(p, buf, c, args, argc, req);
+        if (r != 0)
+            return r - 1;
     }
     if ((c->flags & REDIS_CMD_SUB(0x07)) != 0) {
+        if (atomic) {
+            not_in_multi(p, req, c, "the proxy keeps a client's subscriptions");
+            return 0;
+        }
         /* the names are every argument after the command's (keys[k] is read from k + 1) */
         for (uint32_t i = 1; i < argc; i++)
             p->keys[i - 1] = args[i];
         req->kind = PROTO_REQ_SUBSCRIBE;
         req->sub = REDIS_CMD_SUB_OF(c->flags);
         req->nkeys = argc - 1;
-        return;
+        return 0;
     }
     if (c->flags & REDIS_CMD_LOCAL) {
+        if (c->local == REDIS_LOCAL_RESET)
+            req->sess |= PROTO_SS_RESET;
+        if (atomic && c->local != REDIS_LOCAL_QUIT && c->local != REDIS_LOCAL_RESET) {
+            not_in_multi(p, req, c, "the proxy answers it itself");
+            return 0;
+        }
         req->kind = PROTO_REQ_LOCAL;
         if (c->local == REDIS_LOCAL_QUIT)
             req->flags |= PROTO_RF_CLOSE;
-        return;
+        return 0;
     }
-    if (c->flags & (REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH)) {
+    if (c->flags & (REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH | REDIS_CMD_CURSOR)) {
+        if (atomic) {
+            not_in_multi(p, req, c, "it needs every server");
+            return 0;
+        }
+        if (c->flags & REDIS_CMD_CURSOR)
+            return req_cursor(p, buf, args, req);
         req->kind = PROTO_REQ_BROADCAST;
-        return;
+        return 0;
     }
 
     const char *err = NULL;
     int nokey;
     int n = keys_extract(c, args, argc, buf, p->keys, &nokey, &err);
+    if (atomic && (n <= 0 || nokey)) {
+        /* Inside MULTI Redis queues what it cannot check yet (bad numkeys, a
+         * script without keys) and answers at EXEC: so does its server. */
+        req->kind = PROTO_REQ_SESSION;
+        return 0;
+    }
     if (n == -2 && c->local != REDIS_LOCAL_NONE) {
         req->kind = PROTO_REQ_LOCAL;    /* keys it may go without (PUBSUB NUMSUB) */
-        return;
+        return 0;
     }
     if (n == -2 || n == 0) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
-        return;
+        return 0;
     }
     if (n == -3) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR at least 1 input key is needed for '%s' command", name);
-        return;
+        return 0;
     }
     if (n < 0) {
         req_static_error(req, err);
-        return;
+        return 0;
     }
     req->nkeys = (uint32_t)n;
     if (nokey)
@@ -521,6 +812,17 @@ static void req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req->kind = PROTO_REQ_FANOUT;
     else
         req->kind = PROTO_REQ_SAME;
+    return 0;
+}
+
+/* Classify, and inside MULTI mark the refusals that spoil the transaction (Redis
+ * flags it for an unknown command, a wrong arity, a missing AUTH ...). */
+static void req_classify_all(struct proto_parser *p, const char *buf, uint32_t argc,
+                             struct proto_req *req)
+{
+    int keeps = req_classify(p, buf, argc, req);
+    if (req->kind == PROTO_REQ_ERROR && (p->flags & PROTO_PF_ATOMIC) && !keeps)
+        req->sess |= PROTO_SS_SPOIL;
 }
 
 /* ---------------------------------------------------------- parse_req */
@@ -534,7 +836,7 @@ static int req_done(struct proto_parser *p, const char *base, size_t start, size
     req->hdr_len = (uint32_t)end;
     req->u.redis.start = (uint32_t)start;
     req->u.redis.argc = argc;
-    req_classify(p, base, argc, req);
+    req_classify_all(p, base, argc, req);
     req->keys = p->keys;
     return (int)end;
 }
@@ -555,7 +857,7 @@ static int req_split_body(struct proto_parser *p, const char *buf, size_t len, s
     uint32_t last = argc - 1;
     p->keys[last].off = (uint32_t)data;
     p->keys[last].len = (uint32_t)RL_MIN((uint64_t)(len - data), n);  /* what is here */
-    req_classify(p, buf, argc, req);
+    req_classify_all(p, buf, argc, req);
     int ok = req->kind == PROTO_REQ_ERROR || req->kind == PROTO_REQ_SINGLE;
     for (uint32_t k = 0; ok && req->kind == PROTO_REQ_SINGLE && k < req->nkeys; k++)
         ok = p->keys[k].off != (uint32_t)data;
@@ -1189,12 +1491,33 @@ static int arg_after(const struct proto_req *req, const char *buf, const struct 
     return 0;
 }
 
+/* SCAN for the server the pool cursor names: its own cursor in place of the
+ * pool's, every other argument as the client sent it. 0 or -ENOMEM. */
+static int scan_write(const struct proto_req *req, const char *buf, struct buf *out)
+{
+    const char *base = req_base(req, buf);
+    char num[24];
+    int nl = snprintf(num, sizeof(num), "%" PRIu64, req->u.redis.cursor);
+
+    if (buf_appendf(out, "*%" PRIu32 "\r\n", req->u.redis.argc) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < req->u.redis.argc; i++) {
+        const struct proto_key *a = &req->keys[i];
+        if (i == 1 ? append_bulk(out, num, (size_t)nl) < 0
+                   : append_bulk(out, base + a->off, a->len) < 0)
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 static int redis_frag_write(const struct proto_req *req, const char *buf, const uint32_t *idx,
                             uint32_t n, struct buf *out)
 {
     if (req->cmd >= redis_ncommands)
         return -EINVAL;
     const struct redis_command *c = &redis_commands[req->cmd];
+    if (c->flags & REDIS_CMD_CURSOR)
+        return scan_write(req, buf, out);
     uint32_t per = c->step > 1 ? 2 : 1;
     const char *bar = strchr(c->name, '|');     /* a subcommand: PUBSUB NUMSUB */
     size_t nl = bar != NULL ? (size_t)(bar - c->name) : strlen(c->name);
@@ -1339,6 +1662,68 @@ static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
             return -1;          /* no server counts past int64: malformed */
     }
     return buf_appendf(out, ":%" PRId64 "\r\n", sum);
+}
+
+/* KEYS: the servers' arrays as one. */
+static int merge_concat(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    uint64_t total = 0;
+    size_t eol[nfrag ? nfrag : 1];
+
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        int64_t n;
+        if (d[0] != '*' || rsp_line(d, buf_len(frag[f]), &eol[f]) != 1 ||
+            parse_num(d + 1, eol[f] - 2, &n) < 0 || n < 0)
+            return -1;
+        total += (uint64_t)n;
+    }
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", total) < 0)
+        return -ENOMEM;
+    for (uint32_t f = 0; f < nfrag; f++)
+        if (buf_append(out, buf_rptr(frag[f]) + eol[f] + 1, buf_len(frag[f]) - eol[f] - 1) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* SCRIPT EXISTS: an array of 0/1 per sha from each server; 1 only where every
+ * server has the script (EVALSHA may run on any of them). */
+static int merge_and(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    const char *d0 = buf_rptr(frag[0]);
+    size_t len0 = buf_len(frag[0]), eol;
+    int64_t n;
+
+    if (d0[0] != '*' || rsp_line(d0, len0, &eol) != 1 || parse_num(d0 + 1, eol - 2, &n) < 0 ||
+        n < 0)
+        return -1;
+    size_t pos[nfrag];
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t e;
+        if (buf_len(frag[f]) < eol + 1 || memcmp(d, d0, eol + 1) != 0 ||
+            rsp_line(d, buf_len(frag[f]), &e) != 1)
+            return -1;                  /* every server answers as many */
+        pos[f] = e + 1;
+    }
+    if (buf_append(out, d0, eol + 1) < 0)
+        return -ENOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        int all = 1;
+        for (uint32_t f = 0; f < nfrag; f++) {
+            const char *d = buf_rptr(frag[f]) + pos[f];
+            size_t left = buf_len(frag[f]) - pos[f], e;
+            int64_t v;
+            if (left == 0 || d[0] != ':' || rsp_line(d, left, &e) != 1 ||
+                parse_num(d + 1, e - 2, &v) < 0)
+                return -1;
+            all &= v == 1;
+            pos[f] += e + 1;
+        }
+        if (buf_append_str(out, all ? ":1\r\n" : ":0\r\n") < 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 struct keyspace_db {
@@ -1554,9 +1939,6 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
         case REDIS_MERGE_UNION:
             rc = merge_union(frag, nfrag, out);
             break;
-        case REDIS_MERGE_FIRST:
-            rc = buf_append(out, buf_rptr(frag[0]), buf_len(frag[0]));
-            break;
         case REDIS_MERGE_OK:
             rc = merge_ok(frag, nfrag, out);
             break;
@@ -1567,6 +1949,17 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
             /* the servers' replies are of the client's variant: verbatim for RESP3 */
             rc = merge_keyspace(frag, nfrag, buf_rptr(frag[0])[0] == '=', out);
             break;
+        case REDIS_MERGE_CONCAT:
+            rc = merge_concat(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_AND:
+            rc = merge_and(frag, nfrag, out);
+            break;
+        case REDIS_MERGE_FIRST: {
+            int64_t end = rsp_element_end(buf_rptr(frag[0]), buf_len(frag[0]), 0);
+            rc = end < 0 ? -1 : buf_append(out, buf_rptr(frag[0]), (size_t)end);
+            break;
+        }
         default:
             rc = -1;
         }
@@ -1585,9 +1978,107 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
  * server down or failing is left out there instead of failing the whole INFO. Every other
  * broadcast merges as redis_merge does.
  */
+/* RANDOMKEY: a key from a server picked at random among those that have one (so a
+ * key of a small server is likelier than in one Redis: uniform per server, not per
+ * key); nil when none has any (RESP3's null to a RESP3 client, whose servers send it);
+ * the first error when none has a key and one failed. */
+static int merge_random(struct buf *const *frag, uint32_t nfrag, const struct proto_env *env,
+                        struct buf *out)
+{
+    uint32_t have = 0, pick;
+    int64_t err = -1;
+
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        if (buf_len(frag[f]) >= 2 && d[0] == '$' && d[1] != '-')
+            have++;
+        else if (d[0] == '-' && err < 0)
+            err = f;
+        else if (d[0] != '$' && d[0] != '-' && d[0] != '_')
+            return -1;
+    }
+    if (have == 0) {
+        if (err < 0)
+            return buf_append_str(out, env->variant ? "_\r\n" : "$-1\r\n");
+        int64_t end = rsp_element_end(buf_rptr(frag[err]), buf_len(frag[err]), 0);
+        return end < 0 ? -1 : buf_append(out, buf_rptr(frag[err]), (size_t)end);
+    }
+    uint64_t x = env->now_us * 0x9e3779b97f4a7c15ull;     /* the clock, mixed */
+    pick = (uint32_t)((x >> 32) % have);
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        if (buf_len(frag[f]) >= 2 && d[0] == '$' && d[1] != '-' && pick-- == 0) {
+            int64_t end = rsp_element_end(d, buf_len(frag[f]), 0);
+            return end < 0 ? -1 : buf_append(out, d, (size_t)end);
+        }
+    }
+    return -1;
+}
+
+/* SCAN: server env->target's reply with its cursor re-encoded as a pool cursor (the
+ * next server's start when it is done, 0 after the last). */
+static int merge_scan(struct buf *const *frag, uint32_t nfrag, const struct proto_env *env,
+                      struct buf *out)
+{
+    const char *d = buf_rptr(frag[0]);
+    size_t len = buf_len(frag[0]), eol, pos;
+    int64_t n, cl;
+    uint64_t sc = 0, next;
+
+    if (nfrag != 1)
+        return -1;
+    if (d[0] == '-') {
+        int64_t end = rsp_element_end(d, len, 0);
+        return end < 0 ? -1 : buf_append(out, d, (size_t)end);
+    }
+    if (d[0] != '*' || rsp_line(d, len, &eol) != 1 || parse_num(d + 1, eol - 2, &n) < 0 ||
+        n != 2)
+        return -1;
+    pos = eol + 1;
+    if (pos >= len || d[pos] != '$' || rsp_line(d + pos, len - pos, &eol) != 1 ||
+        parse_num(d + pos + 1, eol - 2, &cl) < 0 || cl <= 0 || cl > 20 ||
+        pos + eol + 1 + (size_t)cl + 2 > len)
+        return -1;
+    const char *num = d + pos + eol + 1;
+    for (int64_t i = 0; i < cl; i++) {
+        if (num[i] < '0' || num[i] > '9' || sc > (UINT64_MAX - 9) / 10)
+            return -1;
+        sc = sc * 10 + (uint64_t)(num[i] - '0');
+    }
+    uint64_t tag = (env->epoch & 0xff) << SCAN_TAG_SHIFT;
+    if (sc >= (1ull << (64 - SCAN_CUR_SHIFT)))
+        return -1;                      /* a table of 2^40 buckets: not a Redis server's */
+    if (sc != 0)
+        next = sc << SCAN_CUR_SHIFT | tag | env->target;
+    else if (env->target + 1 < env->nservers)
+        next = tag | (env->target + 1);
+    else
+        next = 0;
+    char nb[24];
+    int nl = snprintf(nb, sizeof(nb), "%" PRIu64, next);
+    pos += eol + 1 + (size_t)cl + 2;    /* the array of keys, as the server sent it */
+    if (buf_append_str(out, "*2\r\n") < 0 || append_bulk(out, nb, (size_t)nl) < 0 ||
+        buf_append(out, d + pos, len - pos) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
 static int redis_merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
                            uint32_t nfrag, const struct proto_env *env, struct buf *out)
 {
+    if (cmd < redis_ncommands && (redis_commands[cmd].merge == REDIS_MERGE_RANDOM ||
+                                  redis_commands[cmd].merge == REDIS_MERGE_SCAN)) {
+        size_t mark = out->wpos;
+        for (uint32_t f = 0; f < nfrag; f++)
+            if (buf_len(frag[f]) == 0)
+                return -1;
+        int rc = redis_commands[cmd].merge == REDIS_MERGE_RANDOM
+                     ? merge_random(frag, nfrag, env, out)
+                     : merge_scan(frag, nfrag, env, out);
+        if (rc != 0)
+            out->wpos = mark;
+        return rc;
+    }
     if (cmd >= redis_ncommands || redis_commands[cmd].merge != REDIS_MERGE_INFO)
         return redis_merge(cmd, reqbuf, NULL, 0, NULL, frag, nfrag, out);
     const struct redis_command *ks = redis_command_find("INFO|KEYSPACE");
@@ -1611,15 +2102,32 @@ static int redis_merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *
 
 /* ------------------------------------------------------- errors, hello */
 
+/* reason as the rest of one line (CR and LF shown as spaces), then CRLF. */
+static int append_line(struct buf *out, const char *reason)
+{
+    for (const char *s = reason; *s != '\0'; s++) {
+        char ch = (*s == '\r' || *s == '\n') ? ' ' : *s;
+        if (buf_append(out, &ch, 1) < 0)
+            return -ENOMEM;
+    }
+    return buf_append(out, "\r\n", 2);
+}
+
 static int redis_error_reply(enum proto_err code, const char *reason, struct buf *out)
 {
     const char *what;
     switch (code) {
     case PROTO_ERR_CROSSSLOT:
         return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same server\r\n");
+    case PROTO_ERR_ABORTED:
+        return buf_append_str(out, "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    case PROTO_ERR_LIMIT:
+    case PROTO_ERR_TARGET:
+        if (buf_append_str(out, "-ERR ") < 0)
+            return -ENOMEM;
+        return append_line(out, reason != NULL ? reason : "refused");
     case PROTO_ERR_TIMEOUT:   what = "timeout"; break;
     case PROTO_ERR_NOMEM:     what = "out of memory"; break;
-    case PROTO_ERR_TOO_LARGE: what = "request too large"; break;
     case PROTO_ERR_DOWN:      what = "no server available"; break;
     case PROTO_ERR_SERVER:
     default:                  what = "server error"; break;
@@ -1677,6 +2185,13 @@ static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 static int redis_pin_reset(struct buf *out)
 {
     return buf_append_str(out, "*1\r\n$5\r\nRESET\r\n") < 0 ? -ENOMEM : 1;
+}
+
+/* A spoiled transaction's EXEC: what the server queued is dropped, as
+ * Redis drops it for EXECABORT; the DISCARD's +OK is swallowed. */
+static int redis_sess_abort(struct buf *out)
+{
+    return buf_append_str(out, "*1\r\n$7\r\nDISCARD\r\n") < 0 ? -ENOMEM : 1;
 }
 
 /* on_down: miss. A read of a down server's key answers nil (RESP3's null to a RESP3
@@ -1763,6 +2278,9 @@ const struct proto_ops proto_redis_ops = {
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
     .pin_reset = redis_pin_reset,
+    .sess_begun = "+OK\r\n",
+    .sess_queued = "+QUEUED\r\n",
+    .sess_abort = redis_sess_abort,
     .sub_write = redis_sub_write,
     .sub_reply = redis_sub_reply,
     .push_write = redis_push_write,

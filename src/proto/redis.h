@@ -41,13 +41,17 @@
 #define REDIS_CMD_VARIANTS   0x08000  /* "NAME|ARG1" INTERNAL entries may refine it (INFO keyspace) */
 #define REDIS_CMD_NKINPUT    0x10000  /* numkeys 0: "at least 1 input key is needed" (sorted-set ops) */
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
-#define REDIS_CMD_CHANNEL    0x40000  /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
-#define REDIS_CMD_SUBOK      0x80000  /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
+#define REDIS_CMD_STREAMS    0x40000  /* keys: the first half of what follows STREAMS (XREAD) */
+#define REDIS_CMD_CURSOR     0x80000  /* SCAN: argument 1 is a pool cursor (INDEXED) */
+#define REDIS_CMD_CHANNEL    0x100000 /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
+#define REDIS_CMD_SUBOK      0x200000 /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
                                        * the (un)subscriptions) */
-/* An (un)subscription: PROTO_SUB_* class | PROTO_SUB_UNSUB in bits 24..26 of the flags; its
+#define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
+#define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))
+/* An (un)subscription: PROTO_SUB_* class | PROTO_SUB_UNSUB in bits 28..30 of the flags; its
  * names are every argument after the command's. */
-#define REDIS_CMD_SUB(what)  ((uint32_t)(what) << 24)
-#define REDIS_CMD_SUB_OF(fl) ((uint8_t)(((fl) >> 24) & 0x07))
+#define REDIS_CMD_SUB(what)  ((uint32_t)(what) << 28)
+#define REDIS_CMD_SUB_OF(fl) ((uint8_t)(((fl) >> 28) & 0x07))
 
 /* The number grammar of Redis's string2ll, for util_parse_dec: what every
  * number the proxy reads in a request must follow. */
@@ -64,7 +68,26 @@ enum redis_merge {
     REDIS_MERGE_PAIRS,     /* PUBSUB NUMSUB: [channel, count] pairs in the client's order */
     REDIS_MERGE_MAX,       /* PUBSUB NUMPAT: the largest integer */
     REDIS_MERGE_UNION,     /* PUBSUB CHANNELS: every server's elements, each once */
-    REDIS_MERGE_FIRST      /* PUBSUB HELP: the first server's reply */
+    REDIS_MERGE_CONCAT,    /* KEYS: the arrays one after the other */
+    REDIS_MERGE_FIRST,     /* SCRIPT LOAD, PUBSUB HELP: the first error, else the first reply */
+    REDIS_MERGE_AND,       /* SCRIPT EXISTS: 1 where every server says 1 */
+    REDIS_MERGE_RANDOM,    /* RANDOMKEY: a random non-nil reply (merge_env) */
+    REDIS_MERGE_SCAN       /* SCAN: the server's cursor re-encoded as a pool cursor (merge_env) */
+};
+
+/* What a command does to a client's session (struct redis_command.session). */
+enum redis_session {
+    REDIS_SESS_NONE,
+    REDIS_SESS_MULTI,
+    REDIS_SESS_EXEC,
+    REDIS_SESS_DISCARD,
+    REDIS_SESS_WATCH,
+    REDIS_SESS_UNWATCH,
+    REDIS_SESS_QUEUE,        /* LOCAL outside MULTI, sent to the server inside (PING, ECHO, TIME) */
+    REDIS_SESS_BLOCK_LAST,   /* blocks; the timeout is the last argument, seconds (BLPOP) */
+    REDIS_SESS_BLOCK_FIRST,  /* blocks; the timeout is argument 1, seconds (BLMPOP) */
+    REDIS_SESS_BLOCK_OPT,    /* blocks with a BLOCK <ms> option (XREAD, XREADGROUP) */
+    REDIS_SESS_WAIT          /* WAIT numreplicas <ms>: only on a session's connection */
 };
 
 /* What local() does for a LOCAL command. */
@@ -97,7 +120,8 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_TRACKINGINFO,
     REDIS_LOCAL_CLIENT_GETREDIR,
     REDIS_LOCAL_CLIENT_CACHING,
-    REDIS_LOCAL_EMPTY_ARRAY     /* PUBSUB NUMSUB without channels */
+    REDIS_LOCAL_EMPTY_ARRAY, /* PUBSUB NUMSUB without channels */
+    REDIS_LOCAL_UNWATCH      /* UNWATCH of a client without a session: nothing is watched */
 };
 
 /*
@@ -117,7 +141,8 @@ struct redis_command {
     uint8_t     numkeys;
     uint8_t     merge;      /* enum redis_merge */
     uint8_t     local;      /* enum redis_local */
-    uint32_t    flags;      /* REDIS_CMD_*, and REDIS_CMD_SUB(what) for (un)subscriptions */
+    uint32_t    flags;      /* REDIS_CMD_*, REDIS_CMD_SESS(enum redis_session) and
+                             * REDIS_CMD_SUB(what) for (un)subscriptions */
 };
 
 /* The table, sorted by name (strcmp order), and its size. */

@@ -722,10 +722,11 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
                              env && env->pool_name ? env->pool_name : "", ic->asked, ic->n));
         break;
     case INFO_CLIENTS:
-        /* the proxy's clients: blocking commands are refused, so none is ever blocked */
+        /* the proxy's clients, those waiting for a blocking command among them */
         INFO_TRY(buf_appendf(b, "# Clients\r\nconnected_clients:%" PRId64 "\r\n"
-                             "cluster_connections:0\r\nblocked_clients:0\r\ntracking_clients:0\r\n"
-                             "clients_in_timeout_table:0\r\n", info_own(ic, "client_connections")));
+                             "cluster_connections:0\r\nblocked_clients:%" PRId64 "\r\n"
+                             "tracking_clients:0\r\nclients_in_timeout_table:0\r\n",
+                             info_own(ic, "client_connections"), info_own(ic, "blocked_clients")));
         break;
     case INFO_MEMORY:
         INFO_TRY(buf_append_str(b, "# Memory\r\n"));
@@ -971,6 +972,8 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         return local_auth(c, p, &l, out);
     case REDIS_LOCAL_HELLO:
         return local_hello(c, p, &l, env, out);
+    case REDIS_LOCAL_UNWATCH:
+        return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_RESET:
         /* RESP2 again, out of subscribed mode (the core ends the subscriptions) */
         c->name[0] = '\0';

@@ -15,6 +15,7 @@
 #include "proxy/pubsub.h"
 #include "proxy/registry.h"
 #include "proxy/server.h"
+#include "proxy/session.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "util.h"
@@ -24,6 +25,7 @@
 #define CLIENT_MEM_STEP     (16u * 1024)   /* report memory use in steps of this much */
 #define CLIENT_MEM_HOLD_MIN (64u * 1024)   /* over memory_limit, a client holding more is refused */
 #define CLIENT_STREAM_AHEAD (1024u * 1024) /* streamed body bytes queued to the server at most */
+#define CLIENT_HOLD_INPUT   (1024u * 1024) /* input read ahead of a held request at most */
 
 static void client_process(struct client *c);
 
@@ -124,6 +126,7 @@ void client_close(struct client *c)
     c->stream_msg = NULL;
     /* A pinned connection is closed with the client: a command blocked there
      * must not complete for nobody. */
+    session_client_closed(c);
     while ((n = queue_first(&c->pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
     pubsub_free(c);
@@ -322,13 +325,19 @@ static void client_stream_copy(struct client *c)
 void client_pin_idle(struct client *c, struct sconn *s)
 {
     if (c->pubsub != NULL && pubsub_pin_idle(c, s))
+        return;                         /* a subscription connection: nothing waits on it */
+    if (c->stream != s) {
+        if (session_pin_idle(c, s))     /* a session's hold is over */
+            goto parse;
         return;
-    if (c->stream != s || c->in != CLIENT_IN_HOLD)
+    }
+    if (c->in != CLIENT_IN_HOLD)
         return;
     c->stream = NULL;
     c->stream_msg = NULL;
     c->in = CLIENT_IN_PARSE;
     sconn_unpin(s, 1);
+parse:
     if (c->paused) {
         client_check_resume(c);
         return;
@@ -346,8 +355,15 @@ void client_pin_lost(struct client *c, struct sconn *s)
 {
     if (c->pubsub != NULL && pubsub_pin_lost(c, s))
         return;
-    if (c->stream != s)
+    if (c->stream != s) {
+        /* A session's: its requests were answered with errors; what the client
+         * holds in its input is parsed again from the flush (paused until). */
+        if (session_pin_lost(c, s) && !c->closing) {
+            client_pause(c);
+            worker_mark_client(c->w, c);
+        }
         return;
+    }
     /* Its request was answered with the error; the rest of the body is dropped. */
     if (c->in == CLIENT_IN_STREAM) {
         c->in = CLIENT_IN_SWALLOW;
@@ -466,7 +482,12 @@ static void client_process(struct client *c)
             client_stream_copy(c);
             continue;
         }
-        if (c->in == CLIENT_IN_HOLD || len == 0 || len < c->need)
+        if (c->in == CLIENT_IN_HOLD) {
+            if (len >= CLIENT_HOLD_INPUT)
+                client_pause(c);    /* read on once the held request is answered */
+            break;
+        }
+        if (len == 0 || len < c->need)
             break;
         if (client_over_limits(c)) {
             client_pause(c);
@@ -519,7 +540,10 @@ static void client_process(struct client *c)
         }
         c->need = 0;
         c->partial_ms = 0;
-        forward_request(c, &req, p);
+        if (forward_request(c, &req, p) == FORWARD_WAIT) {
+            client_pause(c);        /* read again once its earlier requests are answered */
+            break;
+        }
         if (req.kind == PROTO_REQ_ERROR && req.body_len > 0) {
             buf_consume(in, req.hdr_len);
             c->in = CLIENT_IN_SWALLOW;
@@ -595,8 +619,10 @@ static void client_on_read(struct conn *conn, ssize_t nread)
     if (nread == UV_EOF) {
         STATS_ADD(&c->pool->stats, client_eof, 1);
         c->eof = 1;             /* answer what was asked, then close */
-        if (c->in == CLIENT_IN_STREAM) {
-            client_close(c);    /* half a body: the pinned connection goes with it */
+        if (c->in == CLIENT_IN_STREAM || session_blocked(c)) {
+            /* half a body, or a blocking command whose answer nobody will read:
+             * the pinned connection goes with the client, now */
+            client_close(c);
             return;
         }
         client_maybe_finish(c);
@@ -657,6 +683,7 @@ void client_refresh(struct client *c)
     if (!cp->scripts)
         c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
     c->pc.db = cp->redis_db;
+    c->parser.epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0;
     /* A password added or changed makes connected clients authenticate (again);
      * a password removed lets them in. */
     c->pc.auth = cp->redis_auth;
@@ -718,6 +745,7 @@ void client_accept(struct listener *l)
     c->pool = pool;
     queue_init(&c->msgs);
     queue_init(&c->pins);
+    queue_init(&c->sessions);
     queue_insert_tail(&w->clients, &c->link);
     pool->refs++;
     w->curr_connections++;
@@ -743,6 +771,7 @@ void client_accept(struct listener *l)
         snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
     }
     c->parser.item_size_max = pool->cp->item_size_max;
+    c->parser.epoch = pool->view.ring != NULL ? pool->view.ring->epoch : 0;
     c->parser.body_min = w->snap->conf->global.stream_threshold;
     if (pool->cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
@@ -785,6 +814,7 @@ void client_env(struct client *c, struct proto_env *env)
         .variant = (c->parser.flags & PROTO_PF_VARIANT) != 0,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
+        .epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0,
         .ctx = c,
     };
 }

@@ -22,7 +22,8 @@ enum client_in {
     CLIENT_IN_PARSE,    /* parse requests from ibuf */
     CLIENT_IN_SWALLOW,  /* drop `swallow` more body bytes of a refused request */
     CLIENT_IN_STREAM,   /* copy `stream_left` body bytes to the pinned connection `stream` */
-    CLIENT_IN_HOLD      /* a streamed request is unanswered: parse nothing until it is */
+    CLIENT_IN_HOLD      /* a streamed request, or a session's last or blocking request, is
+                           unanswered: parse nothing until it is */
 };
 
 struct client {
@@ -33,6 +34,8 @@ struct client {
     struct qnode        dirty_link;     /* worker's dirty list */
     struct qnode        msgs;           /* requests in reply order (msg.cq) */
     struct qnode        pins;           /* pinned server connections it holds (sconn.client_link) */
+    struct qnode        sessions;       /* its sessions (session.link: session.h) */
+    uint32_t            nsessions;
     uint32_t            nmsgs;
     size_t              held_bytes;     /* reply bytes waiting in queued msgs */
     size_t              mem_reported;   /* bytes this client counts in the proxy's memory use */

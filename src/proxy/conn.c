@@ -91,7 +91,7 @@ void conn_read_stop(struct conn *c)
 /* A send without the VFS layer write(2) goes through (a tenth of the
  * per-request syscall cost unpipelined). Bytes written, UV_EAGAIN, or a
  * negative libuv error. */
-static int conn_try_send(struct conn *c, const char *p, size_t n)
+static inline int conn_try_send(struct conn *c, const char *p, size_t n)
 {
     uv_os_fd_t fd = c->fd;
     if (fd < 0) {
@@ -126,7 +126,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 
 /* Send what tx holds: 0 when all of it went out at once (or it was empty), 1
  * when a uv_write carries the rest, or a negative libuv error. */
-static int conn_send(struct conn *c, struct buf *tx)
+static inline int conn_send(struct conn *c, struct buf *tx)
 {
     if (buf_len(tx) == 0)
         return 0;

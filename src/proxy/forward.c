@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +17,19 @@
 #include "proxy/pubsub.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
+#include "proxy/session.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------ messages */
 
-static struct msg *forward_new_msg(struct client *c, const struct proto_req *req)
+struct msg *forward_msg(struct client *c, const struct proto_req *req)
 {
     struct msg *m = msg_get(c->w);
     if (m == NULL)
         return NULL;
+    STATS_ADD(&c->pool->stats, requests, 1);
     m->role = MSG_REQUEST;
     m->cmd = req->cmd;
     m->rflags = req->flags;
@@ -42,8 +45,19 @@ static struct msg *forward_new_msg(struct client *c, const struct proto_req *req
     return m;
 }
 
+void forward_retract(struct client *c, struct msg *m)
+{
+    STATS_ADD(&c->pool->stats, requests, -1);
+    if (m->client != NULL) {
+        queue_remove(&m->cq);
+        c->nmsgs--;
+        m->client = NULL;
+    }
+    msg_put(c->w, m);
+}
+
 /* m is answered here, not by a server: its reply (if any) is in m->rsp. */
-static void forward_answered_here(struct client *c, struct msg *m)
+void forward_answer(struct client *c, struct msg *m)
 {
     if (!(m->flags & MSG_F_NOREPLY))
         c->held_bytes += buf_len(&m->rsp);
@@ -51,7 +65,7 @@ static void forward_answered_here(struct client *c, struct msg *m)
 }
 
 /* Answer m here with a protocol error (it was never sent). */
-static void forward_fail(struct client *c, struct msg *m, enum proto_err code, const char *reason)
+void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const char *reason)
 {
     STATS_ADD(&c->pool->stats, forward_error, 1);
     msg_fail(c->w, m, code, reason);
@@ -66,7 +80,7 @@ static void forward_fail_route(struct client *c, struct wpool *pool, struct msg 
         snprintf(reason, sizeof(reason), "server %s is down", pool->servers[rt->down]->label);
     else
         snprintf(reason, sizeof(reason), "no live server for this key");
-    forward_fail(c, m, rt->err, reason);
+    forward_refuse(c, m, rt->err, reason);
 }
 
 /* ------------------------------------------------------------------ keys and routes */
@@ -124,12 +138,6 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
 
 /* ------------------------------------------------------------------ writing */
 
-enum forward_how {
-    FORWARD_WHOLE,      /* forward() the header, then the body as is */
-    FORWARD_HEADER,     /* forward() only (a broadcast carries no body) */
-    FORWARD_FRAG        /* frag_write() with keys idx[0..n) */
-};
-
 /*
  * Write a request (or one fragment of it) to `via`, or to a shared
  * connection of srv when via is NULL, and queue m for its reply; the header
@@ -137,10 +145,10 @@ enum forward_how {
  * the body are copied as they are. 0, or -1 with the error m is to be
  * answered with in *code and *reason (nothing was written then).
  */
-static int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
-                         uint64_t hint, const struct proto_req *req, const char *buf,
-                         const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
-                         enum proto_err *code, const char **reason)
+int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
+                  uint64_t hint, const struct proto_req *req, const char *buf,
+                  const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
+                  enum proto_err *code, const char **reason)
 {
     struct sconn *s = via != NULL ? via : server_pick(srv, hint, m->rflags, reason);
 
@@ -190,7 +198,7 @@ static void forward_send(struct client *c, struct wpool *pool, struct msg *m, st
 
     if (forward_write(pool, m, srv, NULL, hint, req, buf, NULL, 0, FORWARD_WHOLE, req->body_len,
                       &code, &reason) < 0)
-        forward_fail(c, m, code, reason);
+        forward_refuse(c, m, code, reason);
 }
 
 /* A child of parent for nkeys of its keys (a fragment) or all (a copy). */
@@ -223,7 +231,7 @@ static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
 
     m->frags = calloc(n, sizeof(*m->frags));
     if (m->frags == NULL) {
-        forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+        forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
         return;
     }
     m->flags |= MSG_F_COPIES | (rt->async ? MSG_F_ASYNC : 0);
@@ -236,7 +244,7 @@ static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
             m->nfrag = f;
             m->nfrag_pending -= n - f;
             if (m->nfrag_pending == 0)
-                forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+                forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
             return;
         }
         m->frags[f] = fm;
@@ -290,16 +298,20 @@ static void forward_frag_down(struct client *c, struct wpool *pool, struct msg *
 }
 
 /*
- * Split a multi-key request per server (or, `broadcast`, send it to every
- * server). Each fragment is a message of its own in its server's queue;
+ * Split a multi-key request per server (FANOUT_KEYS), or send it to every
+ * server (FANOUT_ALL) or to server `which` alone (INDEXED, written by frag_write). Each fragment is a message of its own in its server's queue;
  * merge() joins their replies in the client's key order. Allocation is per
  * multi-key request (the merge map), not per key.
  */
+#define FANOUT_KEYS UINT32_MAX           /* split by keys */
+#define FANOUT_ALL  (UINT32_MAX - 1)     /* every server (a broadcast) */
+
 static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
                            const struct proto_req *req, const char *buf,
-                           const struct route_key *rk, int broadcast)
+                           const struct route_key *rk, uint32_t which)
 {
     struct worker *w = c->w;
+    int broadcast = which != FANOUT_KEYS;
     uint32_t nkeys = broadcast ? 0 : req->nkeys;
     uint32_t nsrv = pool->nservers;
     uint32_t nfrag = 0;
@@ -313,7 +325,10 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
     uint32_t *target = first + nsrv + 1;
     memset(slot, 0, (size_t)nsrv * sizeof(*slot));
 
-    if (broadcast) {
+    if (which < nsrv) {
+        nfrag = 1;              /* INDEXED: the one server it names */
+        target[0] = which;
+    } else if (broadcast) {
         nfrag = nsrv;
         for (uint32_t s = 0; s < nsrv; s++)
             target[s] = s;
@@ -330,7 +345,7 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         forward_route_effects(c, pool, &rt, &rk[0]);
     }
     if (nfrag == 0) {
-        forward_fail(c, m, PROTO_ERR_SERVER, "no server to send to");
+        forward_refuse(c, m, PROTO_ERR_SERVER, "no server to send to");
         return;
     }
     if (forward_fanout_alloc(m, req, buf, nfrag, nkeys) < 0)
@@ -366,7 +381,7 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
             m->nfrag = f;
             m->nfrag_pending -= nfrag - f;
             if (m->nfrag_pending == 0)
-                forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+                forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
             return;
         }
         m->frags[f] = fm;
@@ -379,7 +394,8 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         enum proto_err code;
         const char *reason = NULL;
         if (forward_write(pool, fm, srv, NULL, f, req, buf, fidx, n,
-                          broadcast ? FORWARD_HEADER : FORWARD_FRAG, 0, &code, &reason) < 0)
+                          which == FANOUT_ALL ? FORWARD_HEADER : FORWARD_FRAG, 0, &code,
+                          &reason) < 0)
             msg_fail(w, fm, code, reason);
     }
     return;
@@ -391,7 +407,7 @@ nomem:
     m->key_frag = NULL;
     m->keys = NULL;
     m->nfrag = m->nfrag_pending = 0;
-    forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+    forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
 }
 
 /* ------------------------------------------------------------------ local replies */
@@ -409,7 +425,7 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
         m->flags |= MSG_F_CLOSE;
     if (rc == PROTO_LOCAL_RESET)
         pubsub_reset(c);            /* RESET ends every subscription */
-    forward_answered_here(c, m);
+    forward_answer(c, m);
 }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -419,8 +435,8 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
  * each key placed once. rk[0..nkeys) are filled (w->rkeys for several).
  * Returns the pool, or NULL after answering m (mixed pools, no memory).
  */
-static struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_req *req,
-                                   const char *buf, struct route_key **rkp, char *dec)
+struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_req *req,
+                            const char *buf, struct route_key **rkp, char *dec)
 {
     struct worker *w = c->w;
     uint32_t nkeys = req->nkeys;
@@ -428,7 +444,7 @@ static struct wpool *forward_place(struct client *c, struct msg *m, const struct
 
     if (nkeys > 1) {
         if (worker_rkeys(w, nkeys) < 0) {
-            forward_fail(c, m, PROTO_ERR_NOMEM, "out of memory");
+            forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
             return NULL;
         }
         rk = *rkp = w->rkeys;
@@ -445,7 +461,7 @@ static struct wpool *forward_place(struct client *c, struct msg *m, const struct
         forward_key(c->pool, req, buf, i, dec, &rk[i]);
         if (!channel && c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
             STATS_ADD(&c->pool->stats, crossslot, 1);
-            forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
+            forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
             return NULL;
         }
         route_key_place(&pool->view, &rk[i]);
@@ -468,7 +484,7 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
         if (rk[i].owner != rk[0].owner) {
             STATS_ADD(&pool->stats, crossslot, 1);
-            forward_fail(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
+            forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
             return;
         }
     }
@@ -492,7 +508,7 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     case ROUTE_MISS:
         if (!(m->flags & MSG_F_NOREPLY))
             pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
-        forward_answered_here(c, m);
+        forward_answer(c, m);
         break;
     case ROUTE_FAIL:
         forward_fail_route(c, pool, m, &rt);
@@ -500,16 +516,36 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     }
 }
 
-void forward_request(struct client *c, const struct proto_req *req, const char *buf)
+/* INDEXED: to the one server of the pool the request names (a SCAN cursor). */
+static void forward_indexed(struct client *c, struct msg *m, const struct proto_req *req,
+                            const char *buf)
 {
     struct wpool *pool = c->pool;
-    struct msg *m = forward_new_msg(c, req);
+    char reason[160];
+
+    if (req->server >= pool->nservers) {
+        snprintf(reason, sizeof(reason), "invalid cursor: the pool has no server %" PRIu32
+                 " (it changed during the scan); start again from cursor 0", req->server);
+        forward_refuse(c, m, PROTO_ERR_TARGET, reason);
+        return;
+    }
+    forward_fanout(c, pool, m, req, buf, NULL, req->server);
+}
+
+int forward_request(struct client *c, const struct proto_req *req, const char *buf)
+{
+    if (req->sess != 0 || c->nsessions != 0) {
+        enum session_verdict v = session_request(c, req, buf);
+        if (v != SESSION_PASS)
+            return v == SESSION_WAIT ? FORWARD_WAIT : 0;
+    }
+    struct wpool *pool = c->pool;
+    struct msg *m = forward_msg(c, req);
 
     if (m == NULL) {
         c->closing = 1;
-        return;
+        return 0;
     }
-    STATS_ADD(&pool->stats, requests, 1);
     switch (req->kind) {
     case PROTO_REQ_ERROR:
         STATS_ADD(&pool->stats, client_errors_sent, 1);
@@ -518,7 +554,7 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
             m->flags |= MSG_F_CLOSE;
         if (!(m->flags & MSG_F_NOREPLY))
             buf_append(&m->rsp, req->err, req->err_len);
-        forward_answered_here(c, m);
+        forward_answer(c, m);
         break;
     case PROTO_REQ_LOCAL:
         forward_local(c, m, req, buf);
@@ -532,16 +568,63 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
         char dec[PROTO_KEY_DECODED_MAX];
         struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
         if (kp != NULL)
-            forward_fanout(c, kp, m, req, buf, rk, 0);
+            forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS);
         break;
     }
     case PROTO_REQ_BROADCAST:
-        forward_fanout(c, pool, m, req, buf, NULL, 1);
+        forward_fanout(c, pool, m, req, buf, NULL, FANOUT_ALL);
+        break;
+    case PROTO_REQ_INDEXED:
+        forward_indexed(c, m, req, buf);
+        break;
+    case PROTO_REQ_SESSION:     /* the session it belongs to is gone (its server failed) */
+        forward_refuse(c, m, PROTO_ERR_SERVER, "no session for this request");
         break;
     case PROTO_REQ_SUBSCRIBE:
         pubsub_request(c, m, req, buf);
         break;
     }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ for sessions */
+
+struct wpool *forward_place_bytes(struct client *c, const char *bytes, size_t len,
+                                  struct route_key *rk)
+{
+    rk->bytes = bytes;
+    rk->len = len;
+    struct wpool *pool = forward_key_pool(c, rk);
+    route_key_place(&pool->view, rk);
+    return pool;
+}
+
+struct server *forward_pick(struct client *c, struct wpool *pool, struct msg *m,
+                            const struct proto_req *req, const struct route_key *rk)
+{
+    struct route rt;
+
+    /* A session is where the keys' writes go: the owner (or on_down's choice),
+     * never a replica chosen for reading. */
+    route_request(&pool->view, rk, req->flags | PROTO_RF_WRITE, req->kind == PROTO_REQ_SINGLE,
+                  0, c->w->rr, uv_now(&c->w->loop), &rt);
+    forward_route_effects(c, pool, &rt, rk);
+    switch (rt.kind) {
+    case ROUTE_SEND:
+        return pool->servers[rt.to[0]];
+    case ROUTE_COPIES:
+        forward_refuse(c, m, PROTO_ERR_SERVER, "transactions and blocking commands need "
+                       "one server per key: the pool has replicas");
+        return NULL;
+    case ROUTE_MISS:
+        pool->ops->miss_reply(req->cmd, req->flags, &m->rsp);
+        forward_answer(c, m);
+        return NULL;
+    case ROUTE_FAIL:
+        forward_fail_route(c, pool, m, &rt);
+        return NULL;
+    }
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ streaming */
@@ -554,8 +637,8 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     struct route rt;
 
     *answered = 0;
-    if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1)
-        return NULL;
+    if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1 || req->sess != 0 || c->nsessions != 0)
+        return NULL;                /* a session's requests go through it, whole */
     forward_key(c->pool, req, buf, 0, dec, &rk);
     struct wpool *pool = (req->flags & PROTO_RF_CHANNEL) ? c->pool : forward_key_pool(c, &rk);
     route_key_place(&pool->view, &rk);
@@ -579,17 +662,16 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
         return NULL;
     }
     forward_route_effects(c, pool, &rt, &rk);
-    struct msg *m = forward_new_msg(c, req);
+    struct msg *m = forward_msg(c, req);
     enum proto_err code;
     if (m == NULL) {
         sconn_unpin(s, 1);
         return NULL;
     }
-    STATS_ADD(&c->pool->stats, requests, 1);
     STATS_ADD(&c->pool->stats, streamed_requests, 1);
     if (forward_write(pool, m, srv, s, 0, req, buf, NULL, 0, FORWARD_WHOLE, avail, &code,
                       &reason) < 0) {
-        forward_fail(c, m, code, reason);
+        forward_refuse(c, m, code, reason);
         sconn_unpin(s, 1);
         *answered = 1;
         return NULL;

@@ -10,16 +10,21 @@ struct client;
 struct msg;
 struct route_key;
 struct sconn;
+struct server;
 struct wpool;
+
+#define FORWARD_WAIT 1      /* forward_request: not now (see below) */
 
 /*
  * Dispatch one complete request of client c (its header buf[0..hdr_len)
  * and body_len bytes after it): answered here (local, error, miss, no live
  * server), or written to the server connections routing picks, with a
- * message in the client's reply order. Never fails: without memory the
- * request is answered with an error or the client is closed.
+ * message in the client's reply order. 0 when it was taken (without memory
+ * it is answered with an error or the client is closed); FORWARD_WAIT when
+ * a session says it must wait until the client's earlier requests are
+ * answered: nothing was consumed or queued, the caller reads it again then.
  */
-void forward_request(struct client *c, const struct proto_req *req, const char *buf);
+int forward_request(struct client *c, const struct proto_req *req, const char *buf);
 
 /*
  * A request whose body is large and not all here yet: when it goes to
@@ -37,5 +42,44 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
  * request says so, decoded into dec, PROTO_KEY_DECODED_MAX bytes), in rk->bytes/len. */
 void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
                   uint32_t k, char *dec, struct route_key *rk);
+
+/* ---- for sessions (session.c), which dispatch through the same steps */
+
+enum forward_how {
+    FORWARD_WHOLE,      /* forward() the header, then the body as is */
+    FORWARD_HEADER,     /* forward() only (a broadcast carries no body) */
+    FORWARD_FRAG        /* frag_write() with keys idx[0..n) */
+};
+
+/* A message for req in c's reply order (counted in the pool's requests); NULL
+ * without memory. forward_retract takes back the last one, untouched. */
+struct msg *forward_msg(struct client *c, const struct proto_req *req);
+void forward_retract(struct client *c, struct msg *m);
+
+/* m is answered here: with what m->rsp holds, or with the protocol's error. */
+void forward_answer(struct client *c, struct msg *m);
+void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const char *reason);
+
+/* The keys of req placed once each in the pool they route to (*rkp: one, or the
+ * worker's array for several; dec: room for a decoded key); NULL after answering
+ * m (keys of different pools, no memory). forward_place_bytes: the same for bytes
+ * that are no key of the request (a keyless session's placement). */
+struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_req *req,
+                            const char *buf, struct route_key **rkp, char *dec);
+struct wpool *forward_place_bytes(struct client *c, const char *bytes, size_t len,
+                                  struct route_key *rk);
+
+/* Where routing sends a request with key rk (a write's placement: the owner, or
+ * on_down's choice), its side effects carried out; NULL after answering m (a miss,
+ * no live server, or copies, which a session cannot be pinned to). */
+struct server *forward_pick(struct client *c, struct wpool *pool, struct msg *m,
+                            const struct proto_req *req, const struct route_key *rk);
+
+/* Write req (or one fragment) to `via`, or to a shared connection of srv when via is
+ * NULL, and queue m for its reply. 0, or -1 with *code and *reason (nothing written). */
+int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
+                  uint64_t hint, const struct proto_req *req, const char *buf,
+                  const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
+                  enum proto_err *code, const char **reason);
 
 #endif

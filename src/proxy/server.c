@@ -756,6 +756,13 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
         if (m->deadline_ms > now)
             break;
         STATS_ADD(&srv->stats, server_timedout, 1);
+        if (s->pinned != NULL) {
+            /* What a pinned connection still runs (a blocking pop, a transaction)
+             * could complete there for nobody: it goes, and the failure with it. */
+            msg_fail(w, m, PROTO_ERR_TIMEOUT, "timeout");
+            sconn_close(s, "timeout on a pinned connection", 0);
+            return;
+        }
         server_failed(srv, "timeout");
         msg_fail(w, m, PROTO_ERR_TIMEOUT, "timeout");
     }

@@ -371,6 +371,43 @@ def resp3_replies_as_redis_sends_them(env):
 
 
 @R.test(ringleader=True)
+def sessions_in_resp3(env):
+    """Transactions, WATCH and blocking commands (part A's sessions, on pinned connections)
+    give a RESP3 client RESP3's bytes, as one redis-server does; a subscriber's session
+    runs beside its subscriptions."""
+    p = unique().decode()
+    k = p + ":w"                # one key: the pool has no hash tags
+
+    def script(c):
+        t = []
+        for cmd in (("WATCH", k), ("MULTI",), ("DEL", k), ("HSET", k, "f", "v"),
+                    ("HGETALL", k), ("HGET", k, "none"), ("EXEC",),
+                    ("BLPOP", p + ":none", "0.05"),
+                    ("MULTI",), ("HINCRBY", k, "n", "1"), ("DISCARD",)):
+            t.append(c.cmd(*cmd))
+        return t
+
+    for resp in (2, 3):
+        got, want = both(env, resp, script)
+        same(got, want, "RESP%d" % resp)
+
+    def subscribed(c):
+        t = [c.cmd("SUBSCRIBE", p + ":ch")]
+        for cmd in (("MULTI",), ("SET", p + ":k", "v"), ("GET", p + ":k"), ("EXEC",)):
+            t.append(c.cmd(*cmd))
+        pub = Conn(c.raw.addr)
+        try:
+            t.append(pub.cmd("PUBLISH", p + ":ch", "m"))
+        finally:
+            pub.close()
+        t.append(c.read())
+        return t
+
+    got, want = both(env, 3, subscribed)
+    same(got, want, "RESP3 subscriber with a transaction")
+
+
+@R.test(ringleader=True)
 def resp2_and_resp3_clients_never_share_a_connection(env):
     """Interleaved RESP2 and RESP3 clients on a pool with one connection per server: each
     gets its own protocol's replies."""

@@ -2,6 +2,8 @@
 
 import os
 import sys
+import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (RedisPoolEnv, Runner, Skip,  # noqa: E402
@@ -76,25 +78,120 @@ def hashes_expire_incr(env):
     eq(r.ttl(p + ":n"), -1)
 
 
-@R.test(external=True, ringleader=True, nutcracker_reason="twemproxy closes on SCAN")
-def scan_refused_with_response_error(env):
-    try:
-        env.r.scan(0)
-    except env.redis.exceptions.ResponseError as e:
-        check("not supported by ringleader" in str(e), "message: %s" % e)
-    else:
-        raise AssertionError("SCAN was not refused")
-    eq(env.r.ping(), True)
+def tagged_client(env):
+    """A client of a proxy whose pool hashes by {tag}, so that keys of one transaction can
+    share a server."""
+    host, port = env.with_pool(hash_tag="{}").addr()
+    return env.redis.Redis(host=host, port=port, socket_timeout=10, socket_connect_timeout=5)
 
 
-@R.test(external=True, ringleader=True, nutcracker_reason="twemproxy closes on KEYS")
-def keys_refused_with_response_error(env):
-    try:
-        env.r.keys("*")
-    except env.redis.exceptions.ResponseError as e:
-        check("not supported by ringleader" in str(e), "message: %s" % e)
-    else:
-        raise AssertionError("KEYS was not refused")
+@R.test(ringleader=True, nutcracker_reason="twemproxy refuses MULTI")
+def transactional_pipeline(env):
+    r = tagged_client(env)
+    p = "{%s}" % unique().decode()
+    pipe = r.pipeline()                 # transaction=True: MULTI ... EXEC
+    pipe.set(p + "a", 1).incr(p + "a").incrby(p + "a", 5).get(p + "a").lpush(p + "l", "x", "y")
+    eq(pipe.execute(), [True, 2, 7, b"7", 2])
+    # keys of two servers in one transaction: the pipeline raises, nothing applied
+    if env.backends:
+        cands = ["x%d-%s" % (i, unique().decode()) for i in range(64)]
+        r.mset({k: "1" for k in cands})
+        held = owners(env.backends, cands)
+        r.delete(*cands)
+        a = cands[0]
+        b = next(k for k in cands if held[k.encode()] != held[a.encode()])
+        pipe = r.pipeline()
+        pipe.set(a, 1).set(b, 2)
+        try:
+            pipe.execute()
+            raise AssertionError("a transaction over two servers was applied")
+        except env.redis.exceptions.ResponseError as e:
+            check("EXECABORT" in str(e) or "CROSSSLOT" in str(e), "message: %s" % e)
+        eq(r.exists(a, b), 0)
+    eq(r.ping(), True)
+    r.close()
+
+
+@R.test(ringleader=True, nutcracker_reason="twemproxy refuses WATCH")
+def watch_retry_loop(env):
+    """redis-py's optimistic lock: 4 threads x 25 increments through WATCH/MULTI/EXEC."""
+    key = "{%s}counter" % unique().decode()
+    errors = []
+
+    def worker():
+        r = tagged_client(env)
+        try:
+            for _ in range(25):
+                def incr(pipe):
+                    v = int(pipe.get(key) or 0)
+                    pipe.multi()
+                    pipe.set(key, v + 1)
+                r.transaction(incr, key)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            r.close()
+    ts = [threading.Thread(target=worker) for _ in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    eq(errors, [])
+    r = tagged_client(env)
+    eq(r.get(key), b"100", "every increment applied once")
+    r.close()
+
+
+@R.test(ringleader=True, nutcracker_reason="twemproxy refuses SCAN")
+def scan_iter_yields_every_key_once(env):
+    p = unique().decode()
+    names = ["%s:%d" % (p, i) for i in range(500)]
+    env.r.mset({n: "v" for n in names})
+    got = list(env.r.scan_iter(match=p + ":*", count=50))
+    eq(len(got), len(set(got)), "no key twice")
+    eq(sorted(got), sorted(n.encode() for n in names))
+    eq(sorted(env.r.keys(p + ":1*")), sorted(n.encode() for n in names if n.startswith(p + ":1")))
+    check(env.r.dbsize() >= 500, "dbsize")
+    if env.backends:
+        held = owners(env.backends, names)
+        check(len({o[0] for o in held.values()}) >= 2, "the keys are on several servers")
+
+
+@R.test(ringleader=True, nutcracker_reason="twemproxy refuses BLPOP")
+def blpop_worker_queue(env):
+    """3 producers, 3 consumers blocked in BLPOP: every job is taken exactly once."""
+    q = "queue:" + unique().decode()
+    jobs = ["job%d" % i for i in range(150)]
+    taken, lock = [], threading.Lock()
+
+    def consumer():
+        r = env.redis.Redis(*env.proxy.addr(), socket_timeout=10)
+        try:
+            while True:
+                got = r.blpop(q, timeout=1)
+                if got is None:
+                    return
+                with lock:
+                    taken.append(got[1].decode())
+        finally:
+            r.close()
+
+    def producer(part):
+        r = env.redis.Redis(*env.proxy.addr(), socket_timeout=10)
+        try:
+            for j in part:
+                r.rpush(q, j)
+                time.sleep(0.001)
+        finally:
+            r.close()
+    cs = [threading.Thread(target=consumer) for _ in range(3)]
+    ps = [threading.Thread(target=producer, args=(jobs[i::3],)) for i in range(3)]
+    for t in cs + ps:
+        t.start()
+    for t in ps + cs:
+        t.join(30)
+    eq(sorted(taken), sorted(jobs), "every job taken exactly once")
+    eq(env.r.llen(q), 0)
 
 
 if __name__ == "__main__":

@@ -1096,7 +1096,6 @@ START_TEST(test_error_reply)
     static const struct { enum proto_err code; const char *reason; const char *want; } t[] = {
         { PROTO_ERR_TIMEOUT, NULL, "SERVER_ERROR timeout\r\n" },
         { PROTO_ERR_NOMEM, NULL, "SERVER_ERROR out of memory\r\n" },
-        { PROTO_ERR_TOO_LARGE, NULL, "SERVER_ERROR object too large for cache\r\n" },
         { PROTO_ERR_DOWN, "server 10.0.0.1:11211 is down", "SERVER_ERROR server 10.0.0.1:11211 is down\r\n" },
         { PROTO_ERR_SERVER, "connection reset", "SERVER_ERROR connection reset\r\n" },
         { PROTO_ERR_SERVER, "evil\r\nEND", "SERVER_ERROR evil  END\r\n" },

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,9 @@ static struct res parse_both(const char *buf, size_t len, uint32_t pflags)
         ck_assert_uint_eq(b.req.cmd, a.req.cmd);
         ck_assert_uint_eq(b.req.flags, a.req.flags);
         ck_assert_uint_eq(b.req.nkeys, a.req.nkeys);
+        ck_assert_uint_eq(b.req.sess, a.req.sess);
+        ck_assert_int_eq(b.req.block_ms, a.req.block_ms);
+        ck_assert_uint_eq(b.req.server, a.req.server);
         for (uint32_t i = 0; i < a.req.nkeys && i < 16; i++)
             ck_assert_str_eq(b.keys[i], a.keys[i]);
         ck_assert_str_eq(b.err, a.err);
@@ -413,11 +417,13 @@ START_TEST(test_table_sorted_and_consistent)
             ck_assert_msg(c->flags & (REDIS_CMD_SAME | REDIS_CMD_FANOUT), "%s: multi-key", c->name);
         /* every command the proxy forwards has a key to route by */
         if (!(c->flags & (REDIS_CMD_REFUSED | REDIS_CMD_LOCAL | REDIS_CMD_BROADCAST |
-                          REDIS_CMD_FLUSH | REDIS_CMD_CONTAINER)))
+                          REDIS_CMD_FLUSH | REDIS_CMD_CONTAINER | REDIS_CMD_STREAMS |
+                          REDIS_CMD_CURSOR)) &&
+            REDIS_CMD_SESSION(c) == REDIS_SESS_NONE)
             ck_assert_msg(c->first > 0 || c->numkeys > 0, "%s: forwarded without a key", c->name);
         if (c->flags & REDIS_CMD_LOCAL)
             ck_assert_msg(c->local != REDIS_LOCAL_NONE, "%s: local handler", c->name);
-        if (c->flags & (REDIS_CMD_FANOUT | REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH))
+        if (c->flags & (REDIS_CMD_FANOUT | REDIS_CMD_BROADCAST | REDIS_CMD_FLUSH | REDIS_CMD_CURSOR))
             ck_assert_msg(c->merge != REDIS_MERGE_NONE, "%s: merge", c->name);
         if (strchr(c->name, '|')) {
             char parent[64];
@@ -528,16 +534,8 @@ static void expect_refused(const char *line, const char *name)
 
 START_TEST(test_refusals)
 {
-    expect_refused("KEYS *", "KEYS");
-    expect_refused("scan 0", "SCAN");
-    expect_refused("RANDOMKEY", "RANDOMKEY");
-    expect_refused("multi", "MULTI");
-    expect_refused("EXEC", "EXEC");
-    expect_refused("WATCH a", "WATCH");
-    expect_refused("BLPOP k 0", "BLPOP");
-    expect_refused("BZMPOP 0 1 k MIN", "BZMPOP");
-    expect_refused("XREAD STREAMS s 0", "XREAD");
-    expect_refused("WAIT 1 0", "WAIT");
+    expect_refused("MONITOR", "MONITOR");
+    expect_refused("script kill", "SCRIPT KILL");
     expect_refused("CLIENT KILL 1.2.3.4:5", "CLIENT KILL");
     expect_refused("client pause 10", "CLIENT PAUSE");
     expect_refused("CONFIG GET maxmemory", "CONFIG GET");
@@ -545,7 +543,7 @@ START_TEST(test_refusals)
     expect_refused("SHUTDOWN", "SHUTDOWN");
     expect_refused("FLUSHALL", "FLUSHALL");
     expect_refused("FLUSHDB", "FLUSHDB");
-    expect_refused("SCRIPT LOAD x", "SCRIPT LOAD");
+    expect_refused("SCRIPT DEBUG yes", "SCRIPT DEBUG");
     expect_refused("MEMORY STATS", "MEMORY STATS");
     expect_refused("OBJECT HELP", "OBJECT HELP");
     expect_refused("SWAPDB 0 1", "SWAPDB");
@@ -1250,7 +1248,7 @@ START_TEST(test_command_family)
 
     ck_assert_str_eq(say(&s, "COMMAND INFO get", NULL),
                      "*1\r\n*10\r\n$3\r\nget\r\n:2\r\n*1\r\n+readonly\r\n:1\r\n:1\r\n:1\r\n*0\r\n*0\r\n*0\r\n*0\r\n");
-    ck_assert_str_eq(say(&s, "COMMAND INFO keys nosuch", NULL), "*2\r\n$-1\r\n$-1\r\n");
+    ck_assert_str_eq(say(&s, "COMMAND INFO monitor nosuch", NULL), "*2\r\n$-1\r\n$-1\r\n");
     const char *obj = say(&s, "COMMAND INFO object", NULL);
     ck_assert_ptr_nonnull(strstr(obj, "$15\r\nobject|encoding\r\n:3\r\n"));
     ck_assert_ptr_null(strstr(obj, "object|help"));
@@ -1464,10 +1462,235 @@ START_TEST(test_req_scripts_refused_when_the_pool_says_so)
                  "(the pool has scripts: false)\r\n", names[i]);
         ck_assert_str_eq(r.err, want);
     }
-    r = req_of("SCRIPT LOAD x", AUTHED);       /* keyless: refused either way */
+    r = req_of("SCRIPT LOAD x", AUTHED);       /* sent to every server ... */
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_BROADCAST);
+    r = req_of("SCRIPT LOAD x", AUTHED | PROTO_PF_DENY_SCRIPTS);  /* ... unless scripts: false */
     ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
     r = req_of("GET k", AUTHED | PROTO_PF_DENY_SCRIPTS);
     ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+}
+END_TEST
+
+/* ------------------------------------------------------------ sessions */
+
+#define ATOMIC (PROTO_PF_SESSION | PROTO_PF_ATOMIC)
+
+static void expect_sess(const char *line, uint32_t pflags, enum proto_kind kind, uint8_t sess,
+                        int64_t block_ms)
+{
+    struct res r = req_of(line, AUTHED | pflags);
+    ck_assert_msg(r.req.kind == kind, "%s: kind %d, want %d (%s)", line, r.req.kind, kind, r.err);
+    ck_assert_msg(r.req.sess == sess, "%s: sess %#x, want %#x", line, r.req.sess, sess);
+    if (sess & PROTO_SS_BLOCK)
+        ck_assert_msg(r.req.block_ms == block_ms, "%s: block_ms %" PRId64 ", want %" PRId64,
+                      line, r.req.block_ms, block_ms);
+}
+
+START_TEST(test_session_transactions)
+{
+    expect_sess("MULTI", 0, PROTO_REQ_SESSION, PROTO_SS_BEGIN, 0);
+    expect_sess("multi", PROTO_PF_SESSION, PROTO_REQ_SESSION, PROTO_SS_BEGIN, 0);
+    /* Redis answers these without spoiling the transaction ... */
+    expect_sess("MULTI", ATOMIC, PROTO_REQ_ERROR, 0, 0);
+    ck_assert_str_eq(req_of("MULTI", AUTHED | ATOMIC).err, "-ERR MULTI calls can not be nested\r\n");
+    expect_sess("WATCH k", ATOMIC, PROTO_REQ_ERROR, 0, 0);
+    ck_assert_str_eq(req_of("WATCH k", AUTHED | ATOMIC).err, "-ERR WATCH inside MULTI is not allowed\r\n");
+    /* ... and these spoil it, as Redis flags it for them */
+    expect_sess("FOO", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);
+    expect_sess("GET", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);
+    expect_sess("DBSIZE", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);
+    expect_sess("SCAN 0", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);
+    expect_sess("CLIENT SETNAME x", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);
+    ck_assert_str_eq(req_of("DBSIZE", AUTHED | ATOMIC).err,
+                     "-ERR command 'DBSIZE' inside MULTI is not supported by ringleader "
+                     "(it needs every server)\r\n");
+    expect_sess("FOO", 0, PROTO_REQ_ERROR, 0, 0);       /* no transaction: nothing to spoil */
+
+    expect_sess("EXEC", 0, PROTO_REQ_ERROR, 0, 0);
+    ck_assert_str_eq(req_of("EXEC", AUTHED | PROTO_PF_SESSION).err, "-ERR EXEC without MULTI\r\n");
+    ck_assert_str_eq(req_of("discard", AUTHED).err, "-ERR DISCARD without MULTI\r\n");
+    expect_sess("EXEC", ATOMIC, PROTO_REQ_SESSION, PROTO_SS_END | PROTO_SS_COMMIT, 0);
+    expect_sess("DISCARD", ATOMIC, PROTO_REQ_SESSION, PROTO_SS_END, 0);
+
+    struct res r = req_of("WATCH a b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SAME);
+    ck_assert_uint_eq(r.req.sess, PROTO_SS_OPEN);
+    ck_assert_str_eq(r.keys[1], "b");
+    expect_sess("UNWATCH", 0, PROTO_REQ_LOCAL, 0, 0);
+    expect_sess("UNWATCH", PROTO_PF_SESSION, PROTO_REQ_SESSION, PROTO_SS_END, 0);
+    expect_sess("UNWATCH", ATOMIC, PROTO_REQ_SESSION, 0, 0);    /* queued */
+
+    /* keyless commands inside MULTI run on the transaction's server */
+    expect_sess("PING", ATOMIC, PROTO_REQ_SESSION, 0, 0);
+    expect_sess("ECHO x", ATOMIC, PROTO_REQ_SESSION, 0, 0);
+    expect_sess("PING", 0, PROTO_REQ_LOCAL, 0, 0);
+    expect_sess("EVAL x 0", ATOMIC, PROTO_REQ_SESSION, 0, 0);
+    /* what Redis queues unchecked (bad numkeys) its server answers at EXEC */
+    expect_sess("EVAL x y", ATOMIC, PROTO_REQ_SESSION, 0, 0);
+    expect_sess("MSET a", ATOMIC, PROTO_REQ_ERROR, PROTO_SS_SPOIL, 0);   /* arity: at once */
+    expect_sess("RESET", ATOMIC, PROTO_REQ_LOCAL, PROTO_SS_RESET, 0);
+    expect_sess("RESET", 0, PROTO_REQ_LOCAL, PROTO_SS_RESET, 0);
+    expect_sess("QUIT", ATOMIC, PROTO_REQ_LOCAL, 0, 0);
+    expect_sess("SET k v", ATOMIC, PROTO_REQ_SINGLE, 0, 0);
+    expect_sess("MGET a b", ATOMIC, PROTO_REQ_FANOUT, 0, 0);    /* whole, if on its server */
+}
+END_TEST
+
+START_TEST(test_session_blocking)
+{
+    expect_sess("BLPOP a b 1.5", 0, PROTO_REQ_SAME, PROTO_SS_BLOCK, 1500);
+    expect_sess("brpop a 0", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, 0);
+    expect_sess("BLPOP a 0.0001", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, 1);    /* rounded up */
+    expect_sess("BLPOP a 0x10", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, 16000);  /* strtold's */
+    expect_sess("BLPOP a -1", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    expect_sess("BLPOP a abc", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    expect_sess("BLPOP a 1e400", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    expect_sess("BLPOP a nan", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    expect_sess("BLPOP a 1e400", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    expect_sess("BLPOP a b 1", ATOMIC, PROTO_REQ_SAME, 0, 0);   /* never blocks in MULTI */
+    expect_sess("BLMPOP 2 2 a b LEFT", 0, PROTO_REQ_SAME, PROTO_SS_BLOCK, 2000);
+    expect_sess("BZMPOP 0 1 z MIN", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, 0);
+    expect_sess("BLMOVE a b LEFT RIGHT 3", 0, PROTO_REQ_SAME, PROTO_SS_BLOCK, 3000);
+    expect_sess("BRPOPLPUSH a b 0.25", 0, PROTO_REQ_SAME, PROTO_SS_BLOCK, 250);
+    expect_sess("BZPOPMIN z 1", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, 1000);
+
+    struct res r = req_of("XREAD COUNT 2 BLOCK 100 STREAMS s1 s2 0 0", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SAME);
+    ck_assert_uint_eq(r.req.sess, PROTO_SS_BLOCK);
+    ck_assert_int_eq(r.req.block_ms, 100);
+    ck_assert_uint_eq(r.req.nkeys, 2);
+    ck_assert_str_eq(r.keys[0], "s1");
+    ck_assert_str_eq(r.keys[1], "s2");
+    expect_sess("XREAD STREAMS s 0", 0, PROTO_REQ_SINGLE, 0, 0);
+    expect_sess("XREAD BLOCK 1.5 STREAMS s 0", 0, PROTO_REQ_SINGLE, PROTO_SS_BLOCK, -1);
+    r = req_of("XREADGROUP GROUP g c BLOCK 0 STREAMS s >", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert_int_eq(r.req.block_ms, 0);
+    ck_assert_str_eq(r.keys[0], "s");
+    r = req_of("XREAD BLOCK 10 STREAMS streams 0", AUTHED);   /* a stream named so */
+    ck_assert_str_eq(r.keys[0], "streams");
+    /* no keys Redis would find: its server answers the syntax error */
+    r = req_of("XREAD BLOCK 10 FOO s 0", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert(r.req.flags & PROTO_RF_NOKEY);
+
+    expect_sess("WAIT 1 100", 0, PROTO_REQ_ERROR, 0, 0);
+    expect_sess("WAIT 1 100", PROTO_PF_SESSION, PROTO_REQ_SESSION, PROTO_SS_BLOCK, 100);
+    expect_sess("WAIT 1 100", ATOMIC, PROTO_REQ_SESSION, 0, 0);
+}
+END_TEST
+
+#define ck_buf_eq(b, want) do {                                                   \
+        ck_assert_uint_eq(buf_len(b), strlen(want));                             \
+        ck_assert_int_eq(memcmp(buf_rptr(b), (want), strlen(want)), 0);          \
+    } while (0)
+
+static int merge_env_to(const char *line, uint64_t epoch, uint32_t target, uint32_t nservers,
+                        struct buf **frag, uint32_t nfrag, struct buf *out)
+{
+    struct res r = req_of(line, AUTHED);
+    struct proto_env env = { .nservers = nservers, .epoch = epoch, .target = target,
+                             .now_us = 12345 };
+    buf_init(out);
+    return R->merge_env(r.req.cmd, "", frag, nfrag, &env, out);
+}
+
+START_TEST(test_scan_cursor)
+{
+    struct proto_parser p = { .flags = AUTHED, .epoch = 1 };
+    struct proto_req req;
+    char buf[256];
+    size_t len = mk(buf, "SCAN 0 MATCH a* COUNT 10");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_INDEXED);
+    ck_assert_uint_eq(req.server, 0);
+    frag_of(&req, buf, NULL, 0, "*6\r\n$4\r\nSCAN\r\n$1\r\n0\r\n$5\r\nMATCH\r\n$2\r\na*\r\n"
+                                "$5\r\nCOUNT\r\n$2\r\n10\r\n");
+    /* server 2, its cursor 5, epoch 1 */
+    snprintf(buf, sizeof(buf), "SCAN %llu TYPE string", (5ull << 24) | (1u << 16) | 2u);
+    len = mk(buf, buf);
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_INDEXED);
+    ck_assert_uint_eq(req.server, 2);
+    frag_of(&req, buf, NULL, 0, "*4\r\n$4\r\nSCAN\r\n$1\r\n5\r\n$4\r\nTYPE\r\n$6\r\nstring\r\n");
+    /* a cursor from before a reload changed the ring */
+    p.epoch = 2;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    ck_assert_int_eq(req.kind, PROTO_REQ_ERROR);
+    ck_assert_ptr_nonnull(strstr(req.err, "the pool changed during the scan"));
+    proto_parser_free(&p);
+    ck_assert_str_eq(req_of("SCAN abc", AUTHED).err, "-ERR invalid cursor\r\n");
+    ck_assert_str_eq(req_of("SCAN 99999999999999999999999", AUTHED).err, "-ERR invalid cursor\r\n");
+    ck_assert_int_eq(req_of("SCAN +0", AUTHED).req.kind, PROTO_REQ_INDEXED);  /* strtoul's */
+
+    /* the reply: the server's cursor becomes a pool cursor */
+    struct buf out;
+    struct buf *f1[1] = { mkbuf("*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n") };
+    ck_assert_int_eq(merge_env_to("SCAN 0", 1, 1, 4, f1, 1, &out), 0);
+    ck_buf_eq(&out, "*2\r\n$5\r\n65538\r\n*1\r\n$1\r\na\r\n");   /* server 2 next */
+    buf_free(&out);
+    ck_assert_int_eq(merge_env_to("SCAN 0", 1, 3, 4, f1, 1, &out), 0);
+    ck_buf_eq(&out, "*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");       /* the last: done */
+    buf_free(&out);
+    freebufs(f1, 1);
+    struct buf *f2[1] = { mkbuf("*2\r\n$1\r\n7\r\n*0\r\n") };
+    ck_assert_int_eq(merge_env_to("SCAN 0", 1, 1, 4, f2, 1, &out), 0);
+    ck_buf_eq(&out, "*2\r\n$9\r\n117506049\r\n*0\r\n");
+    buf_free(&out);
+    freebufs(f2, 1);
+    struct buf *f3[1] = { mkbuf("-ERR syntax error\r\n") };
+    ck_assert_int_eq(merge_env_to("SCAN 0", 1, 1, 4, f3, 1, &out), 0);
+    ck_buf_eq(&out, "-ERR syntax error\r\n");
+    buf_free(&out);
+    freebufs(f3, 1);
+    struct buf *f4[1] = { mkbuf("*2\r\n$3\r\nx12\r\n*0\r\n") };
+    ck_assert_int_eq(merge_env_to("SCAN 0", 1, 1, 4, f4, 1, &out), -1);
+    buf_free(&out);
+    freebufs(f4, 1);
+}
+END_TEST
+
+START_TEST(test_keyspace_merges)
+{
+    struct buf out;
+    struct buf *k[3] = { mkbuf("*1\r\n$1\r\na\r\n"), mkbuf("*0\r\n"), mkbuf("*2\r\n$1\r\nb\r\n$2\r\ncc\r\n") };
+    ck_assert_int_eq(merge_env_to("KEYS *", 1, 0, 3, k, 3, &out), 0);
+    ck_buf_eq(&out, "*3\r\n$1\r\na\r\n$1\r\nb\r\n$2\r\ncc\r\n");
+    buf_free(&out);
+    freebufs(k, 3);
+
+    struct buf *rk[3] = { mkbuf("$-1\r\n"), mkbuf("$1\r\nx\r\n"), mkbuf("$-1\r\n") };
+    ck_assert_int_eq(merge_env_to("RANDOMKEY", 1, 0, 3, rk, 3, &out), 0);
+    ck_buf_eq(&out, "$1\r\nx\r\n");     /* the one server with a key */
+    buf_free(&out);
+    freebufs(rk, 3);
+    struct buf *rn[2] = { mkbuf("$-1\r\n"), mkbuf("$-1\r\n") };
+    ck_assert_int_eq(merge_env_to("RANDOMKEY", 1, 0, 2, rn, 2, &out), 0);
+    ck_buf_eq(&out, "$-1\r\n");
+    buf_free(&out);
+    freebufs(rn, 2);
+    struct buf *re[2] = { mkbuf("$-1\r\n"), mkbuf("-ERR down\r\n") };
+    ck_assert_int_eq(merge_env_to("RANDOMKEY", 1, 0, 2, re, 2, &out), 0);
+    ck_buf_eq(&out, "-ERR down\r\n");  /* no key found, and one failed */
+    buf_free(&out);
+    freebufs(re, 2);
+
+    struct buf *se[2] = { mkbuf("*3\r\n:1\r\n:0\r\n:1\r\n"), mkbuf("*3\r\n:1\r\n:1\r\n:0\r\n") };
+    ck_assert_int_eq(merge_env_to("SCRIPT EXISTS a b c", 1, 0, 2, se, 2, &out), 0);
+    ck_buf_eq(&out, "*3\r\n:1\r\n:0\r\n:0\r\n");
+    buf_free(&out);
+    freebufs(se, 2);
+    struct buf *sl[2] = { mkbuf("$2\r\nab\r\n"), mkbuf("$2\r\nab\r\n") };
+    ck_assert_int_eq(merge_env_to("SCRIPT LOAD x", 1, 0, 2, sl, 2, &out), 0);
+    ck_buf_eq(&out, "$2\r\nab\r\n");
+    buf_free(&out);
+    freebufs(sl, 2);
+
+    struct buf o;
+    buf_init(&o);
+    ck_assert_int_eq(R->error_reply(PROTO_ERR_ABORTED, NULL, &o), 0);
+    ck_buf_eq(&o, "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    buf_free(&o);
 }
 END_TEST
 
@@ -1773,6 +1996,10 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_auth_flows);
     tcase_add_test(tc, test_hello);
     tcase_add_test(tc, test_command_family);
+    tcase_add_test(tc, test_session_transactions);
+    tcase_add_test(tc, test_session_blocking);
+    tcase_add_test(tc, test_scan_cursor);
+    tcase_add_test(tc, test_keyspace_merges);
     tcase_add_test(tc, test_error_reply_hello_probe);
     suite_add_tcase(s, tc);
     return s;
