@@ -335,7 +335,7 @@ struct proto_ops {
     int (*merge_env)(uint16_t cmd, const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                      const struct proto_env *env, struct buf *out);
 
-    /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, or -ENOMEM. */
+    /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, PROTO_LOCAL_RESET or -ENOMEM. */
     int (*local)(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
                  const char *buf, const struct proto_env *env, struct buf *out);
 

@@ -1648,9 +1648,12 @@ static int merge_ok(struct buf *const *frag, uint32_t nfrag, struct buf *out)
     return buf_append(out, "+OK\r\n", 5);
 }
 
-static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+/* DEL, EXISTS ... (max 0): the integers summed. PUBSUB NUMPAT (max 1): the largest; a
+ * pattern subscribed through the proxy is subscribed on every server, so each server
+ * counts every such pattern and the largest count is the pool's. */
+static int merge_ints(struct buf *const *frag, uint32_t nfrag, int max, struct buf *out)
 {
-    int64_t sum = 0;
+    int64_t acc = 0;
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *d = buf_rptr(frag[f]);
         size_t len = buf_len(frag[f]), eol;
@@ -1658,10 +1661,12 @@ static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
         if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
             parse_num(d + 1, eol - 2, &n) < 0)
             return -1;
-        if (__builtin_add_overflow(sum, n, &sum))
+        if (max)
+            acc = f == 0 || n > acc ? n : acc;
+        else if (__builtin_add_overflow(acc, n, &acc))
             return -1;          /* no server counts past int64: malformed */
     }
-    return buf_appendf(out, ":%" PRId64 "\r\n", sum);
+    return buf_appendf(out, ":%" PRId64 "\r\n", acc);
 }
 
 /* KEYS: the servers' arrays as one. */
@@ -1813,24 +1818,6 @@ out:
     return rc;
 }
 
-/* PUBSUB NUMPAT: the largest count. A pattern subscribed through the proxy is subscribed
- * on every server, so each server counts every such pattern: the largest is the pool's. */
-static int merge_max(struct buf *const *frag, uint32_t nfrag, struct buf *out)
-{
-    int64_t max = 0;
-    for (uint32_t f = 0; f < nfrag; f++) {
-        const char *d = buf_rptr(frag[f]);
-        size_t len = buf_len(frag[f]), eol;
-        int64_t n;
-        if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
-            parse_num(d + 1, eol - 2, &n) < 0)
-            return -1;
-        if (f == 0 || n > max)
-            max = n;
-    }
-    return buf_appendf(out, ":%" PRId64 "\r\n", max);
-}
-
 struct union_elem {
     const char *p;
     size_t      len;
@@ -1934,7 +1921,7 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
             rc = merge_array(2, nkeys, key_frag, frag, nfrag, out);
             break;
         case REDIS_MERGE_MAX:
-            rc = merge_max(frag, nfrag, out);
+            rc = merge_ints(frag, nfrag, 1, out);
             break;
         case REDIS_MERGE_UNION:
             rc = merge_union(frag, nfrag, out);
@@ -1943,7 +1930,7 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
             rc = merge_ok(frag, nfrag, out);
             break;
         case REDIS_MERGE_SUM:
-            rc = merge_sum(frag, nfrag, out);
+            rc = merge_ints(frag, nfrag, 0, out);
             break;
         case REDIS_MERGE_KEYSPACE:
             /* the servers' replies are of the client's variant: verbatim for RESP3 */
