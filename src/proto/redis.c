@@ -1307,6 +1307,11 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     }
     if (len == 0)
         return 0;
+    if (len >= 5 && memcmp(buf, "+OK\r\n", 5) == 0) {
+        rsp->hdr_len = 5;       /* the commonest reply of all (SET), without a line scan */
+        rsp->flags = PROTO_SF_FINAL;
+        return 5;
+    }
     eol = rsp_count(buf, len, 0, &n);
     counted = eol != 0;
     if (!counted) {
