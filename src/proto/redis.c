@@ -177,6 +177,18 @@ static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
     return 1;
 }
 
+/* A "DB <n>" among the options that follow the keys, as Redis's COPY reads
+ * them (any position, any case; a trailing DB without its number is Redis's
+ * syntax error, left to the server). */
+static int has_db_option(const char *buf, const struct redis_command *c,
+                         const struct proto_key *args, uint32_t argc)
+{
+    for (uint32_t i = (uint32_t)c->last + 1; i + 1 < argc; i++)
+        if (arg_eq(buf, &args[i], "DB"))
+            return 1;
+    return 0;
+}
+
 static void lower_name(const char *name, char *out, size_t cap)
 {
     size_t i = 0;
@@ -377,27 +389,58 @@ static int keys_extract(const struct redis_command *c, const struct proto_key *a
     if (c->numkeys > 0) {
         int64_t nk;
         const struct proto_key *a = &args[c->numkeys];
+        int bad;
         if (c->numkeys >= argc)
             return -2;
-        if (parse_num(buf + a->off, a->len, &nk) < 0) {
-            *err = ERR_NOTINT;
-            return -1;
-        }
-        if (nk < 0) {
-            *err = ERR_NK_NEG;
-            return -1;
-        }
-        if (nk > (int64_t)argc - c->numkeys - 1) {
-            *err = ERR_NK_BIG;
-            return -1;
-        }
-        if (nk == 0) {
-            if (c->flags & REDIS_CMD_NKINPUT)
+        bad = parse_num(buf + a->off, a->len, &nk) < 0;
+        /* Each family answers a bad numkeys with its own Redis 7.0 text
+         * (the server never extracts keys before the command runs):
+         * scripts (evalGenericCommand, fcallCommandGeneric) "not an integer",
+         * "can't be negative", "can't be greater than number of args";
+         * sorted-set ops (zunionInterDiffGenericCommand) "not an integer",
+         * "at least 1 input key", "syntax error"; LMPOP, BLMPOP, ZMPOP, BZMPOP,
+         * SINTERCARD (getRangeLongFromObjectOrReply 1..LONG_MAX) "numkeys
+         * should be greater than 0" for anything but a positive integer, then
+         * when the keys (and for *MPOP the LEFT|RIGHT|MIN|MAX after them) do
+         * not fit "syntax error" (*MPOP) or "can't be greater than number of
+         * args" (SINTERCARD). */
+        if (c->flags & REDIS_CMD_NOKEY) {
+            if (bad) {
+                *err = ERR_NOTINT;
+                return -1;
+            }
+            if (nk < 0) {
+                *err = ERR_NK_NEG;
+                return -1;
+            }
+            if (nk > (int64_t)argc - c->numkeys - 1) {
+                *err = ERR_NK_BIG;
+                return -1;
+            }
+        } else if (c->flags & REDIS_CMD_NKINPUT) {
+            if (bad) {
+                *err = ERR_NOTINT;
+                return -1;
+            }
+            if (nk < 1)
                 return -3;      /* the caller names the command in the error */
-            if (!(c->flags & REDIS_CMD_NOKEY)) {
+            if (nk > (int64_t)argc - c->numkeys - 1) {
+                *err = ERR_SYNTAX;
+                return -1;
+            }
+        } else {
+            int32_t ar = c->arity < 0 ? -c->arity : c->arity;
+            int64_t after = ar - c->numkeys - 2;    /* LEFT|RIGHT|MIN|MAX: 1 */
+            if (bad || nk < 1) {
                 *err = ERR_NK_ZERO;
                 return -1;
             }
+            if (nk > (int64_t)argc - c->numkeys - 1 - (after > 0 ? after : 0)) {
+                *err = after > 0 ? ERR_SYNTAX : ERR_NK_BIG;     /* SINTERCARD: NK_BIG */
+                return -1;
+            }
+        }
+        if (nk == 0) {
             keys[n++] = args[1];
             *nokey = 1;
         }
@@ -723,6 +766,11 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             name[i] = c->name[i] == '|' ? ' ' : c->name[i];
         name[i] = '\0';
         req_error(p, req, "ERR command '%s' is not supported by ringleader", name);
+        return 0;
+    }
+    if ((c->flags & REDIS_CMD_DBOPT) && has_db_option(buf, c, args, argc)) {
+        req_error(p, req, "ERR %s's DB option is not supported by ringleader "
+                  "(it writes another database, which the pool never reads)", c->name);
         return 0;
     }
     if ((c->flags & REDIS_CMD_SCRIPT) && (p->flags & PROTO_PF_DENY_SCRIPTS)) {

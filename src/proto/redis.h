@@ -43,8 +43,9 @@
 #define REDIS_CMD_SCRIPT     0x20000  /* runs a script: refused under PROTO_PF_DENY_SCRIPTS */
 #define REDIS_CMD_STREAMS    0x40000  /* keys: the first half of what follows STREAMS (XREAD) */
 #define REDIS_CMD_CURSOR     0x80000  /* SCAN: argument 1 is a pool cursor (INDEXED) */
-#define REDIS_CMD_CHANNEL    0x100000 /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
-#define REDIS_CMD_SUBOK      0x200000 /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
+#define REDIS_CMD_DBOPT     0x100000  /* a DB <n> option after the keys: refused (COPY) */
+#define REDIS_CMD_CHANNEL   0x200000  /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
+#define REDIS_CMD_SUBOK     0x400000  /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
                                        * the (un)subscriptions) */
 #define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
 #define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))

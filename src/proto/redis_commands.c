@@ -122,7 +122,7 @@ const struct redis_command redis_commands[] = {
     { "CONFIG|RESETSTAT",        2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
     { "CONFIG|REWRITE",          2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
     { "CONFIG|SET",             -4,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
-    { "COPY",                   -3,  1,  2, 1, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_WRITE | REDIS_CMD_SAME },
+    { "COPY",                   -3,  1,  2, 1, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_WRITE | REDIS_CMD_SAME | REDIS_CMD_DBOPT },
     { "DBSIZE",                  1,  0,  0, 0, 0, REDIS_MERGE_SUM, REDIS_LOCAL_NONE, REDIS_CMD_READ | REDIS_CMD_BROADCAST },
     { "DEBUG",                  -2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
     { "DECR",                    2,  1,  1, 1, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_WRITE },

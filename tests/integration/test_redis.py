@@ -339,6 +339,27 @@ def wrong_arity_has_redis_text(env):
         eq(c.rd("PING"), "PONG")
 
 
+@R.test(ringleader=True, nutcracker_reason="twemproxy 0.5 knows no LMPOP, ZMPOP, SINTERCARD")
+def bad_numkeys_has_each_commands_redis_text(env):
+    """A bad numkeys gets the text redis-server itself answers, per command family
+    (the upstream suite's "LMPOP/ZMPOP/BZMPOP with illegal argument" tests)."""
+    forms = {
+        "LMPOP": "LMPOP N a{t} b{t} LEFT", "BLMPOP": "BLMPOP 0.01 N a{t} b{t} LEFT",
+        "ZMPOP": "ZMPOP N a{t} b{t} MIN", "BZMPOP": "BZMPOP 0.01 N a{t} b{t} MIN",
+        "SINTERCARD": "SINTERCARD N a{t} b{t}", "ZUNION": "ZUNION N a{t} b{t}",
+        "ZINTERSTORE": "ZINTERSTORE d{t} N a{t} b{t}", "ZINTERCARD": "ZINTERCARD N a{t} b{t}",
+        "EVAL": "EVAL return~1 N a{t} b{t}",
+    }
+    with env.client() as c, env.backends[0].client() as d:
+        for name, form in forms.items():
+            for n in ("a", "-1", "0", "01", "1.5", "3", "4", "99", "9223372036854775808"):
+                args = [(n if w == "N" else w).replace("~", " ") for w in form.split()]
+                want = d.rd(*args)
+                if not isinstance(want, RespError):
+                    continue        # a valid count: routed, answered by the server
+                eq(c.rd(*args), want, "%s numkeys %s" % (name, n))
+
+
 @R.test(external=True, ringleader=True, nutcracker_reason="twemproxy closes on unknown commands")
 def unknown_command_error(env):
     with env.client() as c:

@@ -532,6 +532,19 @@ static void expect_refused(const char *line, const char *name)
     ck_assert_str_eq(r.err, want);
 }
 
+START_TEST(test_copy_db_option)
+{
+    static const char *lines[] = { "COPY a b DB 1", "copy a b replace db 0", "COPY db b dB 2" };
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        struct res r = req_of(lines[i], AUTHED);
+        ck_assert_int_gt(r.rc, 0);
+        ck_assert_int_eq(r.req.kind, PROTO_REQ_ERROR);
+        ck_assert_str_eq(r.err, "-ERR COPY's DB option is not supported by ringleader "
+                         "(it writes another database, which the pool never reads)\r\n");
+    }
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     expect_refused("MONITOR", "MONITOR");
@@ -590,6 +603,8 @@ START_TEST(test_classification)
         { "PFCOUNT a b", PROTO_REQ_SAME, { "a", "b" } },
         { "PFMERGE d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
         { "COPY a b", PROTO_REQ_SAME, { "a", "b" } },
+        { "COPY a b REPLACE", PROTO_REQ_SAME, { "a", "b" } },
+        { "COPY a b DB", PROTO_REQ_SAME, { "a", "b" } },   /* the server's syntax error */
         { "BITOP AND d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
         { "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km", PROTO_REQ_SAME, { "d", "s" } },
         { "GEORADIUS g 0 0 1 km STORE dst", PROTO_REQ_SAME, { "g", "dst" } },
@@ -668,6 +683,38 @@ START_TEST(test_eval_numkeys)
     ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
     r = req_of("SINTERCARD 0 a", AUTHED);
     ck_assert_str_eq(r.err, "-ERR numkeys should be greater than 0\r\n");
+    /* each family's own texts, as redis-server 7.0.15 answers them (the
+     * upstream suite's "LMPOP/ZMPOP/BZMPOP with illegal argument" tests) */
+    static const struct { const char *line, *err; } bad[] = {
+        { "LMPOP a k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP -1 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 01 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 9223372036854775808 k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "LMPOP 2 k LEFT", "-ERR syntax error\r\n" },   /* no room for LEFT */
+        { "LMPOP 3 k LEFT", "-ERR syntax error\r\n" },
+        { "BLMPOP 0 a k LEFT", "-ERR numkeys should be greater than 0\r\n" },
+        { "BLMPOP 0 2 k LEFT", "-ERR syntax error\r\n" },
+        { "ZMPOP -1 k MIN", "-ERR numkeys should be greater than 0\r\n" },
+        { "ZMPOP 2 k MIN", "-ERR syntax error\r\n" },
+        { "BZMPOP 1 1.5 k MIN", "-ERR numkeys should be greater than 0\r\n" },
+        { "BZMPOP 1 9 k MIN", "-ERR syntax error\r\n" },
+        { "SINTERCARD x a", "-ERR numkeys should be greater than 0\r\n" },
+        { "SINTERCARD -1 a", "-ERR numkeys should be greater than 0\r\n" },
+        { "SINTERCARD 2 a", "-ERR Number of keys can't be greater than number of args\r\n" },
+        { "ZUNION -1 a", "-ERR at least 1 input key is needed for 'zunion' command\r\n" },
+        { "ZINTERCARD -1 a", "-ERR at least 1 input key is needed for 'zintercard' command\r\n" },
+        { "ZUNION x a", "-ERR value is not an integer or out of range\r\n" },
+        { "ZUNION 2 a", "-ERR syntax error\r\n" },
+        { "ZINTERSTORE d 3 a b", "-ERR syntax error\r\n" },
+    };
+    for (size_t i = 0; i < RL_ARRAY_SIZE(bad); i++) {
+        r = req_of(bad[i].line, AUTHED);
+        ck_assert_msg(strcmp(r.err, bad[i].err) == 0, "%s: %s", bad[i].line, r.err);
+    }
+    r = req_of("LMPOP 1 k LEFT", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    r = req_of("SINTERCARD 2 a b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SAME);
     r = req_of("EVAL s 1 k", AUTHED);
     ck_assert(!(r.req.flags & PROTO_RF_NOKEY));
     ck_assert(r.req.flags & PROTO_RF_WRITE);
@@ -1975,6 +2022,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_arity_errors_redis_text);
     tcase_add_test(tc, test_unknown_command_text);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_copy_db_option);
     tcase_add_test(tc, test_classification);
     tcase_add_test(tc, test_eval_numkeys);
     tcase_add_test(tc, test_rsp_types);
