@@ -387,9 +387,11 @@ class Bench:
         a = self.a
         self.listen = {}
         mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls",
-                                 "blpop_queue", "pubsub") if getattr(a, m)), None)
+                                 "blpop_queue", "stampede", "rejoin_cost", "shadow",
+                                 "callgrind", "pubsub") if getattr(a, m)), None)
         if mode:
             import bench_modes
+            import bench_safety
             if not self.ringleader:
                 raise Setup("this mode needs ringleader: build build/release or set RINGLEADER")
             print(f"scripts/bench --{mode.replace('_', '-')}: pinning "
@@ -400,6 +402,9 @@ class Bench:
                     "warmup": bench_modes.warmup,
                     "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
                     "blpop_queue": bench_modes.blpop_queue,
+                    "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
+                    "shadow": bench_safety.shadow,
+                    "callgrind": bench_safety.callgrind,
                     "pubsub": bench_modes.pubsub_fanout}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
@@ -551,6 +556,18 @@ def main():
                    "p99 of a steady load on a small pool with and without reloads")
     m.add_argument("--reload-every", type=float, default=0.5, help="seconds between SIGHUPs")
     m.add_argument("--reload-pipeline", type=int, default=1, help="default 1")
+    m.add_argument("--stampede", action="store_true",
+                   help="one hot key asked by many connections at once, collapse_gets false, "
+                   "true, inflight: backend gets per burst and latency")
+    m.add_argument("--stampede-connections", type=int, default=200, help="default 200")
+    m.add_argument("--rejoin-cost", action="store_true",
+                   help="auto_eject_hosts pools with rejoin: invalidate vs trust on the "
+                   "side-by-side scenarios")
+    m.add_argument("--shadow", action="store_true",
+                   help="the primary with and without a shadow pool at fraction 1.0, compare on")
+    m.add_argument("--callgrind", action="store_true",
+                   help="instructions per request by callgrind (and --compare BINARY's)")
+    m.add_argument("--callgrind-requests", type=int, default=20000, help="default 20000")
     m.add_argument("--tls", action="store_true",
                    help="CPU per request of TLS: ringleader terminating it vs stunnel4 in front "
                    "of ringleader and of nutcracker; TLS vs plaintext to the backends")
@@ -570,9 +587,9 @@ def main():
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
     if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.blpop_queue,
-                      a.pubsub))) > 1:
+                      a.stampede, a.rejoin_cost, a.shadow, a.callgrind, a.pubsub))) > 1:
         ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --blpop-queue, "
-                 "--pubsub at a time")
+                 "--stampede, --rejoin-cost, --shadow, --callgrind, --pubsub at a time")
     if not 1 <= a.queue_clients <= 64:
         ap.error("--queue-clients 1..64")
     if not 1 <= a.pubsub_subscribers <= 5000 or not 1 <= a.pubsub_messages <= 10 ** 6:

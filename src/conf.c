@@ -1349,6 +1349,107 @@ static const char *conf__set_routes(struct conf_ctx *c, const struct conf_comman
     return NULL;
 }
 
+/* collapse_gets: true (identical gets queued together share one request), false, or
+ * inflight (they may also join one already sent). */
+static const char *conf__set_collapse(struct conf_ctx *c, const struct conf_command *cmd,
+                                      yaml_node_t *node, void *obj)
+{
+    size_t n;
+    const char *s = conf__scalar(c, node, &n, 0);
+    enum conf_collapse *field = (enum conf_collapse *)(void *)((char *)obj + cmd->offset);
+
+    if (s == NULL)
+        return c->why;
+    if (strcmp(s, "true") == 0)
+        *field = CONF_COLLAPSE_QUEUED;
+    else if (strcmp(s, "false") == 0)
+        *field = CONF_COLLAPSE_OFF;
+    else if (strcmp(s, "inflight") == 0)
+        *field = CONF_COLLAPSE_INFLIGHT;
+    else
+        return conf__why(c, "'%.*s' is not true, false or inflight", (int)RL_MIN(n, 64), s);
+    return NULL;
+}
+
+/* shadow: {pool: NAME, fraction: F, compare: BOOL, queue_limit: N}; runs after all pools
+ * are read (the shadow pool must exist and speak the same protocol). */
+static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_command *cmd,
+                                    yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    struct conf_shadow *sh = &pool->shadow;
+    yaml_node_pair_t *pair;
+    yaml_node_t *pool_node = NULL;
+
+    (void)cmd;
+    if (node->type != YAML_MAPPING_NODE)
+        return conf__why(c, "expected {pool: NAME, fraction: 0..1, compare: true|false}, found %s",
+                         conf__node_kind(node));
+    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+        const char *ks = k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "";
+        size_t n;
+        const char *s;
+
+        c->errnode = k;
+        if (strcmp(ks, "pool") == 0) {
+            pool_node = v;
+            c->errnode = v;
+            if ((s = conf__scalar(c, v, &n, 0)) == NULL)
+                return c->why;
+            free(sh->pool);
+            if ((sh->pool = util_strndup(s, n)) == NULL)
+                return conf__enomem;
+        } else if (strcmp(ks, "fraction") == 0) {
+            char *end;
+            c->errnode = v;
+            if ((s = conf__scalar(c, v, &n, 0)) == NULL)
+                return c->why;
+            errno = 0;
+            double f = strtod(s, &end);
+            if (errno != 0 || end != s + n || !isfinite(f) || f <= 0 || f > 1)
+                return conf__why(c, "fraction '%.*s' is not a number in (0, 1]",
+                                 (int)RL_MIN(n, 64), s);
+            sh->fraction = f;
+        } else if (strcmp(ks, "compare") == 0) {
+            static const struct conf_command b = { "compare", conf__set_bool,
+                                                   offsetof(struct conf_shadow, compare),
+                                                   0, 0, NULL, 0 };
+            c->errnode = v;
+            const char *why = conf__set_bool(c, &b, v, sh);
+            if (why != NULL)
+                return why;
+        } else if (strcmp(ks, "queue_limit") == 0) {
+            static const struct conf_command q = { "queue_limit", conf__set_u32,
+                                                   offsetof(struct conf_shadow, queue_limit),
+                                                   1, 1000000, NULL, 0 };
+            c->errnode = v;
+            const char *why = conf__set_u32(c, &q, v, sh);
+            if (why != NULL)
+                return why;
+        } else {
+            return conf__why(c, "unknown key '%s' in shadow (expected pool, fraction, compare, "
+                             "queue_limit)", ks);
+        }
+    }
+    c->errnode = node;
+    if (pool_node == NULL)
+        return conf__why(c, "shadow needs a pool");
+    c->errnode = pool_node;
+    const struct conf_pool *target = conf__pool_by_name(c->conf, sh->pool);
+    if (target == NULL)
+        return conf__why(c, "shadow pool '%s' does not exist", sh->pool);
+    if (target == pool)
+        return conf__why(c, "pool '%s' cannot be its own shadow", sh->pool);
+    if (target->protocol != pool->protocol)
+        return conf__why(c, "shadow pool '%s' speaks %s, not %s", sh->pool,
+                         target->protocol == CONF_PROTO_REDIS ? "redis" : "memcache",
+                         pool->protocol == CONF_PROTO_REDIS ? "redis" : "memcache");
+    c->errnode = NULL;
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ tls */
 
 static const char *const conf_tls_version_names[] = { "1.2", "1.3", NULL };
@@ -1461,6 +1562,7 @@ static const char *const conf_proto_names[] = { "memcache", "redis", NULL };
 static const char *const conf_read_names[] = { "primary", "any-live", "local-zone", NULL };
 static const char *const conf_write_names[] = { "primary", "all", "all-async", NULL };
 static const char *const conf_on_down_names[] = { "failover", "miss", "error", NULL };
+static const char *const conf_rejoin_names[] = { "invalidate", "flush", "trust", NULL };
 
 #define P(f) offsetof(struct conf_pool, f)
 /*
@@ -1503,9 +1605,14 @@ static const struct conf_command conf_pool_commands[] = {
     { "item_size_max",        conf__set_u32,      P(item_size_max), 1024, 1073741824, NULL, 0 },
     { "allow_flush",          conf__set_bool,     P(allow_flush), 0, 0, NULL, 0 },
     { "coalesce_gets",        conf__set_bool,     P(coalesce_gets), 0, 0, NULL, 0 },
+    { "rejoin",               conf__set_enum,     P(rejoin), 0, 0, conf_rejoin_names, 0 },
+    { "rejoin_log_keys",      conf__set_u32,      P(rejoin_log_keys), 0, 100000000, NULL, 0 },
+    { "failover_ttl",         conf__set_u32,      P(failover_ttl), 0, 2592000, NULL, 0 },
+    { "collapse_gets",        conf__set_collapse, P(collapse_gets), 0, 0, NULL, 0 },
     { "scripts",              conf__set_bool,     P(scripts), 0, 0, NULL, 0 },
     { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
     { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
+    { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
 };
@@ -1548,6 +1655,7 @@ static const struct conf_command conf_global_commands[] = {
     { "stream_threshold",    conf__set_u32,    G(stream_threshold), 4096, UINT32_MAX, NULL, 0 },
     { "latency_histograms",  conf__set_bool,   G(latency_histograms), 0, 0, NULL, 0 },
     { "hot_keys",            conf__set_bool,   G(hot_keys), 0, 0, NULL, 0 },
+    { "rejoin_log",          conf__set_string, G(rejoin_log), 0, 0, NULL, 0 },
     { "tls_handshake_timeout", conf__set_int,  G(tls_handshake_timeout_s), 1, 3600, NULL, 0 },
     { "pubsub_output_limit", conf__set_u64,    G(pubsub_output_limit), 0, INT64_MAX, NULL, 0 },
     { "pubsub_output_soft_limit", conf__set_u64, G(pubsub_output_soft_limit), 0, INT64_MAX, NULL, 0 },
@@ -1713,6 +1821,10 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->coalesce_gets = 1;
     pool->scripts = 1;
     pool->max_pinned = 1000;
+    pool->rejoin = CONF_REJOIN_INVALIDATE;
+    pool->rejoin_log_keys = 100000;
+    pool->shadow.fraction = 1.0;
+    pool->shadow.queue_limit = 1000;
 }
 
 static int conf__is_prime(uint32_t n)
@@ -1920,6 +2032,7 @@ static void conf__pool_free(struct conf_pool *pool)
         free(pool->routes[i].pool);
     }
     free(pool->routes);
+    free(pool->shadow.pool);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
     for (uint32_t i = 0; i < pool->nservers; i++)
@@ -1939,6 +2052,7 @@ void conf_free(struct conf *conf)
     free(conf->global.admin_token);
     free(conf->global.log_file);
     free(conf->global.zone);
+    free(conf->global.rejoin_log);
     free(conf->path);
     free(conf);
 }

@@ -12,6 +12,10 @@ enum conf_proto { CONF_PROTO_MEMCACHE, CONF_PROTO_REDIS };
 enum conf_on_down { CONF_ON_DOWN_FAILOVER, CONF_ON_DOWN_MISS, CONF_ON_DOWN_ERROR };
 enum conf_read_from { CONF_READ_PRIMARY, CONF_READ_ANY_LIVE, CONF_READ_LOCAL_ZONE };
 enum conf_write_to { CONF_WRITE_PRIMARY, CONF_WRITE_ALL, CONF_WRITE_ALL_ASYNC };
+/* What a server that was down gets before it serves reads again (docs/routing.md). */
+enum conf_rejoin { CONF_REJOIN_INVALIDATE, CONF_REJOIN_FLUSH, CONF_REJOIN_TRUST };
+/* collapse_gets: identical gets for one server share one request. */
+enum conf_collapse { CONF_COLLAPSE_OFF, CONF_COLLAPSE_QUEUED, CONF_COLLAPSE_INFLIGHT };
 
 /* A place to listen or connect: TCP host:port or a unix socket path. */
 struct conf_addr {
@@ -30,6 +34,14 @@ struct conf_server {
     char    *label;     /* name, else host:port (what the vectors and the tool print) */
     char    *zone;      /* NULL when not given */
     int      line, col; /* where it was written, for messages */
+};
+
+/* shadow: a copy of the pool's requests goes to another pool (docs/routing.md). */
+struct conf_shadow {
+    char    *pool;          /* the shadow pool's name; NULL: no shadow */
+    double   fraction;      /* share of the keyspace shadowed, by key hash: 1.0 */
+    int      compare;       /* compare each shadow reply with the primary's: 0 */
+    uint32_t queue_limit;   /* copies waiting on one shadow server connection at most: 1000 */
 };
 
 struct conf_route {
@@ -103,6 +115,12 @@ struct conf_pool {
     int      allow_flush;         /* broadcast flush_all / FLUSHALL / FLUSHDB */
     int      scripts;             /* Redis: forward EVAL*, FCALL*: 1 */
     int      coalesce_gets;       /* memcached: join single-key gets to one server: 1 */
+    enum conf_rejoin rejoin;      /* invalidate (default), flush, trust */
+    uint32_t rejoin_log_keys;     /* keys remembered per down server: 100000 */
+    uint32_t failover_ttl;        /* seconds: the longest TTL a write to a failover server
+                                     carries; 0: off */
+    enum conf_collapse collapse_gets; /* off (default), queued (true), inflight */
+    struct conf_shadow shadow;
     struct conf_route *routes;
     uint32_t nroutes;
     struct conf_server *servers;  /* YAML order */
@@ -128,6 +146,7 @@ struct conf_global {
     uint32_t stream_threshold;    /* request bodies above this stream to a pinned connection: 256 KiB */
     int      latency_histograms;  /* per-server latency histograms on the request path: 1 */
     int      hot_keys;            /* the hot-key sketch on the request path: 1 */
+    char    *rejoin_log;          /* journal of the rejoin logs (a restart keeps them); NULL */
     int      tls_handshake_timeout_s; /* a TLS handshake not done this long closes: 5 */
     uint64_t pubsub_output_limit;      /* a subscriber with more reply bytes unread is
                                           closed: 32 MiB (0: no limit), as Redis's

@@ -14,13 +14,24 @@ int health_try_probe(struct health *h, uint64_t now_ms)
     return atomic_compare_exchange_strong(&h->state, &expected, HEALTH_PROBING);
 }
 
-int health_success(struct health *h, uint64_t now_ms)
+int health_success(struct health *h, uint64_t now_ms, int rejoin)
 {
     if (atomic_load_explicit(&h->failures, memory_order_relaxed) != 0)
         atomic_store_explicit(&h->failures, 0, memory_order_relaxed);
     int st = atomic_load_explicit(&h->state, memory_order_relaxed);
-    if (st == HEALTH_UP)
+    if (st == HEALTH_UP || st == HEALTH_REJOINING)
         return 0;
+    if (!atomic_compare_exchange_strong(&h->state, &st, rejoin ? HEALTH_REJOINING : HEALTH_UP))
+        return 0;
+    if (!rejoin)
+        atomic_store(&h->up_since_ms, now_ms);
+    return 1;
+}
+
+int health_rejoined(struct health *h, uint64_t now_ms)
+{
+    int st = HEALTH_REJOINING;
+
     if (!atomic_compare_exchange_strong(&h->state, &st, HEALTH_UP))
         return 0;
     atomic_store(&h->up_since_ms, now_ms);
@@ -34,6 +45,25 @@ static void health_down(struct health *h, uint64_t now_ms, uint32_t retry_ms, un
     atomic_store(&h->retry_at_ms, now_ms + ((uint64_t)retry_ms << shift));
     atomic_store(&h->ejected_at_us, wall_us);
     atomic_fetch_add(&h->ejects, 1);
+}
+
+int health_rejoin_failed(struct health *h, uint64_t now_ms, uint32_t retry_ms, uint64_t wall_us)
+{
+    int st = HEALTH_REJOINING;
+    unsigned flaps = atomic_load(&h->flaps) + 1;
+
+    if (!atomic_compare_exchange_strong(&h->state, &st, HEALTH_DOWN))
+        return 0;
+    atomic_store(&h->flaps, flaps);
+    health_down(h, now_ms, retry_ms, flaps, wall_us);
+    return 1;
+}
+
+void health_mark_down(struct health *h, uint64_t wall_us)
+{
+    atomic_store(&h->retry_at_ms, 0);
+    atomic_store(&h->ejected_at_us, wall_us);
+    atomic_store(&h->state, HEALTH_DOWN);
 }
 
 int health_failure(struct health *h, uint64_t now_ms, uint32_t limit, uint32_t retry_ms,

@@ -8,8 +8,14 @@
 enum health_state {
     HEALTH_UP = 0,
     HEALTH_DOWN,      /* failed server_failure_limit times in a row; waiting for retry_at */
-    HEALTH_PROBING    /* one worker is probing it (memcached version, Redis PING) */
+    HEALTH_PROBING,   /* one worker is probing it (memcached version, Redis PING) */
+    HEALTH_REJOINING  /* it answered, and is being made safe to read before it is up again:
+                       * the writes it missed are invalidated on it, or it is flushed
+                       * (rejoin: invalidate | flush, src/proxy/rejoin.c); reads still go
+                       * where on_down says, writes reach it */
 };
+
+struct rejoin_log;
 
 /*
  * One backend's health, shared by all workers through atomics (no lock).
@@ -27,6 +33,8 @@ struct health {
     atomic_uint          inflight;      /* requests sent and not answered, all workers */
     atomic_uint          inflight_peak; /* the most ever in flight at once */
     atomic_uint          pinned;        /* pinned connections open, all workers (max_pinned) */
+    struct rejoin_log   *rejoin;        /* the keys written for it while it was away (set when
+                                           the snapshot is built; NULL: rejoin: trust) */
 };
 
 /* Bounded loads' in-flight accounting (only for pools with balance_factor). */
@@ -52,9 +60,34 @@ static inline int health_up(struct health *h)
 }
 int health_try_probe(struct health *h, uint64_t now_ms);
 
+static inline enum health_state health_state(struct health *h)
+{
+    return (enum health_state)atomic_load_explicit(&h->state, memory_order_relaxed);
+}
+
+/* A reply from a server that is up: its failure count starts again (the
+ * common case of health_success, inline: it runs for every reply). */
+static inline void health_ok(struct health *h)
+{
+    if (atomic_load_explicit(&h->failures, memory_order_relaxed) != 0)
+        atomic_store_explicit(&h->failures, 0, memory_order_relaxed);
+}
+
 /* A reply arrived (or a probe succeeded): the failure count resets; a down
- * or probing server is up again. Returns 1 when it came back up. */
-int health_success(struct health *h, uint64_t now_ms);
+ * or probing server comes back: up, or with `rejoin` REJOINING (and up only
+ * by health_rejoined). Returns 1 to the one caller that moved it. */
+int health_success(struct health *h, uint64_t now_ms, int rejoin);
+
+/* REJOINING -> UP (its invalidations are acknowledged). 1 when it moved. */
+int health_rejoined(struct health *h, uint64_t now_ms);
+
+/* REJOINING -> DOWN: the invalidations were not acknowledged; the next
+ * probe waits longer, as after a failed probe. 1 when it moved. */
+int health_rejoin_failed(struct health *h, uint64_t now_ms, uint32_t retry_ms, uint64_t wall_us);
+
+/* Down at once, probed at the first request (a restarted proxy whose journal
+ * holds invalidations for the server: it must not serve reads before them). */
+void health_mark_down(struct health *h, uint64_t wall_us);
 
 /*
  * A failure (connect refused, reset, timeout). With `limit` consecutive

@@ -223,7 +223,7 @@ static int json_server(json_t *pool, const struct stats_view_server *s)
         rc = jset(o, stats_server_fields[i].name,
                   json_integer(field_get(&s->stats, &stats_server_fields[i])));
     if (rc == 0)
-        rc = jset(o, "state", json_string(s->up ? "up" : "down"));
+        rc = jset(o, "state", json_string(s->up ? "up" : s->rejoining ? "rejoining" : "down"));
     if (rc == 0)
         rc = jset(o, "weight", json_integer(s->weight));
     if (rc == 0)

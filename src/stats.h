@@ -52,6 +52,18 @@ struct buf;
     ACTION(sessions_lost,       COUNTER, "# sessions whose pinned connection failed (their client was closed)") \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
+    ACTION(rejoin_logged,       COUNTER, "# writes of a down server's keys remembered for its rejoin") \
+    ACTION(rejoin_invalidations, COUNTER, "# deletes sent to returning servers and to the servers that took their writes") \
+    ACTION(rejoin_flushes,      COUNTER, "# returning servers flushed before serving (rejoin: flush, or a fallback)") \
+    ACTION(rejoin_fallbacks,    COUNTER, "# rejoins that flushed because the log passed rejoin_log_keys") \
+    ACTION(rejoin_failed,       COUNTER, "# rejoins whose invalidations were not acknowledged: down again") \
+    ACTION(failover_ttl_capped, COUNTER, "# writes to a failover server sent with failover_ttl as their TTL cap") \
+    ACTION(collapsed_gets,      COUNTER, "# gets answered with an identical queued get's reply (collapse_gets)") \
+    ACTION(shadow_sent,         COUNTER, "# copies sent to the shadow pool") \
+    ACTION(shadow_dropped,      COUNTER, "# copies not sent: shadow server down, over queue_limit, no connection") \
+    ACTION(shadow_failed,       COUNTER, "# copies sent that timed out or whose connection failed") \
+    ACTION(shadow_compared,     COUNTER, "# shadow replies compared with the primary's (compare: true)") \
+    ACTION(shadow_mismatches,   COUNTER, "# of those that differed from the primary's reply") \
     ACTION(pubsub_clients,      GAUGE,   "# clients in subscribed mode (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE)") \
     ACTION(pubsub_messages,     COUNTER, "# pub/sub messages delivered to subscribed clients") \
     ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
@@ -78,6 +90,8 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    ACTION(rejoin_log_keys,     GAUGE,   "# keys remembered for this server's rejoin (shared by the workers)") \
+    ACTION(rejoin_log_bytes,    GAUGE,   "bytes of the keys remembered for this server's rejoin") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_FIELD(name, type, desc) int64_t name;
@@ -130,7 +144,7 @@ extern const size_t stats_server_nfields;
     ACTION(tls_certs,      LIST,      "each certificate file of the pool's tls/server_tls (key, file, not_after: when its earliest certificate expires, seconds since epoch); empty without TLS") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
-    ACTION(state,           STRING, "up or down (health; down is not removed)")           \
+    ACTION(state,           STRING, "up, down or rejoining (health; down is not removed)") \
     ACTION(weight,          GAUGE, "the server's weight in the configuration")           \
     ACTION(keyspace_share,  GAUGE, "share of the keyspace the ring gives the server (fair share: weight / total weight)") \
     ACTION(latency_p50_us,  GAUGE, "median request latency in usec")                     \
@@ -180,6 +194,7 @@ struct stats_view_server {
     struct stats_server stats;          /* summed (in_flight: the core may store the
                                            shared atomic here instead) */
     int up;                             /* 1 up, 0 down (health) */
+    int rejoining;                      /* down, and being made safe to read (rejoin) */
     uint32_t weight;                    /* from the configuration */
     double keyspace_share;              /* from the ring (ring_server.keyspace_share) */
     struct histogram latency;           /* merged over the workers */

@@ -1356,4 +1356,10 @@ const struct proto_ops proto_memcache_ops = {
     .join = mc_join,
     .join_miss = "END\r\n",
     .join_keys_max = MEMCACHE_JOIN_KEYS_MAX,
+    .invalidate = memcache__invalidate,
+    .flush = "flush_all\r\n",
+    .flush_cmd = MEMCACHE_CMD_FLUSH_ALL,
+    .ttl_cap = memcache__ttl_cap,
+    .collapsible = memcache__collapsible,
+    .reply_equal = memcache__reply_equal,
 };

@@ -3,6 +3,7 @@
 #define RL_PROTO_MEMCACHE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "proto/proto.h"
 
@@ -69,6 +70,13 @@ int memcache__local(struct proto_client *c, struct proto_parser *p, const struct
                     const char *buf, const struct proto_env *env, struct buf *out);
 int memcache__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
                         uint32_t nfrag, const struct proto_env *env, struct buf *out);
+
+/* Membership safety (memcache_safety.c): proto_ops.invalidate, .ttl_cap, .collapsible,
+ * .reply_equal. */
+int memcache__invalidate(const char *key, size_t len, struct buf *out, uint16_t *cmd);
+int memcache__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);
+int memcache__collapsible(const struct proto_req *req, const char *buf);
+int memcache__reply_equal(uint16_t cmd, const char *a, size_t alen, const char *b, size_t blen);
 
 
 #endif

@@ -425,6 +425,32 @@ struct proto_ops {
     int (*sub_reply)(uint8_t sub, int variant, const char *name, size_t len, uint64_t count,
                      struct buf *out);
     int (*push_write)(int variant, const char *unit, size_t len, struct buf *out);
+    /* Rejoin (docs/routing.md; invalidate NULL: a pool of this protocol trusts a
+     * returning server). invalidate: write the request that deletes key[0..len),
+     * whatever its bytes (memcached `delete`, or `md` with a base64 key for bytes
+     * the text protocol cannot carry; Redis DEL), *cmd the id its reply parses as;
+     * 0 or -ENOMEM. flush: the request that empties a server (flush_all, FLUSHDB),
+     * flush_cmd its reply's id. */
+    int (*invalidate)(const char *key, size_t len, struct buf *out, uint16_t *cmd);
+    const char *flush;
+    uint16_t    flush_cmd;
+
+    /* failover_ttl (optional): the request header forward() just wrote at
+     * buf_rptr(out) + start (to the end of out) is going to a failover server:
+     * cap the TTL it sets at ttl seconds from now (now_s: the wall clock), as its
+     * server reads TTLs. 1 when rewritten, 0 when it sets none to cap (unchanged),
+     * -ENOMEM (unchanged). */
+    int (*ttl_cap)(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);
+
+    /* collapse_gets (optional): whether req, whose bytes are in buf, is a
+     * single-key get that may share one server request with others whose
+     * forwarded bytes are identical. */
+    int (*collapsible)(const struct proto_req *req, const char *buf);
+
+    /* shadow compare (optional; NULL: byte for byte): whether two complete
+     * replies to cmd from different pools say the same (memcached: a cas unique
+     * or a meta TTL differs between pools without the data differing). */
+    int (*reply_equal)(uint16_t cmd, const char *a, size_t alen, const char *b, size_t blen);
 };
 
 extern const struct proto_ops proto_memcache_ops;

@@ -186,6 +186,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
  * *err a complete static error reply (bad numkeys), -2 for an argument count
  * the command cannot take. *nokey: a script with numkeys 0, routed by its body.
  */
+/* Membership safety (redis_safety.c): proto_ops.invalidate, .ttl_cap, .collapsible. */
+int redis__invalidate(const char *key, size_t len, struct buf *out, uint16_t *cmd);
+int redis__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);
+int redis__collapsible(const struct proto_req *req, const char *buf);
+
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
                         uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
                         const char **err);

@@ -10,14 +10,17 @@
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/collapse.h"
 #include "proxy/forward.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
+#include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
+#include "proxy/shadow.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "util.h"
@@ -136,7 +139,92 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
         server_probe(pool->servers[rt->probe]);
 }
 
+/*
+ * A request routed around a down or rejoining server: a write is remembered
+ * for its rejoin first (and routed again when that server came back
+ * meanwhile); one that goes to a failover server alone carries failover_ttl.
+ */
+static void __attribute__((noinline)) forward_route_down(struct client *c, struct wpool *pool,
+                                                         struct msg *m,
+                                                         const struct route_key *rk,
+                                                         const struct proto_req *req,
+                                                         struct route *rt)
+{
+    if ((rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) &&
+        rejoin_note(pool, rk, req->nkeys, rt) > 0) {
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+        forward_route_effects(c, pool, rt, &rk[0]);
+    }
+    if ((rt->events & ROUTE_EV_FAILOVER) && rt->kind == ROUTE_SEND && pool->cp->failover_ttl > 0)
+        m->flags |= MSG_F_FAILOVER;
+}
+
+/*
+ * Route a SINGLE or SAME request by its keys rk and carry out the decision's
+ * side effects; a write for a down or rejoining server's keys is remembered for
+ * its rejoin first, and routed again when that server came back meanwhile.
+ */
+static inline void forward_route(struct client *c, struct wpool *pool, struct msg *m,
+                                 const struct route_key *rk, const struct proto_req *req,
+                                 struct route *rt)
+{
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk[0], rt);        /* PUBLISH: to the owner only */
+    else
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+    forward_route_effects(c, pool, rt, &rk[0]);
+    if (rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY | ROUTE_EV_FAILOVER))
+        forward_route_down(c, pool, m, rk, req, rt);
+}
+
 /* ------------------------------------------------------------------ writing */
+
+/*
+ * collapse_gets: a collapsible get m for connection s. 1 when it joined an
+ * identical get queued there (nothing written: it waits for that reply); 0
+ * when it is written (as forward() or join_write() writes it) and is to lead
+ * the identical gets after it; -ENOMEM (nothing written).
+ */
+static int __attribute__((noinline)) forward_collapse(struct wpool *pool, struct sconn *s,
+                                                      struct msg *m, const struct proto_req *req,
+                                                      const char *buf)
+{
+    const struct proto_ops *ops = pool->ops;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+    int join = pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req);
+    int rc = ops->forward(req, buf, out);
+
+    if (rc < 0)
+        return rc;
+    /* The request as forwarded is what an identical one must match. */
+    int j = collapse_join(s, m, buf_rptr(out) + before, buf_len(out) - before,
+                          pool->cp->collapse_gets == CONF_COLLAPSE_INFLIGHT);
+    if (j > 0 || join)
+        out->wpos = out->rpos + before;
+    if (j > 0) {
+        STATS_ADD(&pool->stats, collapsed_gets, 1);
+        return 1;
+    }
+    return join ? join_write(s, ops, m, req, buf) : 0;
+}
+
+/* failover_ttl: the header just written at out[before..) goes to a failover
+ * server; 0 or -ENOMEM. */
+static int __attribute__((noinline)) forward_ttl_cap(struct wpool *pool,
+                                                     const struct proto_req *req,
+                                                     struct buf *out, size_t before)
+{
+    if (pool->ops->ttl_cap == NULL)
+        return 0;
+    int rc = pool->ops->ttl_cap(req->cmd, out, before, pool->cp->failover_ttl,
+                                (int64_t)(util_wall_us() / 1000000u));
+    if (rc > 0)
+        STATS_ADD(&pool->stats, failover_ttl_capped, 1);
+    return rc < 0 ? rc : 0;
+}
 
 /*
  * Write a request (or one fragment of it) to `via`, or to a shared
@@ -162,15 +250,26 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     const struct proto_ops *ops = pool->ops;
     struct buf *out = &s->conn.obuf;
     size_t before = buf_len(out);
-    int rc;
-    if (how == FORWARD_WHOLE && via == NULL && pool->cp->coalesce_gets && ops->joinable != NULL &&
-        m->role == MSG_REQUEST && m->warm == MSG_WARM_NONE && ops->joinable(req)) {
+    int rc, lead = 0;
+    int whole = how == FORWARD_WHOLE && via == NULL && m->role == MSG_REQUEST &&
+                m->warm == MSG_WARM_NONE;
+    if (whole && pool->cp->collapse_gets != CONF_COLLAPSE_OFF && ops->collapsible != NULL &&
+        ops->collapsible(req, buf)) {
+        rc = forward_collapse(pool, s, m, req, buf);
+        if (rc > 0)
+            return 0;               /* it waits for an identical get's reply */
+        lead = rc == 0;
+    } else if (whole && pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req)) {
         rc = join_write(s, ops, m, req, buf);
     } else {
         rc = how == FORWARD_FRAG ? ops->frag_write(req, buf, idx, n, out)
                                  : ops->forward(req, buf, out);
-        if (rc == 0 && how == FORWARD_WHOLE && body > 0)
-            rc = buf_append(out, buf + req->hdr_len, (size_t)body);
+        if (rc == 0 && how == FORWARD_WHOLE) {
+            if (__builtin_expect(m->flags & MSG_F_FAILOVER, 0))
+                rc = forward_ttl_cap(pool, req, out, before);
+            if (rc == 0 && body > 0)
+                rc = buf_append(out, buf + req->hdr_len, (size_t)body);
+        }
     }
     if (rc == 0 && pool->retain_req)
         rc = buf_append(&m->req, buf_rptr(out) + before, buf_len(out) - before);
@@ -185,20 +284,26 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
+    if (lead)
+        collapse_lead(s, m);        /* identical gets queued after it may join it */
     worker_mark_sconn(pool->w, s);
     return 0;
 }
 
-/* Send one whole request to one server. */
-static void forward_send(struct client *c, struct wpool *pool, struct msg *m, struct server *srv,
-                         uint64_t hint, const struct proto_req *req, const char *buf)
+/* Send one whole request to one server. 0, or -1 when m was answered with an
+ * error instead (it may be gone then). */
+static int forward_send(struct client *c, struct wpool *pool, struct msg *m, struct server *srv,
+                        uint64_t hint, const struct proto_req *req, const char *buf)
 {
     enum proto_err code;
     const char *reason = NULL;
 
     if (forward_write(pool, m, srv, NULL, hint, req, buf, NULL, 0, FORWARD_WHOLE, req->body_len,
-                      &code, &reason) < 0)
+                      &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
+        return -1;
+    }
+    return 0;
 }
 
 /* A child of parent for nkeys of its keys (a fragment) or all (a copy). */
@@ -251,6 +356,8 @@ static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
         struct server *srv = pool->servers[rt->to[f]];
         enum proto_err code;
         const char *reason = NULL;
+        if (f == 0 && (rt->events & ROUTE_EV_FAILOVER) && pool->cp->failover_ttl > 0)
+            fm->flags |= MSG_F_FAILOVER;    /* a rejoining owner's failover server */
         if (forward_write(pool, fm, srv, NULL, f, req, buf, NULL, 0, FORWARD_WHOLE,
                           req->body_len, &code, &reason) < 0) {
             log_info("pool '%s': copy to server '%s' not sent: %s", pool->cp->name, srv->label,
@@ -333,16 +440,25 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         for (uint32_t s = 0; s < nsrv; s++)
             target[s] = s;
     } else {
-        struct route rt;
-        route_clear(&rt);
-        for (uint32_t i = 0; i < nkeys; i++) {
-            owner[i] = route_fanout_server(&pool->view, &rk[i], &rt);
-            if (slot[owner[i]] == 0) {
-                target[nfrag] = owner[i];
-                slot[owner[i]] = ++nfrag;
+        for (int pass = 0; pass < 2; pass++) {
+            struct route rt;
+            route_clear(&rt);
+            nfrag = 0;
+            memset(slot, 0, (size_t)nsrv * sizeof(*slot));
+            for (uint32_t i = 0; i < nkeys; i++) {
+                owner[i] = route_fanout_server(&pool->view, &rk[i], &rt);
+                if (slot[owner[i]] == 0) {
+                    target[nfrag] = owner[i];
+                    slot[owner[i]] = ++nfrag;
+                }
             }
+            forward_route_effects(c, pool, &rt, &rk[0]);
+            /* A write failed over: remembered for the rejoin first (and placed
+             * again if a server came back meanwhile). */
+            if (pass > 0 || !(req->flags & PROTO_RF_WRITE) || !(rt.events & ROUTE_EV_FAILOVER) ||
+                rejoin_note_fanout(pool, rk, owner, nkeys) == 0)
+                break;
         }
-        forward_route_effects(c, pool, &rt, &rk[0]);
     }
     if (nfrag == 0) {
         forward_refuse(c, m, PROTO_ERR_SERVER, "no server to send to");
@@ -489,21 +605,21 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         }
     }
     struct route rt;
-    if (req->flags & PROTO_RF_CHANNEL)
-        route_channel(&pool->view, &rk[0], &rt);       /* PUBLISH: to the owner only */
-    else
-        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), &rt);
-    forward_route_effects(c, pool, &rt, &rk[0]);
+    forward_route(c, pool, m, rk, req, &rt);
     switch (rt.kind) {
-    case ROUTE_SEND:
+    case ROUTE_SEND: {
         if (rt.warm_from != ROUTE_NONE && req->nkeys == 1 && pool->ops->warmable != NULL &&
             pool->ops->warmable(req->cmd))
             warmup_mark(m, rk[0].bytes, rk[0].len, pool->servers[rt.warm_from], req->cmd);
-        forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf);
+        int sent = forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf);
+        if (__builtin_expect(pool->shadow != ROUTE_NONE, 0))   /* m: unless answered (gone) */
+            shadow_request(c, pool, sent == 0 ? m : NULL, req, buf, rk);
         break;
+    }
     case ROUTE_COPIES:
         forward_copies(c, pool, m, req, buf, &rt);
+        if (pool->shadow != ROUTE_NONE)
+            shadow_request(c, pool, NULL, req, buf, rk);
         break;
     case ROUTE_MISS:
         if (!(m->flags & MSG_F_NOREPLY))
@@ -567,8 +683,11 @@ int forward_request(struct client *c, const struct proto_req *req, const char *b
         struct route_key *rk = NULL;
         char dec[PROTO_KEY_DECODED_MAX];
         struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
-        if (kp != NULL)
+        if (kp != NULL) {
             forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS);
+            if (kp->shadow != ROUTE_NONE)
+                shadow_request(c, kp, NULL, req, buf, rk);
+        }
         break;
     }
     case PROTO_REQ_BROADCAST:
@@ -647,8 +766,9 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     else
         route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0,
                       c->w->rr, uv_now(&c->w->loop), &rt);
-    if (rt.kind == ROUTE_COPIES)
-        return NULL;                /* buffered: every copy needs the whole body */
+    if (rt.kind == ROUTE_COPIES || (rt.events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)))
+        return NULL;                /* buffered: every copy needs the whole body, and a
+                                       write for a down server is remembered first */
     if (rt.kind != ROUTE_SEND) {
         forward_request(c, req, buf);   /* answered here; its body is dropped */
         *answered = 1;

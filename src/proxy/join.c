@@ -83,5 +83,5 @@ void join_forget(struct sconn *s, struct msg *m)
     }
     if (s->join_tail == m)
         s->join_tail = NULL;
-    m->flags &= (uint8_t)~(MSG_F_JKEY | MSG_F_JOINED);
+    m->flags &= (uint16_t)~(MSG_F_JKEY | MSG_F_JOINED);
 }

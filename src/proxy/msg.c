@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "proxy/client.h"
+#include "proxy/collapse.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
@@ -119,12 +120,26 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
 {
     if (drop || msg_internal(m) || m->state != MSG_SENT || (m->flags & MSG_F_NOREPLY))
         return;
-    if (msg_child(m)) {
+    if (m->role != MSG_REQUEST) {
+        if (m->role == MSG_OWN) {
+            if (m->watch != NULL && m->watch->keep_reply && buf_append(&m->rsp, p, n) < 0)
+                m->flags |= MSG_F_RSPLOST;
+            return;
+        }
+        /* a fragment or a copy: its parent merges or picks */
         if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
             m->flags |= MSG_F_ERROR;
         return;
     }
     struct client *c = m->client;
+    if (m->flags & MSG_F_LEADER) {
+        /* Its followers get copies of the whole reply, whoever is left to read it. */
+        if (buf_append(&m->rsp, p, n) < 0)
+            m->flags |= MSG_F_RSPLOST;
+        else if (c != NULL)
+            c->held_bytes += n;
+        return;
+    }
     if (c == NULL || c->closing)
         return;
     /* A reply is held until complete, so a server that fails mid-reply
@@ -278,6 +293,31 @@ static void msg_answered(struct worker *w, struct msg *m)
     msg_release(w, m);
 }
 
+/* Tell m's watcher, once, what became of it. */
+static inline void msg_watched(struct worker *w, struct msg *m, int ok)
+{
+    struct msg_watch *wt = m->watch;
+
+    if (wt != NULL) {
+        m->watch = NULL;
+        wt->done(wt, w, m, ok);
+    }
+}
+
+/* msg_complete of a message someone waits for: its watcher, its followers. */
+static void __attribute__((noinline)) msg_complete_watched(struct worker *w, struct msg *m)
+{
+    msg_watched(w, m, 1);
+    if (m->flags & MSG_F_LEADER) {
+        /* The followers get their copies after m is answered: delivering m may free it. */
+        struct msg *followers = collapse_take(m, 1);
+        msg_answered(w, m);
+        collapse_complete(w, followers);
+        return;
+    }
+    msg_answered(w, m);
+}
+
 void msg_complete(struct worker *w, struct msg *m)
 {
     if (m->state == MSG_ZOMBIE) {   /* the late reply of an answered request */
@@ -290,6 +330,10 @@ void msg_complete(struct worker *w, struct msg *m)
     m->state = MSG_DONE;
     if (msg_internal(m)) {
         msg_release(w, m);
+        return;
+    }
+    if (m->watch != NULL || (m->flags & MSG_F_LEADER)) {
+        msg_complete_watched(w, m);
         return;
     }
     msg_answered(w, m);
@@ -322,6 +366,13 @@ void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *
     }
     m->warm = MSG_WARM_NONE;
     m->state = m->state == MSG_SENT ? MSG_ZOMBIE : MSG_DONE;
+    msg_watched(w, m, 0);
+    if (m->flags & MSG_F_LEADER) {
+        struct msg *followers = collapse_take(m, 0);
+        msg_answered(w, m);
+        collapse_fail(w, followers, code, reason);
+        return;
+    }
     msg_answered(w, m);
 }
 

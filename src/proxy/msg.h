@@ -40,6 +40,9 @@ enum msg_role {
     MSG_REQUEST,    /* a client's request (a multi-key or replicated one is a parent) */
     MSG_FRAG,       /* one server's part of a multi-key request: merged into its parent */
     MSG_COPY,       /* one copy of a request sent to several servers: the parent picks one */
+    MSG_OWN,        /* the proxy's own request whose outcome m->watch waits for (a rejoin's
+                     * invalidation, a shadow copy); otherwise a request like a client's:
+                     * counted, timed out, failed with its connection */
     MSG_HELLO,      /* the proxy's connection hello (AUTH, SELECT, a pin's reset) */
     MSG_PROBE,      /* a health probe of a down server */
     MSG_DISCARD     /* the proxy's own request whose reply nobody reads (a warm-up copy) */
@@ -59,18 +62,39 @@ enum msg_warm {
     MSG_WARM_FETCH  /* the ask itself, sent to the previous owner */
 };
 
-#define MSG_F_NOREPLY  0x01   /* the client asked for no reply: not in its queue */
-#define MSG_F_CLOSE    0x02   /* close the client after this reply */
-#define MSG_F_ERROR    0x04   /* answered with an error */
-#define MSG_F_STREAMED 0x08   /* part of the reply went straight to the client */
-#define MSG_F_ASYNC    0x10   /* copies parent: answer with the first copy that succeeds */
-#define MSG_F_JKEY     0x20   /* its key is queued in the connection's join keys (join.c) */
-#define MSG_F_JOINED   0x40   /* a later get was joined to its server command */
-#define MSG_F_COPIES   0x80   /* a parent of copies (else of fragments) */
-#define MSG_F_BUILT    0x100  /* a parent whose reply the proxy wrote when it sent the
-                                 fragments (pub/sub confirmations): they need only succeed;
-                                 one that fails ends the client (its state is not the
-                                 servers' any more) with that failure as the last reply */
+#define MSG_F_NOREPLY  0x0001  /* the client asked for no reply: not in its queue */
+#define MSG_F_CLOSE    0x0002  /* close the client after this reply */
+#define MSG_F_ERROR    0x0004  /* answered with an error (MSG_OWN: the server's reply was one) */
+#define MSG_F_STREAMED 0x0008  /* part of the reply went straight to the client */
+#define MSG_F_ASYNC    0x0010  /* copies parent: answer with the first copy that succeeds */
+#define MSG_F_JKEY     0x0020  /* its key is queued in the connection's join keys (join.c) */
+#define MSG_F_JOINED   0x0040  /* a later get was joined to its server command */
+#define MSG_F_COPIES   0x0080  /* a parent of copies (else of fragments) */
+#define MSG_F_LEADER   0x0100  /* identical gets wait for its reply (collapse.c): kept whole */
+#define MSG_F_FOLLOWER 0x0200  /* waits for a leader's reply instead of being sent (collapse.c) */
+#define MSG_F_CTABLE   0x0400  /* in its connection's table of gets to join (collapse.c) */
+#define MSG_F_RSPLOST  0x0800  /* a leader's reply could not be kept whole (no memory) */
+#define MSG_F_FAILOVER 0x1000  /* a write to a failover server: failover_ttl caps its TTL */
+#define MSG_F_BUILT    0x2000  /* a parent whose reply the proxy wrote when it sent the
+                                  fragments (pub/sub confirmations): they need only succeed;
+                                  one that fails ends the client (its state is not the
+                                  servers' any more) with that failure as the last reply */
+
+struct msg;
+struct worker;
+
+/*
+ * Someone waiting for a message's outcome (a shadow comparison, a rejoin
+ * round): done() is called once, before the message is delivered or released:
+ * ok 1 when its reply is complete (m->rsp holds it unless it streamed; for a
+ * MSG_OWN message MSG_F_ERROR then says the server answered with an error), ok
+ * 0 when it failed (timeout, lost connection, no memory). For a MSG_OWN
+ * message `keep_reply` asks that its reply be kept in m->rsp.
+ */
+struct msg_watch {
+    void (*done)(struct msg_watch *wt, struct worker *w, struct msg *m, int ok);
+    int  keep_reply;
+};
 
 struct client;
 struct sconn;
@@ -109,6 +133,8 @@ struct msg {
     uint8_t        resends;     /* times re-dispatched */
     struct server *warm_to;     /* warm-up: the previous owner to ask, then where a hit is copied */
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
+    struct msg_watch *watch;    /* told of the outcome, or NULL */
+    struct msg    *waiters;     /* collapse: a leader's first follower; a follower's next */
 };
 
 struct msg *msg_get(struct worker *w);

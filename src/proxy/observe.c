@@ -15,6 +15,7 @@
 #include "proxy/server.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
+#include "rejoin_log.h"
 #include "reload.h"
 #include "ring.h"
 #include "stats.h"
@@ -90,6 +91,8 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         for (uint32_t s = 0; s < cp->nservers; s++) {
             vp->servers[s].name = cp->servers[s].ident;
             vp->servers[s].up = health_up(snap->pools[i].health[s]);
+            vp->servers[s].rejoining =
+                health_state(snap->pools[i].health[s]) == HEALTH_REJOINING;
             vp->servers[s].weight = cp->servers[s].weight;
             vp->servers[s].keyspace_share = r->servers[s].keyspace_share;
         }
@@ -130,6 +133,18 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
             }
         }
         uv_mutex_unlock(&w->mu);
+    }
+    /* The rejoin logs: one per server, shared by the workers. */
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        for (uint32_t k = 0; k < conf->pools[i].nservers; k++) {
+            const struct rejoin_log *l = snap->pools[i].health[k]->rejoin;
+            uint32_t keys = 0;
+            uint64_t bytes = 0;
+            if (l != NULL)
+                rejoin_log_size(l, &keys, &bytes);
+            v->pools[i].servers[k].stats.rejoin_log_keys = keys;
+            v->pools[i].servers[k].stats.rejoin_log_bytes = (int64_t)bytes;
+        }
     }
     /* In flight over every worker, and its peak, from the shared records
      * (kept where bounded loads needs them). */

@@ -17,6 +17,7 @@
 #include "proxy/observe.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
+#include "proxy/rejoin.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "reload.h"
@@ -84,14 +85,20 @@ static double proxy_key_skew(const struct ring *r)
 }
 
 /* The health record of a server: kept across reloads for the same pool,
- * identity and address, so a reload never resets a down server to up. */
-static struct health *proxy_health(struct proxy *p, const char *pool, const struct conf_server *cs)
+ * identity and address, so a reload never resets a down server to up. A new
+ * one gets its rejoin log (with what the journal kept for it). */
+static struct health *proxy_health(struct proxy *p, const struct conf_pool *cp,
+                                   const struct conf_server *cs)
 {
     char key[1024];
-    int n = snprintf(key, sizeof(key), "%s%c%s%c%s", pool, 0, cs->ident, 0, cs->addr.text);
+    int n = snprintf(key, sizeof(key), "%s%c%s%c%s", cp->name, 0, cs->ident, 0, cs->addr.text);
     if (n < 0 || (size_t)n >= sizeof(key))
         return NULL;
-    return registry_get(p->healths, key, (size_t)n);
+    struct health *h = registry_get(p->healths, key, (size_t)n);
+    if (h != NULL && h->rejoin == NULL && p->rejoin != NULL &&
+        rejoin_store_attach(p->rejoin, h, cp, cs, p->healths) < 0)
+        return NULL;
+    return h;
 }
 
 /* The pool's ring: the old snapshot's when placement is unchanged (its
@@ -211,13 +218,17 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         if (proxy_pool_ring(sp, cp, old, err, errlen) < 0)
             goto fail;
         sp->keys_max_over_mean = proxy_key_skew(sp->ring);
+        sp->shadow = ROUTE_NONE;
+        for (uint32_t j = 0; cp->shadow.pool != NULL && j < conf->npools; j++)
+            if (j != i && strcmp(conf->pools[j].name, cp->shadow.pool) == 0)
+                sp->shadow = j;
         sp->shared = registry_get(p->pools_shared, cp->name, strlen(cp->name));
         sp->health = calloc(cp->nservers ? cp->nservers : 1, sizeof(*sp->health));
         sp->rules = proxy_pool_rules(conf, cp);
         if (sp->shared == NULL || sp->health == NULL || sp->rules == NULL)
             goto nomem;
         for (uint32_t k = 0; k < cp->nservers; k++)
-            if ((sp->health[k] = proxy_health(p, cp->name, &cp->servers[k])) == NULL)
+            if ((sp->health[k] = proxy_health(p, cp, &cp->servers[k])) == NULL)
                 goto nomem;
         if (proxy_pool_tls(sp, conf, cp, err, errlen) < 0)
             goto fail;
@@ -392,6 +403,13 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: cannot open log file '%s'\n", conf->global.log_file);
     p->nworkers = opt->workers ? opt->workers
                                : (conf->global.workers ? conf->global.workers : proxy_cpus());
+    p->rejoin = rejoin_store_open(conf->global.rejoin_log, err, sizeof(err));
+    if (p->rejoin == NULL) {
+        log_error("rejoin_log: %s", err);
+        fprintf(stderr, "ringleader: rejoin_log: %s\n", err);
+        conf_free(conf);
+        goto out_registries;
+    }
     snap = proxy_snapshot_build(p, conf, NULL, err, sizeof(err));
     if (snap == NULL) {
         fprintf(stderr, "ringleader: %s\n", err);
@@ -401,6 +419,7 @@ int proxy_run(struct proxy_options *opt)
 
     uv_loop_init(&p->loop);
     p->loop.data = p;
+    rejoin_store_start(p->rejoin, &p->loop);
     uv_signal_init(&p->loop, &p->sigterm);
     uv_signal_init(&p->loop, &p->sigint);
     uv_signal_init(&p->loop, &p->sighup);
@@ -426,6 +445,8 @@ out_loop:
     observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);
+    rejoin_store_close(p->rejoin);      /* the workers are gone: nothing uses a log now */
+    p->rejoin = NULL;
     uv_run(&p->loop, UV_RUN_DEFAULT);
     uv_loop_close(&p->loop);
     free(p->workers);
@@ -434,6 +455,7 @@ out_loop:
     proxy_unlink_sockets(snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
 out_registries:
+    rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
     registry_free(p->healths);
     uv_mutex_destroy(&p->snap_mu);

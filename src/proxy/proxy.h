@@ -17,6 +17,7 @@ struct tls_ctx;
 struct proto_ops;
 struct registry;
 struct reload;
+struct rejoin_store;
 struct worker;
 struct signals;
 struct ops_rate;
@@ -40,6 +41,7 @@ struct snapshot_pool {
     struct ring              *prev_ring;
     uint64_t                  warm_until_ms;
     double                    keys_max_over_mean;   /* from ring_shares at build */
+    uint32_t                  shadow;     /* shadow: {pool}'s index, or ROUTE_NONE */
     /* TLS contexts of the listener and of the server connections (NULL:
      * plaintext), built from the files with the snapshot: a reload re-reads
      * them, and open connections keep the context they started with */
@@ -101,6 +103,7 @@ struct proxy {
     int                        stats_open;
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */
     struct admin              *admin;         /* the admin endpoint, or NULL */
+    struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

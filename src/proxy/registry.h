@@ -17,6 +17,7 @@ struct pool_shared {
     atomic_uint_fast64_t spill_key[POOL_SPILL_SLOTS];
     atomic_uint          spill_server[POOL_SPILL_SLOTS];
     atomic_uint          spill_sec[POOL_SPILL_SLOTS];
+    atomic_uint_fast64_t shadow_log_s;  /* shadow compare: when a mismatch was last logged */
 };
 
 /*

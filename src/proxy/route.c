@@ -48,6 +48,11 @@ static int route_up(const struct route_pool *rp, uint32_t i)
     return health_up(rp->health[i]);
 }
 
+static int route_rejoining(const struct route_pool *rp, uint32_t i)
+{
+    return health_state(rp->health[i]) == HEALTH_REJOINING;
+}
+
 static void route_send(struct route *rt, uint32_t to)
 {
     rt->kind = ROUTE_SEND;
@@ -142,6 +147,27 @@ static const char *route_zone_of(const struct ring *r, uint32_t i)
 }
 
 /*
+ * A write while some of the key's R replicas are not up: a rejoining one gets
+ * it too (after the live ones, which serve the reads), a down one has it
+ * remembered for its rejoin (ROUTE_EV_DOWN_WRITE).
+ */
+static void route_replica_writes(const struct route_pool *rp, const struct route_key *rk,
+                                 uint32_t *live, uint32_t *nlive, struct route *rt)
+{
+    uint32_t pref[RING_MAX_PREF];
+    uint32_t n = ring_preference_hash(rp->ring, rk->hash, pref,
+                                      RL_MIN(RL_MIN(rp->cp->replicas, rp->nservers), RING_MAX_PREF));
+    for (uint32_t i = 0; i < n; i++) {
+        if (route_up(rp, pref[i]))
+            continue;
+        if (route_rejoining(rp, pref[i]))
+            live[(*nlive)++] = pref[i];
+        else
+            rt->events |= ROUTE_EV_DOWN_WRITE;
+    }
+}
+
+/*
  * replicas: R. A key's replicas are the first R servers of its preference
  * list (distinct zones first). Writes (write_to all / all-async) go to every
  * live replica; reads go to one live replica chosen by read_from. Returns 0
@@ -157,6 +183,8 @@ static int route_replicas(const struct route_pool *rp, const struct route_key *r
     if (nlive == 0)
         return 0;
     if (rflags & PROTO_RF_WRITE) {
+        if (nlive < RL_MIN(cp->replicas, rp->nservers))
+            route_replica_writes(rp, rk, live, &nlive, rt);
         if (cp->write_to == CONF_WRITE_PRIMARY || nlive == 1) {
             route_send(rt, live[0]);
             return 1;
@@ -267,6 +295,37 @@ static uint32_t route_warm_from(const struct route_pool *rp, const struct route_
     return now;
 }
 
+/*
+ * A write whose owner is not up, routed by on_down to `to` (a failover
+ * server, or ROUTE_NONE with rt a miss or an error). A rejoining owner gets
+ * the write as well (its reads are not back yet, so the failover server gets
+ * it first): COPIES {to, owner}, or the owner alone when on_down sends its
+ * reads nowhere. A down owner's write is remembered for its rejoin. Returns 1
+ * when rt is final.
+ */
+static int route_down_write(const struct route_pool *rp, const struct route_key *rk,
+                            uint32_t to, struct route *rt)
+{
+    uint32_t owner = rk->owner;
+
+    if (!route_rejoining(rp, owner)) {
+        if (rt->kind != ROUTE_FAIL)
+            rt->events |= ROUTE_EV_DOWN_WRITE;
+        return 0;
+    }
+    rt->events |= ROUTE_EV_REJOIN_COPY;
+    if (to == ROUTE_NONE) {
+        route_send(rt, owner);
+        return 1;
+    }
+    rt->kind = ROUTE_COPIES;
+    rt->n = 2;
+    rt->async = 0;
+    rt->to[0] = to;
+    rt->to[1] = owner;
+    return 1;
+}
+
 void route_request(const struct route_pool *rp, const struct route_key *rk, uint16_t rflags,
                    int single, int nokey, uint32_t rr, uint64_t now_ms, struct route *rt)
 {
@@ -278,6 +337,9 @@ void route_request(const struct route_pool *rp, const struct route_key *rk, uint
     uint32_t to = rk->owner;
     if (!route_up(rp, to)) {
         to = route_down(rp, rk, rt);
+        if ((rflags & PROTO_RF_WRITE) && !(rt->events & ROUTE_EV_FAIL_OPEN) &&
+            route_down_write(rp, rk, to, rt))
+            return;
         if (to == ROUTE_NONE)
             return;
     }

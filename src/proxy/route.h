@@ -54,10 +54,16 @@ enum route_kind {
 };
 
 /* What the caller counts (struct route.events). */
-#define ROUTE_EV_FAILOVER  0x1   /* sent to a later server of the preference list */
+#define ROUTE_EV_FAILOVER  0x1   /* sent to a later server of the preference list (COPIES:
+                                    to[0] is that server) */
 #define ROUTE_EV_FAIL_OPEN 0x2   /* sent to a down owner because most servers are down */
 #define ROUTE_EV_SPILL     0x4   /* bounded loads placed it off its owner: note it (route_spill_note) */
 #define ROUTE_EV_RR        0x8   /* read_from: any-live used the rotation: advance it */
+#define ROUTE_EV_DOWN_WRITE 0x10 /* a write for a key whose server (owner or replica) is down:
+                                    remember the key for its rejoin (rejoin_note) */
+#define ROUTE_EV_REJOIN_COPY 0x20 /* a write for a key whose server is rejoining: it goes there
+                                     too (COPIES: to[0] the failover server that serves its
+                                     reads meanwhile, to[1] the owner) */
 
 struct route {
     enum route_kind kind;

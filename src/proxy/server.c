@@ -9,10 +9,12 @@
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
 #include "proxy/pubsub.h"
+#include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
@@ -47,7 +49,17 @@ void server_failed(struct server *srv, const char *reason)
 
 static void server_succeeded(struct server *srv)
 {
-    if (srv->health != NULL && health_success(srv->health, util_now_ms()))
+    if (srv->health == NULL || health_up(srv->health)) {
+        if (srv->health != NULL)
+            health_ok(srv->health);     /* the common case: up, failures counted afresh */
+        return;
+    }
+    int rejoin = srv->pool->cp->rejoin != CONF_REJOIN_TRUST;
+    if (!health_success(srv->health, util_now_ms(), rejoin))
+        return;
+    if (rejoin)
+        rejoin_begin(srv);      /* up once what it missed is invalidated (rejoin.c) */
+    else
         log_notice("server '%s' (%s) of pool '%s' is up again", srv->label, srv->addr.text,
                    srv->pool->cp->name);
 }
@@ -139,6 +151,7 @@ static void sconn_unref(struct sconn *s)
     struct server *srv = s->server;
     conn_release(&s->conn);
     buf_free(&s->jkeys);
+    collapse_free(s);
     proto_parser_free(&s->parser);
     free(s);
     srv->nopen--;
@@ -627,6 +640,8 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
     m->state = MSG_SENT;
     queue_insert_tail(&s->sent, &m->sq);
     join_queued(s, m);
+    if (s->ctab != NULL)
+        collapse_queued(s, m);
     s->inflight++;
     if (internal)
         return;
@@ -641,6 +656,13 @@ void sconn_enqueue(struct sconn *s, struct msg *m)
         if (!s->timer_armed)
             sconn_arm(s, (uint64_t)timeout);
     }
+}
+
+void sconn_deadline_in(struct sconn *s, struct msg *m, uint64_t ms)
+{
+    m->deadline_ms = uv_now(&s->server->w->loop) + ms;
+    if (!s->timer_armed)
+        sconn_arm(s, ms);
 }
 
 void sconn_deadline(struct sconn *s, struct msg *m)
@@ -686,8 +708,12 @@ static void sconn_dequeue(struct sconn *s, struct msg *m)
     struct server *srv = s->server;
 
     queue_remove(&m->sq);
-    if ((m->flags & MSG_F_JKEY) || s->join_tail == m)
-        join_forget(s, m);
+    if ((m->flags & (MSG_F_JKEY | MSG_F_CTABLE)) || s->join_tail == m) {
+        if ((m->flags & MSG_F_JKEY) || s->join_tail == m)
+            join_forget(s, m);
+        if (m->flags & MSG_F_CTABLE)
+            collapse_forget(s, m);
+    }
     m->sconn = NULL;
     s->inflight--;
     if (m->role >= MSG_HELLO)
@@ -998,9 +1024,13 @@ static void sconn_process(struct sconn *s)
         int drop = (rsp.flags & PROTO_SF_SUPPRESS) ? 1 : 0;
         if (rsp.flags & PROTO_SF_ITEM)
             m->items++;
-        if (m->role == MSG_HELLO && (rsp.flags & PROTO_SF_ERROR))
-            log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello", p,
-                        rsp.hdr_len);
+        if (rsp.flags & PROTO_SF_ERROR) {
+            if (m->role == MSG_HELLO)
+                log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello",
+                            p, rsp.hdr_len);
+            else if (m->role == MSG_OWN)
+                m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
+        }
         int big = rsp.body_len > SCONN_STREAM_MIN;
         msg_reply_bytes(m, p, rsp.hdr_len, big, drop);
         if (m->role < MSG_HELLO)   /* not the proxy's own AUTH/SELECT/probes */
@@ -1030,6 +1060,8 @@ void sconn_flush(struct sconn *s)
     if (s->state != SCONN_CONNECTED)
         return;
     join_sent(s);                       /* what is sent can no longer be joined */
+    if (s->ctab != NULL)
+        collapse_sent(s);
     int rc = conn_flush(&s->conn);
     if (rc < 0) {
         sconn_close(s, uv_strerror(rc), 1);

@@ -15,6 +15,7 @@
 #include "stats.h"
 
 struct client;
+struct collapse_table;
 struct msg;
 struct worker;
 struct wpool;
@@ -76,6 +77,7 @@ struct sconn {
     struct msg        *join_tail;
     uint32_t           join_len;        /* bytes of that open command line */
     uint32_t           join_n;          /* keys in it */
+    struct collapse_table *ctab;        /* collapse_gets: the open leaders (collapse.c), or NULL */
 };
 
 /* One backend as one worker sees it. */
@@ -137,6 +139,10 @@ void sconn_enqueue(struct sconn *s, struct msg *m);
 
 /* A streamed request's body is whole: its timeout starts now. */
 void sconn_deadline(struct sconn *s, struct msg *m);
+
+/* m, just queued on s, times out after ms (the proxy's own requests in a pool
+ * without a timeout: they must end). */
+void sconn_deadline_in(struct sconn *s, struct msg *m, uint64_t ms);
 
 /* Take m out of its connection's queue before its reply (re-dispatch);
  * only the last message of a queue whose bytes are unsent, or any message

@@ -204,6 +204,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.shared = sp->shared;
     wp->view.zone = snap->conf->global.zone;
     wp->view.rules = sp->rules;
+    wp->shadow = sp->shadow;
     wp->tls = sp->tls;
     wp->server_tls = sp->server_tls;
 }

@@ -10,6 +10,7 @@
 #include "hotkeys.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/msg.h"
 #include "proxy/route.h"
 #include "queue.h"
 #include "ring.h"
@@ -58,6 +59,8 @@ struct wpool {
     struct stats_pool        stats;
     struct hotkeys           hot;        /* this worker's hot keys (single writer) */
     struct hotkeys_snapshot *hot_pub;    /* published every second under w->mu */
+    uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
+    struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
 };
 
 struct worker {

@@ -603,6 +603,40 @@ def yaml_dump(pools):
     return "\n".join(out) + "\n"
 
 
+def ydump(obj, indent=0):
+    """YAML text for nested dicts and lists of scalars (a whole configuration file with
+    mapping-valued keys such as `shadow:` or a `ringleader:` block; yaml_dump writes the
+    flat twemproxy form); a dict inside a list is written in flow style."""
+    pad = " " * indent
+    out = []
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            out.append("%s%s:" % (pad, k))
+            out.append(ydump(v, indent + 2))
+        elif isinstance(v, (list, tuple)):
+            out.append("%s%s:" % (pad, k))
+            for x in v:
+                if isinstance(x, dict):
+                    out.append("%s - {%s}" % (pad, ", ".join(
+                        "%s: %s" % (a, yaml_scalar(b)) for a, b in x.items())))
+                else:
+                    out.append("%s - %s" % (pad, yaml_scalar(x)))
+        else:
+            out.append("%s%s: %s" % (pad, k, yaml_scalar(v)))
+    return "\n".join(out)
+
+
+def wait_stopped(pid, timeout=5.0):
+    """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/%d/stat" % pid) as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "T":
+                return
+        time.sleep(0.01)
+    raise AssertionError("process %d not stopped after %.0f s" % (pid, timeout))
+
+
 def ring_owners(conf, pool, keys, timeout=60):
     """{key: owner label} for keys (bytes) from `ringleader-ring --tsv` on a config file:
     the placement the proxy must follow. Every key must be answered."""

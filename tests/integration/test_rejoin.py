@@ -1,0 +1,334 @@
+"""test_rejoin.py: no stale reads after a server rejoins (rejoin: invalidate | flush | trust), failover_ttl, the rejoin journal.
+
+What each test proves, against real memcached / redis-server processes frozen with SIGSTOP:
+  stale_reads_memcache, stale_reads_redis
+      a backend frozen until the proxy marks it down; 100 of its keys updated and 100
+      deleted through the proxy (they go to the failover server); SIGCONT; the server is
+      probed back. Read afterwards through the proxy: with rejoin: trust (the behaviour
+      before issue 17) all 200 are stale; with rejoin: invalidate (the default) none is,
+      and the server's keys nobody wrote meanwhile still hold their values; with rejoin:
+      flush none is, and the server is empty. The failover server's copies are deleted too.
+  failover_ttl_memcache, failover_ttl_redis
+      writes while their owner is down reach the failover server with at most
+      failover_ttl seconds to live (`mg key t` there; TTL/PTTL on Redis); a shorter TTL
+      stays.
+  journal_survives_restart
+      rejoin_log: PATH; the proxy is stopped while the server is still frozen, the server
+      thawed, a new proxy started on the journal: the server starts down, is invalidated
+      when probed, and 0 stale values are read.
+  overflow_flushes
+      rejoin_log_keys: 50 and 100 writes: the rejoin flushes instead (counted, logged).
+"""
+
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, check, eq,  # noqa: E402
+                     ring_owners, wait_stopped, ydump)
+
+R = Runner("test_rejoin", per_test_timeout=60, total_timeout=200)
+
+RETRY_MS = 400
+TIMEOUT_MS = 250
+NKEYS = 100          # updated, and as many deleted, while the owner is down
+
+
+class Setup:
+    """Three backends of one kind behind a proxy pool "p" that marks servers down."""
+
+    def __init__(self, kind, glob=None, **pool):
+        self.kind = kind
+        cls = Redis if kind == "redis" else Memcached
+        self.bes = [cls.start() for _ in range(3)]
+        self.labels = NAMES[:3]
+        p = {"hash": "fnv1a_64", "distribution": "ketama", "auto_eject_hosts": True,
+             "server_failure_limit": 1, "server_retry_timeout": RETRY_MS,
+             "timeout": TIMEOUT_MS,
+             "servers": ["%s:1 %s" % (be.hostport(), self.labels[i])
+                         for i, be in enumerate(self.bes)]}
+        if kind == "redis":
+            p["redis"] = True
+        p.update(pool)
+        self.pool = p
+        self.glob = glob
+        self.px = self.start_proxy()
+        keys = [b"rj-%s-%d" % (kind.encode(), i) for i in range(1200)]
+        owner = ring_owners(self.px.conf_path, "p", keys)
+        self.victim = 1
+        vlabel = self.labels[self.victim]
+        mine = [k for k in keys if owner[k] == vlabel]
+        check(len(mine) >= 2 * NKEYS + 50, "only %d keys on the victim", len(mine))
+        self.updated, self.deleted = mine[:NKEYS], mine[NKEYS:2 * NKEYS]
+        self.untouched = mine[2 * NKEYS:2 * NKEYS + 50]
+
+    def start_proxy(self):
+        return Proxy({"p": self.pool}, glob=self.glob, dump=lambda d: ydump(d) + "\n")
+
+    def close(self):
+        self.px.stop()
+        for be in self.bes:
+            try:
+                os.kill(be.proc.pid, signal.SIGCONT)
+            except OSError:
+                pass
+            be.stop()
+
+    # -- one client's operations through the proxy (or a backend) ------------------
+    def set_many(self, c, keys, value_of):
+        if self.kind == "redis":
+            c.send(b"".join(harness.resp_encode("SET", k, value_of(k)) for k in keys))
+            return [c.read_resp() for _ in keys]
+        c.send(b"".join(b"set %s 0 0 %d\r\n%s\r\n" % (k, len(value_of(k)), value_of(k))
+                        for k in keys))
+        return [c.read_line() for _ in keys]
+
+    def del_many(self, c, keys):
+        if self.kind == "redis":
+            c.send(b"".join(harness.resp_encode("DEL", k) for k in keys))
+            return [c.read_resp() for _ in keys]
+        c.send(b"".join(b"delete %s\r\n" % k for k in keys))
+        return [c.read_line() for _ in keys]
+
+    def get(self, c, k):
+        """The value, None for a miss, or an error string."""
+        if self.kind == "redis":
+            r = c.rd("GET", k)
+            return r if not isinstance(r, harness.RespError) else "error: %s" % r
+        c.send(b"get " + k + b"\r\n")
+        raw = c.read_until(harness.mc_values_len)
+        if not raw.startswith(b"VALUE ") and raw != b"END\r\n":
+            return "error: %r" % raw
+        vals = harness.mc_parse_values(raw)
+        return vals[0][2] if vals else None
+
+    # -- the outage ------------------------------------------------------------------
+    def state(self):
+        return self.px.stats()["p"][self.labels[self.victim]]["state"]
+
+    def freeze(self):
+        pid = self.bes[self.victim].proc.pid
+        os.kill(pid, signal.SIGSTOP)
+        wait_stopped(pid)
+        self.wait("down", 10)
+
+    def thaw(self, wait_up=True):
+        os.kill(self.bes[self.victim].proc.pid, signal.SIGCONT)
+        if wait_up:
+            self.wait("up", 10)
+
+    def wait(self, state, timeout):
+        """Poke the victim's keys (its probe is due only when asked for) until its state."""
+        deadline = time.monotonic() + timeout
+        k = self.untouched[0]
+        while time.monotonic() < deadline:
+            if self.state() == state:
+                return
+            try:
+                with Raw(self.px.addr("p"), timeout=1) as c:
+                    self.get(c, k)
+            except (TimeoutError, EOFError, OSError):
+                pass
+            time.sleep(0.05)
+        raise AssertionError("victim not %s after %.0f s (state %s); log:\n%s" % (
+            state, timeout, self.state(), self.px.log_tail(15)))
+
+    def outage_writes(self):
+        """While the victim is down: update NKEYS of its keys and delete NKEYS."""
+        with Raw(self.px.addr("p")) as c:
+            r = self.set_many(c, self.updated, lambda k: b"new:" + k)
+            ok = ("OK",) if self.kind == "redis" else (b"STORED\r\n",)
+            eq([x for x in r if x not in ok], [], "updates while the owner is down")
+            r = self.del_many(c, self.deleted)
+            check(all(x in (0, 1, b"DELETED\r\n", b"NOT_FOUND\r\n") for x in r),
+                  "deletes while the owner is down: %r", r[:3])
+
+    def preload(self):
+        with Raw(self.px.addr("p")) as c:
+            keys = self.updated + self.deleted + self.untouched
+            r = self.set_many(c, keys, lambda k: b"old:" + k)
+            check(all(x in ("OK", b"STORED\r\n") for x in r), "preload: %r", r[:3])
+
+    def read_back(self):
+        """(stale, wrong, untouched kept) through the proxy once the victim is up."""
+        stale, wrong, kept = [], [], 0
+        with Raw(self.px.addr("p")) as c:
+            for k in self.updated + self.deleted:
+                v = self.get(c, k)
+                if v == b"old:" + k:
+                    stale.append(k)
+                elif v is not None and v != b"new:" + k:
+                    wrong.append((k, v))
+            for k in self.untouched:
+                kept += self.get(c, k) == b"old:" + k
+        return stale, wrong, kept
+
+
+def outage(kind, mode, **extra):
+    s = Setup(kind, rejoin=mode, **extra)
+    try:
+        s.preload()
+        s.freeze()
+        s.outage_writes()
+        t0 = time.monotonic()
+        s.thaw()
+        up_s = time.monotonic() - t0
+        stale, wrong, kept = s.read_back()
+        st = s.px.stats()["p"]
+        return s, stale, wrong, kept, st, up_s
+    except BaseException:
+        print(s.px.log_tail(20))
+        s.close()
+        raise
+
+
+def stale_reads(kind):
+    results = {}
+    for mode in ("trust", "invalidate", "flush"):
+        s, stale, wrong, kept, st, up_s = outage(kind, mode)
+        try:
+            eq(wrong, [], "%s/%s: values that are neither old nor new" % (kind, mode))
+            results[mode] = (len(stale), kept, st, up_s)
+            if mode == "invalidate":
+                # the failover servers' copies are gone too
+                fo = [be for i, be in enumerate(s.bes) if i != s.victim]
+                left = sum(len(harness.owners(fo, s.updated)[k]) for k in s.updated)
+                eq(left, 0, "%s: copies of the updated keys left on the failover servers" % kind)
+                check(st["rejoin_logged"] >= 2 * NKEYS, "rejoin_logged %r", st["rejoin_logged"])
+                check(st["rejoin_invalidations"] >= 2 * NKEYS, "rejoin_invalidations %r",
+                      st["rejoin_invalidations"])
+                check("is up again" in open(s.px.log_file).read(), "no 'up again' line")
+        finally:
+            s.close()
+    print("  %s: stale reads of the %d keys written while the owner was down: trust %d, "
+          "invalidate %d, flush %d; keys nobody wrote kept: invalidate %d/50, flush %d/50; "
+          "up again %.2f s / %.2f s / %.2f s after SIGCONT" % (
+              kind, 2 * NKEYS, results["trust"][0], results["invalidate"][0],
+              results["flush"][0], results["invalidate"][1], results["flush"][1],
+              results["trust"][3], results["invalidate"][3], results["flush"][3]))
+    eq(results["trust"][0], 2 * NKEYS, "%s: trust reads every written key stale" % kind)
+    eq(results["invalidate"][0], 0, "%s: stale reads with rejoin: invalidate" % kind)
+    eq(results["invalidate"][1], 50, "%s: invalidate keeps the keys nobody wrote" % kind)
+    eq(results["flush"][0], 0, "%s: stale reads with rejoin: flush" % kind)
+    eq(results["flush"][1], 0, "%s: flush empties the server" % kind)
+    check(results["flush"][2]["rejoin_flushes"] == 1, "rejoin_flushes %r",
+          results["flush"][2]["rejoin_flushes"])
+
+
+@R.test(ringleader=True)
+def stale_reads_memcache(env):
+    stale_reads("memcache")
+
+
+@R.test(ringleader=True)
+def stale_reads_redis(env):
+    stale_reads("redis")
+
+
+def failover_ttl(kind):
+    s = Setup(kind, failover_ttl=30)
+    try:
+        s.freeze()
+        ks = s.updated[:4]
+        with Raw(s.px.addr("p")) as c:
+            if kind == "redis":
+                eq(c.rd("SET", ks[0], "v"), "OK")
+                eq(c.rd("SET", ks[1], "v", "EX", "1000"), "OK")
+                eq(c.rd("SET", ks[2], "v", "PX", "5000"), "OK")
+                eq(c.rd("SETEX", ks[3], "1000", "v"), "OK")
+            else:
+                eq(c.mc_store(b"set", ks[0], b"v", exptime=0), b"STORED\r\n")
+                eq(c.mc_store(b"set", ks[1], b"v", exptime=1000), b"STORED\r\n")
+                eq(c.mc_store(b"set", ks[2], b"v", exptime=5), b"STORED\r\n")
+                eq(c.mc(b"ms " + ks[3] + b" 1 T0\r\nv"), b"HD\r\n")
+        ttls = []
+        for k in ks:
+            # where the write went: the live server that holds it
+            holders = [be for i, be in enumerate(s.bes) if i != s.victim and
+                       k in (be.exists_many([k]) if kind == "redis" else be.get_many([k]))]
+            eq(len(holders), 1, "the write reached one failover server")
+            with holders[0].client() as c:
+                if kind == "redis":
+                    ttls.append(c.rd("PTTL", k) / 1000.0)
+                else:
+                    line, _ = c.mc(b"mg " + k + b" t"), None
+                    ttls.append(int(line.split()[1][1:]))
+        print("  %s: TTLs on the failover server with failover_ttl 30: no TTL -> %s, "
+              "1000 s -> %s, short -> %s, %s -> %s" % (
+                  kind, ttls[0], ttls[1], ttls[2], "SETEX 1000" if kind == "redis" else "ms T0",
+                  ttls[3]))
+        for i in (0, 1, 3):
+            check(0 < ttls[i] <= 30, "TTL %r of write %d not capped at 30", ttls[i], i)
+        check(0 < ttls[2] <= 5, "a shorter TTL stays: %r", ttls[2])
+        check(s.px.stats()["p"]["failover_ttl_capped"] == 3, "failover_ttl_capped %r",
+              s.px.stats()["p"]["failover_ttl_capped"])
+        s.thaw()
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def failover_ttl_memcache(env):
+    failover_ttl("memcache")
+
+
+@R.test(ringleader=True)
+def failover_ttl_redis(env):
+    failover_ttl("redis")
+
+
+@R.test(ringleader=True)
+def journal_survives_restart(env):
+    path = os.path.join(harness.tmpdir(), "rejoin-%d.journal" % os.getpid())
+    s = Setup("memcache", glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        s.preload()
+        s.freeze()
+        s.outage_writes()
+        time.sleep(0.3)             # the journal is synced every 100 ms
+        s.px.stop()
+        size = os.path.getsize(path)
+        check(size > 2 * NKEYS * 20, "journal holds the keys (%d bytes)", size)
+        os.kill(s.bes[s.victim].proc.pid, signal.SIGCONT)
+        s.px = s.start_proxy()
+        eq(s.state(), "down", "the restarted proxy starts the server down")
+        check(s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"] == 2 * NKEYS,
+              "the log read back: %r", s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"])
+        s.wait("up", 10)
+        stale, wrong, kept = s.read_back()
+        eq(wrong, [], "values that are neither old nor new")
+        eq(len(stale), 0, "stale reads after a restart with the journal")
+        eq(kept, 50, "keys nobody wrote kept")
+        deadline = time.monotonic() + 3
+        while os.path.getsize(path) > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        eq(os.path.getsize(path), 0, "the journal is truncated once nothing is pending")
+        print("  journal of %d bytes read back by the restarted proxy; 0 stale, %d/50 kept; "
+              "truncated after the rejoin" % (size, kept))
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def overflow_flushes(env):
+    s, stale, wrong, kept, st, up_s = outage("memcache", "invalidate", rejoin_log_keys=50)
+    try:
+        eq(wrong, [], "values that are neither old nor new")
+        eq(len(stale), 0, "stale reads after an overflowed log")
+        eq(kept, 0, "the fallback flushed the server")
+        eq((st["rejoin_fallbacks"], st["rejoin_flushes"]), (1, 1), "fallback, flush")
+        check("rejoin_log_keys" in open(s.px.log_file).read(), "the fallback is logged")
+    finally:
+        s.close()
+
+
+class Env:
+    def close(self):
+        pass
+
+
+if __name__ == "__main__":
+    R.main(Env)
