@@ -1026,3 +1026,125 @@ def blpop_queue(b):
               f"{sum(x[3] for x in runs)} |")
     print(f"\nload average at end: {loadavg()}")
     return 0 if all(x[3] == 0 for runs in rows.values() for x in runs) else 1
+
+
+# ------------------------------------------------------------------ --pubsub
+
+# _resp: beside --blpop-queue above
+
+def _fanout_round(port, subscribers, messages, size, timeout=120.0):
+    """One fan-out: `subscribers` connections SUBSCRIBE to one channel at 127.0.0.1:port, one
+    publisher PUBLISHes `messages` messages of `size` bytes (pipelined, 64 at a time, each
+    batch's replies read before the next); returns (seconds from the first PUBLISH to the
+    last delivery, deliveries, the receiver counts the publisher was told)."""
+    import selectors
+    chan = b"bench:fanout"
+    payload = b"x" * size
+    one = len(b"*3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(chan), chan, size, payload))
+    conf = len(b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n" % (len(chan), chan))
+    socks = []
+    sel = selectors.DefaultSelector()
+    try:
+        for _ in range(subscribers):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(_resp(b"SUBSCRIBE", chan))
+            socks.append(s)
+        for s in socks:                         # every confirmation before the first message
+            got = b""
+            while len(got) < conf:              # bounded by the socket's 10 s timeout
+                d = s.recv(conf - len(got))
+                if not d:
+                    raise Setup(f"a subscriber of {port} was closed before its confirmation")
+                got += d
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ)
+        need = {s: one * messages for s in socks}
+        pub = socket.create_connection(("127.0.0.1", port), timeout=10)
+        socks.append(pub)
+        receivers = 0
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        done = 0
+        sent = 0
+        while sent < messages or done < subscribers:
+            if time.monotonic() > deadline:
+                raise Setup(f"fan-out on {port} not done in {timeout:.0f} s")
+            if sent < messages:
+                n = min(64, messages - sent)
+                pub.sendall(_resp(b"PUBLISH", chan, payload) * n)
+                want, got = n, b""
+                while got.count(b"\r\n") < want:  # bounded by the socket's 10 s timeout
+                    d = pub.recv(65536)
+                    if not d:
+                        raise Setup(f"the publisher of {port} was closed")
+                    got += d
+                receivers = max(receivers, max(int(x[1:]) for x in got.split(b"\r\n") if x))
+                sent += n
+            for key, _ in sel.select(timeout=0 if sent < messages else 0.5):
+                s = key.fileobj
+                try:
+                    d = s.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                if not d:
+                    raise Setup(f"a subscriber of {port} was closed")
+                need[s] -= len(d)
+                if need[s] <= 0:
+                    sel.unregister(s)
+                    done += 1
+        return time.monotonic() - t0, subscribers * messages, receivers
+    finally:
+        sel.close()
+        for s in socks:
+            s.close()
+
+
+def pubsub_fanout(b):
+    """Pub/sub fan-out: 1 publisher, 100 subscribers of one channel, straight at a
+    redis-server and through ringleader in front of 4 (the channel's owner holds all 100
+    subscriptions, on 100 pinned connections, whose messages ringleader copies to its 100
+    clients). Deliveries per second and CPU per delivery of the server (direct) or of
+    ringleader plus the channel's server; targets alternate round by round."""
+    a = b.a
+    subs, msgs, size = a.pubsub_subscribers, a.pubsub_messages, a.value_size
+    if not hasattr(b, "backends"):
+        b.backends = []
+    print("Redis backends:")
+    ports = start_redis(b, 4)
+    fleet = b.backends[-4:]
+    listen = free_ports(1)[0]
+    servers = "".join(f"    - 127.0.0.1:{p}:1\n" for p in ports)
+    text = (f"rd:\n  listen: 127.0.0.1:{listen}\n  redis: true\n  hash: fnv1a_64\n"
+            f"  distribution: ketama\n  auto_eject_hosts: false\n  max_pinned: 10000\n"
+            f"  servers:\n{servers}")
+    rl = Ringleader(b, "ringleader", text, listen, workers=a.workers)
+    print("the direct redis-server:")
+    direct = start_redis(b, 1)[0]
+    targets = {"redis-server": (direct, [b.backends[-1]]),
+               "ringleader": (listen, [rl.p] + fleet)}
+    order = list(targets)
+    results = {}
+    print(f"\n-- fan-out: 1 publisher, {subs} subscribers, {msgs} messages of {size} bytes")
+    for r in range(a.rounds):
+        for t in order[r % 2:] + order[:r % 2]:
+            port, ps = targets[t]
+            c0 = [_b.cpu_ticks(p.pid) for p in ps]
+            secs, n, receivers = _fanout_round(port, subs, msgs, size)
+            c1 = [_b.cpu_ticks(p.pid) for p in ps]
+            us = [(y - x) / _b.CLK_TCK * 1e6 / n for x, y in zip(c0, c1)]
+            # ringleader's own share: the first process of its target
+            own = us[0] if t == "ringleader" else None
+            results.setdefault(t, []).append((n / secs, sum(us), own, receivers))
+            print(f"  round {r + 1} {t:<14} {n / secs:>11,.0f} deliveries/s  "
+                  f"CPU {sum(us):.2f} us/delivery"
+                  + (f" (ringleader {own:.2f})" if own is not None else "")
+                  + f"  (PUBLISH said {receivers} receivers)", flush=True)
+    print("\n| target | deliveries/s | CPU us/delivery | of which ringleader | receivers |")
+    print("|---|---:|---:|---:|---:|")
+    for t in order:
+        rate = median([x[0] for x in results[t]])
+        cpu = median([x[1] for x in results[t]])
+        own = f"{median([x[2] for x in results[t]]):.2f}" if t == "ringleader" else "-"
+        print(f"| {t} | {rate:,.0f} | {cpu:.2f} | {own} | {results[t][0][3]} |")
+    print(f"\nload average at end: {loadavg()}")
+    return 0

@@ -1719,6 +1719,9 @@ static const struct conf_command conf_global_commands[] = {
     { "hot_keys",            conf__set_bool,   G(hot_keys), 0, 0, NULL, 0 },
     { "rejoin_log",          conf__set_string, G(rejoin_log), 0, 0, NULL, 0 },
     { "tls_handshake_timeout", conf__set_int,  G(tls_handshake_timeout_s), 1, 3600, NULL, 0 },
+    { "pubsub_output_limit", conf__set_u64,    G(pubsub_output_limit), 0, INT64_MAX, NULL, 0 },
+    { "pubsub_output_soft_limit", conf__set_u64, G(pubsub_output_soft_limit), 0, INT64_MAX, NULL, 0 },
+    { "pubsub_output_soft_seconds", conf__set_int, G(pubsub_output_soft_s), 0, 86400, NULL, 0 },
 };
 #undef G
 
@@ -2093,6 +2096,9 @@ static int conf__global_defaults(struct conf_global *g)
     g->memory_limit = UINT64_C(1) << 30;
     g->client_header_timeout_s = 60;
     g->stream_threshold = 256u * 1024;
+    g->pubsub_output_limit = 32u << 20;
+    g->pubsub_output_soft_limit = 8u << 20;
+    g->pubsub_output_soft_s = 60;
     g->tls_handshake_timeout_s = 5;
     return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
 }

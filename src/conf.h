@@ -163,6 +163,11 @@ struct conf_global {
     int      hot_keys;            /* the hot-key sketch on the request path: 1 */
     char    *rejoin_log;          /* journal of the rejoin logs (a restart keeps them); NULL */
     int      tls_handshake_timeout_s; /* a TLS handshake not done this long closes: 5 */
+    uint64_t pubsub_output_limit;      /* a subscriber with more reply bytes unread is
+                                          closed: 32 MiB (0: no limit), as Redis's
+                                          client-output-buffer-limit pubsub 32mb 8mb 60 */
+    uint64_t pubsub_output_soft_limit; /* ... or with more than this: 8 MiB (0: none) */
+    int      pubsub_output_soft_s;     /* ... for this long: 60 */
 };
 
 struct conf {

@@ -70,6 +70,9 @@ struct buf;
     ACTION(shadow_failed,       COUNTER, "# copies sent that timed out or whose connection failed") \
     ACTION(shadow_compared,     COUNTER, "# shadow replies compared with the primary's (compare: true)") \
     ACTION(shadow_mismatches,   COUNTER, "# of those that differed from the primary's reply") \
+    ACTION(pubsub_clients,      GAUGE,   "# clients in subscribed mode (SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE)") \
+    ACTION(pubsub_messages,     COUNTER, "# pub/sub messages delivered to subscribed clients") \
+    ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \

@@ -37,8 +37,18 @@ enum proto_kind {
     PROTO_REQ_LOCAL,      /* answered by the proxy */
     PROTO_REQ_ERROR,      /* answered with err; body_len bytes swallowed */
     PROTO_REQ_SESSION,    /* no key: sent to the server of the client's session (below) */
-    PROTO_REQ_INDEXED     /* sent to the pool's server req->server, reply through merge_env */
+    PROTO_REQ_INDEXED,    /* sent to the pool's server req->server, reply through merge_env */
+    PROTO_REQ_SUBSCRIBE   /* (un)subscribes the client: req->sub says what, keys[] are the
+                           * names (none: every name of that class); see pubsub.c */
 };
+
+/* PROTO_REQ_SUBSCRIBE: the class of names (channels are placed like keys, on their owner;
+ * patterns on every server; shard channels like channels, counted apart) and the way. */
+#define PROTO_SUB_CHANNEL   1
+#define PROTO_SUB_PATTERN   2
+#define PROTO_SUB_SHARD     3
+#define PROTO_SUB_CLASS     0x03
+#define PROTO_SUB_UNSUB     0x04  /* unsubscribe (else subscribe) */
 
 /* Request flags. */
 #define PROTO_RF_NOREPLY    0x0001  /* client wants no reply: the core discards the server's */
@@ -50,6 +60,12 @@ enum proto_kind {
 #define PROTO_RF_NOKEY      0x0040  /* SINGLE request routed by a non-key argument (EVAL 0) */
 #define PROTO_RF_KEYBYTES   0x0080  /* keys[] are not the key bytes in buf: read them
                                      * through proto_ops.key_bytes (meta b, Redis inline) */
+#define PROTO_RF_CHANNEL    0x0100  /* keys[0] is a pub/sub channel: placed on its owner only
+                                     * (never copied, spread or failed over), so that
+                                     * publishers and subscribers meet on one server */
+#define PROTO_RF_VARIANT    0x0200  /* the client speaks the protocol's second variant
+                                     * (Redis RESP3): server connections of that variant
+                                     * carry it and the replies the proxy writes are in it */
 
 /*
  * Sessions: a run of one client's requests on a server connection of its own
@@ -83,6 +99,12 @@ enum proto_kind {
 struct proto_key {
     uint32_t off;   /* from the start of the request's buffer */
     uint32_t len;
+};
+
+/* Bytes by address (a pub/sub name the core holds). */
+struct proto_name {
+    const char *bytes;
+    uint32_t    len;
 };
 
 /* Protocol-private annotations of one request, read only by the same
@@ -125,6 +147,7 @@ struct proto_req {
                             * a fatal return may have none (err_len 0): close silently */
     uint32_t err_len;
     const char *why;       /* fatal return: a static reason for the log line, or NULL */
+    uint8_t     sub;       /* SUBSCRIBE: PROTO_SUB_* class | PROTO_SUB_UNSUB */
     union {
         struct proto_mc_req    mc;
         struct proto_redis_req redis;
@@ -136,7 +159,10 @@ struct proto_req {
 #define PROTO_SF_ITEM      0x0002  /* one value of a retrieval (a hit) */
 #define PROTO_SF_ERROR     0x0008  /* an error reply (SERVER_ERROR, -ERR ...) */
 #define PROTO_SF_SUPPRESS  0x0010  /* not for the client (quiet mode) */
-#define PROTO_SF_CLUSTER   0x0020  /* a cluster's redirect or retry error (PROTO_PF_CLUSTER
+#define PROTO_SF_PUSH      0x0020  /* out of band: a pub/sub message (Redis RESP2 message
+                                    * array on a subscribed connection, a RESP3 push), the
+                                    * reply of no request; always one whole unit */
+#define PROTO_SF_CLUSTER   0x0040  /* a cluster's redirect or retry error (PROTO_PF_CLUSTER
                                     * parsers only): proto_ops.cluster->redirect says which */
 
 struct proto_rsp {
@@ -188,9 +214,19 @@ struct proto_parser {
                                        * (pool scripts: false) */
 #define PROTO_PF_SESSION      0x0008  /* the client holds a session (set by the core) */
 #define PROTO_PF_ATOMIC       0x0010  /* ... inside its atomic part (set by the core) */
-#define PROTO_PF_CLUSTER      0x0020  /* the pool is a cluster (redis_cluster): a server
+#define PROTO_PF_VARIANT      0x0020  /* the connection speaks the second variant (Redis
+                                       * RESP3): a client's requests carry PROTO_RF_VARIANT;
+                                       * set and cleared by local() (HELLO 3, HELLO 2, RESET) */
+#define PROTO_PF_SUBSCRIBED   0x0040  /* the connection is in subscribed mode: a client's
+                                       * (set and cleared by the core's pubsub.c), or a server
+                                       * connection carrying subscriptions, whose parse_rsp
+                                       * then tells messages (PROTO_SF_PUSH) from replies */
+#define PROTO_PF_CLUSTER      0x0080  /* the pool is a cluster (redis_cluster): a server
                                        * side parser flags PROTO_SF_CLUSTER replies; a client
                                        * side one answers the cluster's own commands */
+
+/* Connection variants a protocol may have (Redis: RESP2 and RESP3). */
+#define PROTO_VARIANTS 2
 
 /* Room a caller of key_bytes() gives for a decoded key: memcached's
  * KEY_MAX_LENGTH, the most a meta command's base64 key may decode to. */
@@ -201,6 +237,7 @@ struct proto_hello {
     const char *username;  /* Redis ACL user (redis_username), NULL: the default user */
     const char *password;  /* redis_auth, NULL: none */
     int         db;        /* redis_db */
+    int         variant;   /* the connection's variant (Redis: 1 asks for RESP3) */
     int         replica_reads; /* the connection may serve reads from a replica (Redis
                                 * Cluster READONLY) */
 };
@@ -237,6 +274,8 @@ struct proto_env {
      * rusage_system_us, curr_connections, total_connections (the process's),
      * servers_up, ops_per_sec (requests of the pool in the last full second). */
     void      (*render_stats)(void *ctx, proto_stat_fn emit, void *arg);
+    int         variant;              /* the client's (PROTO_PF_VARIANT): merge_env writes
+                                       * its reply in it */
     /* The label of server i of the pool (i < nservers): BROADCAST fragment i went to it. */
     const char *(*server_name)(void *ctx, uint32_t i);
     /* The address this client connected to, "ip:port" into out (a cluster pool answers
@@ -261,6 +300,8 @@ enum proto_err {
 };
 
 #define PROTO_LOCAL_CLOSE 1
+#define PROTO_LOCAL_RESET 2   /* the client's connection state is reset (Redis RESET): its
+                               * subscriptions and pins end */
 
 /* ---- clusters (proto_ops.cluster) */
 
@@ -345,7 +386,7 @@ struct proto_ops {
     int (*merge_env)(uint16_t cmd, const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                      const struct proto_env *env, struct buf *out);
 
-    /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, or -ENOMEM. */
+    /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, PROTO_LOCAL_RESET or -ENOMEM. */
     int (*local)(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
                  const char *buf, const struct proto_env *env, struct buf *out);
 
@@ -427,6 +468,16 @@ struct proto_ops {
 
     /* Redis Cluster backends (NULL: the protocol has no cluster). */
     const struct proto_cluster_ops *cluster;
+    /* Pub/sub (all NULL: the protocol has none; PROTO_REQ_SUBSCRIBE is never parsed).
+     * sub_write: the command that makes a server connection do `sub` (PROTO_SUB_*) for
+     * names[0..n) (n > 0). sub_reply: one confirmation the client gets, in its variant,
+     * for name (NULL: a mass unsubscribe that had nothing to drop) after which it holds
+     * `count` subscriptions of the class. push_write: a PROTO_SF_PUSH unit rewritten for a
+     * client of `variant`. Each 0 or -ENOMEM. */
+    int (*sub_write)(uint8_t sub, const struct proto_name *names, uint32_t n, struct buf *out);
+    int (*sub_reply)(uint8_t sub, int variant, const char *name, size_t len, uint64_t count,
+                     struct buf *out);
+    int (*push_write)(int variant, const char *unit, size_t len, struct buf *out);
     /* Rejoin (docs/routing.md; invalidate NULL: a pool of this protocol trusts a
      * returning server). invalidate: write the request that deletes key[0..len),
      * whatever its bytes (memcached `delete`, or `md` with a base64 key for bytes

@@ -1,4 +1,4 @@
-/* The Redis RESP2 protocol: resumable request/reply parsers, routing by the command table, fragments and merges. */
+/* The Redis protocol (RESP2, RESP3 replies): resumable request/reply parsers, routing by the command table, fragments, merges, pub/sub. */
 #include "config.h"
 
 #include <ctype.h>
@@ -698,6 +698,9 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
                         struct proto_req *req)
 {
     const struct proto_key *args = p->keys;
+    /* the client's variant, on every request: the core picks connections by it */
+    _Static_assert(PROTO_RF_VARIANT == PROTO_PF_VARIANT << 4, "the variant's flag bits");
+    req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) << 4);
     /* "NAME|SUB" is how the table names a subcommand, never a command Redis
      * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
     const struct redis_command *c =
@@ -746,6 +749,14 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req_static_error(req, ERR_NOAUTH);
         return 0;
     }
+    if ((p->flags & (PROTO_PF_SUBSCRIBED | PROTO_PF_VARIANT)) == PROTO_PF_SUBSCRIBED &&
+        !(c->flags & REDIS_CMD_SUBOK)) {
+        /* RESP2 subscribed mode, as Redis's processCommand; RESP3 has no such limit */
+        lower_name(c->name, name, sizeof(name));
+        req_error(p, req, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                  "PING / QUIT / RESET are allowed in this context", name);
+        return 0;
+    }
     if (c->flags & REDIS_CMD_WRITE)
         req->flags |= PROTO_RF_WRITE;
     if ((c->flags & REDIS_CMD_CLOCAL) && (p->flags & PROTO_PF_CLUSTER)) {
@@ -788,6 +799,19 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         if (r != 0)
             return r - 1;
     }
+    if ((c->flags & REDIS_CMD_SUB(0x07)) != 0) {
+        if (atomic) {
+            not_in_multi(p, req, c, "the proxy keeps a client's subscriptions");
+            return 0;
+        }
+        /* the names are every argument after the command's (keys[k] is read from k + 1) */
+        for (uint32_t i = 1; i < argc; i++)
+            p->keys[i - 1] = args[i];
+        req->kind = PROTO_REQ_SUBSCRIBE;
+        req->sub = REDIS_CMD_SUB_OF(c->flags);
+        req->nkeys = argc - 1;
+        return 0;
+    }
     if (c->flags & REDIS_CMD_LOCAL) {
         if (c->local == REDIS_LOCAL_RESET)
             req->sess |= PROTO_SS_RESET;
@@ -820,6 +844,10 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req->kind = PROTO_REQ_SESSION;
         return 0;
     }
+    if (n == -2 && c->local != REDIS_LOCAL_NONE) {
+        req->kind = PROTO_REQ_LOCAL;    /* keys it may go without (PUBSUB NUMSUB) */
+        return 0;
+    }
     if (n == -2 || n == 0) {
         lower_name(c->name, name, sizeof(name));
         req_error(p, req, "ERR wrong number of arguments for '%s' command", name);
@@ -839,6 +867,8 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req->flags |= PROTO_RF_NOKEY;
     if (c->flags & REDIS_CMD_HIT)
         req->flags |= PROTO_RF_RETRIEVAL;
+    if (c->flags & REDIS_CMD_CHANNEL)
+        req->flags |= PROTO_RF_CHANNEL;
     if (n == 1)
         req->kind = PROTO_REQ_SINGLE;
     else if (c->flags & REDIS_CMD_FANOUT)
@@ -1138,9 +1168,64 @@ more:
 #define RSP_LINE_MAX  (64u * 1024)   /* +simple / -error / :int / $ / * lines */
 
 /*
- * Skip whole RESP elements from *pos until *pending reaches 0. An array
- * adds its length to *pending, so nested arrays need no stack and a reply
- * claiming 2^31 elements costs nothing until they arrive.
+ * Replies are RESP2 or RESP3 (a client that said HELLO 3 has server connections that
+ * did too): every type Redis 7.0 sends is known, and each reply's end is found in place.
+ *
+ *   line types    + simple  - error  : integer  _ null  # boolean  , double  ( big number
+ *   length types  $ bulk ($-1 null)  ! blob error  = verbatim (a "txt:" prefix in its data)
+ *   aggregates    * array (*-1 null)  ~ set  > push  % map (2n elements)
+ *                 | attribute: 2n elements annotating the element that follows it
+ *
+ * Streamed strings and aggregates ($?, *? ...) are in the RESP3 specification but Redis
+ * never sends them; like anything else that is not a reply, they close the connection.
+ */
+
+/*
+ * The usual form of a bulk, array, push or integer line at buf[at..len): 1 to 18 digits,
+ * the first not 0, then CRLF ("$100", "*3"), which string2ll reads as the same number.
+ * Returns the offset of its '\n' with *n set, or 0 for any other type or form or a line
+ * not all here (the caller's memchr and parse_num decide those). Saves both on most
+ * header lines.
+ */
+static inline size_t rsp_count(const char *buf, size_t len, size_t at, int64_t *n)
+{
+    char t = buf[at];
+    if (t != '$' && t != '*' && t != ':' && t != '>')
+        return 0;
+    size_t i = at + 1, end = len - i < 18 ? len : i + 18;
+    if (i >= end || buf[i] < '1' || buf[i] > '9')
+        return 0;
+    int64_t v = buf[i++] - '0';
+    while (i < end && buf[i] >= '0' && buf[i] <= '9')
+        v = v * 10 + (buf[i++] - '0');
+    if (i + 1 >= len || buf[i] != '\r' || buf[i + 1] != '\n')
+        return 0;
+    *n = v;
+    return i + 1;
+}
+
+/* A line type's payload other than the RESP2 ones the callers read first: "_" empty, "#"
+ * one of t f; doubles and big numbers are passed through unread. */
+static int rsp_line_ok(char t, const char *num, size_t numlen)
+{
+    switch (t) {
+    case ',': case '(':
+        return 1;
+    case '_':
+        return numlen == 0;
+    case '#':
+        return numlen == 1 && (num[0] == 't' || num[0] == 'f');
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Skip whole RESP elements from *pos until *pending reaches 0. An aggregate
+ * adds its element count to *pending (a map's and an attribute's are pairs;
+ * an attribute annotates the element after it and is none itself), so nested
+ * aggregates need no stack and a reply claiming 2^31 elements costs nothing
+ * until they arrive.
  * Returns 1 when *pending is 0, 0 when more bytes are needed (*pos and
  * *pending describe the elements completed so far), -1 on garbage.
  */
@@ -1155,32 +1240,40 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
             rc = 0;
             break;
         }
-        size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
-        const char *nl = memchr(buf + at, '\n', room);
-        if (nl == NULL) {
-            if (room >= RSP_LINE_MAX)
+        int64_t n;
+        size_t eol = rsp_count(buf, len, at, &n);     /* the '\n' */
+        int counted = eol != 0;                         /* n is the line's number */
+        if (!counted) {
+            size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
+            const char *nl = memchr(buf + at, '\n', room);
+            if (nl == NULL) {
+                if (room >= RSP_LINE_MAX)
+                    return -1;
+                rc = 0;
+                break;
+            }
+            eol = (size_t)(nl - buf);
+            if (eol < at + 2 || buf[eol - 1] != '\r')
                 return -1;
-            rc = 0;
-            break;
         }
-        size_t eol = (size_t)(nl - buf);      /* the '\n' */
-        if (eol < at + 2 || buf[eol - 1] != '\r')
-            return -1;
         const char *num = buf + at + 1;
         size_t numlen = eol - 1 - at - 1;
-        int64_t n;
-        switch (buf[at]) {
+        char t = buf[at];
+        switch (t) {
         case '+':
         case '-':
             at = eol + 1;
             break;
         case ':':
-            if (parse_num(num, numlen, &n) < 0)
+            if (!counted && parse_num(num, numlen, &n) < 0)
                 return -1;
             at = eol + 1;
             break;
         case '$':
-            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > (int64_t)REDIS_MAX_BULK)
+        case '!':
+        case '=':
+            if ((!counted && parse_num(num, numlen, &n) < 0) || n < (t == '$' ? -1 : 0) ||
+                n > (int64_t)REDIS_MAX_BULK)
                 return -1;
             if (n >= 0) {
                 size_t end = eol + 1 + (size_t)n + 2;
@@ -1196,14 +1289,24 @@ static int rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
             }
             break;
         case '*':
-            if (parse_num(num, numlen, &n) < 0 || n < -1 || n > INT32_MAX)
+        case '~':
+        case '>':
+        case '%':
+        case '|':
+            if ((!counted && parse_num(num, numlen, &n) < 0) || n < (t == '*' ? -1 : 0) ||
+                n > INT32_MAX)
                 return -1;
-            if (n > 0)
-                left += (uint64_t)n;
             at = eol + 1;
+            if (n > 0)
+                left += (t == '%' || t == '|') ? 2 * (uint64_t)n : (uint64_t)n;
+            if (t == '|')
+                continue;           /* annotates the next element: not one itself */
             break;
         default:
-            return -1;
+            if (!rsp_line_ok(t, num, numlen))
+                return -1;
+            at = eol + 1;
+            break;
         }
         left--;
     }
@@ -1225,12 +1328,28 @@ static int rsp_line(const char *buf, size_t len, size_t *eol)
     return 1;
 }
 
+/* Whether the whole aggregate buf[0..len) (header line ending at eol) is a pub/sub message
+ * on a subscribed connection: its first element is "message", "pmessage" or "smessage"
+ * (subscribe confirmations and the rest are replies to what was asked). */
+static int rsp_is_message(const char *buf, size_t len, size_t eol)
+{
+    const char *e = buf + eol + 1;
+    size_t n = len - eol - 1;
+    return (n >= 13 && memcmp(e, "$7\r\nmessage\r\n", 13) == 0) ||
+           (n >= 14 && (memcmp(e, "$8\r\npmessage\r\n", 14) == 0 ||
+                        memcmp(e, "$8\r\nsmessage\r\n", 14) == 0));
+}
+
 /*
- * One unit per reply: simple strings, errors, integers and arrays are one
- * unit of hdr_len bytes; a top-level bulk string is its "$<n>\r\n" line
- * with body_len = n + 2, so a large value streams through. State between
- * calls (an incomplete array): p->u.redis.state RSP_ARRAY, p->u.redis.pending the elements
- * still pending, p->u.redis.scan the bytes of whole elements already walked.
+ * One unit per reply: every line type and every aggregate is one unit of hdr_len bytes;
+ * a top-level bulk string, blob error or verbatim string is its "$<n>\r\n" line with
+ * body_len = n + 2, so a large value streams through. An aggregate still incomplete after
+ * REDIS_RSP_UNIT_MAX bytes of whole elements is handed over in units of whole elements,
+ * except on a subscribed connection (PROTO_PF_SUBSCRIBED), where each aggregate is one
+ * whole unit and a message is marked PROTO_SF_PUSH, as a top-level RESP3 push always is.
+ * State between calls (an incomplete aggregate): p->u.redis.state RSP_ARRAY,
+ * p->u.redis.pending the elements still pending, p->u.redis.scan the bytes of whole
+ * elements already walked.
  */
 static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
                            uint16_t rflags, struct proto_rsp *rsp)
@@ -1238,33 +1357,35 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     size_t pos, eol;
     uint64_t pending;
     int64_t n;
-    int r;
+    int r, counted;             /* counted: n is the header line's number (rsp_count) */
+    char top;                   /* the unit's type byte; 0 for the rest of a split aggregate */
 
+    (void)cmd;
     memset(rsp, 0, sizeof(*rsp));
     if (p->u.redis.state == RSP_ARRAY) {
         pos = p->u.redis.scan;
         pending = p->u.redis.pending;
+        top = pos == 0 ? 0 : buf[0];
         goto scan;
     }
     if (len == 0)
         return 0;
-    r = rsp_line(buf, len, &eol);
-    if (r <= 0)
-        return r;
-    switch (buf[0]) {
-    case '-':
-        rsp->flags |= PROTO_SF_ERROR;
-        if ((p->flags & PROTO_PF_CLUSTER) && redis__cluster_error(buf, eol))
-            rsp->flags |= PROTO_SF_CLUSTER;
-        /* fall through */
-    case '+':
-        break;
-    case ':':
-        if (parse_num(buf + 1, eol - 2, &n) < 0)
-            return -1;
-        break;
-    case '$':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1)
+    if (len >= 5 && memcmp(buf, "+OK\r\n", 5) == 0) {
+        rsp->hdr_len = 5;       /* the commonest reply of all (SET), without a line scan */
+        rsp->flags = PROTO_SF_FINAL;
+        return 5;
+    }
+    eol = rsp_count(buf, len, 0, &n);
+    counted = eol != 0;
+    if (!counted) {
+        r = rsp_line(buf, len, &eol);
+        if (r <= 0)
+            return r;
+    }
+    top = buf[0];
+    switch (top) {
+    case '$':                   /* RESP2's types first: the common replies */
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < -1)
             return -1;
         if (n >= 0) {
             rsp->body_len = (uint64_t)n + 2;
@@ -1272,17 +1393,46 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
                 rsp->flags |= PROTO_SF_ITEM;
         }
         break;
-    case '*':
-        if (parse_num(buf + 1, eol - 2, &n) < 0 || n < -1 || n > INT32_MAX)
+    case '+':
+        break;
+    case '-':
+        rsp->flags |= PROTO_SF_ERROR;
+        if ((p->flags & PROTO_PF_CLUSTER) && redis__cluster_error(buf, eol))
+            rsp->flags |= PROTO_SF_CLUSTER;
+        break;
+    case ':':
+        if (!counted && parse_num(buf + 1, eol - 2, &n) < 0)
             return -1;
-        if (n > 0) {
+        break;
+    case '*':
+    case '~':
+    case '>':
+    case '%':
+    case '|':
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < (top == '*' ? -1 : 0) ||
+            n > INT32_MAX)
+            return -1;
+        if (n > 0 || top == '|') {
             pos = eol + 1;
-            pending = (uint64_t)n;
+            pending = (uint64_t)(n > 0 ? n : 0) * ((top == '%' || top == '|') ? 2u : 1u) +
+                      (top == '|');
             goto scan;
         }
+        if (top == '>')
+            rsp->flags |= PROTO_SF_PUSH;
+        break;
+    case '!':
+    case '=':
+        if ((!counted && parse_num(buf + 1, eol - 2, &n) < 0) || n < 0)
+            return -1;
+        if (top == '!')
+            rsp->flags |= PROTO_SF_ERROR;
+        rsp->body_len = (uint64_t)n + 2;
         break;
     default:
-        return -1;
+        if (!rsp_line_ok(top, buf + 1, eol - 2))
+            return -1;
+        break;
     }
     rsp->hdr_len = (uint32_t)(eol + 1);
     rsp->flags |= PROTO_SF_FINAL;
@@ -1302,10 +1452,18 @@ scan:
         p->u.redis.pending = 0;
         rsp->hdr_len = (uint32_t)pos;
         rsp->flags |= PROTO_SF_FINAL;
+        if (p->flags & PROTO_PF_SUBSCRIBED) {
+            /* messages are out of band; confirmations (RESP3 pushes too) are replies */
+            if ((top == '*' || top == '>') && rsp_line(buf, pos, &eol) == 1 &&
+                rsp_is_message(buf, pos, eol))
+                rsp->flags |= PROTO_SF_PUSH;
+        } else if (top == '>') {
+            rsp->flags |= PROTO_SF_PUSH;
+        }
         return (int)pos;
     }
-    if (pos >= REDIS_RSP_UNIT_MAX) {
-        /* Hand over the whole elements so far; the rest of the array
+    if (pos >= REDIS_RSP_UNIT_MAX && !(p->flags & PROTO_PF_SUBSCRIBED) && top != '>') {
+        /* Hand over the whole elements so far; the rest of the aggregate
          * continues from offset 0 of the next call's buffer. */
         p->u.redis.state = RSP_ARRAY;
         p->u.redis.scan = 0;
@@ -1349,6 +1507,34 @@ static const char *redis_key_bytes(const struct proto_req *req, const char *buf,
 static int append_bulk(struct buf *out, const char *s, size_t n)
 {
     if (buf_appendf(out, "$%zu\r\n", n) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int redis__text(const char *d, size_t len, const char **text, size_t *tlen)
+{
+    size_t eol;
+    int64_t n;
+    if (len == 0 || (d[0] != '$' && d[0] != '=') || rsp_line(d, len, &eol) != 1 ||
+        parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+        return -1;
+    *text = d + eol + 1;
+    *tlen = (size_t)n;
+    if (d[0] == '=') {
+        if (n < 4)
+            return -1;
+        *text += 4;             /* "txt:" */
+        *tlen -= 4;
+    }
+    return 0;
+}
+
+int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n)
+{
+    if (!verbatim)
+        return append_bulk(out, s, n);
+    if (buf_appendf(out, "=%zu\r\ntxt:", n + 4) < 0 || buf_append(out, s, n) < 0 ||
         buf_append(out, "\r\n", 2) < 0)
         return -ENOMEM;
     return 0;
@@ -1403,10 +1589,11 @@ static int redis_frag_write(const struct proto_req *req, const char *buf, const 
     if (c->flags & REDIS_CMD_CURSOR)
         return scan_write(req, buf, out);
     uint32_t per = c->step > 1 ? 2 : 1;
-    size_t nl = strlen(c->name);
+    const char *bar = strchr(c->name, '|');     /* a subcommand: PUBSUB NUMSUB */
+    size_t nl = bar != NULL ? (size_t)(bar - c->name) : strlen(c->name);
 
-    if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (uint64_t)n * per) < 0 ||
-        append_bulk(out, c->name, nl) < 0)
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", 1 + (bar != NULL) + (uint64_t)n * per) < 0 ||
+        append_bulk(out, c->name, nl) < 0 || (bar != NULL && append_bulk(out, bar + 1, strlen(bar + 1)) < 0))
         return -ENOMEM;
     const char *base = req_base(req, buf);
     for (uint32_t i = 0; i < n; i++) {
@@ -1441,7 +1628,7 @@ static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *d = buf_rptr(frag[f]);
         size_t len = buf_len(frag[f]);
-        if (len > 0 && d[0] == '-') {
+        if (len > 0 && (d[0] == '-' || d[0] == '!')) {
             int64_t end = rsp_element_end(d, len, 0);
             *rc = end < 0 ? -1 : buf_append(out, d, (size_t)end);
             return 1;
@@ -1450,7 +1637,9 @@ static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf
     return 0;
 }
 
-static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint32_t *key_frag,
+/* MGET (per 1): one array of the fragments' elements in the client's key order; PUBSUB
+ * NUMSUB (per 2): the [channel, count] pairs in that order. */
+static int merge_array(uint32_t per, uint32_t nkeys, const uint32_t *key_frag,
                        struct buf *const *frag, uint32_t nfrag, struct buf *out)
 {
     size_t stack_pos[32];
@@ -1459,7 +1648,6 @@ static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint3
     uint64_t *fleft = stack_left;
     int rc = -1;
 
-    (void)keys;
     if (key_frag == NULL)
         return -1;
     if (nfrag > RL_ARRAY_SIZE(stack_pos)) {
@@ -1480,24 +1668,28 @@ static int merge_array(const struct proto_key *keys, uint32_t nkeys, const uint3
         fpos[f] = eol + 1;
         fleft[f] = (uint64_t)n;
     }
-    if (buf_appendf(out, "*%" PRIu32 "\r\n", nkeys) < 0) {
+    if (buf_appendf(out, "*%" PRIu64 "\r\n", (uint64_t)nkeys * per) < 0) {
         rc = -ENOMEM;
         goto out;
     }
     for (uint32_t i = 0; i < nkeys; i++) {
         uint32_t f = key_frag[i];
-        if (f >= nfrag || fleft[f] == 0)
+        if (f >= nfrag || fleft[f] < per)
             goto out;
         const char *d = buf_rptr(frag[f]);
-        int64_t end = rsp_element_end(d, buf_len(frag[f]), fpos[f]);
-        if (end < 0)
-            goto out;
-        if (buf_append(out, d + fpos[f], (size_t)end - fpos[f]) < 0) {
+        size_t at = fpos[f];
+        for (uint32_t e = 0; e < per; e++) {
+            int64_t end = rsp_element_end(d, buf_len(frag[f]), at);
+            if (end < 0)
+                goto out;
+            at = (size_t)end;
+        }
+        if (buf_append(out, d + fpos[f], at - fpos[f]) < 0) {
             rc = -ENOMEM;
             goto out;
         }
-        fpos[f] = (size_t)end;
-        fleft[f]--;
+        fpos[f] = at;
+        fleft[f] -= per;
     }
     rc = 0;
     for (uint32_t f = 0; f < nfrag; f++)
@@ -1526,9 +1718,12 @@ static int merge_ok(struct buf *const *frag, uint32_t nfrag, struct buf *out)
     return buf_append(out, "+OK\r\n", 5);
 }
 
-static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+/* DEL, EXISTS ... (max 0): the integers summed. PUBSUB NUMPAT (max 1): the largest; a
+ * pattern subscribed through the proxy is subscribed on every server, so each server
+ * counts every such pattern and the largest count is the pool's. */
+static int merge_ints(struct buf *const *frag, uint32_t nfrag, int max, struct buf *out)
 {
-    int64_t sum = 0;
+    int64_t acc = 0;
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *d = buf_rptr(frag[f]);
         size_t len = buf_len(frag[f]), eol;
@@ -1536,10 +1731,12 @@ static int merge_sum(struct buf *const *frag, uint32_t nfrag, struct buf *out)
         if (len == 0 || d[0] != ':' || rsp_line(d, len, &eol) != 1 ||
             parse_num(d + 1, eol - 2, &n) < 0)
             return -1;
-        if (__builtin_add_overflow(sum, n, &sum))
+        if (max)
+            acc = f == 0 || n > acc ? n : acc;
+        else if (__builtin_add_overflow(acc, n, &acc))
             return -1;          /* no server counts past int64: malformed */
     }
-    return buf_appendf(out, ":%" PRId64 "\r\n", sum);
+    return buf_appendf(out, ":%" PRId64 "\r\n", acc);
 }
 
 /* KEYS: the servers' arrays as one. */
@@ -1624,7 +1821,7 @@ static uint64_t ks_field(const char *s, size_t len, const char *name)
     return 0;
 }
 
-static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, int verbatim, struct buf *out)
 {
     struct keyspace_db *dbs = NULL;
     size_t ndb = 0;
@@ -1633,13 +1830,11 @@ static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *o
 
     buf_init(&body);
     for (uint32_t f = 0; f < nfrag; f++) {
-        const char *d = buf_rptr(frag[f]);
-        size_t len = buf_len(frag[f]), eol;
-        int64_t n;
-        if (len == 0 || d[0] != '$' || rsp_line(d, len, &eol) != 1 ||
-            parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+        const char *s;
+        size_t n;
+        if (redis__text(buf_rptr(frag[f]), buf_len(frag[f]), &s, &n) < 0)
             goto out;
-        const char *s = d + eol + 1, *e = s + n;
+        const char *e = s + n;
         while (s < e) {
             const char *le = memchr(s, '\n', (size_t)(e - s));
             size_t ll = le ? (size_t)(le - s) : (size_t)(e - s);
@@ -1683,13 +1878,91 @@ static int merge_keyspace(struct buf *const *frag, uint32_t nfrag, struct buf *o
                         ",avg_ttl=%" PRIu64 "\r\n", dbs[i].db, dbs[i].keys, dbs[i].expires,
                         dbs[i].expires ? dbs[i].ttl_weighted / dbs[i].expires : 0) < 0)
             goto nomem;
-    rc = append_bulk(out, buf_rptr(&body), buf_len(&body));
+    rc = redis__append_text(out, verbatim, buf_rptr(&body), buf_len(&body));
     goto out;
 nomem:
     rc = -ENOMEM;
 out:
     free(dbs);
     buf_free(&body);
+    return rc;
+}
+
+struct union_elem {
+    const char *p;
+    size_t      len;
+};
+
+static int union_bytes(const struct union_elem *x, const struct union_elem *y)
+{
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, n);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* By name: an element's bytes after its header line ("$<n>\r\n"). */
+static int union_cmp(const void *a, const void *b)
+{
+    struct union_elem x = *(const struct union_elem *)a, y = *(const struct union_elem *)b;
+    const char *ex = memchr(x.p, '\n', x.len), *ey = memchr(y.p, '\n', y.len);
+    if (ex != NULL && ey != NULL) {
+        x.len -= (size_t)(ex + 1 - x.p);
+        x.p = ex + 1;
+        y.len -= (size_t)(ey + 1 - y.p);
+        y.p = ey + 1;
+    }
+    return union_bytes(&x, &y);
+}
+
+/* PUBSUB CHANNELS / SHARDCHANNELS: every server's channels, each once (a channel is on its
+ * owner through the proxy, but a backend's own clients may subscribe anywhere), sorted
+ * (Redis lists them in its hash table's order, which no two servers share). */
+static int merge_union(struct buf *const *frag, uint32_t nfrag, struct buf *out)
+{
+    struct union_elem *el = NULL;
+    size_t nel = 0, cap = 0;
+    int rc = -1;
+
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *d = buf_rptr(frag[f]);
+        size_t len = buf_len(frag[f]), eol;
+        int64_t n;
+        if (len == 0 || (d[0] != '*' && d[0] != '~') || rsp_line(d, len, &eol) != 1 ||
+            parse_num(d + 1, eol - 2, &n) < 0 || n < 0)
+            goto out;
+        size_t at = eol + 1;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t end = rsp_element_end(d, len, at);
+            if (end < 0)
+                goto out;
+            if (nel == cap) {
+                size_t nc = cap ? cap * 2 : 64;
+                struct union_elem *g = realloc(el, nc * sizeof(*el));
+                if (g == NULL) {
+                    rc = -ENOMEM;
+                    goto out;
+                }
+                el = g;
+                cap = nc;
+            }
+            el[nel].p = d + at;
+            el[nel].len = (size_t)end - at;
+            nel++;
+            at = (size_t)end;
+        }
+    }
+    if (nel > 1)
+        qsort(el, nel, sizeof(*el), union_cmp);
+    size_t uniq = 0;
+    for (size_t i = 0; i < nel; i++)
+        if (i == 0 || union_cmp(&el[i - 1], &el[i]) != 0)
+            uniq++;
+    rc = buf_appendf(out, "*%zu\r\n", uniq) < 0 ? -ENOMEM : 0;
+    for (size_t i = 0; rc == 0 && i < nel; i++)
+        if ((i == 0 || union_cmp(&el[i - 1], &el[i]) != 0) && buf_append(out, el[i].p, el[i].len) < 0)
+            rc = -ENOMEM;
+out:
+    free(el);
     return rc;
 }
 
@@ -1700,6 +1973,8 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
     size_t mark = out->wpos;
     int rc;
 
+    (void)reqbuf;
+    (void)keys;
     if (cmd >= redis_ncommands || nfrag == 0)
         return -1;
     /* A fragment's reply is never empty; checking that first also keeps
@@ -1710,16 +1985,26 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
     if (merge_first_error(frag, nfrag, out, &rc) == 0) {
         switch (redis_commands[cmd].merge) {
         case REDIS_MERGE_ARRAY:
-            rc = merge_array(keys, nkeys, key_frag, frag, nfrag, out);
+            rc = merge_array(1, nkeys, key_frag, frag, nfrag, out);
+            break;
+        case REDIS_MERGE_PAIRS:
+            rc = merge_array(2, nkeys, key_frag, frag, nfrag, out);
+            break;
+        case REDIS_MERGE_MAX:
+            rc = merge_ints(frag, nfrag, 1, out);
+            break;
+        case REDIS_MERGE_UNION:
+            rc = merge_union(frag, nfrag, out);
             break;
         case REDIS_MERGE_OK:
             rc = merge_ok(frag, nfrag, out);
             break;
         case REDIS_MERGE_SUM:
-            rc = merge_sum(frag, nfrag, out);
+            rc = merge_ints(frag, nfrag, 0, out);
             break;
         case REDIS_MERGE_KEYSPACE:
-            rc = merge_keyspace(frag, nfrag, out);
+            /* the servers' replies are of the client's variant: verbatim for RESP3 */
+            rc = merge_keyspace(frag, nfrag, buf_rptr(frag[0])[0] == '=', out);
             break;
         case REDIS_MERGE_CONCAT:
             rc = merge_concat(frag, nfrag, out);
@@ -1752,7 +2037,8 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
  */
 /* RANDOMKEY: a key from a server picked at random among those that have one (so a
  * key of a small server is likelier than in one Redis: uniform per server, not per
- * key); nil when none has any; the first error when none has a key and one failed. */
+ * key); nil when none has any (RESP3's null to a RESP3 client, whose servers send it);
+ * the first error when none has a key and one failed. */
 static int merge_random(struct buf *const *frag, uint32_t nfrag, const struct proto_env *env,
                         struct buf *out)
 {
@@ -1765,12 +2051,12 @@ static int merge_random(struct buf *const *frag, uint32_t nfrag, const struct pr
             have++;
         else if (d[0] == '-' && err < 0)
             err = f;
-        else if (d[0] != '$')
+        else if (d[0] != '$' && d[0] != '-' && d[0] != '_')
             return -1;
     }
     if (have == 0) {
         if (err < 0)
-            return buf_append_str(out, "$-1\r\n");
+            return buf_append_str(out, env->variant ? "_\r\n" : "$-1\r\n");
         int64_t end = rsp_element_end(buf_rptr(frag[err]), buf_len(frag[err]), 0);
         return end < 0 ? -1 : buf_append(out, buf_rptr(frag[err]), (size_t)end);
     }
@@ -1859,7 +2145,7 @@ static int redis_merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *
     int rc = 0;
 
     for (uint32_t f = 0; f < nfrag; f++)
-        if (buf_len(frag[f]) > 0 && buf_rptr(frag[f])[0] == '$')
+        if (buf_len(frag[f]) > 0 && (buf_rptr(frag[f])[0] == '$' || buf_rptr(frag[f])[0] == '='))
             answered[n++] = frag[f];
     buf_init(&keyspace);
     if (n > 0 && ks != NULL)
@@ -1919,15 +2205,23 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     return buf_append(out, "\r\n", 2);
 }
 
-/* AUTH [user] password, READONLY for a connection that may read from a
- * cluster replica, then SELECT db when it is not 0. Returns the
+/* AUTH [user] password (RESP3: HELLO 3 with its AUTH option), READONLY for a connection
+ * that may read from a cluster replica, then SELECT db when it is not 0. Returns the
  * number of requests written (replies to swallow), or -ENOMEM. */
 static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 {
     int n = 0;
     char num[16];
 
-    if (h->password != NULL) {
+    if (h->variant) {
+        const char *user = h->username != NULL ? h->username : "default";
+        if (buf_append_str(out, h->password != NULL ? "*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n"
+                                                    : "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n") < 0 ||
+            (h->password != NULL && (append_bulk(out, user, strlen(user)) < 0 ||
+                                     append_bulk(out, h->password, strlen(h->password)) < 0)))
+            return -ENOMEM;
+        n++;
+    } else if (h->password != NULL) {
         int rc = h->username != NULL
                      ? (buf_append_str(out, "*3\r\n$4\r\nAUTH\r\n") < 0 ||
                         append_bulk(out, h->username, strlen(h->username)) < 0)
@@ -1965,14 +2259,72 @@ static int redis_sess_abort(struct buf *out)
     return buf_append_str(out, "*1\r\n$7\r\nDISCARD\r\n") < 0 ? -ENOMEM : 1;
 }
 
-/* on_down: miss. A read of a down server's key answers nil; a write is
- * refused (storing it elsewhere would lose it when the server is back). */
+/* on_down: miss. A read of a down server's key answers nil (RESP3's null to a RESP3
+ * client); a write is refused (storing it elsewhere would lose it when the server is back). */
 static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
 {
     (void)cmd;
     if (rflags & PROTO_RF_WRITE)
         return buf_append_str(out, "-ERR server down (on_down: miss refuses writes)\r\n");
-    return buf_append_str(out, "$-1\r\n");
+    return buf_append_str(out, (rflags & PROTO_RF_VARIANT) ? "_\r\n" : "$-1\r\n");
+}
+
+/* ------------------------------------------------------------- pub/sub */
+
+/* The (un)subscription commands and the kinds of their confirmations, by PROTO_SUB_* value
+ * (class | UNSUB). */
+static const char *const sub_commands[8] = {
+    [PROTO_SUB_CHANNEL] = "SUBSCRIBE",    [PROTO_SUB_CHANNEL | PROTO_SUB_UNSUB] = "UNSUBSCRIBE",
+    [PROTO_SUB_PATTERN] = "PSUBSCRIBE",   [PROTO_SUB_PATTERN | PROTO_SUB_UNSUB] = "PUNSUBSCRIBE",
+    [PROTO_SUB_SHARD] = "SSUBSCRIBE",     [PROTO_SUB_SHARD | PROTO_SUB_UNSUB] = "SUNSUBSCRIBE",
+};
+static const char *const sub_kinds[8] = {
+    [PROTO_SUB_CHANNEL] = "subscribe",    [PROTO_SUB_CHANNEL | PROTO_SUB_UNSUB] = "unsubscribe",
+    [PROTO_SUB_PATTERN] = "psubscribe",   [PROTO_SUB_PATTERN | PROTO_SUB_UNSUB] = "punsubscribe",
+    [PROTO_SUB_SHARD] = "ssubscribe",     [PROTO_SUB_SHARD | PROTO_SUB_UNSUB] = "sunsubscribe",
+};
+
+static int redis_sub_write(uint8_t sub, const struct proto_name *names, uint32_t n, struct buf *out)
+{
+    const char *cmd = sub < 8 ? sub_commands[sub] : NULL;
+    if (cmd == NULL || n == 0)
+        return -EINVAL;
+    if (buf_appendf(out, "*%" PRIu32 "\r\n", n + 1) < 0 || append_bulk(out, cmd, strlen(cmd)) < 0)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < n; i++)
+        if (append_bulk(out, names[i].bytes, names[i].len) < 0)
+            return -ENOMEM;
+    return 0;
+}
+
+/* One confirmation as Redis 7.0 writes it (pubsub.c addReplyPubsub*Subscribed): an array
+ * in RESP2, a push in RESP3, of the kind, the name (a null for a mass unsubscribe that had
+ * nothing) and the client's count of that class. */
+static int redis_sub_reply(uint8_t sub, int variant, const char *name, size_t len,
+                           uint64_t count, struct buf *out)
+{
+    const char *kind = sub < 8 ? sub_kinds[sub] : NULL;
+    if (kind == NULL)
+        return -EINVAL;
+    if (buf_append_str(out, variant ? ">3\r\n" : "*3\r\n") < 0 ||
+        append_bulk(out, kind, strlen(kind)) < 0 ||
+        (name != NULL ? append_bulk(out, name, len)
+                      : buf_append_str(out, variant ? "_\r\n" : "$-1\r\n")) < 0 ||
+        buf_appendf(out, ":%" PRIu64 "\r\n", count) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* A message is the same array in both protocols but for its type byte (pubsub.c's
+ * addReplyPubsubMessage): rewritten for a client of the other one. */
+static int redis_push_write(int variant, const char *unit, size_t len, struct buf *out)
+{
+    char t = variant ? '>' : '*';
+    if (len == 0)
+        return -EINVAL;
+    if (buf_append(out, &t, 1) < 0 || buf_append(out, unit + 1, len - 1) < 0)
+        return -ENOMEM;
+    return 0;
 }
 
 const struct proto_ops proto_redis_ops = {
@@ -2000,6 +2352,9 @@ const struct proto_ops proto_redis_ops = {
     .sess_begun = "+OK\r\n",
     .sess_queued = "+QUEUED\r\n",
     .sess_abort = redis_sess_abort,
+    .sub_write = redis_sub_write,
+    .sub_reply = redis_sub_reply,
+    .push_write = redis_push_write,
 };
 
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,

@@ -44,10 +44,17 @@
 #define REDIS_CMD_STREAMS    0x40000  /* keys: the first half of what follows STREAMS (XREAD) */
 #define REDIS_CMD_CURSOR     0x80000  /* SCAN: argument 1 is a pool cursor (INDEXED) */
 #define REDIS_CMD_DBOPT     0x100000  /* a DB <n> option after the keys: refused (COPY) */
-#define REDIS_CMD_CLOCAL    0x200000  /* REFUSED, but answered here (.local) in a cluster pool
+#define REDIS_CMD_CHANNEL   0x200000  /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
+#define REDIS_CMD_SUBOK     0x400000  /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
+                                       * the (un)subscriptions) */
+#define REDIS_CMD_CLOCAL    0x800000  /* REFUSED, but answered here (.local) in a cluster pool
                                        * (PROTO_PF_CLUSTER): CLUSTER SLOTS, READONLY ... */
 #define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
 #define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))
+/* An (un)subscription: PROTO_SUB_* class | PROTO_SUB_UNSUB in bits 28..30 of the flags; its
+ * names are every argument after the command's. */
+#define REDIS_CMD_SUB(what)  ((uint32_t)(what) << 28)
+#define REDIS_CMD_SUB_OF(fl) ((uint8_t)(((fl) >> 28) & 0x07))
 
 /* The number grammar of Redis's string2ll, for util_parse_dec: what every
  * number the proxy reads in a request must follow. */
@@ -61,8 +68,11 @@ enum redis_merge {
     REDIS_MERGE_SUM,       /* DEL, EXISTS, DBSIZE ...: integers summed */
     REDIS_MERGE_KEYSPACE,  /* INFO keyspace: keys= and expires= summed per db */
     REDIS_MERGE_INFO,      /* INFO: the backends' sections and the proxy's own (merge_env) */
+    REDIS_MERGE_PAIRS,     /* PUBSUB NUMSUB: [channel, count] pairs in the client's order */
+    REDIS_MERGE_MAX,       /* PUBSUB NUMPAT: the largest integer */
+    REDIS_MERGE_UNION,     /* PUBSUB CHANNELS: every server's elements, each once */
     REDIS_MERGE_CONCAT,    /* KEYS: the arrays one after the other */
-    REDIS_MERGE_FIRST,     /* SCRIPT LOAD: the first error, else the first reply (all equal) */
+    REDIS_MERGE_FIRST,     /* SCRIPT LOAD, PUBSUB HELP: the first error, else the first reply */
     REDIS_MERGE_AND,       /* SCRIPT EXISTS: 1 where every server says 1 */
     REDIS_MERGE_RANDOM,    /* RANDOMKEY: a random non-nil reply (merge_env) */
     REDIS_MERGE_SCAN       /* SCAN: the server's cursor re-encoded as a pool cursor (merge_env) */
@@ -109,6 +119,11 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_SETINFO,
     REDIS_LOCAL_CLIENT_NO_EVICT,
     REDIS_LOCAL_CLIENT_NO_TOUCH,
+    REDIS_LOCAL_CLIENT_TRACKING,
+    REDIS_LOCAL_CLIENT_TRACKINGINFO,
+    REDIS_LOCAL_CLIENT_GETREDIR,
+    REDIS_LOCAL_CLIENT_CACHING,
+    REDIS_LOCAL_EMPTY_ARRAY, /* PUBSUB NUMSUB without channels */
     REDIS_LOCAL_UNWATCH,     /* UNWATCH of a client without a session: nothing is watched */
     /* a cluster pool's one-node cluster (redis_cluster.c) */
     REDIS_LOCAL_CLUSTER_OK,
@@ -137,7 +152,8 @@ struct redis_command {
     uint8_t     numkeys;
     uint8_t     merge;      /* enum redis_merge */
     uint8_t     local;      /* enum redis_local */
-    uint32_t    flags;      /* REDIS_CMD_*, and REDIS_CMD_SESS(enum redis_session) */
+    uint32_t    flags;      /* REDIS_CMD_*, REDIS_CMD_SESS(enum redis_session) and
+                             * REDIS_CMD_SUB(what) for (un)subscriptions */
 };
 
 /* The table, sorted by name (strcmp order), and its size. */
@@ -161,6 +177,14 @@ size_t redis_command_listed(void);
  * NULL) and the proxy's numbers in env. 0, -1 (unreadable request), -ENOMEM. */
 int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                       const struct buf *keyspace, const struct proto_env *env, struct buf *out);
+
+/* The text of a bulk string or RESP3 verbatim string reply d[0..len) (without the
+ * verbatim's "txt:"); 0, or -1 if d is not one, whole. */
+int redis__text(const char *d, size_t len, const char **text, size_t *tlen);
+
+/* Append s[0..n) as a bulk string, or (verbatim) as RESP3's verbatim "txt" string, as Redis
+ * answers INFO and CLIENT INFO in each protocol. 0 or -ENOMEM. */
+int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n);
 
 /* LOCAL requests: write the reply (proto_ops.local). */
 int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,

@@ -1,4 +1,4 @@
-/* Redis commands the proxy answers itself: PING, AUTH, HELLO, SELECT, COMMAND, INFO, TIME, CLIENT ... */
+/* Redis commands the proxy answers itself: PING, AUTH, HELLO, SELECT, COMMAND, INFO, TIME, CLIENT ..., in RESP2 or RESP3. */
 #include "config.h"
 
 #include <errno.h>
@@ -12,7 +12,8 @@
 #include "util.h"
 
 /*
- * Every function here appends one complete RESP2 reply to out and returns
+ * Every function here appends one complete reply to out, in the client's protocol (RESP3
+ * after HELLO 3: PROTO_PF_VARIANT), and returns
  * 0 or -ENOMEM. Arguments are p->keys[0..argc) as parse_req left them
  * (offsets into buf): local() must run before the parser's next call.
  */
@@ -21,7 +22,7 @@
                    "default user. Are you sure your configuration is correct?\r\n"
 #define WRONGPASS  "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
 #define HELLO_NOAUTH "-NOAUTH HELLO must be called with the client already authenticated, " \
-                   "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to " \
+                   "otherwise the HELLO AUTH <user> <pass> option can be used to " \
                    "authenticate the client and select the RESP protocol version at the same time\r\n"
 
 struct largs {
@@ -127,27 +128,49 @@ static int set_name(struct proto_client *c, const struct largs *l, uint32_t i, s
     return 0;
 }
 
+/* RESP3's null, map and set headers, or RESP2's null bulk and arrays (a map flattened). */
+static int null_reply(struct buf *out, int v3)
+{
+    return buf_append_str(out, v3 ? "_\r\n" : "$-1\r\n");
+}
+
+static int map_len(struct buf *out, int v3, uint64_t pairs)
+{
+    return v3 ? buf_appendf(out, "%%%" PRIu64 "\r\n", pairs) : buf_appendf(out, "*%" PRIu64 "\r\n", pairs * 2);
+}
+
+static int set_len(struct buf *out, int v3, uint64_t n)
+{
+    return buf_appendf(out, v3 ? "~%" PRIu64 "\r\n" : "*%" PRIu64 "\r\n", n);
+}
+
+/*
+ * HELLO [protover [AUTH user pass] [SETNAME name]], as Redis 7.0.15 reads it: the version
+ * first (2 or 3), options in order (a SETNAME takes effect even when a later check fails),
+ * then authentication; the client's protocol changes only on success (PROTO_PF_VARIANT,
+ * which every later request carries) and the reply is in the new protocol.
+ */
 static int local_hello(struct proto_client *c, struct proto_parser *p, const struct largs *l,
                        const struct proto_env *env, struct buf *out)
 {
-    int64_t ver = 2;
-    int32_t auth_at = -1, name_at = -1;
+    int64_t ver = 0;
 
     if (l->argc >= 2) {
         if (util_parse_dec_i64(l->buf + l->a[1].off, l->a[1].len, REDIS_DEC, &ver) < 0)
             return buf_append_str(out, "-ERR Protocol version is not an integer or out of range\r\n");
-        if (ver == 3)
-            return buf_append_str(out, "-NOPROTO this protocol version is not supported by "
-                                  "ringleader (RESP3 is not supported yet)\r\n");
-        if (ver != 2)
+        if (ver < 2 || ver > 3)
             return buf_append_str(out, "-NOPROTO unsupported protocol version\r\n");
     }
     for (uint32_t i = 2; i < l->argc; i++) {
         if (arg_is(l, i, "AUTH") && i + 2 < l->argc) {
-            auth_at = (int32_t)i + 1;
+            if (!auth_check(c, l, (int)i + 1, (int)i + 2))
+                return buf_append_str(out, WRONGPASS);
+            set_authed(c, p);
             i += 2;
         } else if (arg_is(l, i, "SETNAME") && i + 1 < l->argc) {
-            name_at = (int32_t)i + 1;
+            int r = set_name(c, l, i + 1, out);
+            if (r != 0)
+                return r < 0 ? r : 0;
             i += 1;
         } else {
             int n = (int)(l->a[i].len < 128 ? l->a[i].len : 128);
@@ -159,23 +182,18 @@ static int local_hello(struct proto_client *c, struct proto_parser *p, const str
             return buf_appendf(out, "-ERR Syntax error in HELLO option '%.*s'\r\n", n, opt);
         }
     }
-    if (auth_at >= 0) {
-        if (!auth_check(c, l, auth_at, auth_at + 1))
-            return buf_append_str(out, WRONGPASS);
-        set_authed(c, p);
-    }
     if (!(p->flags & PROTO_PF_AUTHED))
         return buf_append_str(out, HELLO_NOAUTH);
-    if (name_at >= 0) {
-        int r = set_name(c, l, (uint32_t)name_at, out);
-        if (r != 0)
-            return r < 0 ? r : 0;
-    }
+    if (ver == 3)
+        p->flags |= PROTO_PF_VARIANT;
+    else if (ver == 2)
+        p->flags &= ~(uint32_t)PROTO_PF_VARIANT;
+    int v3 = (p->flags & PROTO_PF_VARIANT) != 0;
     const char *ver_s = env && env->version ? env->version : "unknown";
-    if (buf_append_str(out, "*14\r\n") < 0 || bulk_str(out, "server") < 0 ||
+    if (map_len(out, v3, 7) < 0 || bulk_str(out, "server") < 0 ||
         bulk_str(out, "ringleader") < 0 || bulk_str(out, "version") < 0 ||
         bulk_str(out, ver_s) < 0 || bulk_str(out, "proto") < 0 ||
-        buf_append_str(out, ":2\r\n") < 0 || bulk_str(out, "id") < 0 ||
+        buf_appendf(out, ":%d\r\n", v3 ? 3 : 2) < 0 || bulk_str(out, "id") < 0 ||
         buf_appendf(out, ":%" PRIu64 "\r\n", c->id) < 0 || bulk_str(out, "mode") < 0 ||
         bulk_str(out, "standalone") < 0 || bulk_str(out, "role") < 0 ||
         bulk_str(out, "master") < 0 || bulk_str(out, "modules") < 0 ||
@@ -202,7 +220,7 @@ static int append_lower_bulk(struct buf *out, const char *name)
 
 /* One entry in Redis 7's COMMAND INFO shape: name, arity, flags, first,
  * last, step, ACL categories, tips, key specs, subcommands. */
-static int command_info(const struct redis_command *c, struct buf *out)
+static int command_info(const struct redis_command *c, int v3, struct buf *out)
 {
     const char *fl[6];
     int nf = 0;
@@ -215,13 +233,15 @@ static int command_info(const struct redis_command *c, struct buf *out)
         fl[nf++] = "no_auth";
     if (c->flags & (REDIS_CMD_MOVABLE | REDIS_CMD_STOREOPT))
         fl[nf++] = "movablekeys";
+    /* RESP3: flags, ACL categories and tips are sets, as Redis sends them */
     if (buf_append_str(out, "*10\r\n") < 0 || append_lower_bulk(out, c->name) < 0 ||
-        buf_appendf(out, ":%d\r\n*%d\r\n", c->arity, nf) < 0)
+        buf_appendf(out, ":%d\r\n", c->arity) < 0 || set_len(out, v3, (uint64_t)nf) < 0)
         return -ENOMEM;
     for (int i = 0; i < nf; i++)
         if (buf_appendf(out, "+%s\r\n", fl[i]) < 0)
             return -ENOMEM;
-    if (buf_appendf(out, ":%d\r\n:%d\r\n:%d\r\n*0\r\n*0\r\n*0\r\n", c->first, c->last, c->step) < 0)
+    if (buf_appendf(out, ":%d\r\n:%d\r\n:%d\r\n", c->first, c->last, c->step) < 0 ||
+        set_len(out, v3, 0) < 0 || set_len(out, v3, 0) < 0 || buf_append_str(out, "*0\r\n") < 0)
         return -ENOMEM;
     /* Subcommands follow their container in the sorted table. */
     size_t nl = strlen(c->name);
@@ -234,7 +254,7 @@ static int command_info(const struct redis_command *c, struct buf *out)
         return -ENOMEM;
     for (const struct redis_command *x = s; x < end && strncmp(x->name, c->name, nl) == 0; x++)
         if (x->name[nl] == '|' && !(x->flags & (REDIS_CMD_REFUSED | REDIS_CMD_INTERNAL)))
-            if (command_info(x, out) < 0)
+            if (command_info(x, v3, out) < 0)
                 return -ENOMEM;
     return 0;
 }
@@ -263,6 +283,8 @@ static const struct redis_command *command_named(const struct largs *l, uint32_t
 
 static int local_command(int what, struct proto_parser *p, const struct largs *l, struct buf *out)
 {
+    int v3 = (p->flags & PROTO_PF_VARIANT) != 0;
+
     switch (what) {
     case REDIS_LOCAL_COMMAND_COUNT:
         return buf_appendf(out, ":%zu\r\n", redis_command_listed());
@@ -281,7 +303,7 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
             if (buf_appendf(out, "*%zu\r\n", redis_command_listed()) < 0)
                 return -ENOMEM;
             for (size_t i = 0; i < redis_ncommands; i++)
-                if (listed(&redis_commands[i]) && command_info(&redis_commands[i], out) < 0)
+                if (listed(&redis_commands[i]) && command_info(&redis_commands[i], v3, out) < 0)
                     return -ENOMEM;
             return 0;
         }
@@ -289,7 +311,7 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
             return -ENOMEM;
         for (uint32_t i = 2; i < l->argc; i++) {
             const struct redis_command *c = command_named(l, i);
-            int r = c ? command_info(c, out) : buf_append_str(out, "$-1\r\n");
+            int r = c ? command_info(c, v3, out) : null_reply(out, v3);
             if (r < 0)
                 return -ENOMEM;
         }
@@ -302,18 +324,18 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
         else
             for (uint32_t i = 2; i < l->argc; i++)
                 n += command_named(l, i) != NULL;
-        if (buf_appendf(out, "*%" PRIu32 "\r\n", n * 2) < 0)
+        if (map_len(out, v3, n) < 0)
             return -ENOMEM;
         for (size_t i = 0; l->argc == 2 && i < redis_ncommands; i++)
             if (listed(&redis_commands[i]) &&
-                (append_lower_bulk(out, redis_commands[i].name) < 0 ||
-                 buf_append_str(out, "*2\r\n$7\r\nsummary\r\n") < 0 ||
+                (append_lower_bulk(out, redis_commands[i].name) < 0 || map_len(out, v3, 1) < 0 ||
+                 buf_append_str(out, "$7\r\nsummary\r\n") < 0 ||
                  bulk_str(out, routing_summary(&redis_commands[i])) < 0))
                 return -ENOMEM;
         for (uint32_t i = 2; i < l->argc; i++) {
             const struct redis_command *c = command_named(l, i);
-            if (c != NULL && (append_lower_bulk(out, c->name) < 0 ||
-                              buf_append_str(out, "*2\r\n$7\r\nsummary\r\n") < 0 ||
+            if (c != NULL && (append_lower_bulk(out, c->name) < 0 || map_len(out, v3, 1) < 0 ||
+                              buf_append_str(out, "$7\r\nsummary\r\n") < 0 ||
                               bulk_str(out, routing_summary(c)) < 0))
                 return -ENOMEM;
         }
@@ -369,13 +391,14 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
 
 /* -------------------------------------------------------- INFO, CLIENT */
 
-static int client_line(const struct proto_client *c, const struct proto_env *env, struct buf *s)
+static int client_line(const struct proto_client *c, const struct proto_env *env, int v3,
+                       struct buf *s)
 {
     uint64_t now_ms = env ? env->now_us / 1000 : 0;
     uint64_t age = now_ms >= c->created_ms ? (now_ms - c->created_ms) / 1000 : 0;
-    return buf_appendf(s, "id=%" PRIu64 " addr=%s name=%s age=%" PRIu64 " db=%d resp=2 "
+    return buf_appendf(s, "id=%" PRIu64 " addr=%s name=%s age=%" PRIu64 " db=%d resp=%d "
                        "lib-name=%s lib-ver=%s\n", c->id, c->peer, c->name, age, c->db,
-                       c->lib_name, c->lib_ver);
+                       v3 ? 3 : 2, c->lib_name, c->lib_ver);
 }
 
 /* CLIENT SETINFO LIB-NAME <name> | LIB-VER <version> (Redis 7.2): kept for CLIENT INFO/LIST.
@@ -413,8 +436,37 @@ static int client_setinfo(struct proto_client *c, const struct largs *l, struct 
     return buf_append_str(out, "+OK\r\n");
 }
 
+/* CLIENT TRACKING: refused (docs/redis.md): a client's keys live on several servers whose
+ * invalidation messages would reach it over connections other clients share. Through the
+ * proxy tracking is never on, which CLIENT GETREDIR, TRACKINGINFO and CACHING answer. */
+static int local_tracking(int what, const struct largs *l, int v3, struct buf *out)
+{
+    switch (what) {
+    case REDIS_LOCAL_CLIENT_TRACKING:
+        if (arg_is(l, 2, "OFF"))
+            return buf_append_str(out, "+OK\r\n");
+        if (!arg_is(l, 2, "ON"))
+            return buf_append_str(out, "-ERR syntax error\r\n");
+        return buf_append_str(out, "-ERR CLIENT TRACKING is not supported by ringleader: the keys "
+                              "a client reads live on several servers, whose invalidation "
+                              "messages cannot reach it on the connections it shares\r\n");
+    case REDIS_LOCAL_CLIENT_GETREDIR:
+        return buf_append_str(out, ":-1\r\n");
+    case REDIS_LOCAL_CLIENT_CACHING:
+        return buf_append_str(out, "-ERR CLIENT CACHING can be called only when the client is in "
+                              "tracking mode with OPTIN or OPTOUT mode enabled\r\n");
+    default:                    /* CLIENT TRACKINGINFO */
+        if (map_len(out, v3, 3) < 0 || bulk_str(out, "flags") < 0 || set_len(out, v3, 1) < 0 ||
+            bulk_str(out, "off") < 0 || bulk_str(out, "redirect") < 0 ||
+            buf_append_str(out, ":-1\r\n") < 0 || bulk_str(out, "prefixes") < 0 ||
+            buf_append_str(out, "*0\r\n") < 0)
+            return -ENOMEM;
+        return 0;
+    }
+}
+
 static int local_client(int what, struct proto_client *c, const struct largs *l,
-                        const struct proto_env *env, struct buf *out)
+                        const struct proto_env *env, int v3, struct buf *out)
 {
     struct buf s;
     int r;
@@ -427,7 +479,7 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
         return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_CLIENT_GETNAME:
         if (c->name[0] == '\0')
-            return buf_append_str(out, "$-1\r\n");
+            return null_reply(out, v3);
         return bulk_str(out, c->name);
     case REDIS_LOCAL_CLIENT_ID:
         return buf_appendf(out, ":%" PRIu64 "\r\n", c->id);
@@ -443,9 +495,9 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
         return buf_append_str(out, "+OK\r\n");
     default:                    /* CLIENT INFO, CLIENT LIST: this client only */
         buf_init(&s);
-        r = client_line(c, env, &s);
+        r = client_line(c, env, v3, &s);
         if (r == 0)
-            r = bulk(out, buf_rptr(&s), buf_len(&s));
+            r = redis__append_text(out, v3, buf_rptr(&s), buf_len(&s));
         buf_free(&s);
         return r;
     }
@@ -716,8 +768,10 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(info_sum_line(b, ic, "evicted_keys", 0));
         INFO_TRY(info_sum_line(b, ic, "keyspace_hits", 0));
         INFO_TRY(info_sum_line(b, ic, "keyspace_misses", 0));
-        /* SUBSCRIBE and PSUBSCRIBE are refused: no client of the proxy has a channel */
-        INFO_TRY(buf_append_str(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n"));
+        /* a channel lives on one server, a pattern of the proxy's clients on every one */
+        INFO_TRY(info_sum_line(b, ic, "pubsub_channels", 0));
+        INFO_TRY(info_fold_line(b, ic, "pubsub_patterns", FOLD_MAX));
+        INFO_TRY(info_sum_line(b, ic, "pubsubshard_channels", 0));
         for (uint32_t i = 0; i < ic->nnum; i++) {
             const char *nm = ic->num[i].name;
             if (strcmp(nm, "pid") == 0 || strcmp(nm, "time") == 0 || strcmp(nm, "uptime") == 0 ||
@@ -745,13 +799,12 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(buf_appendf(b, "# Cluster\r\ncluster_enabled:%d\r\n", env->cluster ? 1 : 0));
         break;
     case INFO_KEYSPACE: {
-        /* keyspace: redis.c's INFO keyspace merge of the same replies, a bulk string */
-        const char *k = keyspace ? buf_rptr(keyspace) : NULL;
-        size_t kl = keyspace ? buf_len(keyspace) : 0;
-        const char *body = k ? memchr(k, '\n', kl) : NULL;
-        if (body != NULL && kl >= (size_t)(body - k) + 3) {
-            body++;
-            INFO_TRY(buf_append(b, body, kl - (size_t)(body - k) - 2));
+        /* keyspace: redis.c's INFO keyspace merge of the same replies, a bulk string (a
+         * verbatim one for a RESP3 client) */
+        const char *body;
+        size_t bl;
+        if (keyspace != NULL && redis__text(buf_rptr(keyspace), buf_len(keyspace), &body, &bl) == 0) {
+            INFO_TRY(buf_append(b, body, bl));
         } else {
             INFO_TRY(buf_append_str(b, "# Keyspace\r\n"));
         }
@@ -856,13 +909,12 @@ int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfra
         return -1;
     ic.asked = nfrag;
     for (uint32_t f = 0; f < nfrag && ic.n < sizeof(ic.text) / sizeof(ic.text[0]); f++) {
-        const char *d = buf_rptr(frag[f]);
-        size_t len = buf_len(frag[f]);
-        const char *nl = len > 0 && d[0] == '$' ? memchr(d, '\n', len) : NULL;
-        if (nl == NULL)
+        const char *t;
+        size_t tl;
+        if (redis__text(buf_rptr(frag[f]), buf_len(frag[f]), &t, &tl) < 0)
             continue;                   /* an error reply: that server is left out */
-        ic.text[ic.n] = nl + 1;
-        ic.len[ic.n] = len - (size_t)(nl + 1 - d);
+        ic.text[ic.n] = t;
+        ic.len[ic.n] = tl;
         ic.n++;
     }
     if (env != NULL && env->render_stats != NULL)
@@ -875,7 +927,7 @@ int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfra
     size_t n = buf_len(&b);
     if (n >= 2)
         n -= 2;
-    rc = bulk(out, buf_len(&b) ? buf_rptr(&b) : "", n);
+    rc = redis__append_text(out, env != NULL && env->variant, buf_len(&b) ? buf_rptr(&b) : "", n);
 out:
     buf_free(&b);
     return rc;
@@ -889,6 +941,7 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     struct largs l = { req->u.redis.inl ? req->u.redis.inl : buf, p->keys, req->u.redis.argc };
     const struct redis_command *cmd;
     int64_t v;
+    int v3 = (p->flags & PROTO_PF_VARIANT) != 0;
 
     if (req->cmd >= redis_ncommands || l.argc == 0)
         return buf_append_str(out, "-ERR internal error: not a local command\r\n");
@@ -897,6 +950,12 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_PING:
         if (l.argc > 2)
             return wrong_args(out, "ping");
+        if ((p->flags & PROTO_PF_SUBSCRIBED) && !v3) {
+            /* RESP2 subscribed mode: Redis answers with a message-shaped array */
+            if (buf_append_str(out, "*2\r\n$4\r\npong\r\n") < 0)
+                return -ENOMEM;
+            return l.argc == 2 ? bulk(out, l.buf + l.a[1].off, l.a[1].len) : bulk(out, "", 0);
+        }
         if (l.argc == 2)
             return bulk(out, l.buf + l.a[1].off, l.a[1].len);
         return buf_append_str(out, "+PONG\r\n");
@@ -917,12 +976,21 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_UNWATCH:
         return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_RESET:
+        /* RESP2 again, out of subscribed mode (the core ends the subscriptions) */
         c->name[0] = '\0';
         if (c->auth != NULL) {
             c->authed = 0;
             p->flags &= ~(uint32_t)PROTO_PF_AUTHED;
         }
-        return buf_append_str(out, "+RESET\r\n");
+        p->flags &= ~(uint32_t)(PROTO_PF_VARIANT | PROTO_PF_SUBSCRIBED);
+        return buf_append_str(out, "+RESET\r\n") < 0 ? -ENOMEM : PROTO_LOCAL_RESET;
+    case REDIS_LOCAL_EMPTY_ARRAY:
+        return buf_append_str(out, "*0\r\n");
+    case REDIS_LOCAL_CLIENT_TRACKING:
+    case REDIS_LOCAL_CLIENT_TRACKINGINFO:
+    case REDIS_LOCAL_CLIENT_GETREDIR:
+    case REDIS_LOCAL_CLIENT_CACHING:
+        return local_tracking(cmd->local, &l, v3, out);
     case REDIS_LOCAL_COMMAND:
     case REDIS_LOCAL_COMMAND_COUNT:
     case REDIS_LOCAL_COMMAND_INFO:
@@ -948,7 +1016,7 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_SETINFO:
     case REDIS_LOCAL_CLIENT_NO_EVICT:
     case REDIS_LOCAL_CLIENT_NO_TOUCH:
-        return local_client(cmd->local, c, &l, env, out);
+        return local_client(cmd->local, c, &l, env, v3, out);
     case REDIS_LOCAL_CLUSTER_OK:
     case REDIS_LOCAL_CLUSTER_KEYSLOT:
     case REDIS_LOCAL_CLUSTER_MYID:

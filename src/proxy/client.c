@@ -12,6 +12,7 @@
 #include "proxy/forward.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/registry.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
@@ -43,7 +44,8 @@ static int64_t proxy_memory(const struct client *c)
 /* What the client holds: its buffers and the replies waiting in its queue. */
 static size_t client_mem_usage(const struct client *c)
 {
-    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes;
+    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes +
+           (c->pubsub != NULL ? pubsub_memory(c) : 0);
 }
 
 /* Bring the proxy-wide count up to date with this client's use (in steps,
@@ -127,6 +129,7 @@ void client_close(struct client *c)
     session_client_closed(c);
     while ((n = queue_first(&c->pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
+    pubsub_free(c);
     client_drop_msgs(c);
     c->held_bytes = 0;
     queue_remove(&c->link);
@@ -321,6 +324,8 @@ static void client_stream_copy(struct client *c)
 
 void client_pin_idle(struct client *c, struct sconn *s)
 {
+    if (c->pubsub != NULL && pubsub_pin_idle(c, s))
+        return;                         /* a subscription connection: nothing waits on it */
     if (c->stream != s) {
         if (session_pin_idle(c, s))     /* a session's hold is over */
             goto parse;
@@ -348,6 +353,8 @@ void client_pin_writable(struct client *c, struct sconn *s)
 
 void client_pin_lost(struct client *c, struct sconn *s)
 {
+    if (c->pubsub != NULL && pubsub_pin_lost(c, s))
+        return;
     if (c->stream != s) {
         /* A session's: its requests were answered with errors; what the client
          * holds in its input is parsed again from the flush (paused until). */
@@ -652,6 +659,7 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
         return;
     }
     if (g->client_timeout_s > 0 && queue_empty(&c->msgs) && c->in == CLIENT_IN_PARSE &&
+        !(c->parser.flags & PROTO_PF_SUBSCRIBED) &&     /* as Redis: subscribers wait */
         now_ms - c->active_ms >= (uint64_t)g->client_timeout_s * 1000u) {
         STATS_ADD(&c->pool->stats, client_timeouts, 1);
         client_close(c);
@@ -688,6 +696,7 @@ void client_refresh(struct client *c)
         else
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
+    pubsub_refresh(c);
 }
 
 /* "ip:port" of a TCP peer into out. */
@@ -828,6 +837,7 @@ void client_env(struct client *c, struct proto_env *env)
         .now_us = util_wall_us(),
         .pool_name = c->pool->cp->name,
         .nservers = c->pool->nservers,
+        .variant = (c->parser.flags & PROTO_PF_VARIANT) != 0,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
         .local_addr = client_local_addr,

@@ -12,6 +12,7 @@
 
 struct listener;
 struct msg;
+struct pubsub;
 struct sconn;
 struct worker;
 struct wpool;
@@ -48,6 +49,7 @@ struct client {
     uint64_t            partial_ms;     /* since when an incomplete request waits (0: none) */
     struct proto_parser parser;
     struct proto_client pc;
+    struct pubsub      *pubsub;         /* its subscriptions (pubsub.c), NULL: none */
     uint8_t             dirty;
     uint8_t             paused;         /* reading stopped for backpressure */
     uint8_t             eof;            /* no more input: close when answered */

@@ -17,6 +17,7 @@
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
@@ -101,6 +102,12 @@ static void forward_key(const struct wpool *pool, const struct proto_req *req, c
     }
 }
 
+void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                  uint32_t k, char *dec, struct route_key *rk)
+{
+    forward_key(pool, req, buf, k, dec, rk);
+}
+
 /* The pool a key belongs to by the client pool's `routes:` rules. */
 static struct wpool *forward_key_pool(struct client *c, const struct route_key *rk)
 {
@@ -164,8 +171,11 @@ static inline void forward_route(struct client *c, struct wpool *pool, struct ms
                                  const struct route_key *rk, const struct proto_req *req,
                                  struct route *rt)
 {
-    route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                  (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk[0], rt);        /* PUBLISH: to the owner only */
+    else
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
     forward_route_effects(c, pool, rt, &rk[0]);
     if (rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY | ROUTE_EV_FAILOVER))
         forward_route_down(c, pool, m, rk, req, rt);
@@ -230,7 +240,7 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
                   const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
                   enum proto_err *code, const char **reason)
 {
-    struct sconn *s = via != NULL ? via : server_pick(srv, hint, reason);
+    struct sconn *s = via != NULL ? via : server_pick(srv, hint, m->rflags, reason);
 
     m->server = srv;
     if (s == NULL) {
@@ -541,6 +551,8 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
     int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
     if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
         m->flags |= MSG_F_CLOSE;
+    if (rc == PROTO_LOCAL_RESET)
+        pubsub_reset(c);            /* RESET ends every subscription */
     forward_answer(c, m);
 }
 
@@ -566,14 +578,16 @@ struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_
         rk = *rkp = w->rkeys;
     }
     forward_key(c->pool, req, buf, 0, dec, &rk[0]);
-    struct wpool *pool = forward_key_pool(c, &rk[0]);
+    /* pub/sub channels live in the client's pool: `routes:` are for keys */
+    int channel = (req->flags & PROTO_RF_CHANNEL) != 0;
+    struct wpool *pool = channel ? c->pool : forward_key_pool(c, &rk[0]);
     route_key_place(&pool->view, &rk[0]);
     for (uint32_t i = 1; i < nkeys; i++) {
         /* dec is used by a meta command's base64 key only, and a meta
          * command has one key; a Redis inline request's keys are in the
          * parser's memory. */
         forward_key(c->pool, req, buf, i, dec, &rk[i]);
-        if (c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
+        if (!channel && c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
             STATS_ADD(&c->pool->stats, crossslot, 1);
             forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
             return NULL;
@@ -698,6 +712,9 @@ int forward_request(struct client *c, const struct proto_req *req, const char *b
     case PROTO_REQ_SESSION:     /* the session it belongs to is gone (its server failed) */
         forward_refuse(c, m, PROTO_ERR_SERVER, "no session for this request");
         break;
+    case PROTO_REQ_SUBSCRIBE:
+        pubsub_request(c, m, req, buf);
+        break;
     }
     return 0;
 }
@@ -755,10 +772,13 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     if (req->kind != PROTO_REQ_SINGLE || req->nkeys != 1 || req->sess != 0 || c->nsessions != 0)
         return NULL;                /* a session's requests go through it, whole */
     forward_key(c->pool, req, buf, 0, dec, &rk);
-    struct wpool *pool = forward_key_pool(c, &rk);
+    struct wpool *pool = (req->flags & PROTO_RF_CHANNEL) ? c->pool : forward_key_pool(c, &rk);
     route_key_place(&pool->view, &rk);
-    route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr,
-                  uv_now(&c->w->loop), &rt);
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk, &rt);
+    else
+        route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0,
+                      c->w->rr, uv_now(&c->w->loop), &rt);
     if (rt.kind == ROUTE_COPIES || (rt.events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)))
         return NULL;                /* buffered: every copy needs the whole body, and a
                                        write for a down server is remembered first */

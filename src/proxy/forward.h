@@ -38,6 +38,11 @@ int forward_request(struct client *c, const struct proto_req *req, const char *b
 struct msg *forward_stream(struct client *c, const struct proto_req *req, const char *buf,
                            uint64_t avail, int *answered);
 
+/* The bytes request key k is placed by (read through the protocol's key_bytes when the
+ * request says so, decoded into dec, PROTO_KEY_DECODED_MAX bytes), in rk->bytes/len. */
+void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
+                  uint32_t k, char *dec, struct route_key *rk);
+
 /* ---- for sessions (session.c), which dispatch through the same steps */
 
 enum forward_how {

@@ -214,6 +214,22 @@ static void msg_merge_frags(struct msg *p, struct client *c)
     }
 }
 
+/* A built reply stands when every fragment succeeded; else the first failure replaces it
+ * and closes the client (the servers did not do what its reply said). */
+static void msg_check_built(struct msg *p, struct client *c)
+{
+    for (uint32_t i = 0; i < p->nfrag; i++) {
+        struct msg *f = p->frags[i];
+        if (f == NULL || !(f->flags & MSG_F_ERROR))
+            continue;
+        p->rsp.rpos = p->rsp.wpos = 0;   /* counted in held_bytes only once it is done */
+        buf_swap(&p->rsp, &f->rsp);
+        p->flags |= MSG_F_ERROR | MSG_F_CLOSE;
+        STATS_ADD(&c->pool->stats, forward_error, 1);
+        return;
+    }
+}
+
 /* Every child of parent p is answered (or, for all-async copies, the first
  * one succeeded): build p's reply and deliver it. */
 static void msg_parent_done(struct worker *w, struct msg *p)
@@ -226,6 +242,8 @@ static void msg_parent_done(struct worker *w, struct msg *p)
     }
     if (p->flags & MSG_F_COPIES)
         msg_pick_copy(p);
+    else if (p->flags & MSG_F_BUILT)
+        msg_check_built(p, c);
     else
         msg_merge_frags(p, c);
     for (uint32_t i = 0; i < p->nfrag; i++) {
@@ -383,7 +401,7 @@ int msg_resend(struct worker *w, struct msg *m, struct server *to, const char *p
                size_t prefix_len)
 {
     const char *reason = NULL;
-    struct sconn *s = server_pick(to, 0, &reason);
+    struct sconn *s = server_pick(to, 0, m->rflags, &reason);
     struct msg *pm = NULL;
 
     if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)

@@ -79,6 +79,10 @@ enum msg_warm {
 #define MSG_F_CTABLE   0x0400  /* in its connection's table of gets to join (collapse.c) */
 #define MSG_F_RSPLOST  0x0800  /* a leader's reply could not be kept whole (no memory) */
 #define MSG_F_FAILOVER 0x1000  /* a write to a failover server: failover_ttl caps its TTL */
+#define MSG_F_BUILT    0x2000  /* a parent whose reply the proxy wrote when it sent the
+                                  fragments (pub/sub confirmations): they need only succeed;
+                                  one that fails ends the client (its state is not the
+                                  servers' any more) with that failure as the last reply */
 
 struct msg;
 struct worker;
@@ -114,7 +118,8 @@ struct msg {
     uint16_t       flags;       /* MSG_F_* */
     uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */
-    uint32_t       items;       /* retrieval: values returned */
+    uint32_t       items;       /* retrieval: values returned; a fragment on a subscribed
+                                   connection: confirmations received (one per key) */
     uint32_t       nkeys;       /* keys the request carried (hits/misses) */
     uint64_t       start_us;
     uint64_t       deadline_ms; /* 0: no timeout */

@@ -128,7 +128,7 @@ static int rejoin_send(struct server *srv, const struct msg_watch *wt, const cha
     struct worker *w = srv->w;
     const struct proto_ops *ops = srv->pool->ops;
     const char *reason = NULL;
-    struct sconn *s = server_pick(srv, 0, &reason);
+    struct sconn *s = server_pick(srv, 0, 0, &reason);
     struct msg *m = s != NULL ? msg_get(w) : NULL;
     uint16_t cmd = 0;
 

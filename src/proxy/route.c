@@ -395,3 +395,16 @@ void route_request(const struct route_pool *rp, const struct route_key *rk, uint
     if (single && (rflags & PROTO_RF_RETRIEVAL))
         rt->warm_from = route_warm_from(rp, rk, to, now_ms);
 }
+
+void route_channel(const struct route_pool *rp, const struct route_key *rk, struct route *rt)
+{
+    route_clear(rt);
+    if (!route_up(rp, rk->owner)) {
+        rt->kind = ROUTE_FAIL;
+        rt->err = PROTO_ERR_DOWN;
+        rt->down = rk->owner;
+        rt->probe = rk->owner;
+        return;
+    }
+    route_send(rt, rk->owner);
+}

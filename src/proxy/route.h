@@ -132,6 +132,12 @@ static inline int route_key_together(const struct route_pool *rp, const struct r
         return route_key_slot(a) == route_key_slot(b);
     return a->owner == b->owner;
 }
+/*
+ * A pub/sub channel (PROTO_RF_CHANNEL): its owner and nothing else — no replicas, bounded
+ * loads or failover, so that a publisher and the channel's subscribers always meet on one
+ * server — or, while the owner is down, FAIL naming it (with its probe, which may be due).
+ */
+void route_channel(const struct route_pool *rp, const struct route_key *rk, struct route *rt);
 
 /* Bounded loads: remember that rk's reads spill to server `to`, so that its
  * writes reach that server too for a while (the one write routing does). */

@@ -14,6 +14,7 @@
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
+#include "proxy/pubsub.h"
 #include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/warmup.h"
@@ -24,7 +25,6 @@
 #define SCONN_BACKOFF_MAX_MS 2000
 #define SCONN_READ_CHUNK     16384
 #define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
-#define SCONN_PIN_SLOT       UINT32_MAX    /* a connection that is not one of srv->conns */
 #define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
 
 static void sconn_process(struct sconn *s);
@@ -77,7 +77,8 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
     s->w = w;
     s->pool = pool;
     s->nconns = pool->cp->server_connections ? pool->cp->server_connections : 1;
-    s->conns = calloc(s->nconns, sizeof(*s->conns));
+    s->nslots = s->nconns * PROTO_VARIANTS;
+    s->conns = calloc(s->nslots, sizeof(*s->conns));
     if (s->conns == NULL)
         goto fail;
     if ((s->ident = strdup(cs->ident)) == NULL)
@@ -125,7 +126,7 @@ void server_destroy(struct server *s, int now)
     struct qnode *n, *tmp;
 
     s->removed = 1;
-    for (uint32_t i = 0; i < s->nconns; i++) {
+    for (uint32_t i = 0; i < s->nslots; i++) {
         struct sconn *c = s->conns[i];
         if (c == NULL)
             continue;
@@ -207,7 +208,7 @@ void server_check_handshakes(struct server *srv, uint64_t now_ms)
 {
     struct qnode *n, *tmp;
 
-    for (uint32_t i = 0; i < srv->nconns; i++)
+    for (uint32_t i = 0; i < srv->nslots; i++)
         if (srv->conns[i] != NULL && tls_expired(&srv->conns[i]->conn, now_ms))
             sconn_tls_failed(srv->conns[i], TLS_FAIL_TIMEOUT);
     QUEUE_FOREACH_SAFE(n, tmp, &srv->pins) {
@@ -295,6 +296,7 @@ static int sconn_hello(struct sconn *s, int reset)
         const struct proto_hello hello = {
             .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
             .replica_reads = cp->replica_reads,
+            .variant = s->variant,
         };
         int h = ops->server_hello(&hello, out);
         if (h < 0)
@@ -425,10 +427,11 @@ static void sconn_connect(struct sconn *s)
 
 /*
  * A new connection object for srv, in srv->conns[slot] (or a pinned one
- * with SCONN_PIN_SLOT), its hello queued, connecting. NULL without memory;
- * a connection that failed at once comes back CLOSING.
+ * with SCONN_PIN_SLOT) of the protocol's `variant` (its hello says which), its
+ * hello queued, connecting. NULL without memory; a connection that failed at
+ * once comes back CLOSING.
  */
-static struct sconn *sconn_open(struct server *srv, uint32_t slot)
+static struct sconn *sconn_open(struct server *srv, uint32_t slot, uint8_t variant)
 {
     struct worker *w = srv->w;
     struct sconn *s = calloc(1, sizeof(*s));
@@ -436,6 +439,8 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     if (s == NULL)
         return NULL;
     s->server = srv;
+    s->slot = slot;
+    s->variant = variant;
     s->parser.item_size_max = srv->pool->cp->item_size_max;
     if (srv->pool->cp->redis_cluster)
         s->parser.flags |= PROTO_PF_CLUSTER;    /* its MOVED/ASK/TRYAGAIN are followed */
@@ -475,14 +480,12 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot)
     return s;
 }
 
-struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason)
+/* server_pick's slow path: slot is empty or closing. Kept out of line so that the
+ * usual pick saves no registers. */
+static __attribute__((noinline)) struct sconn *server_pick_open(struct server *srv,
+                                                              uint32_t slot, const char **reason)
 {
-    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
-    struct sconn *s = srv->conns[slot];
-
-    if (s != NULL && s->state != SCONN_CLOSING)
-        return s;
-    if (s != NULL) {
+    if (srv->conns[slot] != NULL) {
         *reason = "connection closing";
         return NULL;
     }
@@ -494,7 +497,8 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
         server_failed(srv, *reason);
         return NULL;
     }
-    s = sconn_open(srv, slot);
+    /* the slots past nconns are the second variant's */
+    struct sconn *s = sconn_open(srv, slot, slot >= srv->nconns);
     if (s == NULL) {
         *reason = "out of memory";
         return NULL;
@@ -506,6 +510,18 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, const char **reason
     return s;
 }
 
+struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, const char **reason)
+{
+    uint32_t slot = srv->nconns == 1 ? 0 : (uint32_t)(hint % srv->nconns);
+    if (rflags & PROTO_RF_VARIANT)
+        slot += srv->nconns;    /* RESP2 and RESP3 clients never share a connection */
+    struct sconn *s = srv->conns[slot];
+
+    if (s != NULL && s->state != SCONN_CLOSING)
+        return s;
+    return server_pick_open(srv, slot, reason);
+}
+
 void server_probe(struct server *srv)
 {
     struct worker *w = srv->w;
@@ -513,7 +529,7 @@ void server_probe(struct server *srv)
     int timeout = srv->pool->cp->timeout_ms > 0 ? srv->pool->cp->timeout_ms : 1000;
 
     srv->retry_at_ms = 0;           /* the probe is the retry */
-    struct sconn *s = server_pick(srv, 0, &reason);
+    struct sconn *s = server_pick(srv, 0, 0, &reason);
     struct msg *m = s ? msg_get(w) : NULL;
     size_t before = s ? buf_len(&s->conn.obuf) : 0;
     if (s == NULL || m == NULL || buf_append_str(&s->conn.obuf, srv->pool->ops->probe) < 0) {
@@ -539,20 +555,27 @@ void server_preconnect(struct server *srv)
 {
     const char *reason;
     for (uint32_t i = 0; i < srv->nconns; i++)
-        (void)server_pick(srv, i, &reason);
+        (void)server_pick(srv, i, 0, &reason);
 }
 
 /* ------------------------------------------------------------------ pinned connections */
 
 struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
 {
-    struct qnode *n = queue_first(&srv->idle_pins);
-    struct sconn *s;
+    uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
+    struct qnode *n;
+    struct sconn *s = NULL;
 
-    if (n != NULL) {
-        queue_remove(n);
+    QUEUE_FOREACH(n, &srv->idle_pins) {
+        struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);
+        if (idle->variant == variant) {
+            s = idle;
+            break;
+        }
+    }
+    if (s != NULL) {
+        queue_remove(&s->pin_link);
         srv->nidle_pins--;
-        s = QUEUE_DATA(n, struct sconn, pin_link);
     } else {
         uint32_t max = srv->pool->cp->max_pinned;
         if (atomic_fetch_add(&srv->health->pinned, 1) >= max) {
@@ -566,7 +589,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
             *reason = "server unreachable (reconnecting)";
             return NULL;
         }
-        s = sconn_open(srv, SCONN_PIN_SLOT);
+        s = sconn_open(srv, SCONN_PIN_SLOT, variant);
         if (s == NULL) {
             atomic_fetch_sub(&srv->health->pinned, 1);
             *reason = "out of memory";
@@ -848,6 +871,87 @@ static void sconn_garbage(struct sconn *s, const char *what, const char *p, size
     sconn_close(s, what, 1);
 }
 
+/* A push on a connection that is not subscribed (a server sending what nobody asked
+ * for, such as invalidations): dropped, logged once per connection. */
+static void sconn_push_dropped(struct sconn *s, const char *p, size_t n)
+{
+    if (s->push_logged)
+        return;
+    s->push_logged = 1;
+    log_hexdump(LOG_INFO_, __FILE__, __LINE__, "push frame from a server dropped (no client "
+                "subscribed on this connection; later ones are not logged)", p, n);
+}
+
+/*
+ * A reply unit on a subscribed connection that is not a message: one confirmation of an
+ * (un)subscription, which gets one per name it carried (the fragment's nkeys; the proxy
+ * wrote the client's own confirmations when it sent it, pubsub.c), or the error that
+ * answers all of it (kept: the client gets it), or a reply to the proxy's own hello. The
+ * reset's reply on a connection no client holds any more ends its subscribed mode.
+ */
+static void sconn_sub_reply(struct sconn *s, struct msg *m, const char *p, const struct proto_rsp *rsp)
+{
+    struct buf *in = &s->conn.ibuf;
+    int error = (rsp->flags & PROTO_SF_ERROR) != 0;
+
+    if (m->role < MSG_HELLO)
+        STATS_ADD(&s->server->stats, response_bytes, rsp->hdr_len);
+    if (error) {
+        m->flags |= MSG_F_ERROR;
+        msg_reply_bytes(m, p, rsp->hdr_len, 0, 0);
+    }
+    buf_consume(in, rsp->hdr_len);
+    if (!error && m->role == MSG_FRAG && ++m->items < m->nkeys)
+        return;                         /* confirmations of its other names are due */
+    int hello = m->role == MSG_HELLO;
+    sconn_reply_done(s);
+    if (hello && s->pinned == NULL && s->state == SCONN_CONNECTED)
+        s->parser.flags &= ~(uint32_t)PROTO_PF_SUBSCRIBED;
+}
+
+/*
+ * The next unit of a subscribed connection's input (first: its queue's first message, or
+ * NULL), or of a shared one whose queue is empty. A message goes to the holding client
+ * (pubsub.c); a confirmation, an error or the hello's reply to the queue's first message.
+ * 1: a unit was taken, go on; 0: more input is needed; 2: a unit with a body (never sent
+ * there), left for the caller's usual path to parse again; -1: the connection was closed.
+ */
+static int sconn_sub_unit(struct sconn *s, struct qnode *first)
+{
+    const struct proto_ops *ops = s->server->pool->ops;
+    struct buf *in = &s->conn.ibuf;
+    const char *p = buf_rptr(in);
+    size_t len = buf_len(in);
+    struct msg *m = first != NULL ? QUEUE_DATA(first, struct msg, sq) : NULL;
+    struct proto_rsp rsp;
+
+    if (!(s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+        sconn_garbage(s, "unsolicited reply from server", p, len);
+        return -1;
+    }
+    int rc = ops->parse_rsp(&s->parser, p, len, m != NULL ? m->cmd : ops->probe_cmd,
+                            m != NULL ? m->rflags : 0, &rsp);
+    if (rc == 0)
+        return 0;
+    if (rc < 0) {
+        sconn_garbage(s, "malformed reply from server", p, len);
+        return -1;
+    }
+    if (rsp.flags & PROTO_SF_PUSH) {
+        pubsub_message(s, p, rsp.hdr_len);
+        buf_consume(in, rsp.hdr_len);
+        return 1;
+    }
+    if (m == NULL) {
+        sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
+        return -1;
+    }
+    if (rsp.body_len > 0)
+        return 2;
+    sconn_sub_reply(s, m, p, &rsp);
+    return 1;
+}
+
 static void sconn_process(struct sconn *s)
 {
     struct server *srv = s->server;
@@ -879,9 +983,14 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         struct qnode *first = queue_first(&s->sent);
-        if (first == NULL) {
-            sconn_garbage(s, "unsolicited reply from server", p, len);
-            return;
+        if (first == NULL || (s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+            int rc = sconn_sub_unit(s, first);      /* subscribed mode, or nothing asked */
+            if (rc == 1)
+                continue;
+            if (rc == 0)
+                break;
+            if (rc < 0)
+                return;
         }
         struct msg *m = QUEUE_DATA(first, struct msg, sq);
         struct proto_rsp rsp;
@@ -891,6 +1000,11 @@ static void sconn_process(struct sconn *s)
         if (rc < 0) {
             sconn_garbage(s, "malformed reply from server", p, len);
             return;
+        }
+        if (rsp.flags & PROTO_SF_PUSH) {
+            sconn_push_dropped(s, p, rsp.hdr_len);  /* a push nobody asked for: dropped */
+            buf_consume(in, rsp.hdr_len);
+            continue;
         }
         if ((rsp.flags & PROTO_SF_CLUSTER) && srv->pool->cworker != NULL &&
             cworker_reply(s, m, p, rsp.hdr_len)) {
@@ -986,9 +1100,8 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         return;
     int was_connected = s->state == SCONN_CONNECTED;
     s->state = SCONN_CLOSING;
-    for (uint32_t i = 0; i < srv->nconns; i++)
-        if (srv->conns[i] == s)
-            srv->conns[i] = NULL;
+    if (s->slot != SCONN_PIN_SLOT && srv->conns[s->slot] == s)
+        srv->conns[s->slot] = NULL;
     struct client *holder = s->pinned;
     if (holder != NULL) {
         queue_remove(&s->client_link);

@@ -22,6 +22,8 @@ struct wpool;
 
 enum sconn_state { SCONN_IDLE, SCONN_RESOLVING, SCONN_CONNECTING, SCONN_CONNECTED, SCONN_CLOSING };
 
+#define SCONN_PIN_SLOT UINT32_MAX       /* sconn.slot of a connection not in srv->conns */
+
 /* Where the reply parser is within the current reply unit. */
 enum sconn_rx {
     SCONN_RX_UNIT,      /* at the start of a unit: parse its header */
@@ -44,6 +46,9 @@ struct sconn {
     uint8_t            timer_armed;
     uint8_t            resolving;       /* a getaddrinfo is pending */
     uint8_t            is_pin;          /* a pinned connection (held or idle), not a shared one */
+    uint8_t            variant;         /* the protocol variant its hello asked for (RESP3) */
+    uint8_t            push_logged;     /* a push nobody asked for was logged */
+    uint32_t           slot;            /* in srv->conns, or SCONN_PIN_SLOT */
     uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */
     struct qnode       dirty_link;      /* worker's dirty list */
     struct qnode       sent;            /* messages sent, awaiting replies (msg.sq) */
@@ -84,8 +89,9 @@ struct server {
     char              *label;
     struct conf_addr   addr;            /* owned copy */
     uint32_t           index;           /* in its pool's servers[] */
-    uint32_t           nconns;
-    struct sconn     **conns;           /* shared connections */
+    uint32_t           nconns;          /* server_connections */
+    uint32_t           nslots;          /* nconns per protocol variant */
+    struct sconn     **conns;           /* shared connections: [variant * nconns + i] */
     struct qnode       pins;            /* pinned connections held by clients */
     struct qnode       idle_pins;       /* reset pinned connections ready for the next client */
     uint32_t           nidle_pins;
@@ -107,10 +113,12 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
  * Freed when its last connection is closed. */
 void server_destroy(struct server *s, int now);
 
-/* A shared connection to send to: connected or connecting (hint picks one
- * of server_connections, so one key always uses one connection and its
- * requests stay ordered); NULL with *reason in the reconnect back-off. */
-struct sconn *server_pick(struct server *s, uint64_t hint, const char **reason);
+/* A shared connection to send a request with flags rflags to: connected or
+ * connecting, of the request's variant (PROTO_RF_VARIANT: RESP3 clients have
+ * connections of their own), hint picks one of server_connections, so one key
+ * always uses one connection and its requests stay ordered; NULL with *reason
+ * in the reconnect back-off. */
+struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, const char **reason);
 
 /*
  * Pinned connections. server_pin: a connection of the server's own for

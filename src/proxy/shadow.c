@@ -161,7 +161,8 @@ static int shadow_send(struct wpool *pool, struct server *srv, uint64_t hint,
 {
     struct worker *w = pool->w;
     const char *reason = NULL;
-    struct sconn *s = server_pick(srv, hint, &reason);
+    /* of the client's protocol variant (RESP3), as the primary's copy: the replies compare */
+    struct sconn *s = server_pick(srv, hint, req->flags, &reason);
 
     if (s == NULL || s->inflight >= pool->cp->shadow.queue_limit)
         return -1;

@@ -26,7 +26,7 @@ static int warmup_ask(struct worker *w, struct msg *m)
     struct server *old = m->warm_to;
     struct server *now = m->server;
     const char *reason = NULL;
-    struct sconn *s = server_pick(old, 0, &reason);
+    struct sconn *s = server_pick(old, 0, 0, &reason);
     uint16_t fetch_cmd;
 
     if (s == NULL)
@@ -74,7 +74,7 @@ static void warmup_finish(struct worker *w, struct msg *m)
         m->items = 1;
         STATS_ADD(&m->warm_to->pool->stats, warm_hits, 1);
         const char *reason = NULL;
-        struct sconn *s = server_pick(m->warm_to, 0, &reason);
+        struct sconn *s = server_pick(m->warm_to, 0, 0, &reason);
         struct msg *cp = s ? msg_get(w) : NULL;
         if (cp != NULL && buf_append(&s->conn.obuf, buf_rptr(&copy), buf_len(&copy)) == 0) {
             cp->role = MSG_DISCARD;         /* its reply is swallowed */

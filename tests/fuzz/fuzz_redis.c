@@ -328,7 +328,7 @@ static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
             break;
         case PROTO_REQ_LOCAL: {
             int r = R->local(&c, &p, &req, buf + off, &env, &out);
-            CHECK(r == 0 || r == PROTO_LOCAL_CLOSE);
+            CHECK(r == 0 || r == PROTO_LOCAL_CLOSE || r == PROTO_LOCAL_RESET);
             /* every local reply is one complete RESP value */
             struct proto_parser rp = { 0 };
             struct proto_rsp rsp;
@@ -343,6 +343,13 @@ static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
             CHECK(done && at == buf_len(&out));
             break;
         }
+        case PROTO_REQ_SUBSCRIBE:
+            /* a class of names, and the names are the arguments after the command's */
+            CHECK((req.sub & PROTO_SUB_CLASS) != 0);
+            CHECK(req.nkeys == req.u.redis.argc - 1);
+            break;
+        case PROTO_REQ_SESSION:
+        case PROTO_REQ_INDEXED:
         case PROTO_REQ_ERROR:
             break;
         }
@@ -374,9 +381,10 @@ static void fuzz_replies(const char *buf, size_t len, uint16_t rflags)
         }
         CHECK(rsp.hdr_len == (uint32_t)rc);
         if (rsp.flags & PROTO_SF_ERROR)
-            CHECK(buf[off] == '-');
+            CHECK(buf[off] == '-' || buf[off] == '!');     /* RESP3's blob error too */
         if (rsp.body_len) {
-            CHECK(buf[off] == '$');
+            /* a bulk string, RESP3's blob error or verbatim string */
+            CHECK(buf[off] == '$' || buf[off] == '!' || buf[off] == '=');
             if (rsp.body_len > len - off - (size_t)rc)
                 break;
             off += rsp.body_len;

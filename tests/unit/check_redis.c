@@ -393,14 +393,18 @@ START_TEST(test_table_sorted_and_consistent)
         ck_assert_msg(c->arity != 0, "%s: arity 0", c->name);
         if (c->first > 0) {
             /* the first key fits in the minimum argument count */
-            ck_assert_msg(c->first < absar, "%s: first %d arity %d", c->name, c->first, c->arity);
+            /* (a command that may go without its keys: PUBSUB NUMSUB, UNSUBSCRIBE) */
+            int optional = c->local != REDIS_LOCAL_NONE || REDIS_CMD_SUB_OF(c->flags) != 0;
+            ck_assert_msg(c->first < absar || optional,
+                          "%s: first %d arity %d", c->name, c->first, c->arity);
             ck_assert_msg(c->step >= 1, "%s: step", c->name);
             if (c->last >= 0) {
                 ck_assert_msg(c->last >= c->first && c->last < absar, "%s: last", c->name);
                 ck_assert_msg((c->last - c->first + 1) % c->step == 0, "%s: step", c->name);
             } else {
                 /* -1: the last argument; a fixed arity would make it a fixed index */
-                ck_assert_msg(c->arity < 0 && c->first <= absar + c->last, "%s: last %d", c->name, c->last);
+                ck_assert_msg(c->arity < 0 && (c->first <= absar + c->last || optional),
+                              "%s: last %d", c->name, c->last);
             }
         } else {
             ck_assert_msg(c->last == 0 && c->step == 0, "%s: keyless range", c->name);
@@ -409,7 +413,7 @@ START_TEST(test_table_sorted_and_consistent)
             ck_assert_msg(c->numkeys < absar && (c->flags & REDIS_CMD_MOVABLE), "%s: numkeys", c->name);
         /* several keys must be routed: SAME or FANOUT */
         int multi = (c->first > 0 && c->last != c->first) || c->numkeys || (c->flags & REDIS_CMD_STOREOPT);
-        if (multi)
+        if (multi && REDIS_CMD_SUB_OF(c->flags) == 0)   /* subscriptions: names per server */
             ck_assert_msg(c->flags & (REDIS_CMD_SAME | REDIS_CMD_FANOUT), "%s: multi-key", c->name);
         /* every command the proxy forwards has a key to route by */
         if (!(c->flags & (REDIS_CMD_REFUSED | REDIS_CMD_LOCAL | REDIS_CMD_BROADCAST |
@@ -545,9 +549,6 @@ START_TEST(test_refusals)
 {
     expect_refused("MONITOR", "MONITOR");
     expect_refused("script kill", "SCRIPT KILL");
-    expect_refused("SUBSCRIBE ch", "SUBSCRIBE");
-    expect_refused("PUBLISH ch m", "PUBLISH");
-    expect_refused("PUBSUB CHANNELS", "PUBSUB CHANNELS");
     expect_refused("CLIENT KILL 1.2.3.4:5", "CLIENT KILL");
     expect_refused("client pause 10", "CLIENT PAUSE");
     expect_refused("CONFIG GET maxmemory", "CONFIG GET");
@@ -798,7 +799,17 @@ END_TEST
 
 START_TEST(test_rsp_garbage)
 {
-    ck_assert_int_lt(RSP("%1\r\n", 0).rc, 0);        /* RESP3 map: never asked for */
+    ck_assert_int_lt(RSP("%-1\r\n", 0).rc, 0);       /* RESP3 has no null map */
+    ck_assert_int_lt(RSP("~-1\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("=-1\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("!-1\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("#x\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("#tt\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("_x\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$?\r\n", 0).rc, 0);        /* streamed: Redis never sends them */
+    ck_assert_int_lt(RSP("*?\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n#y\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("%1\r\n+a\r\n:x\r\n", 0).rc, 0);
     ck_assert_int_lt(RSP("hello\r\n", 0).rc, 0);
     ck_assert_int_lt(RSP(":12a\r\n", 0).rc, 0);
     ck_assert_int_lt(RSP("$-2\r\n", 0).rc, 0);
@@ -808,6 +819,30 @@ START_TEST(test_rsp_garbage)
     ck_assert_int_lt(RSP("*2\r\n$1\r\nabc\r\n", 0).rc, 0);   /* bulk longer than declared */
     ck_assert_int_lt(RSP("*1\r\n?\r\n", 0).rc, 0);
     ck_assert_int_lt(RSP("\r\n", 0).rc, 0);
+}
+END_TEST
+
+/* Header numbers take string2ll's grammar whether or not they are of the short form the
+ * parser reads without memchr (1-18 digits, no leading zero). */
+START_TEST(test_rsp_numbers_both_ways)
+{
+    ck_assert_int_lt(RSP("$01\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n:0123\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*01\r\n:1\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$3\r\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n$3\r\r\nabc\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("$+3\r\n", 0).rc, 0);
+    ck_assert_int_lt(RSP("*1\r\n$100000000000000000\r\n", 0).rc, 0);  /* over a bulk's limit */
+    ck_assert_int_lt(RSP("*1\r\n:9999999999999999999\r\n", 0).rc, 0);  /* over int64 */
+    ck_assert_int_eq(RSP("*1\r\n:123456789012345678\r\n", 0).rc, 25);   /* 18 digits */
+    ck_assert_int_eq(RSP("*1\r\n:1234567890123456789\r\n", 0).rc, 26);  /* 19: the long way */
+    ck_assert_int_eq(RSP(":0\r\n", 0).rc, 4);
+    ck_assert_int_eq(RSP("*1\r\n:-0\r\n", 0).rc, -1);    /* string2ll refuses -0 */
+    struct rres r = RSP("$12\r\nhello world!\r\n", 0);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.body_len, 14);
+    r = RSP("*2\r\n$10\r\n0123456789\r\n*1\r\n+1\r\n", 0);
+    ck_assert_int_eq(r.rc, 29);
 }
 END_TEST
 
@@ -931,7 +966,9 @@ static void merge_to(const struct proto_req *req, const char *buf, const uint32_
     int rc = R->merge(req->cmd, buf, req->keys, req->nkeys, key_frag, frag, nfrag, &out);
     ck_assert_int_eq(rc, want_rc);
     if (rc == 0) {
-        ck_assert_uint_eq(buf_len(&out), 4 + strlen(want));
+        ck_assert_msg(buf_len(&out) == 4 + strlen(want) &&
+                      memcmp(buf_rptr(&out) + 4, want, strlen(want)) == 0, "merged %.*s",
+                      (int)buf_len(&out) - 4, buf_rptr(&out) + 4);
         ck_assert_int_eq(memcmp(buf_rptr(&out) + 4, want, strlen(want)), 0);
     } else {
         ck_assert_uint_eq(buf_len(&out), 4);         /* nothing half-written */
@@ -1169,7 +1206,7 @@ START_TEST(test_auth_flows)
     ck_assert_int_eq(s.c.authed, 0);
     ck_assert_str_eq(say(&s, "HELLO 2", NULL),
                      "-NOAUTH HELLO must be called with the client already authenticated, otherwise the "
-                     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+                     "HELLO AUTH <user> <pass> option can be used to authenticate the client and "
                      "select the RESP protocol version at the same time\r\n");
     ck_assert_str_eq(say(&s, "AUTH s3cret", NULL), "+OK\r\n");
     ck_assert_int_eq(s.c.authed, 1);
@@ -1208,7 +1245,22 @@ START_TEST(test_hello)
                      "$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:42\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
                      "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n");
     ck_assert_str_eq(say(&s, "HELLO 3", NULL),
-                     "-NOPROTO this protocol version is not supported by ringleader (RESP3 is not supported yet)\r\n");
+                     "%7\r\n$6\r\nserver\r\n$10\r\nringleader\r\n$7\r\nversion\r\n$5\r\n0.1.0\r\n"
+                     "$5\r\nproto\r\n:3\r\n$2\r\nid\r\n:42\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n"
+                     "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n");
+    ck_assert(s.p.flags & PROTO_PF_VARIANT);
+    /* HELLO without a version answers in the protocol the client has */
+    ck_assert_int_eq(say(&s, "HELLO", NULL)[0], '%');
+    ck_assert_str_eq(say(&s, "CLIENT GETNAME", NULL), "_\r\n");
+    ck_assert_int_eq(say(&s, "HELLO 2 SETNAME app", NULL)[0], '*');
+    ck_assert(!(s.p.flags & PROTO_PF_VARIANT));
+    ck_assert_str_eq(say(&s, "CLIENT GETNAME", NULL), "$3\r\napp\r\n");
+    ck_assert_int_eq(say(&s, "HELLO 3 AUTH default nopass-ignored", NULL)[0], '%');
+    ck_assert_str_eq(say(&s, "RESET", NULL), "+RESET\r\n");
+    ck_assert(!(s.p.flags & PROTO_PF_VARIANT));
+    ck_assert_str_eq(say(&s, "HELLO 1", NULL), "-NOPROTO unsupported protocol version\r\n");
+    ck_assert_str_eq(say(&s, "HELLO 03", NULL),
+                     "-ERR Protocol version is not an integer or out of range\r\n");
     ck_assert_str_eq(say(&s, "HELLO 4", NULL), "-NOPROTO unsupported protocol version\r\n");
     ck_assert_str_eq(say(&s, "HELLO 2 bogus", NULL), "-ERR Syntax error in HELLO option 'bogus'\r\n");
     buf_free(&s.out);
@@ -1275,19 +1327,31 @@ START_TEST(test_error_reply_hello_probe)
     ck_assert_uint_eq(buf_len(&out), strlen(want));
     ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
     out.rpos = out.wpos = 0;
-    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, "pw", 2 }, &out), 2);
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, "pw", 2, 0 }, &out), 2);
     want = "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n";
     ck_assert_uint_eq(buf_len(&out), strlen(want));
     ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
     out.rpos = out.wpos = 0;
     /* an ACL user: AUTH user pass */
-    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ "proxy", "pw", 0 }, &out), 1);
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ "proxy", "pw", 0, 0 }, &out), 1);
     want = "*3\r\n$4\r\nAUTH\r\n$5\r\nproxy\r\n$2\r\npw\r\n";
     ck_assert_uint_eq(buf_len(&out), strlen(want));
     ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
     out.rpos = out.wpos = 0;
-    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, NULL, 0 }, &out), 0);
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, NULL, 0, 0 }, &out), 0);
     ck_assert_uint_eq(buf_len(&out), 0);
+    /* RESP3 connections: HELLO 3, with its AUTH (the default user unless one is named) */
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, NULL, 0, 1 }, &out), 1);
+    want = "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->server_hello(&(struct proto_hello){ NULL, "pw", 3, 1 }, &out), 2);
+    want = "*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$7\r\ndefault\r\n$2\r\npw\r\n"
+           "*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n";
+    ck_assert_uint_eq(buf_len(&out), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(&out), want, strlen(want)), 0);
+    out.rpos = out.wpos = 0;
     ck_assert_str_eq(R->probe, "*1\r\n$4\r\nPING\r\n");
     ck_assert_str_eq(R->name, "redis");
     buf_free(&out);
@@ -1707,6 +1771,232 @@ START_TEST(test_merge_sum_overflow_and_empty_fragment)
 }
 END_TEST
 
+/* ------------------------------------------------------------- RESP3, pub/sub */
+
+START_TEST(test_rsp_resp3_types)
+{
+    struct rres r = RSP("_\r\n", PROTO_RF_RETRIEVAL);
+    ck_assert_int_eq(r.rc, 3);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);        /* a null is no hit */
+    ck_assert_int_eq(RSP("#t\r\n", 0).rc, 4);
+    ck_assert_int_eq(RSP("#f\r\n", 0).rc, 4);
+    ck_assert_int_eq(RSP(",3.14\r\n", 0).rc, 7);
+    ck_assert_int_eq(RSP(",-inf\r\n", 0).rc, 7);
+    ck_assert_int_eq(RSP("(3492890328409238509324850943850943825024385\r\n", 0).rc, 46);
+    r = RSP("!21\r\nSYNTAX invalid syntax\r\n", 0);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.body_len, 23);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_ERROR);
+    r = RSP("=15\r\ntxt:Some string\r\n", PROTO_RF_RETRIEVAL);
+    ck_assert_int_eq(r.rc, 5);
+    ck_assert_uint_eq(r.rsp.body_len, 17);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
+    static const char map[] = "%2\r\n+first\r\n:1\r\n$6\r\nsecond\r\n%1\r\n_\r\n~2\r\n#t\r\n,1.5\r\n";
+    r = RSP(map, 0);
+    ck_assert_int_eq(r.rc, (int)sizeof(map) - 1);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL);
+    ck_assert_int_eq(RSP("%0\r\n", 0).rc, 4);
+    ck_assert_int_eq(RSP("~0\r\n", 0).rc, 4);
+    /* an attribute annotates the reply after it: both are one unit */
+    static const char attr[] = "|1\r\n+key-popularity\r\n%2\r\n$1\r\na\r\n,0.1923\r\n$1\r\nb\r\n"
+                               ",0.0012\r\n*2\r\n:2039123\r\n:9543892\r\n";
+    r = RSP(attr, 0);
+    ck_assert_int_eq(r.rc, (int)sizeof(attr) - 1);
+    static const char inner[] = "*2\r\n|1\r\n+ttl\r\n:3600\r\n$1\r\nv\r\n:7\r\n";
+    ck_assert_int_eq(RSP(inner, 0).rc, (int)sizeof(inner) - 1);
+    /* a push is out of band, whole */
+    static const char push[] = ">3\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n:0\r\n";
+    r = RSP(push, 0);
+    ck_assert_int_eq(r.rc, (int)sizeof(push) - 1);
+    ck_assert_uint_eq(r.rsp.flags, PROTO_SF_FINAL | PROTO_SF_PUSH);
+    /* a blob error inside an aggregate is data */
+    static const char err[] = "*1\r\n!3\r\nERR\r\n";
+    ck_assert_uint_eq(RSP(err, 0).rsp.flags, PROTO_SF_FINAL);
+}
+END_TEST
+
+/* One unit parsed by a subscribed connection's parser, whole and byte by byte. */
+static struct rres rsp_subscribed(const char *s, size_t len)
+{
+    struct proto_parser p1 = { .flags = PROTO_PF_SUBSCRIBED }, p2 = { .flags = PROTO_PF_SUBSCRIBED };
+    struct rres a;
+    struct proto_rsp rsp;
+
+    a.rc = R->parse_rsp(&p1, s, len, R->probe_cmd, 0, &a.rsp);
+    for (size_t i = 0; a.rc > 0 && i < (size_t)a.rc; i++)
+        ck_assert_int_eq(R->parse_rsp(&p2, s, i, R->probe_cmd, 0, &rsp), 0);
+    return a;
+}
+#define SUBRSP(s) rsp_subscribed(s, sizeof(s) - 1)
+
+START_TEST(test_rsp_subscribed_messages)
+{
+    static const char msg2[] = "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$5\r\nhello\r\n";
+    static const char pmsg3[] = ">4\r\n$8\r\npmessage\r\n$2\r\nc*\r\n$2\r\nch\r\n$1\r\nx\r\n";
+    static const char smsg[] = "*3\r\n$8\r\nsmessage\r\n$1\r\ns\r\n$0\r\n\r\n";
+    static const char conf2[] = "*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n";
+    static const char conf3[] = ">3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n";
+    ck_assert_uint_eq(SUBRSP(msg2).rsp.flags, PROTO_SF_FINAL | PROTO_SF_PUSH);
+    ck_assert_uint_eq(SUBRSP(pmsg3).rsp.flags, PROTO_SF_FINAL | PROTO_SF_PUSH);
+    ck_assert_uint_eq(SUBRSP(smsg).rsp.flags, PROTO_SF_FINAL | PROTO_SF_PUSH);
+    ck_assert_uint_eq(SUBRSP(conf2).rsp.flags, PROTO_SF_FINAL);  /* a reply to what was asked */
+    ck_assert_uint_eq(SUBRSP(conf3).rsp.flags, PROTO_SF_FINAL);
+    ck_assert_uint_eq(SUBRSP("+RESET\r\n").rsp.flags, PROTO_SF_FINAL);
+    /* outside subscribed mode the same array is data (an LRANGE) */
+    ck_assert_uint_eq(RSP(msg2, 0).rsp.flags, PROTO_SF_FINAL);
+    /* subscribed: an aggregate is one whole unit however large */
+    size_t big = 3u << 20;
+    char *s = malloc(big + 64);
+    int n = sprintf(s, "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$%zu\r\n", big);
+    memset(s + n, 'v', big);
+    memcpy(s + n + big, "\r\n", 2);
+    struct proto_parser p = { .flags = PROTO_PF_SUBSCRIBED };
+    struct proto_rsp rsp;
+    ck_assert_int_eq(R->parse_rsp(&p, s, (size_t)n + big + 2, R->probe_cmd, 0, &rsp), (int)((size_t)n + big + 2));
+    ck_assert_uint_eq(rsp.flags, PROTO_SF_FINAL | PROTO_SF_PUSH);
+    free(s);
+}
+END_TEST
+
+static void expect_bytes(const struct buf *b, const char *want)
+{
+    ck_assert_uint_eq(buf_len(b), strlen(want));
+    ck_assert_int_eq(memcmp(buf_rptr(b), want, strlen(want)), 0);
+}
+
+START_TEST(test_sub_ops)
+{
+    struct buf out;
+    buf_init(&out);
+    struct proto_name names[2] = { { "a", 1 }, { "news.*", 6 } };
+    ck_assert_int_eq(R->sub_write(PROTO_SUB_CHANNEL, names, 2, &out), 0);
+    expect_bytes(&out, "*3\r\n$9\r\nSUBSCRIBE\r\n$1\r\na\r\n$6\r\nnews.*\r\n");
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->sub_write(PROTO_SUB_SHARD | PROTO_SUB_UNSUB, names, 1, &out), 0);
+    expect_bytes(&out, "*2\r\n$12\r\nSUNSUBSCRIBE\r\n$1\r\na\r\n");
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->sub_reply(PROTO_SUB_PATTERN, 0, "n*", 2, 3, &out), 0);
+    ck_assert_int_eq(R->sub_reply(PROTO_SUB_CHANNEL | PROTO_SUB_UNSUB, 0, NULL, 0, 0, &out), 0);
+    expect_bytes(&out, "*3\r\n$10\r\npsubscribe\r\n$2\r\nn*\r\n:3\r\n"
+                       "*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n");
+    out.rpos = out.wpos = 0;
+    ck_assert_int_eq(R->sub_reply(PROTO_SUB_PATTERN | PROTO_SUB_UNSUB, 1, NULL, 0, 0, &out), 0);
+    expect_bytes(&out, ">3\r\n$12\r\npunsubscribe\r\n_\r\n:0\r\n");
+    out.rpos = out.wpos = 0;
+    static const char m2[] = "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n";
+    ck_assert_int_eq(R->push_write(1, m2, sizeof(m2) - 1, &out), 0);
+    ck_assert_int_eq(R->push_write(0, buf_rptr(&out), buf_len(&out), &out), 0);
+    expect_bytes(&out, ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n"
+                       "*3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nx\r\n");
+    buf_free(&out);
+}
+END_TEST
+
+START_TEST(test_req_pubsub_classified)
+{
+    struct res r = req_of("SUBSCRIBE a {t}b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SUBSCRIBE);
+    ck_assert_uint_eq(r.req.sub, PROTO_SUB_CHANNEL);
+    ck_assert_uint_eq(r.req.nkeys, 2);
+    r = req_of("punsubscribe", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SUBSCRIBE);
+    ck_assert_uint_eq(r.req.sub, PROTO_SUB_PATTERN | PROTO_SUB_UNSUB);
+    ck_assert_uint_eq(r.req.nkeys, 0);
+    r = req_of("SSUBSCRIBE s", AUTHED);
+    ck_assert_uint_eq(r.req.sub, PROTO_SUB_SHARD);
+    r = req_of("PUBLISH ch hello", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert(r.req.flags & PROTO_RF_CHANNEL);
+    r = req_of("PUBSUB NUMSUB a b", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_FANOUT);
+    ck_assert_uint_eq(r.req.nkeys, 2);
+    r = req_of("PUBSUB NUMSUB", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_LOCAL);
+    r = req_of("PUBSUB CHANNELS n*", AUTHED);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_BROADCAST);
+    ck_assert_str_eq(req_of("SUBSCRIBE", AUTHED).err,
+                     "-ERR wrong number of arguments for 'subscribe' command\r\n");
+    /* RESP2 subscribed mode admits only what Redis admits there */
+    r = req_of("GET k", AUTHED | PROTO_PF_SUBSCRIBED);
+    ck_assert_str_eq(r.err, "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                            "PING / QUIT / RESET are allowed in this context\r\n");
+    r = req_of("CLIENT ID", AUTHED | PROTO_PF_SUBSCRIBED);
+    ck_assert_str_eq(r.err, "-ERR Can't execute 'client|id': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+                            "PING / QUIT / RESET are allowed in this context\r\n");
+    ck_assert_int_eq(req_of("PING", AUTHED | PROTO_PF_SUBSCRIBED).req.kind, PROTO_REQ_LOCAL);
+    ck_assert_int_eq(req_of("UNSUBSCRIBE", AUTHED | PROTO_PF_SUBSCRIBED).req.kind, PROTO_REQ_SUBSCRIBE);
+    /* RESP3 has no such limit; every request carries the variant */
+    r = req_of("GET k", AUTHED | PROTO_PF_SUBSCRIBED | PROTO_PF_VARIANT);
+    ck_assert_int_eq(r.req.kind, PROTO_REQ_SINGLE);
+    ck_assert(r.req.flags & PROTO_RF_VARIANT);
+    ck_assert(!(req_of("GET k", AUTHED).req.flags & PROTO_RF_VARIANT));
+}
+END_TEST
+
+START_TEST(test_local_resp3_and_subscribed)
+{
+    struct sess s;
+    sess_init(&s, NULL);
+    s.p.flags |= PROTO_PF_SUBSCRIBED;
+    ck_assert_str_eq(say(&s, "PING", NULL), "*2\r\n$4\r\npong\r\n$0\r\n\r\n");
+    ck_assert_str_eq(say(&s, "PING hi", NULL), "*2\r\n$4\r\npong\r\n$2\r\nhi\r\n");
+    s.p.flags |= PROTO_PF_VARIANT;
+    ck_assert_str_eq(say(&s, "PING", NULL), "+PONG\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT GETREDIR", NULL), ":-1\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT TRACKINGINFO", NULL),
+                     "%3\r\n$5\r\nflags\r\n~1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n"
+                     "$8\r\nprefixes\r\n*0\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT TRACKING off", NULL), "+OK\r\n");
+    ck_assert(strstr(say(&s, "CLIENT TRACKING on", NULL), "-ERR CLIENT TRACKING is not supported") != NULL);
+    ck_assert_str_eq(say(&s, "COMMAND INFO nosuch", NULL), "*1\r\n_\r\n");
+    const char *info = say(&s, "CLIENT INFO", NULL);
+    ck_assert_int_eq(info[0], '=');
+    ck_assert(strstr(info, "\r\ntxt:id=42 ") != NULL && strstr(info, " resp=3 ") != NULL);
+    ck_assert_int_eq(say(&s, "COMMAND DOCS get", NULL)[0], '%');
+    int rc;
+    ck_assert_str_eq(say(&s, "RESET", &rc), "+RESET\r\n");
+    ck_assert(!(s.p.flags & (PROTO_PF_VARIANT | PROTO_PF_SUBSCRIBED)));
+    ck_assert_str_eq(say(&s, "PUBSUB NUMSUB", NULL), "*0\r\n");
+    buf_free(&s.out);
+    proto_parser_free(&s.p);
+}
+END_TEST
+
+START_TEST(test_pubsub_merges)
+{
+    char buf[128];
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    size_t len = mk(buf, "PUBSUB NUMSUB a b c");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    uint32_t kf[3] = { 1, 0, 1 };
+    struct buf *ns[2] = { mkbuf("*2\r\n$1\r\nb\r\n:0\r\n"), mkbuf("*4\r\n$1\r\na\r\n:2\r\n$1\r\nc\r\n:1\r\n") };
+    merge_to(&req, buf, kf, ns, 2, 0, "*6\r\n$1\r\na\r\n:2\r\n$1\r\nb\r\n:0\r\n$1\r\nc\r\n:1\r\n");
+    freebufs(ns, 2);
+
+    len = mk(buf, "PUBSUB CHANNELS");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    struct buf *ch[3] = { mkbuf("*2\r\n$1\r\nz\r\n$1\r\na\r\n"), mkbuf("*0\r\n"), mkbuf("*2\r\n$1\r\na\r\n$2\r\nbb\r\n") };
+    merge_to(&req, buf, NULL, ch, 3, 0, "*3\r\n$1\r\na\r\n$2\r\nbb\r\n$1\r\nz\r\n");
+    freebufs(ch, 3);
+
+    len = mk(buf, "PUBSUB NUMPAT");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    struct buf *np[3] = { mkbuf(":2\r\n"), mkbuf(":3\r\n"), mkbuf(":3\r\n") };
+    merge_to(&req, buf, NULL, np, 3, 0, ":3\r\n");
+    freebufs(np, 3);
+
+    /* INFO keyspace from RESP3 servers: verbatim strings in, a verbatim string out */
+    len = mk(buf, "INFO KEYSPACE");
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+    struct buf *ks[2] = { mkbuf("=38\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0\r\n\r\n"),
+                          mkbuf("=16\r\ntxt:# Keyspace\r\n\r\n") };
+    merge_to(&req, buf, NULL, ks, 2, 0, "=48\r\ntxt:# Keyspace\r\ndb0:keys=1,expires=0,avg_ttl=0\r\n\r\n");
+    freebufs(ks, 2);
+    proto_parser_free(&p);
+}
+END_TEST
+
 static Suite *redis_suite(void)
 {
     Suite *s = suite_create("redis");
@@ -1736,7 +2026,14 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_classification);
     tcase_add_test(tc, test_eval_numkeys);
     tcase_add_test(tc, test_rsp_types);
+    tcase_add_test(tc, test_rsp_resp3_types);
+    tcase_add_test(tc, test_rsp_subscribed_messages);
+    tcase_add_test(tc, test_sub_ops);
+    tcase_add_test(tc, test_req_pubsub_classified);
+    tcase_add_test(tc, test_local_resp3_and_subscribed);
+    tcase_add_test(tc, test_pubsub_merges);
     tcase_add_test(tc, test_rsp_garbage);
+    tcase_add_test(tc, test_rsp_numbers_both_ways);
     tcase_add_test(tc, test_rsp_large_array_chunked_linear);
     tcase_add_test(tc, test_rsp_huge_array_streams_in_units);
     tcase_add_test(tc, test_mget_fragments_and_merge);

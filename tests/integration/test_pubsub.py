@@ -1,0 +1,560 @@
+"""test_pubsub.py: Redis pub/sub and RESP3 through the proxy against 4 redis-servers, each
+behaviour run twice, through the proxy and against one redis-server directly, in RESP2 and
+in RESP3, and required to give the same bytes (modulo what is server-specific: HELLO's
+server, version and id; the order of a mass UNSUBSCRIBE, which is Redis's hash table's)."""
+
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (Proxy, Raw, Redis, RedisPoolEnv, Runner, Skip, check,  # noqa: E402
+                     eq, resp_encode, server_lines, unique, NAMES)
+
+R = Runner("test_pubsub", per_test_timeout=40, total_timeout=150)
+
+
+# ---------------------------------------------------------------- RESP2 and RESP3 replies
+
+def resp3_end(b, pos):
+    """The end of the one RESP2/RESP3 value at b[pos:], or None when it is incomplete."""
+    pending = 1
+    while pending:
+        i = b.find(b"\r\n", pos)
+        if i < 0:
+            return None
+        t = b[pos:pos + 1]
+        line = bytes(b[pos + 1:i])
+        pos = i + 2
+        if t in (b"$", b"!", b"="):
+            n = int(line)
+            if n >= 0:
+                if len(b) < pos + n + 2:
+                    return None
+                pos += n + 2
+        elif t in (b"*", b"~", b">"):
+            pending += max(int(line), 0)
+        elif t in (b"%", b"|"):
+            pending += 2 * int(line)
+            if t == b"|":
+                continue            # annotates the next value
+        elif t not in (b"+", b"-", b":", b"_", b"#", b",", b"("):
+            raise AssertionError("bad RESP type %r in %r" % (t, bytes(b[pos - 1:pos + 60])))
+        pending -= 1
+    return pos
+
+
+class Conn:
+    """A raw client that reads whole RESP2/RESP3 replies as bytes."""
+
+    def __init__(self, addr, timeout=10):
+        self.raw = Raw(addr, timeout)
+
+    def close(self):
+        self.raw.close()
+
+    def send(self, *args):
+        self.raw.send(resp_encode(*args))
+
+    def read(self, timeout=None):
+        return self.raw.read_until(lambda b: resp3_end(b, 0), timeout)
+
+    def cmd(self, *args):
+        self.send(*args)
+        return self.read()
+
+    def reads(self, n, timeout=None):
+        return [self.read(timeout) for _ in range(n)]
+
+    def quiet(self, secs=0.2):
+        """True when nothing arrives for secs."""
+        try:
+            self.raw.read_until(lambda b: 1 if b else None, secs)
+            return False
+        except TimeoutError:
+            return True
+
+
+def hello_fields_normalized(reply):
+    """HELLO's reply with the server-specific values (server, version, id) blanked."""
+    out = reply
+    for field in (b"server", b"version", b"id"):
+        key = b"$%d\r\n%s\r\n" % (len(field), field)
+        i = out.find(key)
+        if i < 0:
+            continue
+        j = i + len(key)
+        end = resp3_end(out, j)
+        out = out[:j] + b"<x>" + out[end:]
+    return out
+
+
+class Env(RedisPoolEnv):
+    def __init__(self):
+        super().__init__()
+        if self.external:
+            raise Skip("needs its own backends and a reference redis-server")
+        self.ref = Redis.start()            # the one server the proxy is compared with
+        self.more_backends.append(self.ref)
+        self.paddr = self.proxy.addr()
+
+    def pair(self, resp=2):
+        """A (proxy, direct) pair of connections in protocol `resp`."""
+        out = []
+        for addr in (self.paddr, self.ref.addr):
+            c = Conn(addr)
+            if resp == 3:
+                h = c.cmd("HELLO", "3")
+                check(h.startswith(b"%7\r\n"), "HELLO 3: %r" % h[:40])
+            out.append(c)
+        return out
+
+
+def both(env, resp, script):
+    """Run script(conn) through the proxy and directly; return both transcripts."""
+    res = []
+    for c in env.pair(resp):
+        try:
+            res.append(script(c))
+        finally:
+            c.close()
+    return res
+
+
+def same(got, want, what):
+    if got != want:
+        for i, (a, b) in enumerate(zip(got, want)):
+            if a != b:
+                raise AssertionError("%s: step %d differs:\n proxy  %r\n direct %r" % (what, i, a, b))
+        raise AssertionError("%s: %d steps through the proxy, %d direct" % (what, len(got), len(want)))
+
+
+# ---------------------------------------------------------------- subscribed mode
+
+@R.test(ringleader=True)
+def confirmations_counts_and_subscribed_mode(env):
+    p = unique().decode()
+    chans = ["%s:c%d" % (p, i) for i in range(12)]      # spread over the 4 servers
+
+    def script(c):
+        t = []
+        c.send("SUBSCRIBE", *chans[:6])
+        t += c.reads(6)
+        c.send("SUBSCRIBE", chans[0], chans[6], chans[6])   # a repeat, a new one twice
+        t += c.reads(3)
+        c.send("PSUBSCRIBE", p + ":c1*", p + ":x?")
+        t += c.reads(2)
+        c.send("SSUBSCRIBE", "{%s}s1" % p, "{%s}s2" % p)
+        t += c.reads(2)
+        t.append(c.cmd("PING"))
+        t.append(c.cmd("PING", "hi"))
+        t.append(c.cmd("GET", p))             # RESP2: refused in this context
+        t.append(c.cmd("CLIENT", "ID") if resp == 2 else b"-")
+        c.send("UNSUBSCRIBE", chans[1], "nosuch")
+        t += c.reads(2)
+        c.send("PUNSUBSCRIBE", p + ":x?")
+        t += c.reads(1)
+        c.send("SUNSUBSCRIBE")
+        mass = c.reads(2)
+        t.append(sorted(m.split(b"\r\n")[4] for m in mass))
+        t.append([m.rsplit(b":", 1)[1] for m in mass])
+        t.append(c.cmd("PUNSUBSCRIBE"))
+        # mass unsubscribe: Redis's order is its hash table's; the counts still fall by one
+        c.send("UNSUBSCRIBE")
+        mass = c.reads(6)
+        t.append(sorted(m.split(b"\r\n")[4] for m in mass))
+        t.append([m.rsplit(b":", 1)[1] for m in mass])
+        t.append(c.cmd("UNSUBSCRIBE"))        # nothing left: a null name, count 0
+        t.append(c.cmd("PING"))               # an ordinary client again
+        t.append(c.cmd("GET", p))
+        return t
+
+    for resp in (2, 3):
+        got, want = both(env, resp, script)
+        same(got, want, "RESP%d" % resp)
+    st = env.proxy.stats()
+    eq(st["rd"]["pubsub_clients"], 0, "no subscriber left")
+
+
+@R.test(ringleader=True)
+def publish_reaches_every_kind_of_subscriber(env):
+    p = unique().decode()
+    chans = ["%s:n%d" % (p, i) for i in range(16)]
+
+    def run(addr_resp):
+        subs, pub = [], None
+        try:
+            for addr, resp in addr_resp:
+                c = Conn(addr)
+                if resp == 3:
+                    c.cmd("HELLO", "3")
+                subs.append(c)
+            a, b, s = subs
+            a.send("SUBSCRIBE", *chans)
+            a.reads(len(chans))
+            b.send("PSUBSCRIBE", p + ":n1*", p + ":*")
+            b.reads(2)
+            s.send("SSUBSCRIBE", *["{%s}%d" % (p, i) for i in range(3)])
+            s.reads(3)
+            pub = Conn(addr_resp[0][0])
+            t = []
+            for i, ch in enumerate(chans):
+                t.append(pub.cmd("PUBLISH", ch, "m%d" % i))
+            t.append(pub.cmd("PUBLISH", p + ":other", "x"))
+            t.append(pub.cmd("SPUBLISH", "{%s}1" % p, "sharded"))
+            t.append(pub.cmd("SPUBLISH", "{%s}9" % p, "nobody"))
+            # each subscriber's messages as a set: messages from different servers may
+            # interleave either way, and one PUBLISH matching two patterns delivers them in
+            # its server's pattern table order (per-server order: the next test)
+            t.append(sorted(a.reads(len(chans))))
+            # every n* and :other for p:*, and the :n1* matches (n1, n10..n15): all of them,
+            # or which ones come first would depend on how the servers' messages interleave
+            n1 = sum(1 for ch in chans if ch.startswith(p + ":n1"))
+            t.append(sorted(b.reads(len(chans) + 1 + n1)))
+            t.append(s.reads(1))
+            t.append(a.quiet() and b.quiet() and s.quiet())
+            # introspection with these subscribers in place
+            t.append(pub.cmd("PUBSUB", "NUMSUB", chans[0], chans[5], "nosuch"))
+            t.append(pub.cmd("PUBSUB", "NUMPAT"))
+            t.append(pub.cmd("PUBSUB", "SHARDNUMSUB", "{%s}0" % p))
+            t.append(pub.cmd("PUBSUB", "NUMSUB"))
+            lst = pub.cmd("PUBSUB", "CHANNELS", p + ":n*")
+            t.append(sorted(lst.split(b"\r\n")[2::2]))
+            return t
+        finally:
+            for c in subs + ([pub] if pub else []):
+                c.close()
+
+    for resp in (2, 3):
+        got = run([(env.paddr, resp)] * 3)
+        want = run([(env.ref.addr, resp)] * 3)
+        same(got, want, "RESP%d" % resp)
+
+
+@R.test(ringleader=True)
+def messages_keep_their_place_among_replies(env):
+    """RESP3: a subscriber runs commands while messages arrive; each server's messages keep
+    their order, and every reply comes in request order."""
+    p = unique().decode()
+    chans = ["%s:o%d" % (p, i) for i in range(8)]
+    c = Conn(env.paddr)
+    pub = Conn(env.paddr)
+    try:
+        c.cmd("HELLO", "3")
+        c.send("SUBSCRIBE", *chans)
+        c.reads(len(chans))
+        n = 300
+        stop = []
+
+        def publish():
+            for i in range(n):
+                pub.cmd("PUBLISH", chans[i % len(chans)], "%d" % i)
+            stop.append(1)
+        th = threading.Thread(target=publish, daemon=True)
+        th.start()
+        seen, replies = {}, []
+        for i in range(200):
+            c.send("SET", "%s:k" % p, "%d" % i)
+            c.send("GET", "%s:k" % p)
+        deadline = time.monotonic() + 20
+        while (len(replies) < 400 or sum(len(v) for v in seen.values()) < n) and time.monotonic() < deadline:
+            r = c.read()
+            if r.startswith(b">3\r\n$7\r\nmessage\r\n"):
+                parts = r.split(b"\r\n")
+                seen.setdefault(parts[4], []).append(int(parts[6]))
+            else:
+                replies.append(r)
+        th.join(10)
+        eq(replies, [b"+OK\r\n", b"$1\r\n0\r\n"] + [x for i in range(1, 200)
+                                                      for x in (b"+OK\r\n", b"$%d\r\n%d\r\n" % (len(str(i)), i))])
+        eq(sum(len(v) for v in seen.values()), n, "every message")
+        for ch, nums in seen.items():
+            eq(nums, sorted(nums), "order of %r" % ch)
+    finally:
+        c.close()
+        pub.close()
+
+
+@R.test(ringleader=True)
+def reset_and_hello_while_subscribed(env):
+    p = unique().decode()
+
+    def script(c):
+        t = []
+        c.send("SUBSCRIBE", p + ":a")
+        t.append(c.read())
+        t.append(c.cmd("HELLO", "2"))        # RESP2 subscribed: refused; RESP3: back to RESP2
+        t.append(c.cmd("PING"))
+        t.append(c.cmd("RESET"))
+        t.append(c.cmd("PING"))              # RESET: RESP2 and ordinary
+        t.append(c.cmd("GET", p))
+        return [hello_fields_normalized(x) for x in t]
+
+    for resp in (2, 3):
+        got, want = both(env, resp, script)
+        same(got, want, "RESP%d" % resp)
+    # the subscription is gone from the server soon after (RESET is answered at once)
+    pub = Conn(env.paddr)
+    try:
+        deadline = time.monotonic() + 5
+        while pub.cmd("PUBLISH", p + ":a", "x") != b":0\r\n" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        eq(pub.cmd("PUBLISH", p + ":a", "x"), b":0\r\n")
+    finally:
+        pub.close()
+
+
+@R.test(ringleader=True)
+def large_message_and_binary_channel(env):
+    p = unique()
+    payload = os.urandom(3 << 20)
+    chan = p + b"\x00\r\n\xff"
+
+    def run(addr, resp):
+        s, pub = Conn(addr), Conn(addr)
+        try:
+            if resp == 3:
+                s.cmd("HELLO", "3")
+            s.send("SUBSCRIBE", chan)
+            conf = s.read()
+            n = pub.cmd("PUBLISH", chan, payload)
+            return [conf, n, s.read(20)]
+        finally:
+            s.close()
+            pub.close()
+    for resp in (2, 3):
+        same(run(env.paddr, resp), run(env.ref.addr, resp), "RESP%d" % resp)
+
+
+# ---------------------------------------------------------------- RESP3 request/reply
+
+@R.test(ringleader=True)
+def resp3_replies_as_redis_sends_them(env):
+    p = unique().decode()
+
+    def script(c):
+        t = []
+        for cmd in (("SET", p + ":s", "v"), ("GET", p + ":s"), ("GET", p + ":none"),
+                    ("HSET", p + ":h", "a", "1", "b", "2"), ("HGETALL", p + ":h"),
+                    ("SADD", p + ":set", "x"), ("SMEMBERS", p + ":set"),
+                    ("ZADD", p + ":z", "1.5", "m"), ("ZSCORE", p + ":z", "m"),
+                    ("ZRANGE", p + ":z", "0", "-1", "WITHSCORES"),
+                    ("MSET", p + ":m1", "1", p + ":m2", "2"),
+                    ("MGET", p + ":m1", p + ":none", p + ":m2"),
+                    ("EXISTS", p + ":m1", p + ":m2", p + ":none"),
+                    ("DEL", p + ":m1", p + ":m2"), ("LPOP", p + ":none"),
+                    ("INCRBYFLOAT", p + ":f", "1.25"), ("HRANDFIELD", p + ":none"),
+                    ("CLIENT", "GETNAME"), ("PING",), ("ECHO", "e"),
+                    ("XADD", p + ":x", "1-1", "f", "v"), ("XRANGE", p + ":x", "-", "+"),
+                    ("OBJECT", "ENCODING", p + ":h"), ("TTL", p + ":s"),
+                    ("GETRANGE", p + ":s", "0", "0"), ("EVAL", "return {1,'a',false}", "0"),
+                    ("EVAL", "return redis.setresp(3) and {map={a=1}}", "0")):
+            t.append(c.cmd(*cmd))
+        return t
+
+    for resp in (2, 3):
+        got, want = both(env, resp, script)
+        same(got, want, "RESP%d" % resp)
+    # the proxy's own replies in RESP3 have RESP3's types
+    c = Conn(env.paddr)
+    try:
+        c.cmd("HELLO", "3")
+        check(c.cmd("INFO", "keyspace").startswith(b"="), "INFO keyspace: verbatim")
+        check(c.cmd("INFO", "server").startswith(b"="), "INFO: verbatim")
+        check(c.cmd("CLIENT", "INFO").startswith(b"="), "CLIENT INFO: verbatim")
+        check(b" resp=3 " in c.cmd("CLIENT", "INFO"), "CLIENT INFO says resp=3")
+        eq(c.cmd("CLIENT", "TRACKINGINFO"),
+           b"%3\r\n$5\r\nflags\r\n~1\r\n$3\r\noff\r\n$8\r\nredirect\r\n:-1\r\n$8\r\nprefixes\r\n*0\r\n")
+        check(c.cmd("CLIENT", "TRACKING", "on").startswith(b"-ERR CLIENT TRACKING is not supported"),
+              "CLIENT TRACKING refused")
+    finally:
+        c.close()
+
+
+@R.test(ringleader=True)
+def sessions_in_resp3(env):
+    """Transactions, WATCH and blocking commands (part A's sessions, on pinned connections)
+    give a RESP3 client RESP3's bytes, as one redis-server does; a subscriber's session
+    runs beside its subscriptions."""
+    p = unique().decode()
+    k = p + ":w"                # one key: the pool has no hash tags
+
+    def script(c):
+        t = []
+        for cmd in (("WATCH", k), ("MULTI",), ("DEL", k), ("HSET", k, "f", "v"),
+                    ("HGETALL", k), ("HGET", k, "none"), ("EXEC",),
+                    ("BLPOP", p + ":none", "0.05"),
+                    ("MULTI",), ("HINCRBY", k, "n", "1"), ("DISCARD",)):
+            t.append(c.cmd(*cmd))
+        return t
+
+    for resp in (2, 3):
+        got, want = both(env, resp, script)
+        same(got, want, "RESP%d" % resp)
+
+    def subscribed(c):
+        t = [c.cmd("SUBSCRIBE", p + ":ch")]
+        for cmd in (("MULTI",), ("SET", p + ":k", "v"), ("GET", p + ":k"), ("EXEC",)):
+            t.append(c.cmd(*cmd))
+        pub = Conn(c.raw.addr)
+        try:
+            t.append(pub.cmd("PUBLISH", p + ":ch", "m"))
+        finally:
+            pub.close()
+        t.append(c.read())
+        return t
+
+    got, want = both(env, 3, subscribed)
+    same(got, want, "RESP3 subscriber with a transaction")
+
+
+@R.test(ringleader=True)
+def resp2_and_resp3_clients_never_share_a_connection(env):
+    """Interleaved RESP2 and RESP3 clients on a pool with one connection per server: each
+    gets its own protocol's replies."""
+    proxy = env.with_pool(server_connections=1)
+    p = unique().decode()
+    c2, c3 = Conn(proxy.addr()), Conn(proxy.addr())
+    try:
+        c3.cmd("HELLO", "3")
+        c2.cmd("HSET", p, "f", "v")
+        for _ in range(50):
+            c2.send("HGETALL", p)
+            c3.send("HGETALL", p)
+            c2.send("GET", p + ":none")
+            c3.send("GET", p + ":none")
+        for _ in range(50):
+            eq(c2.read(), b"*2\r\n$1\r\nf\r\n$1\r\nv\r\n")
+            eq(c2.read(), b"$-1\r\n")
+            eq(c3.read(), b"%1\r\n$1\r\nf\r\n$1\r\nv\r\n")
+            eq(c3.read(), b"_\r\n")
+    finally:
+        c2.close()
+        c3.close()
+
+
+@R.test(ringleader=True)
+def hello_forms_with_a_password(env):
+    pw = "pw-%d" % os.getpid()
+    backs = [Redis.start(password=pw) for _ in range(2)]
+    ref = Redis.start(password=pw)
+    env.more_backends += backs + [ref]
+    proxy = Proxy({"rdpw": {"redis": True, "hash": "md5", "distribution": "ketama",
+                            "redis_auth": pw, "auto_eject_hosts": False, "timeout": 2000,
+                            "servers": server_lines(backs, NAMES[:2])}})
+    p = unique().decode()
+    try:
+        def script(c):
+            t = []
+            for cmd in (("HELLO", "3"), ("HELLO", "3", "AUTH", "default", "wrong"),
+                        ("HELLO", "4"), ("HELLO", "x"), ("HELLO", "3", "SETNAME"),
+                        ("HELLO", "3", "AUTH", "default", pw, "SETNAME", "app"),
+                        ("CLIENT", "GETNAME"), ("SET", p, "1"), ("GET", p), ("HELLO",),
+                        ("HELLO", "2"), ("GET", p + ":none"), ("HELLO", "3", "SETNAME", "b c")):
+                t.append(hello_fields_normalized(c.cmd(*cmd)))
+            return t
+        got = script(Conn(proxy.addr()))
+        want = script(Conn(ref.addr))
+        same(got, want, "HELLO forms")
+    finally:
+        proxy.stop()
+
+
+# ---------------------------------------------------------------- bounds and failures
+
+@R.test(ringleader=True)
+def subscriber_that_does_not_read_is_closed(env):
+    proxy = Proxy({"rdlim": {**env.pool(), "timeout": 5000}},
+                  glob={"pubsub_output_limit": 1 << 20, "pubsub_output_soft_limit": 0})
+    p = unique().decode()
+    slow = socket.create_connection(proxy.addr())
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    pub = Conn(proxy.addr())
+    other = Conn(proxy.addr())
+    try:
+        slow.sendall(resp_encode("SUBSCRIBE", p))
+        time.sleep(0.3)
+        big = b"x" * 65536
+        for _ in range(200):                  # 13 MB for a reader that takes none of it
+            pub.cmd("PUBLISH", p, big)
+        deadline = time.monotonic() + 10
+        closed = 0
+        while time.monotonic() < deadline:
+            st = proxy.stats()["rdlim"]
+            closed = st["pubsub_closed"]
+            if closed:
+                break
+            time.sleep(0.1)
+        eq(closed, 1, "pubsub_closed")
+        eq(other.cmd("PING"), b"+PONG\r\n", "other clients served")
+        eq(pub.cmd("PUBLISH", p, "x"), b":0\r\n", "the subscription went with it")
+    finally:
+        slow.close()
+        pub.close()
+        other.close()
+        proxy.stop()
+
+
+@R.test(ringleader=True)
+def info_counts_the_pools_channels_and_patterns(env):
+    """INFO stats through the proxy: channels and shard channels summed over the servers,
+    patterns the largest; the same growth as on one redis-server."""
+    def counts(c):
+        r = c.cmd("INFO", "stats")
+        body = r[r.index(b"\r\n") + 2:].decode()
+        f = dict(l.split(":", 1) for l in body.split("\r\n") if ":" in l)
+        return [int(f.get(k, -1)) for k in ("pubsub_channels", "pubsub_patterns",
+                                             "pubsubshard_channels")]
+    p = unique().decode()
+    grew = []
+    for addr in (env.paddr, env.ref.addr):
+        obs, sub = Conn(addr), Conn(addr)
+        try:
+            before = counts(obs)
+            sub.send("SUBSCRIBE", p + ":a", p + ":b", p + ":c")
+            sub.reads(3)
+            sub.send("PSUBSCRIBE", p + ":*")
+            sub.read()
+            sub.send("SSUBSCRIBE", "{%s}x" % p)
+            sub.read()
+            deadline = time.monotonic() + 5
+            while True:                 # other tests' subscribers may still be going away
+                d = [a - b for a, b in zip(counts(obs), before)]
+                if d == [3, 1, 1] or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            grew.append(d)
+        finally:
+            sub.close()
+            obs.close()
+    eq(grew[0], grew[1])
+    eq(grew[0], [3, 1, 1])
+
+
+@R.test(ringleader=True)
+def lost_subscription_connection_closes_the_subscriber(env):
+    backs = [Redis.start() for _ in range(2)]
+    env.more_backends += backs
+    proxy = Proxy({"rdloss": {**env.pool(backs), "timeout": 2000}})
+    try:
+        c = Conn(proxy.addr())
+        c.send("PSUBSCRIBE", "*")                # a pattern pins every server
+        eq(c.read(), b"*3\r\n$10\r\npsubscribe\r\n$1\r\n*\r\n:1\r\n")
+        backs[1].stop()
+        r = c.read()
+        check(r.startswith(b"-ERR server error: connection to server beta lost"), "last reply %r" % r)
+        check(c.raw.closed(5.0), "subscriber closed when a server it needs went away")
+        eq(proxy.stats()["rdloss"]["pubsub_closed"], 1)
+        d = Conn(proxy.addr())
+        d.send("PSUBSCRIBE", "*")
+        r = d.read()
+        check(r.startswith(b"-ERR"), "a pattern needs every server: %r" % r)
+        check(d.raw.closed(5.0), "closed after the error (its subscriptions are not the servers')")
+    finally:
+        proxy.stop()
+
+
+if __name__ == "__main__":
+    R.main(Env)
