@@ -15,10 +15,13 @@ What each test proves, against real memcached and redis-server:
       same flags; mg with N (memcached's own recache guard) never joins.
 """
 
+import fcntl
 import os
 import signal
 import socket
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -76,6 +79,11 @@ class Env:
         self.rd.stop()
 
 
+def unacked(s):
+    """Bytes of s not yet acknowledged by its peer (SIOCOUTQ, Linux)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+
+
 def burst(px, request, n, at_once=True):
     """n connections, opened first, then each sends `request`; returns the replies (read
     after every send went out). `at_once`: the proxy is stopped (SIGSTOP) while they send,
@@ -87,12 +95,24 @@ def burst(px, request, n, at_once=True):
         s = socket.create_connection(px.addr("p"), 5)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         socks.append(s)
-    time.sleep(0.05)
+    # Every connection accepted before the proxy is stopped (a loaded box may take
+    # longer than a sleep), else late accepts are read in later iterations.
+    for _ in range(200):
+        if not at_once or px.stats()["p"]["client_connections"] >= n:
+            break
+        time.sleep(0.025)
     if at_once:
         os.kill(px.proc.pid, signal.SIGSTOP)
     try:
         for s in socks:
             s.sendall(request)
+        if at_once:
+            # sent is not yet received on a loaded box (loopback delivery may wait for
+            # ksoftirqd): wait until the proxy's kernel has acknowledged every byte
+            for _ in range(400):
+                if all(unacked(s) == 0 for s in socks):
+                    break
+                time.sleep(0.005)
     finally:
         if at_once:
             os.kill(px.proc.pid, signal.SIGCONT)
