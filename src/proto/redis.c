@@ -178,13 +178,17 @@ static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
 }
 
 /* A "DB <n>" among the options that follow the keys, as Redis's COPY reads
- * them (any position, any case; a trailing DB without its number is Redis's
- * syntax error, left to the server). */
+ * them (any position, any case). A trailing DB without its number, or a
+ * number Redis would not read, is Redis's own error with nothing written:
+ * left to the server, so the client gets Redis's text. */
 static int has_db_option(const char *buf, const struct redis_command *c,
                          const struct proto_key *args, uint32_t argc)
 {
+    int64_t db;
+
     for (uint32_t i = (uint32_t)c->last + 1; i + 1 < argc; i++)
-        if (arg_eq(buf, &args[i], "DB"))
+        if (arg_eq(buf, &args[i], "DB") &&
+            parse_num(buf + args[i + 1].off, args[i + 1].len, &db) == 0)
             return 1;
     return 0;
 }

@@ -360,6 +360,24 @@ def bad_numkeys_has_each_commands_redis_text(env):
                 eq(c.rd(*args), want, "%s numkeys %s" % (name, n))
 
 
+@R.test(ringleader=True, nutcracker_reason="twemproxy 0.5 knows no COPY")
+def copy_db_option(env):
+    """COPY's DB option is refused (another database); a DB Redis would not read gets
+    redis-server's own error, and nothing is written either way."""
+    t = unique().decode()
+    a, b = "{%s}:a" % t, "{%s}:b" % t
+    with env.client(hash_tag="{}") as c, env.backends[0].client() as d:
+        eq(c.rd("SET", a, "v"), "OK")
+        for db in ("notanumber", "01", "1.5", ""):
+            eq(c.rd("COPY", a, b, "DB", db), d.rd("COPY", a, b, "DB", db), "COPY ... DB %r" % db)
+        r = c.rd("COPY", a, b, "DB", "1")
+        check(is_err(r, "ERR COPY's DB option is not supported by ringleader"), "got %r" % r)
+        eq(c.rd("EXISTS", b), 0)
+        eq(c.rd("COPY", a, b), 1)
+        eq(c.rd("GET", b), b"v")
+        eq(c.rd("DEL", a, b), 2)
+
+
 @R.test(external=True, ringleader=True, nutcracker_reason="twemproxy closes on unknown commands")
 def unknown_command_error(env):
     with env.client() as c:

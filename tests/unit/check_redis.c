@@ -605,6 +605,8 @@ START_TEST(test_classification)
         { "COPY a b", PROTO_REQ_SAME, { "a", "b" } },
         { "COPY a b REPLACE", PROTO_REQ_SAME, { "a", "b" } },
         { "COPY a b DB", PROTO_REQ_SAME, { "a", "b" } },   /* the server's syntax error */
+        { "COPY a b DB x", PROTO_REQ_SAME, { "a", "b" } }, /* the server's integer error */
+        { "COPY a b DB 01", PROTO_REQ_SAME, { "a", "b" } },
         { "BITOP AND d a b", PROTO_REQ_SAME, { "d", "a", "b" } },
         { "GEOSEARCHSTORE d s FROMMEMBER m BYRADIUS 1 km", PROTO_REQ_SAME, { "d", "s" } },
         { "GEORADIUS g 0 0 1 km STORE dst", PROTO_REQ_SAME, { "g", "dst" } },
