@@ -388,7 +388,7 @@ class Bench:
         self.listen = {}
         mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls",
                                  "blpop_queue", "stampede", "rejoin_cost", "shadow",
-                                 "callgrind", "pubsub") if getattr(a, m)), None)
+                                 "callgrind", "pubsub", "cluster") if getattr(a, m)), None)
         if mode:
             import bench_modes
             import bench_safety
@@ -405,7 +405,8 @@ class Bench:
                     "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
                     "shadow": bench_safety.shadow,
                     "callgrind": bench_safety.callgrind,
-                    "pubsub": bench_modes.pubsub_fanout}[mode](self)
+                    "pubsub": bench_modes.pubsub_fanout,
+                    "cluster": bench_modes.cluster}[mode](self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -581,15 +582,19 @@ def main():
                    "of one channel, straight at a redis-server and through ringleader")
     m.add_argument("--pubsub-subscribers", type=int, default=100, help="default 100")
     m.add_argument("--pubsub-messages", type=int, default=20000, help="default 20000")
+    m.add_argument("--cluster", action="store_true",
+                   help="a 3-master Redis Cluster: redis-benchmark --cluster directly against "
+                        "redis-benchmark through a redis_cluster pool (GET/SET, P=1 and P=16)")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
     if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.blpop_queue,
-                      a.stampede, a.rejoin_cost, a.shadow, a.callgrind, a.pubsub))) > 1:
+                      a.stampede, a.rejoin_cost, a.shadow, a.callgrind, a.pubsub,
+                      a.cluster))) > 1:
         ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --blpop-queue, "
-                 "--stampede, --rejoin-cost, --shadow, --callgrind, --pubsub at a time")
+                 "--stampede, --rejoin-cost, --shadow, --callgrind, --pubsub, --cluster at a time")
     if not 1 <= a.queue_clients <= 64:
         ap.error("--queue-clients 1..64")
     if not 1 <= a.pubsub_subscribers <= 5000 or not 1 <= a.pubsub_messages <= 10 ** 6:

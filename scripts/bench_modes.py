@@ -570,6 +570,151 @@ def reload_latency(b):
     return 1 if b.errors else 0
 
 
+# ---------------------------------------------------------------- --cluster
+
+def _rb_csv(out):
+    """ops/s and p50/p99 latency (us) from redis-benchmark --csv output (one test)."""
+    for line in out.splitlines():
+        f = [x.strip('"') for x in line.split(",")]
+        if len(f) >= 7 and f[0] in ("SET", "GET"):
+            try:
+                return {"ops_per_sec": float(f[1]), "p50_us": float(f[4]) * 1e3,
+                        "p99_us": float(f[6]) * 1e3}
+            except ValueError:
+                return {}
+    return {}
+
+
+def cluster(b):
+    """A 3-master Redis Cluster (no replicas) reached two ways by redis-benchmark: with
+    --cluster (the client follows the slot map itself, one connection per node per client)
+    and through a ringleader redis_cluster pool (a plain client). ops/s, latency, and the
+    CPU per request of the proxy and of the nodes; GET/SET at P=1 and P=16."""
+    a = b.a
+    if not shutil.which("redis-benchmark") or not shutil.which("redis-cli"):
+        raise Setup("--cluster needs redis-server, redis-cli and redis-benchmark")
+    ports = free_ports(6)
+    nodes, buses = ports[:3], ports[3:]
+    b.backends = []
+    print("cluster nodes:")
+    for port, bus in zip(nodes, buses):
+        d = os.path.join(b.tmp, f"node-{port}")
+        os.makedirs(d, exist_ok=True)
+        argv = b.pinned(1, ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
+                            "--cluster-enabled", "yes", "--cluster-port", str(bus),
+                            "--cluster-config-file", os.path.join(d, "nodes.conf"),
+                            "--save", "", "--appendonly", "no", "--daemonize", "no",
+                            "--dir", d])
+        b.note("", argv)
+        p = b.procs.start(argv, os.path.join(d, "log"))
+        if not wait_listening(port, p):
+            raise Setup(f"cluster node on port {port} did not start (log in {d})")
+        b.backends.append(p)
+    create = ["redis-cli", "--cluster", "create"] + [f"127.0.0.1:{p}" for p in nodes] + \
+             ["--cluster-replicas", "0", "--cluster-yes"]
+    b.note("", create)
+    r = subprocess.run(create, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise Setup(f"redis-cli --cluster create failed: {r.stdout[-300:]} {r.stderr[-300:]}")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        infos = [subprocess.run(["redis-cli", "-p", str(p), "cluster", "info"],
+                                capture_output=True, text=True, timeout=5).stdout
+                 for p in nodes]
+        if all("cluster_state:ok" in i for i in infos):
+            break
+        time.sleep(0.2)
+    else:
+        raise Setup("the cluster did not reach cluster_state:ok in 30 s")
+    listen = free_ports(1)[0]
+    seeds = "".join(f"    - 127.0.0.1:{p}:1\n" for p in nodes[:2])
+    yaml_text = (f"cl:\n  listen: 127.0.0.1:{listen}\n  redis_cluster: true\n"
+                 f"  timeout: 2000\n  preconnect: true\n  server_connections: 1\n"
+                 f"  servers:\n{seeds}")
+    print("  pool YAML:\n" + "".join("    | " + l + "\n" for l in yaml_text.splitlines()))
+    rl = Ringleader(b, "cluster", yaml_text, listen, workers=a.workers)
+    b.listen["cluster"] = listen
+    # redis-benchmark's keys: key:__rand_int__ over --keys; the P=1 runs are sized so that
+    # one takes about --duration seconds on this box, P=16 runs take 8 times as many
+    n_p1 = max(10000, int(a.duration * 15000))
+
+    def rb(target, test, pipeline, n):
+        argv = ["redis-benchmark", "-h", "127.0.0.1", "-c", str(a.connections), "-n", str(n),
+                "-r", str(a.keys), "-d", str(a.value_size), "-P", str(pipeline), "-t", test,
+                "--csv"]
+        argv += ["-p", str(nodes[0]), "--cluster"] if target == "direct" else \
+                ["-p", str(listen)]
+        return b.pinned(0, argv)
+
+    for target in ("direct", "ringleader"):    # every key once (GETs hit)
+        argv = rb(target, "set", 16, a.keys * 2)
+        b.note(f"prefill through {target}", argv)
+        subprocess.run(argv, capture_output=True, timeout=120)
+    results = {}
+    for name, ratio, pipeline in SCENARIOS:
+        if not re.search(a.scenario, name):
+            continue
+        test = "set" if ratio.startswith("0:") else "get"
+        n = n_p1 * (8 if pipeline > 1 else 1)
+        for r in range(a.rounds):
+            order = ("direct", "ringleader") if r % 2 == 0 else ("ringleader", "direct")
+            for target in order:
+                argv = rb(target, test, pipeline, n)
+                if r == 0:
+                    b.note(f"{name} {target}", argv)
+                t0 = b.cpu_of(rl.p)
+                n0 = sum(b.cpu_of(x) for x in b.backends)
+                try:
+                    out = subprocess.run(argv, capture_output=True, text=True,
+                                         timeout=a.duration * 20 + 60)
+                except subprocess.TimeoutExpired:
+                    b.errors += 1
+                    print(f"    ! {name} {target}: redis-benchmark did not finish")
+                    continue
+                res = _rb_csv(out.stdout)
+                if out.returncode != 0 or not res:
+                    b.errors += 1
+                    print(f"    ! {name} {target}: rc {out.returncode} {out.stderr[-300:]}")
+                    continue
+                res["proxy_us_per_req"] = ((b.cpu_of(rl.p) - t0) * 1e6 / n
+                                           if target == "ringleader" else None)
+                res["nodes_us_per_req"] = (sum(b.cpu_of(x) for x in b.backends) - n0) * 1e6 / n
+                results.setdefault((name, target), []).append(res)
+                print(f"  {name:<8} round {r + 1} {target:<10} {fmt(res['ops_per_sec'], 0):>9} "
+                      f"ops/s  p50 {fmt(res['p50_us'])}  p99 {fmt(res['p99_us'])} us  "
+                      f"nodes {fmt(res['nodes_us_per_req'], 2)} us/req" +
+                      (f"  proxy {fmt(res['proxy_us_per_req'], 2)} us/req"
+                       if res["proxy_us_per_req"] is not None else ""), flush=True)
+    time.sleep(STATS_PUBLISH_S)
+    st = rl.doc().get("cl", {})
+    print(f"\nproxy counters after the runs: moved {st.get('cluster_moved')} "
+          f"ask {st.get('cluster_ask')} refreshes {st.get('cluster_refreshes')} "
+          f"forward errors {st.get('forward_error')} client errors {st.get('client_err')}")
+    print(f"load average at end: {loadavg()}")
+    print("\nMarkdown summary (medians; CPU = utime+stime per request):\n")
+    print("| scenario | target | ops/s | p50 us | p99 us | proxy CPU us/req | nodes CPU us/req "
+          "| proxy/direct ops |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, _, _ in SCENARIOS:
+        d = None
+        for target in ("direct", "ringleader"):
+            runs = results.get((name, target))
+            if not runs:
+                continue
+            m = {k: median([x[k] for x in runs if x.get(k) is not None])
+                 for k in ("ops_per_sec", "p50_us", "p99_us", "proxy_us_per_req",
+                           "nodes_us_per_req")}
+            if target == "direct":
+                d = m["ops_per_sec"]
+            rel = f"{m['ops_per_sec'] / d:.2f}" if d and target != "direct" else ""
+            label = "redis-benchmark --cluster" if target == "direct" else "ringleader"
+            print(f"| {name} | {label} | {fmt(m['ops_per_sec'], 0)} | {fmt(m['p50_us'])} | "
+                  f"{fmt(m['p99_us'])} | "
+                  f"{fmt(m['proxy_us_per_req'], 2) if target != 'direct' else 'n/a'} | "
+                  f"{fmt(m['nodes_us_per_req'], 2)} | {rel} |")
+    return 1 if b.errors else 0
+
+
 # ------------------------------------------------------------------ --tls
 
 def make_certs(b):

@@ -1349,6 +1349,65 @@ static const char *conf__set_routes(struct conf_ctx *c, const struct conf_comman
     return NULL;
 }
 
+/* An IPv4 network "a.b.c.d/n" into net/mask; 0, or -1 when it is not one. */
+static int conf__ipv4_net(const char *s, uint32_t *net, uint32_t *mask)
+{
+    unsigned a, b, c, d, bits;
+    char tail;
+    if (sscanf(s, "%u.%u.%u.%u/%u%c", &a, &b, &c, &d, &bits, &tail) != 5 || a > 255 ||
+        b > 255 || c > 255 || d > 255 || bits > 32)
+        return -1;
+    *mask = bits == 0 ? 0 : UINT32_MAX << (32 - bits);
+    *net = ((a << 24) | (b << 16) | (c << 8) | d) & *mask;
+    return 0;
+}
+
+/* cluster_zones: {"10.0.1.0/24": eu-1a, "10.0.2.7:7000": eu-1b, ...}: the zone of the
+ * cluster's nodes by address, for read_from: local-zone (a seed's own zone: also). */
+static const char *conf__set_cluster_zones(struct conf_ctx *c, const struct conf_command *cmd,
+                                           yaml_node_t *node, void *obj)
+{
+    struct conf_pool *pool = obj;
+    yaml_node_pair_t *pair;
+    uint32_t n;
+
+    (void)cmd;
+    if (node->type != YAML_MAPPING_NODE)
+        return conf__why(c, "expected a mapping of node addresses or networks to zones, "
+                         "found %s", conf__node_kind(node));
+    n = (uint32_t)(node->data.mapping.pairs.top - node->data.mapping.pairs.start);
+    pool->cluster_zones = calloc(n + 1, sizeof(*pool->cluster_zones));
+    if (pool->cluster_zones == NULL)
+        return conf__enomem;
+    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+        size_t kl, vl;
+        const char *ks, *vs;
+        uint32_t net, mask;
+
+        c->errnode = k;
+        if ((ks = conf__scalar(c, k, &kl, 0)) == NULL)
+            return c->why;
+        if (kl == 0 || conf__has_space(ks, kl))
+            return conf__why(c, "'%.*s' is not a node address or network", (int)RL_MIN(kl, 64), ks);
+        if (memchr(ks, '/', kl) != NULL && conf__ipv4_net(ks, &net, &mask) < 0)
+            return conf__why(c, "'%.*s' is not an IPv4 network (a.b.c.d/n)", (int)RL_MIN(kl, 64), ks);
+        c->errnode = v;
+        if ((vs = conf__scalar(c, v, &vl, 0)) == NULL)
+            return c->why;
+        if (vl == 0 || conf__has_space(vs, vl))
+            return conf__why(c, "zone '%.*s' must be a word", (int)RL_MIN(vl, 64), vs);
+        struct conf_zone_rule *r = &pool->cluster_zones[pool->ncluster_zones++];
+        r->match = util_strndup(ks, kl);
+        r->zone = util_strndup(vs, vl);
+        if (r->match == NULL || r->zone == NULL)
+            return conf__enomem;
+    }
+    c->errnode = NULL;
+    return NULL;
+}
+
 /* collapse_gets: true (identical gets queued together share one request), false, or
  * inflight (they may also join one already sent). */
 static const char *conf__set_collapse(struct conf_ctx *c, const struct conf_command *cmd,
@@ -1612,6 +1671,9 @@ static const struct conf_command conf_pool_commands[] = {
     { "scripts",              conf__set_bool,     P(scripts), 0, 0, NULL, 0 },
     { "slots",                conf__set_slots,    0, 0, 0, NULL, 0 },
     { "routes",               conf__set_routes,   0, 0, 0, NULL, 1 },
+    { "redis_cluster",        conf__set_bool,     P(redis_cluster), 0, 0, NULL, 0 },
+    { "cluster_refresh",      conf__set_u32,      P(cluster_refresh_s), 0, 86400, NULL, 0 },
+    { "cluster_zones",        conf__set_cluster_zones, 0, 0, 0, NULL, 0 },
     { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
@@ -1821,6 +1883,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->coalesce_gets = 1;
     pool->scripts = 1;
     pool->max_pinned = 1000;
+    pool->cluster_refresh_s = 30;
     pool->rejoin = CONF_REJOIN_INVALIDATE;
     pool->rejoin_log_keys = 100000;
     pool->shadow.fraction = 1.0;
@@ -1842,6 +1905,77 @@ static int conf__near_global(const char *name)
 {
     return strcmp(name, CONF_GLOBAL_KEY) != 0 &&
            conf__distance(name, CONF_GLOBAL_KEY, CONF_SUGGEST_MAX) <= CONF_SUGGEST_MAX;
+}
+
+/*
+ * redis_cluster: true. The placement is the cluster's own (CRC16 of the hash tag, the slot
+ * map the cluster publishes), so the keys that choose a placement are errors, with the
+ * reason; the pool becomes a Redis pool whose servers are seeds. Returns the errors
+ * recorded (as a negative count, as conf__fail).
+ */
+static int conf__pool_cluster(struct conf_ctx *c, struct conf_pool *pool, yaml_node_t **values,
+                              const unsigned char *failed)
+{
+    static const struct {
+        const char *key;
+        const char *why;
+    } unused[] = {
+        { "hash", "keys go by CRC16 of the hash tag, as Redis Cluster defines it" },
+        { "distribution", "the slot map comes from the cluster itself" },
+        { "hash_seed", "keys go by CRC16 of the hash tag, as Redis Cluster defines it" },
+        { "slots", "the slot map comes from the cluster itself" },
+        { "vnodes", "the slot map comes from the cluster itself" },
+        { "maglev_table_size", "the slot map comes from the cluster itself" },
+        { "probes", "the slot map comes from the cluster itself" },
+        { "replicas", "the cluster's own replicas serve reads (read_from)" },
+        { "write_to", "writes go to the slot's master" },
+        { "balance_factor", "a slot is served by its master (and replicas with read_from)" },
+        { "warmup", "the cluster moves keys with their slots (MIGRATE)" },
+        { "on_down", "the cluster fails over by itself; requests follow its slot map" },
+        { "rejoin", "a node the cluster brings back rejoins as the cluster decides" },
+        { "rejoin_log_keys", "a node the cluster brings back rejoins as the cluster decides" },
+        { "failover_ttl", "writes go to the slot's master, never to a failover server" },
+        { "collapse_gets", "not yet: gets collapsed onto one that is redirected are untested" },
+    };
+    int errors = 0;
+    yaml_node_t *v;
+
+    if (!pool->redis_cluster) {
+        if ((v = conf__pool_value(values, "cluster_refresh")) != NULL)
+            errors -= conf__fail(c, v, "cluster_refresh", "needs redis_cluster: true");
+        if ((v = conf__pool_value(values, "cluster_zones")) != NULL)
+            errors -= conf__fail(c, v, "cluster_zones", "needs redis_cluster: true");
+        return errors;
+    }
+    for (size_t i = 0; i < RL_ARRAY_SIZE(unused); i++)
+        if ((v = conf__pool_value(values, unused[i].key)) != NULL)
+            errors -= conf__fail(c, v, unused[i].key, "not used with redis_cluster: true (%s); "
+                                 "remove it", unused[i].why);
+    v = conf__pool_value(values, "hash_tag");
+    if (v != NULL && !failed[conf__pool_index("hash_tag")] &&
+        (!pool->has_hash_tag || pool->hash_tag[0] != '{' || pool->hash_tag[1] != '}'))
+        errors -= conf__fail(c, v, "hash_tag", "a Redis Cluster's hash tag is \"{}\"; remove it");
+    int explicit_memcache =
+        (conf__pool_value(values, "protocol") != NULL || conf__pool_value(values, "redis") != NULL) &&
+        pool->protocol != CONF_PROTO_REDIS;
+    if (explicit_memcache)
+        errors -= conf__fail(c, conf__pool_value(values, "redis_cluster"), "redis_cluster",
+                             "a Redis Cluster pool speaks Redis; remove the memcache protocol");
+    if ((v = conf__pool_value(values, "redis_db")) != NULL && pool->redis_db != 0)
+        errors -= conf__fail(c, v, "redis_db", "a Redis Cluster has only database 0");
+    if ((v = conf__pool_value(values, "server_tls")) != NULL)
+        errors -= conf__fail(c, v, "server_tls", "not supported with redis_cluster: true yet "
+                             "(the slot map is fetched in plaintext); remove it");
+    pool->protocol = CONF_PROTO_REDIS;
+    pool->hash = HASH_CRC16;
+    pool->dist = DIST_SLOTS;
+    pool->has_hash_tag = 1;
+    pool->hash_tag[0] = '{';
+    pool->hash_tag[1] = '}';
+    pool->eject = 1;            /* a dead node is seen as down at once: reads avoid it */
+    pool->rejoin = CONF_REJOIN_TRUST;   /* ... and comes back as the cluster says */
+    pool->replica_reads = pool->read_from != CONF_READ_PRIMARY;
+    return errors;
 }
 
 /*
@@ -1924,6 +2058,7 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
                                  "%u is smaller than the %u servers of pool '%s'",
                                  pool->maglev_table_size, pool->nservers, pool->name);
     }
+    errors += conf__pool_cluster(c, pool, values, failed);
 #undef FAILED
 #undef GIVEN
     return errors;
@@ -2032,6 +2167,11 @@ static void conf__pool_free(struct conf_pool *pool)
         free(pool->routes[i].pool);
     }
     free(pool->routes);
+    for (uint32_t i = 0; i < pool->ncluster_zones; i++) {
+        free(pool->cluster_zones[i].match);
+        free(pool->cluster_zones[i].zone);
+    }
+    free(pool->cluster_zones);
     free(pool->shadow.pool);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
@@ -2040,10 +2180,130 @@ static void conf__pool_free(struct conf_pool *pool)
     free(pool->servers);
 }
 
+/* A derived configuration owns its pools array and the server lists it replaced. */
+static void conf__derived_free(struct conf *d)
+{
+    for (uint32_t i = 0; i < d->npools; i++) {
+        if (d->pools[i].slot_map != d->base->pools[i].slot_map)
+            free(d->pools[i].slot_map);
+        if (d->pools[i].servers == d->base->pools[i].servers)
+            continue;
+        for (uint32_t k = 0; k < d->pools[i].nservers; k++)
+            conf__server_free(&d->pools[i].servers[k]);
+        free(d->pools[i].servers);
+    }
+    free(d->pools);
+    struct conf *base = d->base;
+    free(d);
+    conf_free(base);
+}
+
+void conf_ref(struct conf *conf)
+{
+    atomic_fetch_add_explicit(&conf->refs, 1, memory_order_relaxed);
+}
+
+struct conf *conf_base(struct conf *conf)
+{
+    return conf->base != NULL ? conf->base : conf;
+}
+
+struct conf *conf_derive(struct conf *base)
+{
+    base = conf_base(base);
+    struct conf *d = malloc(sizeof(*d));
+    if (d == NULL)
+        return NULL;
+    *d = *base;
+    d->pools = malloc((base->npools ? base->npools : 1) * sizeof(*d->pools));
+    if (d->pools == NULL) {
+        free(d);
+        return NULL;
+    }
+    memcpy(d->pools, base->pools, base->npools * sizeof(*d->pools));
+    atomic_init(&d->refs, 1);
+    d->base = base;
+    conf_ref(base);
+    return d;
+}
+
+void conf_derive_servers(struct conf *d, uint32_t pool, struct conf_server *servers, uint32_t n,
+                         uint32_t *slot_map)
+{
+    struct conf_pool *p = &d->pools[pool];
+    if (p->servers != d->base->pools[pool].servers) {
+        for (uint32_t k = 0; k < p->nservers; k++)
+            conf__server_free(&p->servers[k]);
+        free(p->servers);
+    }
+    if (p->slot_map != d->base->pools[pool].slot_map)
+        free(p->slot_map);
+    p->servers = servers;
+    p->nservers = n;
+    p->slot_map = slot_map;
+}
+
+int conf_server_init(struct conf_server *s, const char *addr, const char *zone, char *err,
+                     size_t errlen)
+{
+    memset(s, 0, sizeof(*s));
+    if (conf_parse_addr(addr, &s->addr, err, errlen) < 0)
+        return -1;
+    s->weight = 1;
+    s->ident = strdup(addr);
+    s->label = strdup(addr);
+    s->zone = zone != NULL ? strdup(zone) : NULL;
+    if (s->ident == NULL || s->label == NULL || (zone != NULL && s->zone == NULL)) {
+        conf__server_free(s);
+        memset(s, 0, sizeof(*s));
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+void conf_server_free(struct conf_server *s)
+{
+    conf__server_free(s);
+}
+
+const char *conf_zone_match(const struct conf_pool *p, const char *host, uint16_t port)
+{
+    char hp[300];
+    uint32_t net, mask;
+    unsigned a, b, c, d;
+    char tail;
+    int v4 = sscanf(host, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a < 256 && b < 256 &&
+             c < 256 && d < 256;
+    uint32_t ip = v4 ? (a << 24) | (b << 16) | (c << 8) | d : 0;
+
+    snprintf(hp, sizeof(hp), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+    for (uint32_t i = 0; i < p->ncluster_zones; i++) {
+        const char *m = p->cluster_zones[i].match;
+        if (strcmp(m, hp) == 0 || strcmp(m, host) == 0)
+            return p->cluster_zones[i].zone;
+        if (v4 && strchr(m, '/') != NULL && conf__ipv4_net(m, &net, &mask) == 0 &&
+            (ip & mask) == net)
+            return p->cluster_zones[i].zone;
+    }
+    /* a seed's own zone: the first server line at that address */
+    for (uint32_t i = 0; i < p->nservers; i++)
+        if (p->servers[i].zone != NULL && p->servers[i].addr.text != NULL &&
+            strcmp(p->servers[i].addr.text, hp) == 0)
+            return p->servers[i].zone;
+    return NULL;
+}
+
 void conf_free(struct conf *conf)
 {
     if (conf == NULL)
         return;
+    if (atomic_fetch_sub_explicit(&conf->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (conf->base != NULL) {
+        conf__derived_free(conf);
+        return;
+    }
     for (uint32_t i = 0; i < conf->npools; i++)
         conf__pool_free(&conf->pools[i]);
     free(conf->pools);
@@ -2255,6 +2515,8 @@ int conf_load_buffer(const char *name, const char *text, size_t len, struct conf
     }
 
     c.conf = calloc(1, sizeof(*c.conf));
+    if (c.conf != NULL)
+        atomic_init(&c.conf->refs, 1);
     if (c.conf == NULL || (c.conf->path = strdup(c.file)) == NULL) {
         conf__fail_file(&c, "%s", conf__enomem);
         goto out_conf;

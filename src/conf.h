@@ -2,6 +2,7 @@
 #ifndef RL_CONF_H
 #define RL_CONF_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,12 @@ struct conf_shadow {
 struct conf_route {
     char *prefix;       /* key prefix */
     char *pool;         /* target pool name */
+};
+
+/* redis_cluster: cluster_zones: a node whose address matches gets the zone. */
+struct conf_zone_rule {
+    char *match;        /* "host:port", "host", or an IPv4 network "10.0.1.0/24" */
+    char *zone;
 };
 
 /* Where a key of a nested mapping was written (1-based), for messages built
@@ -123,6 +130,14 @@ struct conf_pool {
     struct conf_shadow shadow;
     struct conf_route *routes;
     uint32_t nroutes;
+    /* Redis Cluster (redis_cluster: true): servers are seeds until the snapshot
+     * replaces them with the cluster's nodes (conf_derive_servers) */
+    int      redis_cluster;
+    uint32_t cluster_refresh_s;   /* periodic slot map refresh: 30 (0: only on events) */
+    struct conf_zone_rule *cluster_zones;
+    uint32_t ncluster_zones;
+    int      replica_reads;       /* derived: redis_cluster with read_from other than primary
+                                     (node connections send READONLY) */
     struct conf_server *servers;  /* YAML order */
     uint32_t nservers;
 };
@@ -160,6 +175,9 @@ struct conf {
     struct conf_global global;
     struct conf_pool *pools;      /* file order */
     uint32_t npools;
+    atomic_uint refs;             /* conf_ref / conf_free */
+    struct conf *base;            /* a derived configuration (conf_derive): the one whose
+                                     strings it shares (held by a reference); NULL: none */
 };
 
 /*
@@ -176,7 +194,32 @@ int conf_load(const char *path, struct conf **out, char *err, size_t errlen);
 int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
                      char *err, size_t errlen);
 
+/* Drop a reference (conf_load gives one; conf_ref adds one); the last frees it. Safe on
+ * any thread. */
 void conf_free(struct conf *conf);
+void conf_ref(struct conf *conf);
+
+/*
+ * A configuration equal to base (sharing its strings, holding a reference to it) whose
+ * pools' server lists conf_derive_servers may replace: a Redis Cluster pool's nodes
+ * instead of its seeds. NULL without memory. base may itself be derived (its base is
+ * used). conf_derive_servers takes ownership of servers[0..n) (conf_server_init'ed) and
+ * of slot_map (16384 server indices for the slots distribution, or NULL).
+ */
+struct conf *conf_derive(struct conf *base);
+void conf_derive_servers(struct conf *derived, uint32_t pool, struct conf_server *servers,
+                         uint32_t n, uint32_t *slot_map);
+/* The configuration a derived one was derived from, or conf itself. */
+struct conf *conf_base(struct conf *conf);
+
+/* A server "host:port" (weight 1, identity and label the address, zone or NULL), for
+ * the nodes of a cluster; 0, or -1 with err. Free with conf_server_free. */
+int  conf_server_init(struct conf_server *s, const char *addr, const char *zone, char *err,
+                      size_t errlen);
+void conf_server_free(struct conf_server *s);
+
+/* The zone cluster_zones gives a node at host:port (NULL: none matches). */
+const char *conf_zone_match(const struct conf_pool *p, const char *host, uint16_t port);
 
 const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name);
 

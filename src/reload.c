@@ -11,6 +11,7 @@
 #include "conf_lint.h"
 #include "log.h"
 #include "notify.h"
+#include "proxy/cluster.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
 #include "proxy/worker.h"
@@ -147,18 +148,9 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     rs->last_error[0] = '\0';
     uv_mutex_unlock(&rs->mu);
 
-    /* Publish: every worker switches at its next safe point. The main
-     * thread keeps the old snapshot until all have acknowledged. */
     p->client_output_limit = nc->global.client_output_limit ? nc->global.client_output_limit
                                                             : p->client_output_limit;
-    atomic_store(&rl->acks, 0);
-    atomic_store(&rl->worker_errors, 0);
-    rl->old = old;
-    uv_mutex_lock(&p->snap_mu);
-    atomic_store_explicit(&p->current, snap, memory_order_release);
-    uv_mutex_unlock(&p->snap_mu);
-    for (uint32_t i = 0; i < p->nworkers; i++)
-        worker_wake(&p->workers[i]);
+    reload_publish(p, snap);
 
     uint64_t built_us = util_now_us() - t0;
     log_notice("reload (%s): new configuration published in %.1f ms", trigger,
@@ -175,6 +167,28 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         log_warn("reload: these settings changed but need a restart to apply: %s",
                  rs->restart_needed);
     return 0;
+}
+
+void reload_publish(struct proxy *p, struct snapshot *snap)
+{
+    struct reload *rl = p->reload;
+
+    /* Every worker switches at its next safe point. The main thread keeps the old
+     * snapshot until all have acknowledged. */
+    atomic_store(&rl->acks, 0);
+    atomic_store(&rl->worker_errors, 0);
+    rl->old = atomic_load(&p->current);
+    uv_mutex_lock(&p->snap_mu);
+    atomic_store_explicit(&p->current, snap, memory_order_release);
+    uv_mutex_unlock(&p->snap_mu);
+    cluster_snapshot_published(p, snap);
+    for (uint32_t i = 0; i < p->nworkers; i++)
+        worker_wake(&p->workers[i]);
+}
+
+int reload_busy(const struct proxy *p)
+{
+    return p->reload == NULL || p->reload->old != NULL;
 }
 
 /* Every worker runs the published snapshot: the old one can go, and a

@@ -82,6 +82,16 @@ void reload_free(struct proxy *p);    /* after the main loop ended */
  */
 int  reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen);
 
+/*
+ * Publish snap (built from the configuration in effect or a new one) as the current
+ * snapshot: every worker adopts it at its next safe point; the previous one is released
+ * once all have (main thread). Only when !reload_busy(p): one publish at a time. A
+ * Redis Cluster pool's new slot map is published this way too (cluster.c).
+ */
+void reload_publish(struct proxy *p, struct snapshot *snap);
+/* Whether a published snapshot is still being adopted (or reloads are not set up). */
+int  reload_busy(const struct proxy *p);
+
 /* A worker adopted the published snapshot (worker thread); `failed`: it
  * could not apply every pool (out of memory). */
 void reload_worker_adopted(struct proxy *p, int failed);

@@ -226,8 +226,8 @@ uint64_t ring_key_hash(const struct ring *r, const char *key, size_t len)
     const char *k;
     size_t klen;
 
-    if (r->nservers == 1)
-        return 0;
+    if (r->nservers == 1 && r->dist.type != DIST_SLOTS)
+        return 0;           /* (a slot is the key's own, whoever serves it) */
     ring_tagged(r, key, len, &k, &klen);
     if (klen == 0)
         return 0;

@@ -6,13 +6,20 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
+#include "cluster_map.h"
 #include "conf.h"
+#include "proto/proto.h"
 #include "ring.h"
 #include "ring_plot.h"
+#include "buf.h"
 
 #define TOOL_DEFAULT_CONF     "conf/ringleader.yml"   /* the daemon's default too */
 #define TOOL_DEFAULT_SAMPLES  1000000u
@@ -25,7 +32,7 @@
 #define TOOL_EXIT_ERROR  1   /* bad config, I/O error, out of memory */
 #define TOOL_EXIT_USAGE  2   /* bad options, unknown pool */
 
-enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF };
+enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF, TOOL_CLUSTER };
 
 struct tool_opts {
     const char *conf_path;
@@ -38,6 +45,8 @@ struct tool_opts {
     uint32_t    samples;
     const char *svg_path;    /* --svg: also draw --balance / --diff there */
     const char *keys_path;   /* --keys: sample keys from this file ("-": stdin) */
+    const char *shards_path; /* --cluster-shards: a saved CLUSTER SHARDS (or SLOTS) reply */
+    const char *cluster_addr; /* --cluster: a node to ask for its map, "host:port" */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
 };
@@ -81,6 +90,7 @@ static void tool_usage(FILE *f)
             "                       [--json] [--svg FILE]\n"
             "       ringleader-ring [-c conf file] [-p pool] --diff NEW.yml [--samples N | --keys FILE]\n"
             "                       [--json] [--svg FILE]\n"
+            "       ringleader-ring --cluster HOST:PORT | --cluster-shards FILE [--tsv|--json] [KEY...]\n"
             "\n"
             "Offline placement: builds each pool's ring from the same YAML as ringleader.\n"
             "With no KEY arguments, keys are read from standard input, one per line.\n"
@@ -100,6 +110,10 @@ static void tool_usage(FILE *f)
             "  -k, --keys=FILE     : sample keys from FILE, one a line, instead (\"-\": stdin)\n"
             "      --svg=FILE      : also draw --balance (bars against fair shares) or --diff\n"
             "                        (a from -> to matrix of the keys that move) as SVG\n"
+            "      --cluster-shards=FILE : where keys go in a Redis Cluster: FILE holds a raw\n"
+            "                        CLUSTER SHARDS (or CLUSTER SLOTS) reply as a node sent it;\n"
+            "                        each key's slot, master and replicas (no -c file needed)\n"
+            "      --cluster=HOST:PORT : the same, with the map asked of that cluster node\n"
             "\n"
             "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool.\n",
             TOOL_DEFAULT_CONF, RING_MAX_PREF, TOOL_DEFAULT_SAMPLES);
@@ -281,6 +295,265 @@ static void key_source_init(struct key_source *ks, char **argv, int argc)
 static void key_source_free(struct key_source *ks)
 {
     free(ks->line);
+}
+
+/* ---------------------------------------------------------------- a cluster's map */
+
+/* The replies of want requests in d[0..len): each one whole, by the protocol's reply
+ * parser. 0, or -1 when the bytes end early or are not replies. */
+static int tool_cluster_split(const char *d, size_t len, const char **rsp, size_t *rlen,
+                              uint32_t want)
+{
+    const struct proto_ops *ops = &proto_redis_ops;
+    struct proto_parser p;
+    size_t pos = 0, start = 0;
+    uint32_t got = 0;
+    int rc = 0;
+
+    memset(&p, 0, sizeof(p));
+    while (got < want) {
+        struct proto_rsp r;
+        int n = ops->parse_rsp(&p, d + pos, len - pos, ops->probe_cmd, 0, &r);
+        if (n <= 0 || (size_t)r.hdr_len + r.body_len > len - pos) {
+            rc = -1;
+            break;
+        }
+        pos += (size_t)r.hdr_len + r.body_len;
+        if (r.flags & PROTO_SF_FINAL) {
+            rsp[got] = d + start;
+            rlen[got++] = pos - start;
+            start = pos;
+        }
+    }
+    proto_parser_free(&p);
+    return rc;
+}
+
+/* Ask the node at addr ("host:port") for its map: the protocol's map query (CLUSTER INFO
+ * + SHARDS, or + SLOTS for the fallback), then QUIT, read to the end (5 s at most per
+ * read). 1 with the map in m, 0: the node wants the fallback, -1 after a message. */
+static int tool_cluster_ask(const char *addr, int fallback, struct cluster_map *m)
+{
+    const struct proto_cluster_ops *co = proto_redis_ops.cluster;
+    char host[CLUSTER_HOST_MAX], err[512] = "";
+    const char *colon = strrchr(addr, ':');
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+    struct buf q, in;
+    int fd = -1, rc = -1;
+
+    buf_init(&q);
+    buf_init(&in);
+    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof(host)) {
+        fprintf(stderr, "ringleader-ring: --cluster wants HOST:PORT, not '%s'\n", addr);
+        return -1;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {      /* [v6]:port */
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = '\0';
+    }
+    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (gai != 0) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, gai_strerror(gai));
+        return -1;
+    }
+    struct timeval tv = { .tv_sec = 5 };
+    if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+        connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, strerror(errno));
+        goto done;
+    }
+    int want = co->map_query(fallback, &q);
+    if (want < 0 || buf_append_str(&q, "*1\r\n$4\r\nQUIT\r\n") < 0) {
+        tool_nomem();
+        goto done;
+    }
+    for (size_t off = 0; off < buf_len(&q);) {
+        ssize_t n = send(fd, buf_rptr(&q) + off, buf_len(&q) - off, MSG_NOSIGNAL);
+        if (n <= 0) {
+            fprintf(stderr, "ringleader-ring: %s: %s\n", addr, strerror(errno));
+            goto done;
+        }
+        off += (size_t)n;
+    }
+    for (;;) {
+        char chunk[65536];
+        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+        if (n == 0)
+            break;
+        if (n < 0 || buf_len(&in) + (size_t)n > (64u << 20) || buf_append(&in, chunk, (size_t)n) < 0) {
+            fprintf(stderr, "ringleader-ring: %s: %s\n", addr,
+                    n < 0 ? strerror(errno) : "reply too large or out of memory");
+            goto done;
+        }
+    }
+    const char *rsp[2];
+    size_t rlen[2];
+    if (want != 2 || tool_cluster_split(buf_rptr(&in), buf_len(&in), rsp, rlen, 2) < 0) {
+        fprintf(stderr, "ringleader-ring: %s: not the replies of a Redis node\n", addr);
+        goto done;
+    }
+    rc = co->map_parse(fallback, rsp, rlen, 2, host, m, err, sizeof(err));
+    if (rc < 0)
+        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, err);
+done:
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    buf_free(&q);
+    buf_free(&in);
+    return rc;
+}
+
+/* The map the node at addr serves (CLUSTER SHARDS, CLUSTER SLOTS for Redis < 7). */
+static struct cluster_map *tool_cluster_fetch(const char *addr)
+{
+    for (int fallback = 0; fallback < 2; fallback++) {
+        struct cluster_map *m = cluster_map_new();
+        if (m == NULL) {
+            tool_nomem();
+            return NULL;
+        }
+        int rc = tool_cluster_ask(addr, fallback, m);
+        if (rc == 1 && cluster_map_finish(m) == 0)
+            return m;
+        cluster_map_free(m);
+        if (rc != 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+/* The map of a saved CLUSTER SHARDS reply (or CLUSTER SLOTS: the fallback form), read
+ * with the proxy's own parser. NULL after a message. */
+static struct cluster_map *tool_cluster_load(const char *path)
+{
+    static const char no_info[] = "$0\r\n\r\n";     /* CLUSTER INFO is not in the file */
+    const struct proto_cluster_ops *co = proto_redis_ops.cluster;
+    char err[512] = "";
+    struct cluster_map *m = NULL;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    FILE *f = fopen(path, "rb");
+
+    if (f == NULL) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", path, strerror(errno));
+        return NULL;
+    }
+    for (;;) {
+        if (len == cap) {
+            char *t = cap < (64u << 20) ? realloc(text, cap ? cap * 2 : 65536) : NULL;
+            if (t == NULL) {
+                fprintf(stderr, "ringleader-ring: %s: too large or out of memory\n", path);
+                goto fail;
+            }
+            text = t;
+            cap = cap ? cap * 2 : 65536;
+        }
+        size_t n = fread(text + len, 1, cap - len, f);
+        len += n;
+        if (n == 0)
+            break;
+    }
+    if (ferror(f)) {
+        fprintf(stderr, "ringleader-ring: %s: %s\n", path, strerror(errno));
+        goto fail;
+    }
+    for (int fallback = 0; fallback < 2; fallback++) {
+        const char *rsp[2] = { no_info, text };
+        size_t rlen[2] = { sizeof(no_info) - 1, len };
+        char ferr[512] = "";
+        m = cluster_map_new();
+        if (m == NULL) {
+            tool_nomem();
+            goto fail;
+        }
+        if (co->map_parse(fallback, rsp, rlen, 2, "127.0.0.1", m, ferr, sizeof(ferr)) == 1 &&
+            cluster_map_finish(m) == 0)
+            break;
+        if (fallback == 0)
+            snprintf(err, sizeof(err), "%s", ferr);
+        cluster_map_free(m);
+        m = NULL;
+    }
+    if (m == NULL)
+        fprintf(stderr, "ringleader-ring: %s: not a CLUSTER SHARDS or CLUSTER SLOTS reply (%s)\n",
+                path, err);
+fail:
+    fclose(f);
+    free(text);
+    return m;
+}
+
+/* Each key's slot, the master serving it and that master's replicas. */
+static int tool_cluster(const struct tool_opts *o)
+{
+    struct cluster_map *m = o->cluster_addr != NULL ? tool_cluster_fetch(o->cluster_addr)
+                                                    : tool_cluster_load(o->shards_path);
+    struct key_source ks;
+    const char *key;
+    size_t len;
+    int r, rc = TOOL_EXIT_OK;
+    json_t *root = NULL, *arr = NULL;
+
+    if (m == NULL)
+        return TOOL_EXIT_ERROR;
+    if (o->json) {
+        root = json_object();
+        arr = json_array();
+        if (root == NULL || arr == NULL || json_object_set_new(root, "keys", arr) < 0) {
+            json_decref(root);
+            cluster_map_free(m);
+            return tool_nomem();
+        }
+        json_object_set_new(root, "checksum", tool_json_checksum(m->checksum));
+        json_object_set_new(root, "nodes", json_integer(m->nnodes));
+    } else if (!o->tsv) {
+        printf("# cluster map: %u node(s), checksum %016llx\n", m->nnodes,
+               (unsigned long long)m->checksum);
+    }
+    key_source_init(&ks, o->keys, o->nkeys);
+    while ((r = key_next(&ks, &key, &len)) > 0) {
+        uint32_t slot = cluster_keyslot(key, len);
+        uint32_t own = m->owner[slot];
+        const char *master = own == CLUSTER_NONE ? "-" : m->nodes[own].addr;
+        if (o->json) {
+            json_t *reps = json_array();
+            for (uint32_t i = 0; reps != NULL && own != CLUSTER_NONE && i < m->nnodes; i++)
+                if (m->nodes[i].role == CLUSTER_REPLICA && m->nodes[i].master == own && i != own)
+                    json_array_append_new(reps, json_string(m->nodes[i].addr));
+            json_t *e = json_pack("{s:o,s:I,s:s,s:o}", "key", tool_json_key(key, len),
+                                  "slot", (json_int_t)slot, "master", master,
+                                  "replicas", reps != NULL ? reps : json_array());
+            if (e == NULL || json_array_append_new(arr, e) < 0) {
+                rc = tool_nomem();
+                break;
+            }
+            continue;
+        }
+        tool_put_key(stdout, key, len);
+        if (o->tsv) {
+            printf("\t%s\n", master);
+            continue;
+        }
+        printf("\tslot %u\t%s", slot, master);
+        for (uint32_t i = 0; own != CLUSTER_NONE && i < m->nnodes; i++)
+            if (m->nodes[i].role == CLUSTER_REPLICA && m->nodes[i].master == own && i != own)
+                printf("\treplica %s", m->nodes[i].addr);
+        putchar('\n');
+    }
+    if (r < 0) {
+        fprintf(stderr, "ringleader-ring: reading keys: %s\n", strerror(EIO));
+        rc = TOOL_EXIT_ERROR;
+    }
+    key_source_free(&ks);
+    if (root != NULL)
+        rc = rc == TOOL_EXIT_OK ? tool_json_emit(root) : (json_decref(root), rc);
+    cluster_map_free(m);
+    return rc;
 }
 
 /* The preference list length: -n, else min(3, servers) or replicas if larger. */
@@ -1155,7 +1428,7 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -1169,6 +1442,8 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "samples",   required_argument, NULL, 's' },
         { "keys",      required_argument, NULL, 'k' },
         { "svg",       required_argument, NULL, OPT_SVG },
+        { "cluster-shards", required_argument, NULL, OPT_SHARDS },
+        { "cluster",   required_argument, NULL, OPT_CLUSTER },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -1225,6 +1500,14 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         case OPT_SVG:
             o->svg_path = optarg;
             break;
+        case OPT_SHARDS:
+            o->mode = TOOL_CLUSTER;
+            o->shards_path = optarg;
+            break;
+        case OPT_CLUSTER:
+            o->mode = TOOL_CLUSTER;
+            o->cluster_addr = optarg;
+            break;
         default:
             tool_usage(stderr);
             return TOOL_EXIT_USAGE;
@@ -1236,6 +1519,18 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         fprintf(stderr, "ringleader-ring: --tsv and --json exclude each other\n");
         return TOOL_EXIT_USAGE;
     }
+    if (o->mode == TOOL_CLUSTER && (o->pool != NULL || o->npref || o->svg_path != NULL ||
+                                    o->keys_path != NULL || samples_given)) {
+        fprintf(stderr, "ringleader-ring: --cluster and --cluster-shards take keys, --tsv or "
+                "--json only\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->mode == TOOL_CLUSTER && o->shards_path != NULL && o->cluster_addr != NULL) {
+        fprintf(stderr, "ringleader-ring: --cluster or --cluster-shards: one map at a time\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->mode == TOOL_CLUSTER)
+        return TOOL_EXIT_OK;
     if (o->mode != TOOL_QUERY && (o->tsv || o->nkeys > 0)) {
         fprintf(stderr, "ringleader-ring: --balance and --diff take no keys and no --tsv\n");
         return TOOL_EXIT_USAGE;
@@ -1262,6 +1557,14 @@ int main(int argc, char **argv)
     /* 100,000 keys in one call: block-buffer stdout even on a pipe or terminal. */
     setvbuf(stdout, NULL, _IOFBF, TOOL_OUTBUF);
 
+    if (o.mode == TOOL_CLUSTER) {       /* the cluster's own map: no configuration */
+        rc = tool_cluster(&o);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "ringleader-ring: writing the output: %s\n", strerror(errno));
+            return TOOL_EXIT_ERROR;
+        }
+        return rc;
+    }
     rc = tool_conf_load(o.conf_path, &oc);
     if (rc != TOOL_EXIT_OK)
         return rc;
@@ -1271,6 +1574,8 @@ int main(int argc, char **argv)
         break;
     case TOOL_BALANCE:
         rc = tool_balance(&o, &oc);
+        break;
+    case TOOL_CLUSTER:
         break;
     case TOOL_DIFF:
         rc = tool_conf_load(o.diff_path, &nc);

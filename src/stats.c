@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "stats.h"
+#include "util.h"
 
 /* ---- field tables */
 
@@ -234,6 +235,10 @@ static int json_server(json_t *pool, const struct stats_view_server *s)
         rc = jset(o, "latency_p99_us", json_integer((json_int_t)histogram_percentile(&s->latency, 0.99)));
     if (rc == 0)
         rc = jset(o, "latency_p999_us", json_integer((json_int_t)histogram_percentile(&s->latency, 0.999)));
+    if (rc == 0 && s->role != NULL)
+        rc = jset(o, "role", jstr(s->role));
+    if (rc == 0 && s->role != NULL)
+        rc = jset(o, "slots", json_integer(s->slots));
     if (rc < 0) {
         json_decref(o);
         return rc;
@@ -284,6 +289,31 @@ double stats_requests_max_over_mean(const struct stats_view_pool *p)
     return sum > 0 ? max / (sum / (double)p->nservers) : 0.0;
 }
 
+static const char *cluster_state_name(int ok)
+{
+    return ok > 0 ? "ok" : ok == 0 ? "fail" : "unknown";
+}
+
+static int json_cluster(json_t *o, const struct stats_view_cluster *c)
+{
+    int rc = jset(o, "cluster_epoch", json_integer((json_int_t)c->epoch));
+    if (rc == 0)
+        rc = jset(o, "cluster_state", jstr(cluster_state_name(c->state_ok)));
+    if (rc == 0)
+        rc = jset(o, "cluster_refreshes", json_integer((json_int_t)c->refreshes));
+    if (rc == 0)
+        rc = jset(o, "cluster_refresh_errors", json_integer((json_int_t)c->refresh_errors));
+    if (rc == 0)
+        rc = jset(o, "cluster_map_changes", json_integer((json_int_t)c->map_changes));
+    if (rc == 0)
+        rc = jset(o, "cluster_refresh_asked", json_integer((json_int_t)c->refresh_asked));
+    if (rc == 0)
+        rc = jset(o, "cluster_refreshed_at", json_integer(c->refreshed_at));
+    if (rc == 0)
+        rc = jset(o, "cluster_refresh_error", jstr(c->refresh_error));
+    return rc;
+}
+
 static json_t *json_tls_certs(const struct stats_view_pool *p)
 {
     json_t *a = json_array();
@@ -328,6 +358,8 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "keys_max_over_mean", json_real(p->keys_max_over_mean));
     if (rc == 0)
         rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
+    if (rc == 0 && p->is_cluster)
+        rc = json_cluster(o, &p->cluster);
     if (rc == 0)
         rc = jset(o, "tls_certs", json_tls_certs(p));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
@@ -575,6 +607,56 @@ static int prom_servers(const struct stats_view *v, struct buf *out)
     return 0;
 }
 
+/* A cluster pool's numbers (families only when some pool is a cluster pool). */
+static int prom_clusters(const struct stats_view *v, struct buf *out)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        { "ringleader_pool_cluster_epoch", "gauge", "the cluster's current epoch (CLUSTER INFO of the node last asked)" },
+        { "ringleader_pool_cluster_state_ok", "gauge", "1 when the node last asked says cluster_state:ok, 0 when fail, -1 unknown" },
+        { "ringleader_pool_cluster_refreshes_total", "counter", "# slot map fetches that brought a map" },
+        { "ringleader_pool_cluster_refresh_errors_total", "counter", "# slot map fetches that failed" },
+        { "ringleader_pool_cluster_map_changes_total", "counter", "# slot maps that differed from the one before" },
+        { "ringleader_pool_cluster_refresh_asked_total", "counter", "# refreshes the workers asked for" },
+        { "ringleader_pool_cluster_refreshed_at_timestamp_seconds", "gauge", "time of the last slot map in seconds since the epoch" },
+        { "ringleader_server_slots", "gauge", "slots a cluster node serves" },
+        { "ringleader_server_master", "gauge", "1 for a cluster node that is a master in the slot map, 0 for a replica" },
+    };
+    int rc, any = 0;
+    for (size_t i = 0; i < v->npools; i++)
+        any |= v->pools[i].is_cluster;
+    if (!any)
+        return 0;
+    for (size_t f = 0; f < RL_ARRAY_SIZE(fam); f++) {
+        TRY(prom_head(out, fam[f].name, fam[f].type, fam[f].help));
+        for (size_t i = 0; i < v->npools; i++) {
+            const struct stats_view_pool *p = &v->pools[i];
+            const struct stats_view_cluster *c = &p->cluster;
+            if (!p->is_cluster)
+                continue;
+            if (f >= 7) {
+                for (size_t s = 0; s < p->nservers; s++) {
+                    const struct stats_view_server *sv = &p->servers[s];
+                    if (sv->role == NULL)
+                        continue;
+                    TRY(prom_series(out, fam[f].name, p->name, sv->name));
+                    TRY(buf_appendf(out, "%" PRId64 "\n", f == 7 ? sv->slots
+                                    : (int64_t)(strcmp(sv->role, "master") == 0)));
+                }
+                continue;
+            }
+            int64_t val = f == 0 ? (int64_t)c->epoch : f == 1 ? c->state_ok :
+                          f == 2 ? (int64_t)c->refreshes : f == 3 ? (int64_t)c->refresh_errors :
+                          f == 4 ? (int64_t)c->map_changes : f == 5 ? (int64_t)c->refresh_asked :
+                          c->refreshed_at;
+            TRY(prom_series(out, fam[f].name, p->name, NULL));
+            TRY(buf_appendf(out, "%" PRId64 "\n", val));
+        }
+    }
+    return 0;
+}
+
 static int prom_pools(const struct stats_view *v, struct buf *out)
 {
     int rc;
@@ -682,6 +764,7 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
     TRY(prom_counters(v, out));
     TRY(prom_servers(v, out));
     TRY(prom_pools(v, out));
+    TRY(prom_clusters(v, out));
     return 0;
 }
 
@@ -715,4 +798,8 @@ void stats_describe(FILE *f)
         fprintf(f, "  %-20s %-10s \"%s\"\n", stats_server_fields[i].name,
                 type_name(stats_server_fields[i].type), stats_server_fields[i].desc);
     STATS_SERVER_EXT_CODEC(STATS_DESCRIBE_EXT)
+    fprintf(f, "\ncluster pool stats (redis_cluster: true):\n");
+    STATS_CLUSTER_POOL_EXT_CODEC(STATS_DESCRIBE_EXT)
+    fprintf(f, "\ncluster node stats:\n");
+    STATS_CLUSTER_SERVER_EXT_CODEC(STATS_DESCRIBE_EXT)
 }

@@ -52,6 +52,12 @@ struct buf;
     ACTION(sessions_lost,       COUNTER, "# sessions whose pinned connection failed (their client was closed)") \
     ACTION(memory_refused,      COUNTER, "# clients closed because memory_limit was reached") \
     ACTION(client_timeouts,     COUNTER, "# clients closed idle (client_timeout) or with a late header") \
+    ACTION(cluster_moved,       COUNTER, "# MOVED replies of a cluster pool's nodes (the request follows)") \
+    ACTION(cluster_ask,         COUNTER, "# ASK replies of a cluster pool's nodes (the request follows)") \
+    ACTION(cluster_tryagain,    COUNTER, "# TRYAGAIN replies of a cluster pool's nodes (retried after a pause)") \
+    ACTION(cluster_down,        COUNTER, "# CLUSTERDOWN replies of a cluster pool's nodes (retried after a pause)") \
+    ACTION(cluster_redirect_limit, COUNTER, "# requests redirected 5 times: the client got the last redirect") \
+    ACTION(cluster_parked,      COUNTER, "# requests parked until the slot map knew their node, or TRYAGAIN's pause") \
     ACTION(rejoin_logged,       COUNTER, "# writes of a down server's keys remembered for its rejoin") \
     ACTION(rejoin_invalidations, COUNTER, "# deletes sent to returning servers and to the servers that took their writes") \
     ACTION(rejoin_flushes,      COUNTER, "# returning servers flushed before serving (rejoin: flush, or a fallback)") \
@@ -151,6 +157,21 @@ extern const size_t stats_server_nfields;
     ACTION(latency_p99_us,  GAUGE, "99th percentile request latency in usec")            \
     ACTION(latency_p999_us, GAUGE, "99.9th percentile request latency in usec")          \
 
+/* A Redis Cluster pool's extra fields (docs/cluster.md), present only for such pools. */
+#define STATS_CLUSTER_POOL_EXT_CODEC(ACTION)                                                \
+    ACTION(cluster_epoch,          GAUGE, "a cluster pool's cluster epoch (CLUSTER INFO cluster_current_epoch of the node last asked)") \
+    ACTION(cluster_state,          STRING, "a cluster pool's cluster_state as the node last asked says it: ok, fail or unknown") \
+    ACTION(cluster_refreshes,      COUNTER, "# slot map fetches of a cluster pool that brought a map") \
+    ACTION(cluster_refresh_errors, COUNTER, "# slot map fetches of a cluster pool that failed (a node down or refusing)") \
+    ACTION(cluster_map_changes,    COUNTER, "# slot maps of a cluster pool that differed from the one before (each publishes a new epoch)") \
+    ACTION(cluster_refresh_asked,  COUNTER, "# refreshes the workers asked for (MOVED, a node failing, CLUSTERDOWN, TRYAGAIN, an unknown node)") \
+    ACTION(cluster_refreshed_at,   TIMESTAMP, "time of a cluster pool's last slot map in seconds since epoch") \
+    ACTION(cluster_refresh_error,  STRING, "the last failed fetch's reason (\"\" after a good one)") \
+
+#define STATS_CLUSTER_SERVER_EXT_CODEC(ACTION)                                              \
+    ACTION(role,            STRING, "a cluster node's role in the slot map: master or replica") \
+    ACTION(slots,           GAUGE, "slots a cluster node serves (masters)")              \
+
 /* The document's top-level fields (struct stats_view), as (JSON name, type, description):
  * printed first by -D so that it names every field of the stats document. */
 #define STATS_GLOBAL_CODEC(ACTION)                                                          \
@@ -198,6 +219,17 @@ struct stats_view_server {
     uint32_t weight;                    /* from the configuration */
     double keyspace_share;              /* from the ring (ring_server.keyspace_share) */
     struct histogram latency;           /* merged over the workers */
+    const char *role;                   /* a cluster node's ("master", "replica"), else NULL */
+    int64_t slots;                      /* ... and the slots it serves */
+};
+
+/* A Redis Cluster pool's slot map and its refreshes. */
+struct stats_view_cluster {
+    uint64_t epoch;                     /* the cluster's current epoch */
+    int      state_ok;                  /* 1 ok, 0 fail, -1 unknown */
+    uint64_t refreshes, refresh_errors, map_changes, refresh_asked;
+    int64_t  refreshed_at;              /* unix seconds; 0 before the first map */
+    char     refresh_error[256];
 };
 
 /* A certificate file of a pool's TLS contexts and when it expires. */
@@ -222,6 +254,8 @@ struct stats_view_pool {
     struct stats_view_server *servers;
     size_t nservers;
     double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
+    int is_cluster;                     /* a Redis Cluster pool: cluster is filled in */
+    struct stats_view_cluster cluster;
     struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
     size_t ntls_certs;
 };

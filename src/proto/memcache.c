@@ -1110,6 +1110,7 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
         fixed = "out of memory";
         break;
     case PROTO_ERR_CROSSSLOT:
+    case PROTO_ERR_CROSSSLOT_SLOT:
         if (reason == NULL)
             fixed = "keys map to different servers";
         break;

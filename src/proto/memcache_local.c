@@ -11,7 +11,7 @@
 #include "proto/proto.h"
 
 #define LOCAL_ERROR "ERROR\r\n"
-#define LOCAL_STATS_MAX 96      /* numbers render_stats gives (about 50 today) */
+#define LOCAL_STATS_MAX 256     /* numbers render_stats gives (about 100 today) */
 
 struct local_stats {
     const char *name[LOCAL_STATS_MAX];

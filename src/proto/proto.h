@@ -162,6 +162,8 @@ struct proto_req {
 #define PROTO_SF_PUSH      0x0020  /* out of band: a pub/sub message (Redis RESP2 message
                                     * array on a subscribed connection, a RESP3 push), the
                                     * reply of no request; always one whole unit */
+#define PROTO_SF_CLUSTER   0x0040  /* a cluster's redirect or retry error (PROTO_PF_CLUSTER
+                                    * parsers only): proto_ops.cluster->redirect says which */
 
 struct proto_rsp {
     uint32_t hdr_len;      /* bytes of this unit in buf */
@@ -219,6 +221,9 @@ struct proto_parser {
                                        * (set and cleared by the core's pubsub.c), or a server
                                        * connection carrying subscriptions, whose parse_rsp
                                        * then tells messages (PROTO_SF_PUSH) from replies */
+#define PROTO_PF_CLUSTER      0x0080  /* the pool is a cluster (redis_cluster): a server
+                                       * side parser flags PROTO_SF_CLUSTER replies; a client
+                                       * side one answers the cluster's own commands */
 
 /* Connection variants a protocol may have (Redis: RESP2 and RESP3). */
 #define PROTO_VARIANTS 2
@@ -233,6 +238,8 @@ struct proto_hello {
     const char *password;  /* redis_auth, NULL: none */
     int         db;        /* redis_db */
     int         variant;   /* the connection's variant (Redis: 1 asks for RESP3) */
+    int         replica_reads; /* the connection may serve reads from a replica (Redis
+                                * Cluster READONLY) */
 };
 
 /* Per-client state the proxy keeps for local commands. */
@@ -271,8 +278,12 @@ struct proto_env {
                                        * its reply in it */
     /* The label of server i of the pool (i < nservers): BROADCAST fragment i went to it. */
     const char *(*server_name)(void *ctx, uint32_t i);
+    /* The address this client connected to, "ip:port" into out (a cluster pool answers
+     * CLUSTER SLOTS with it); may be NULL. 0, or -1 when it is not an IP address. */
+    int       (*local_addr)(void *ctx, char *out, size_t outlen);
     uint64_t    epoch;                /* the pool's ring epoch (SCAN cursors carry it) */
     uint32_t    target;               /* INDEXED merge_env: the server it went to */
+    int         cluster;              /* the pool is a cluster pool (redis_cluster) */
     void       *ctx;
 };
 /* Errors the core asks the protocol to phrase. */
@@ -280,6 +291,7 @@ enum proto_err {
     PROTO_ERR_SERVER,      /* backend failed: reason given */
     PROTO_ERR_TIMEOUT,     /* backend timed out */
     PROTO_ERR_CROSSSLOT,   /* keys on different servers */
+    PROTO_ERR_CROSSSLOT_SLOT, /* keys in different slots of a cluster pool */
     PROTO_ERR_NOMEM,       /* proxy out of memory */
     PROTO_ERR_DOWN,        /* no live server (on_down: error) */
     PROTO_ERR_ABORTED,     /* a spoiled session's commit (EXECABORT) */
@@ -290,6 +302,45 @@ enum proto_err {
 #define PROTO_LOCAL_CLOSE 1
 #define PROTO_LOCAL_RESET 2   /* the client's connection state is reset (Redis RESET): its
                                * subscriptions and pins end */
+
+/* ---- clusters (proto_ops.cluster) */
+
+struct cluster_map;
+
+#define PROTO_HOST_MAX 256
+
+/* What a PROTO_SF_CLUSTER error reply says. */
+enum proto_redirect_kind {
+    PROTO_REDIR_MOVED,      /* the slot is served elsewhere for good: re-send there */
+    PROTO_REDIR_ASK,        /* this one request: ask the named node (after the asking prefix) */
+    PROTO_REDIR_TRYAGAIN,   /* the slot is moving: the same request again a little later */
+    PROTO_REDIR_DOWN        /* the cluster cannot serve the slot now */
+};
+
+struct proto_redirect {
+    enum proto_redirect_kind kind;
+    uint32_t slot;                  /* MOVED/ASK */
+    char     host[PROTO_HOST_MAX];  /* MOVED/ASK: "" means the host of the node that answered */
+    uint16_t port;
+};
+
+struct proto_cluster_ops {
+    /* The requests that fetch a node's slot map (`fallback`: the older form, for a node
+     * that does not know the first), written to out; returns how many replies follow,
+     * or -ENOMEM. */
+    int (*map_query)(int fallback, struct buf *out);
+    /* Read those replies (rsp[i], len[i], each one whole reply) into m, an empty map;
+     * host is the node's that answered (for entries naming no host). 1: the map is in m
+     * (cluster_map_finish not run yet); 0: the node does not know this form (ask again
+     * with the fallback); -1: refused or malformed, err says why. */
+    int (*map_parse)(int fallback, const char *const *rsp, const size_t *len, uint32_t n,
+                     const char *host, struct cluster_map *m, char *err, size_t errlen);
+    /* A reply flagged PROTO_SF_CLUSTER (rsp[0..len), the whole unit): what it says.
+     * 0, or -1 when it cannot be read (then it is passed on as any error). */
+    int (*redirect)(const char *rsp, size_t len, struct proto_redirect *rd);
+    /* What precedes a request sent after ASK (Redis ASKING); its reply is discarded. */
+    const char *asking;
+};
 
 struct proto_ops {
     const char *name;     /* "memcache", "redis" */
@@ -415,6 +466,8 @@ struct proto_ops {
     const char *join_miss;
     uint32_t    join_keys_max;
 
+    /* Redis Cluster backends (NULL: the protocol has no cluster). */
+    const struct proto_cluster_ops *cluster;
     /* Pub/sub (all NULL: the protocol has none; PROTO_REQ_SUBSCRIBE is never parsed).
      * sub_write: the command that makes a server connection do `sub` (PROTO_SUB_*) for
      * names[0..n) (n > 0). sub_reply: one confirmation the client gets, in its variant,

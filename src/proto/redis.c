@@ -763,6 +763,21 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     }
     if (c->flags & REDIS_CMD_WRITE)
         req->flags |= PROTO_RF_WRITE;
+    if ((c->flags & REDIS_CMD_CLOCAL) && (p->flags & PROTO_PF_CLUSTER)) {
+        if (p->flags & PROTO_PF_ATOMIC) {
+            not_in_multi(p, req, c, "the proxy answers it itself");
+            return 0;
+        }
+        req->kind = PROTO_REQ_LOCAL;        /* a cluster pool's one-node cluster */
+        return 0;
+    }
+    if ((c->flags & REDIS_CMD_CURSOR) && (p->flags & PROTO_PF_CLUSTER)) {
+        /* a pool cursor walks every server; a cluster's replicas hold their masters'
+         * keys, and which nodes serve slots changes under a scan */
+        req_error(p, req, "ERR %s is not supported in a Redis Cluster pool yet: "
+                  "scan each master", c->name);
+        return 0;
+    }
     if ((c->flags & REDIS_CMD_REFUSED) ||
         ((c->flags & REDIS_CMD_FLUSH) && !(p->flags & PROTO_PF_ALLOW_FLUSH))) {
         size_t i;
@@ -1386,6 +1401,8 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
         break;
     case '-':
         rsp->flags |= PROTO_SF_ERROR;
+        if ((p->flags & PROTO_PF_CLUSTER) && redis__cluster_error(buf, eol))
+            rsp->flags |= PROTO_SF_CLUSTER;
         break;
     case ':':
         if (!counted && parse_num(buf + 1, eol - 2, &n) < 0)
@@ -2163,6 +2180,8 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     switch (code) {
     case PROTO_ERR_CROSSSLOT:
         return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same server\r\n");
+    case PROTO_ERR_CROSSSLOT_SLOT:     /* Redis Cluster's own words */
+        return buf_append_str(out, "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
     case PROTO_ERR_ABORTED:
         return buf_append_str(out, "-EXECABORT Transaction discarded because of previous errors.\r\n");
     case PROTO_ERR_LIMIT:
@@ -2190,8 +2209,9 @@ static int redis_error_reply(enum proto_err code, const char *reason, struct buf
     return buf_append(out, "\r\n", 2);
 }
 
-/* AUTH [user] password (RESP3: HELLO 3 with its AUTH option), then SELECT db when it is
- * not 0. Returns the number of requests written (replies to swallow), or -ENOMEM. */
+/* AUTH [user] password (RESP3: HELLO 3 with its AUTH option), READONLY for a connection
+ * that may read from a cluster replica, then SELECT db when it is not 0. Returns the
+ * number of requests written (replies to swallow), or -ENOMEM. */
 static int redis_server_hello(const struct proto_hello *h, struct buf *out)
 {
     int n = 0;
@@ -2211,6 +2231,11 @@ static int redis_server_hello(const struct proto_hello *h, struct buf *out)
                         append_bulk(out, h->username, strlen(h->username)) < 0)
                      : buf_append_str(out, "*2\r\n$4\r\nAUTH\r\n") < 0;
         if (rc || append_bulk(out, h->password, strlen(h->password)) < 0)
+            return -ENOMEM;
+        n++;
+    }
+    if (h->replica_reads) {
+        if (buf_append_str(out, "*1\r\n$8\r\nREADONLY\r\n") < 0)
             return -ENOMEM;
         n++;
     }
@@ -2322,6 +2347,7 @@ const struct proto_ops proto_redis_ops = {
     .probe_cmd = REDIS_CMD_NONE,
     .miss_reply = redis_miss_reply,
     .pin_reset = redis_pin_reset,
+    .cluster = &proto_redis_cluster_ops,
     .invalidate = redis__invalidate,
     .flush = "*1\r\n$7\r\nFLUSHDB\r\n",
     .flush_cmd = REDIS_CMD_NONE,

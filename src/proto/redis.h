@@ -47,6 +47,8 @@
 #define REDIS_CMD_CHANNEL   0x200000  /* the "keys" are pub/sub channels: PROTO_RF_CHANNEL */
 #define REDIS_CMD_SUBOK     0x400000  /* allowed in RESP2 subscribed mode (PING, QUIT, RESET,
                                        * the (un)subscriptions) */
+#define REDIS_CMD_CLOCAL    0x800000  /* REFUSED, but answered here (.local) in a cluster pool
+                                       * (PROTO_PF_CLUSTER): CLUSTER SLOTS, READONLY ... */
 #define REDIS_CMD_SESS(s)    ((uint32_t)(s) << 24)   /* what it does to a session (below) */
 #define REDIS_CMD_SESSION(c) ((enum redis_session)(((c)->flags >> 24) & 0xf))
 /* An (un)subscription: PROTO_SUB_* class | PROTO_SUB_UNSUB in bits 28..30 of the flags; its
@@ -122,7 +124,15 @@ enum redis_local {
     REDIS_LOCAL_CLIENT_GETREDIR,
     REDIS_LOCAL_CLIENT_CACHING,
     REDIS_LOCAL_EMPTY_ARRAY, /* PUBSUB NUMSUB without channels */
-    REDIS_LOCAL_UNWATCH      /* UNWATCH of a client without a session: nothing is watched */
+    REDIS_LOCAL_UNWATCH,     /* UNWATCH of a client without a session: nothing is watched */
+    /* a cluster pool's one-node cluster (redis_cluster.c) */
+    REDIS_LOCAL_CLUSTER_OK,
+    REDIS_LOCAL_CLUSTER_KEYSLOT,
+    REDIS_LOCAL_CLUSTER_MYID,
+    REDIS_LOCAL_CLUSTER_SLOTS,
+    REDIS_LOCAL_CLUSTER_SHARDS,
+    REDIS_LOCAL_CLUSTER_NODES,
+    REDIS_LOCAL_CLUSTER_INFO
 };
 
 /*
@@ -194,5 +204,17 @@ int redis__collapsible(const struct proto_req *req, const char *buf);
 int redis__keys_extract(const struct redis_command *c, const struct proto_key *args,
                         uint32_t argc, const char *buf, struct proto_key *keys, int *nokey,
                         const char **err);
+
+/* Redis Cluster (redis_cluster.c). */
+extern const struct proto_cluster_ops proto_redis_cluster_ops;
+
+/* Whether an error reply line (rsp[0..len) up to its CR) is a cluster's MOVED, ASK,
+ * TRYAGAIN or CLUSTERDOWN. */
+int redis__cluster_error(const char *rsp, size_t len);
+
+/* A cluster pool's local CLUSTER command `what` (enum redis_local) with arguments
+ * a[0..argc) in buf: the one-node cluster the client sees. 0 or -ENOMEM. */
+int redis__cluster_local(int what, const char *buf, const struct proto_key *a, uint32_t argc,
+                         const struct proto_env *env, struct buf *out);
 
 #endif

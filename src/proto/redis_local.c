@@ -708,13 +708,14 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(buf_append_str(b, "# Server\r\n"));
         if (info_min_version(ic, text, sizeof(text)))
             INFO_TRY(buf_appendf(b, "redis_version:%s\r\n", text));
-        INFO_TRY(buf_appendf(b, "redis_mode:standalone\r\narch_bits:%zu\r\n"
+        INFO_TRY(buf_appendf(b, "redis_mode:%s\r\narch_bits:%zu\r\n"
                              "process_id:%" PRId64 "\r\n"
                              "server_time_usec:%" PRIu64 "\r\nuptime_in_seconds:%" PRIu64 "\r\n"
                              "uptime_in_days:%" PRIu64 "\r\n"
                              "ringleader_version:%s\r\nringleader_pool:%s\r\n"
                              "ringleader_servers:%" PRIu32 "\r\n"
                              "ringleader_servers_answering:%" PRIu32 "\r\n",
+                             env && env->cluster ? "cluster" : "standalone",
                              8 * sizeof(void *), info_own(ic, "pid"),
                              env ? env->now_us : 0, env ? env->uptime_s : 0,
                              env ? env->uptime_s / 86400 : 0,
@@ -795,7 +796,7 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(buf_append_str(b, "# Modules\r\n"));
         break;
     case INFO_CLUSTER:
-        INFO_TRY(buf_append_str(b, "# Cluster\r\ncluster_enabled:0\r\n"));
+        INFO_TRY(buf_appendf(b, "# Cluster\r\ncluster_enabled:%d\r\n", env->cluster ? 1 : 0));
         break;
     case INFO_KEYSPACE: {
         /* keyspace: redis.c's INFO keyspace merge of the same replies, a bulk string (a
@@ -1016,6 +1017,14 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_NO_EVICT:
     case REDIS_LOCAL_CLIENT_NO_TOUCH:
         return local_client(cmd->local, c, &l, env, v3, out);
+    case REDIS_LOCAL_CLUSTER_OK:
+    case REDIS_LOCAL_CLUSTER_KEYSLOT:
+    case REDIS_LOCAL_CLUSTER_MYID:
+    case REDIS_LOCAL_CLUSTER_SLOTS:
+    case REDIS_LOCAL_CLUSTER_SHARDS:
+    case REDIS_LOCAL_CLUSTER_NODES:
+    case REDIS_LOCAL_CLUSTER_INFO:
+        return redis__cluster_local(cmd->local, l.buf, l.a, l.argc, env, out);
     }
     return buf_append_str(out, "-ERR internal error: not a local command\r\n");
 }

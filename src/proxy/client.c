@@ -677,11 +677,13 @@ void client_refresh(struct client *c)
 
     c->parser.item_size_max = cp->item_size_max;
     c->parser.body_min = c->w->snap->conf->global.stream_threshold;
-    c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS);
+    c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS | PROTO_PF_CLUSTER);
     if (cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
     if (!cp->scripts)
         c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
+    if (cp->redis_cluster)
+        c->parser.flags |= PROTO_PF_CLUSTER;
     c->pc.db = cp->redis_db;
     c->parser.epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0;
     /* A password added or changed makes connected clients authenticate (again);
@@ -777,6 +779,8 @@ void client_accept(struct listener *l)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
     if (!pool->cp->scripts)
         c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
+    if (pool->cp->redis_cluster)
+        c->parser.flags |= PROTO_PF_CLUSTER;
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
     c->pc.id = atomic_fetch_add(&w->proxy->next_client_id, 1) + 1;
@@ -802,6 +806,28 @@ static const char *client_server_name(void *ctx, uint32_t i)
     return i < c->pool->nservers ? c->pool->servers[i]->label : "?";
 }
 
+/* The address the client connected to (a cluster pool's CLUSTER SLOTS names it). */
+static int client_local_addr(void *ctx, char *out, size_t len)
+{
+    struct client *c = ctx;
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    char ip[64];
+
+    if (c->conn.is_unix || uv_tcp_getsockname(&c->conn.h.tcp, (struct sockaddr *)&ss, &sl) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        snprintf(out, len, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        snprintf(out, len, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 void client_env(struct client *c, struct proto_env *env)
 {
     struct proxy *p = c->w->proxy;
@@ -814,7 +840,9 @@ void client_env(struct client *c, struct proto_env *env)
         .variant = (c->parser.flags & PROTO_PF_VARIANT) != 0,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
+        .local_addr = client_local_addr,
         .epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0,
+        .cluster = c->pool->cp->redis_cluster,
         .ctx = c,
     };
 }

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_map.h"
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/forward.h"
 #include "proxy/join.h"
@@ -422,23 +424,31 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
     uint32_t nkeys = broadcast ? 0 : req->nkeys;
     uint32_t nsrv = pool->nservers;
     uint32_t nfrag = 0;
+    /* a cluster pool splits per slot: up to one fragment per key */
+    uint32_t nmax = pool->view.cluster != NULL ? RL_MAX(nsrv, nkeys) : nsrv;
 
-    /* scratch: owner[nkeys] | slot[nsrv] (server -> fragment + 1) | first[nsrv + 1] | target[nsrv] */
-    if (worker_scratch(w, nkeys + 3 * nsrv + 1) < 0)
+    /* scratch: frag[nkeys] | slot[nsrv] (server -> fragment + 1) | first[nmax + 1] | target[nmax] */
+    if (worker_scratch(w, nkeys + nsrv + 2 * nmax + 1) < 0)
         goto nomem;
-    uint32_t *owner = w->scratch;
+    uint32_t *owner = w->scratch;       /* each key's fragment */
     uint32_t *slot = owner + nkeys;
     uint32_t *first = slot + nsrv;
-    uint32_t *target = first + nsrv + 1;
-    memset(slot, 0, (size_t)nsrv * sizeof(*slot));
+    uint32_t *target = first + nmax + 1;
 
     if (which < nsrv) {
         nfrag = 1;              /* INDEXED: the one server it names */
         target[0] = which;
     } else if (broadcast) {
-        nfrag = nsrv;
+        const struct cluster_view *cv = pool->view.cluster;
         for (uint32_t s = 0; s < nsrv; s++)
-            target[s] = s;
+            if (cv == NULL || (s < cv->nnodes && cv->nslots[s] > 0))
+                target[nfrag++] = s;    /* a cluster's masters that serve slots */
+    } else if (pool->view.cluster != NULL) {
+        struct route rt;
+        nfrag = cworker_fanout(pool, rk, nkeys, req->flags, w->rr, owner, target, &rt);
+        if (nfrag == 0)
+            goto nomem;
+        forward_route_effects(c, pool, &rt, &rk[0]);
     } else {
         for (int pass = 0; pass < 2; pass++) {
             struct route rt;
@@ -459,6 +469,8 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
                 rejoin_note_fanout(pool, rk, owner, nkeys) == 0)
                 break;
         }
+        for (uint32_t i = 0; i < nkeys; i++)
+            owner[i] = slot[owner[i]] - 1;      /* each key's server -> its fragment */
     }
     if (nfrag == 0) {
         forward_refuse(c, m, PROTO_ERR_SERVER, "no server to send to");
@@ -468,7 +480,7 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         goto nomem;
     m->nfrag = nfrag;
     for (uint32_t i = 0; i < nkeys; i++) {
-        m->key_frag[i] = slot[owner[i]] - 1;
+        m->key_frag[i] = owner[i];
         m->keys[i] = req->keys[i];
     }
     /* Each fragment's keys, in the client's order, with one counting pass:
@@ -598,9 +610,10 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     if (c->w->snap->conf->global.hot_keys)
         hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
     for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
-        if (rk[i].owner != rk[0].owner) {
+        if (!route_key_together(&pool->view, &rk[i], &rk[0])) {
             STATS_ADD(&pool->stats, crossslot, 1);
-            forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
+            forward_refuse(c, m, pool->view.cluster ? PROTO_ERR_CROSSSLOT_SLOT : PROTO_ERR_CROSSSLOT,
+                           "keys in request don't hash to the same server");
             return;
         }
     }

@@ -95,8 +95,8 @@ const struct proto_ops *msg_ops(const struct msg *m)
 
 void msg_release(struct worker *w, struct msg *m)
 {
-    if (m->state == MSG_SENT || m->state == MSG_ZOMBIE)
-        return;                 /* still owed a reply by a server */
+    if (m->state == MSG_SENT || m->state == MSG_ZOMBIE || m->state == MSG_PARKED)
+        return;                 /* still owed a reply by a server, or to be re-sent */
     if (m->client != NULL)
         return;                 /* still in its client's queue */
     if (msg_child(m) && m->parent != NULL)
@@ -365,7 +365,8 @@ void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *
         }
     }
     m->warm = MSG_WARM_NONE;
-    m->state = m->state == MSG_SENT ? MSG_ZOMBIE : MSG_DONE;
+    /* A parked message stays held by its queue, which releases it (as a zombie). */
+    m->state = (m->state == MSG_SENT || m->state == MSG_PARKED) ? MSG_ZOMBIE : MSG_DONE;
     msg_watched(w, m, 0);
     if (m->flags & MSG_F_LEADER) {
         struct msg *followers = collapse_take(m, 0);
@@ -374,6 +375,24 @@ void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *
         return;
     }
     msg_answered(w, m);
+}
+
+void msg_answer(struct worker *w, struct msg *m, const char *p, size_t n, int error)
+{
+    if (msg_internal(m) || m->state == MSG_SENT || m->state == MSG_ZOMBIE ||
+        m->state == MSG_DONE)
+        return;
+    m->state = MSG_NEW;
+    if (error)
+        m->flags |= MSG_F_ERROR;
+    if (msg_child(m)) {
+        if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
+            m->flags |= MSG_F_ERROR;
+    } else if (m->client != NULL && !(m->flags & MSG_F_NOREPLY) && !m->client->closing) {
+        if (buf_append(&m->rsp, p, n) == 0)
+            m->client->held_bytes += n;
+    }
+    msg_complete(w, m);
 }
 
 /* ------------------------------------------------------------------ re-dispatch */

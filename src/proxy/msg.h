@@ -25,7 +25,9 @@
  * Lifecycle (m->state):
  *
  *        parse ──▶ NEW ──enqueue──▶ SENT ──reply complete──▶ DONE ──▶ delivered, released
- *                   │  ◀──re-dispatch─┘ │
+ *                   │  ◀──re-dispatch─┘ │ ▲
+ *                   │                   │ └──re-sent── PARKED ◀──cluster redirect to a node
+ *                   │                   │                          not yet known, TRYAGAIN
  *                   │                   └──timeout / answered early──▶ ZOMBIE ──late reply──▶ released
  *                   └──answered here (local, error, miss, merge)──▶ DONE
  *
@@ -52,7 +54,9 @@ enum msg_state {
     MSG_NEW,        /* not in a server queue; reply not complete */
     MSG_SENT,       /* in a server connection's queue; reply not complete */
     MSG_ZOMBIE,     /* answered already (timeout) but still in a server queue: the reply is dropped */
-    MSG_DONE        /* reply complete, in no server queue */
+    MSG_DONE,       /* reply complete, in no server queue */
+    MSG_PARKED      /* waiting to be re-sent (a cluster node not in the map yet, TRYAGAIN's
+                       pause), held by its pool's queue of such (cluster_worker.c) */
 };
 
 /* warm-up after a reload (see warmup.c) */
@@ -131,6 +135,8 @@ struct msg {
                                    warm-up: the key */
     struct buf     req;         /* the request as forwarded, kept when it may be re-sent */
     uint8_t        resends;     /* times re-dispatched */
+    uint8_t        redirects;   /* cluster MOVED / ASK hops followed */
+    uint8_t        retries;     /* cluster TRYAGAIN retries */
     struct server *warm_to;     /* warm-up: the previous owner to ask, then where a hit is copied */
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
     struct msg_watch *watch;    /* told of the outcome, or NULL */
@@ -160,6 +166,10 @@ void msg_complete(struct worker *w, struct msg *m);
  * becomes a ZOMBIE (the caller, the server queue, keeps it); a fragment
  * fails its part of the merge; half a streamed reply closes the client. */
 void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *reason);
+
+/* Answer m now with reply bytes p[0..n) (a message in no server queue: NEW or PARKED),
+ * as if its server had sent them; `error`: they are an error reply. */
+void msg_answer(struct worker *w, struct msg *m, const char *p, size_t n, int error);
 
 /* The protocol ops of the pool m belongs to. */
 const struct proto_ops *msg_ops(const struct msg *m);

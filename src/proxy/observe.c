@@ -7,8 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_map.h"
 #include "health.h"
 #include "log.h"
+#include "proxy/cluster.h"
 #include "proxy/observe.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
@@ -42,6 +44,23 @@ static void add_server(struct stats_view_server *vs, const struct server *s)
     vs->stats.out_queue += in_flight - in_queue;
     vs->stats.out_queue_bytes -= in_queue_bytes;
     histogram_merge(&vs->latency, &s->latency);
+}
+
+/* A cluster pool's map and refreshes (cluster.c's record). */
+static void observe_cluster(struct cluster *cl, struct stats_view_pool *vp)
+{
+    struct cluster_stats st;
+    cluster_stats_read(cl, &st);
+    vp->is_cluster = 1;
+    vp->cluster.epoch = st.current_epoch;
+    vp->cluster.state_ok = st.state_ok;
+    vp->cluster.refreshes = st.refreshes;
+    vp->cluster.refresh_errors = st.refresh_errors;
+    vp->cluster.map_changes = st.map_changes;
+    for (int w = 0; w < CLUSTER_WHY_COUNT; w++)
+        vp->cluster.refresh_asked += st.requested[w];
+    vp->cluster.refreshed_at = (int64_t)(st.last_refresh_us / 1000000u);
+    snprintf(vp->cluster.refresh_error, sizeof(vp->cluster.refresh_error), "%s", st.last_error);
 }
 
 int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
@@ -80,6 +99,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         snprintf(vp->checksum, sizeof(vp->checksum), "%016llx", (unsigned long long)r->checksum);
         vp->distribution = dist_name(cp->dist);
         vp->keys_max_over_mean = snap->pools[i].keys_max_over_mean;
+        const struct cluster_view *cv = snap->pools[i].cview;
         for (int side = 0; side < 2; side++) {
             struct tls_cert_info ci[TLS_CTX_FILES_MAX];
             size_t n = tls_ctx_certs(side ? snap->pools[i].server_tls : snap->pools[i].tls, ci,
@@ -95,7 +115,13 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
                 health_state(snap->pools[i].health[s]) == HEALTH_REJOINING;
             vp->servers[s].weight = cp->servers[s].weight;
             vp->servers[s].keyspace_share = r->servers[s].keyspace_share;
+            if (cv != NULL && s < cv->nnodes) {
+                vp->servers[s].role = cluster_role_name(cv->role[s]);
+                vp->servers[s].slots = cv->nslots[s];
+            }
         }
+        if (snap->pools[i].cluster != NULL)
+            observe_cluster(snap->pools[i].cluster, vp);
         vp->nhot_keys = 0;
         if (p->reload != NULL) {
             struct reload_state *rs = &p->reload->st;
@@ -389,9 +415,21 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
     }
     const struct conf_pool *cp = &s->conf->pools[idx];
     const struct ring *r = s->pools[idx].ring;
+    const struct cluster_view *cv = s->pools[idx].cview;
     uint32_t pref[RING_MAX_PREF];
     uint32_t want = cp->nservers < RING_MAX_PREF ? cp->nservers : RING_MAX_PREF;
-    uint32_t n = ring_preference(r, key, keylen, pref, want);
+    uint32_t n;
+    if (cv != NULL) {
+        /* a cluster pool: the slot's master, then its replicas */
+        uint32_t m = ring_owner(r, key, keylen);
+        n = 0;
+        pref[n++] = m;
+        for (uint32_t k = m < cv->nnodes ? cv->first[m] : 0;
+             m < cv->nnodes && k < cv->first[m + 1] && n < RING_MAX_PREF; k++)
+            pref[n++] = cv->list[k];
+    } else {
+        n = ring_preference(r, key, keylen, pref, want);
+    }
     char sum[32];
     snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)r->checksum);
     json_t *list = json_array();
@@ -399,6 +437,8 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
         json_t *e = json_object();
         json_object_set_new(e, "server", json_string(cp->servers[pref[i]].label));
         json_object_set_new(e, "state", json_string(health_up(s->pools[idx].health[pref[i]]) ? "up" : "down"));
+        if (cv != NULL && pref[i] < cv->nnodes)
+            json_object_set_new(e, "role", json_string(cluster_role_name(cv->role[pref[i]])));
         json_array_append_new(list, e);
     }
     json_t *j = json_object();
@@ -408,6 +448,10 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
     json_object_set_new(j, "preference", list);
     json_object_set_new(j, "epoch", json_integer((json_int_t)r->epoch));
     json_object_set_new(j, "checksum", json_string(sum));
+    if (cv != NULL) {
+        json_object_set_new(j, "slot", json_integer(cluster_keyslot(key, keylen)));
+        json_object_set_new(j, "cluster_epoch", json_integer((json_int_t)cv->current_epoch));
+    }
     snapshot_unref(s);
     return json_out(j, out) == 0 ? 200 : 500;
 }

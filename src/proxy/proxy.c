@@ -7,12 +7,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cluster_map.h"
 #include "conf_lint.h"
 #include "health.h"
 #include "log.h"
 #include "notify.h"
 #include "ops_rate.h"
 #include "proto/proto.h"
+#include "proxy/cluster.h"
 #include "proxy/listen.h"
 #include "proxy/observe.h"
 #include "proxy/proxy.h"
@@ -50,6 +52,7 @@ void snapshot_unref(struct snapshot *s)
         free(sp->listen_fds);
         free(sp->health);
         free(sp->rules);
+        cluster_view_free(sp->cview);
         tls_ctx_free(sp->tls);
         tls_ctx_free(sp->server_tls);
     }
@@ -104,17 +107,33 @@ static struct health *proxy_health(struct proxy *p, const struct conf_pool *cp,
 /* The pool's ring: the old snapshot's when placement is unchanged (its
  * epoch with it), else the new one with epoch + 1 and, with warmup, the old
  * ring to ask on misses. 0, or -1 with err. */
-static int proxy_pool_ring(struct snapshot_pool *sp, const struct conf_pool *cp,
-                           const struct snapshot *old, char *err, size_t errlen)
+static int proxy_pool_ring(struct snapshot_pool *sp, const struct conf *conf,
+                           const struct conf_pool *cp, const struct snapshot *old, char *err,
+                           size_t errlen)
 {
     char rerr[256] = "";
+    int j = snapshot_pool_index(old, cp->name, cp->protocol);
 
+    /* A rebuild of the same file (a cluster's slot map changed) keeps every other
+     * pool's ring as it is, without building it again. */
+    if (j >= 0 && !cp->redis_cluster && conf_base(old->conf) == conf_base((struct conf *)conf)) {
+        const struct snapshot_pool *op = &old->pools[j];
+        ring_ref(op->ring);
+        sp->ring = op->ring;
+        if (op->prev_ring != NULL) {        /* its warm-up window goes on */
+            ring_ref(op->prev_ring);
+            sp->prev_ring = op->prev_ring;
+            sp->warm_until_ms = op->warm_until_ms;
+        }
+        return 0;
+    }
     sp->ring = ring_build(cp, rerr, sizeof(rerr));
     if (sp->ring == NULL) {
         snprintf(err, errlen, "pool '%s': %s", cp->name, rerr);
         return -1;
     }
-    int j = snapshot_pool_index(old, cp->name, cp->protocol);
+    if (sp->cview != NULL && sp->cview->checksum != 0)
+        sp->ring->checksum = sp->cview->checksum;   /* a cluster pool's: its slot map's */
     if (j < 0)
         return 0;
     struct ring *or = old->pools[j].ring;
@@ -205,6 +224,20 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         return NULL;
     }
     atomic_init(&s->refs, 1);
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        if (!conf->pools[i].redis_cluster)
+            continue;
+        /* the cluster pools' servers are their nodes: a derived configuration */
+        struct conf *d = conf_derive(conf);
+        conf_free(conf);
+        if (d == NULL) {
+            free(s);
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+        conf = d;
+        break;
+    }
     s->conf = conf;
     s->nworkers = p->nworkers;
     s->generation = old ? old->generation + 1 : 1;
@@ -215,7 +248,9 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         const struct conf_pool *cp = &conf->pools[i];
         struct snapshot_pool *sp = &s->pools[i];
         sp->ops = proxy_protocols[cp->protocol];
-        if (proxy_pool_ring(sp, cp, old, err, errlen) < 0)
+        if (cp->redis_cluster && cluster_snapshot_pool(p, conf, i, sp, err, errlen) < 0)
+            goto fail;
+        if (proxy_pool_ring(sp, conf, cp, old, err, errlen) < 0)
             goto fail;
         sp->keys_max_over_mean = proxy_key_skew(sp->ring);
         sp->shadow = ROUTE_NONE;
@@ -383,7 +418,7 @@ int proxy_run(struct proxy_options *opt)
     uv_mutex_init(&p->snap_mu);
     p->pools_shared = registry_new(sizeof(struct pool_shared));
     p->healths = registry_new(sizeof(struct health));
-    if (p->pools_shared == NULL || p->healths == NULL) {
+    if (p->pools_shared == NULL || p->healths == NULL || cluster_registry_init(p) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }
@@ -429,6 +464,7 @@ int proxy_run(struct proxy_options *opt)
     uv_signal_start(&p->sighup, proxy_signal_cb, SIGHUP);
     p->signals = signals_start(p);
     p->ops_rate = ops_rate_start(p);
+    cluster_registry_start(p);
     if (reload_init(p, snap->conf->global.watch) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
@@ -445,6 +481,7 @@ out_loop:
     observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);
+    cluster_registry_close(p);
     rejoin_store_close(p->rejoin);      /* the workers are gone: nothing uses a log now */
     p->rejoin = NULL;
     uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -455,6 +492,7 @@ out_loop:
     proxy_unlink_sockets(snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
 out_registries:
+    cluster_registry_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
     registry_free(p->healths);

@@ -11,6 +11,9 @@
 #include "ring.h"
 
 struct admin;
+struct cluster;
+struct cluster_registry;
+struct cluster_view;
 struct health;
 struct pool_shared;
 struct tls_ctx;
@@ -41,6 +44,10 @@ struct snapshot_pool {
     struct ring              *prev_ring;
     uint64_t                  warm_until_ms;
     double                    keys_max_over_mean;   /* from ring_shares at build */
+    /* a Redis Cluster pool (redis_cluster): the proxy's record of it (refreshes) and
+     * the roles and replicas of the slot map this snapshot's ring was built from (owned) */
+    struct cluster           *cluster;
+    struct cluster_view      *cview;
     uint32_t                  shadow;     /* shadow: {pool}'s index, or ROUTE_NONE */
     /* TLS contexts of the listener and of the server connections (NULL:
      * plaintext), built from the files with the snapshot: a reload re-reads
@@ -103,6 +110,7 @@ struct proxy {
     int                        stats_open;
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */
     struct admin              *admin;         /* the admin endpoint, or NULL */
+    struct cluster_registry   *clusters;      /* Redis Cluster pools' maps (cluster.c) */
     struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
 };
 
@@ -111,7 +119,8 @@ struct proxy {
 int proxy_run(struct proxy_options *opt);
 
 /*
- * Build a snapshot from a loaded conf (takes ownership of conf): rings,
+ * Build a snapshot from a loaded conf (takes ownership of conf; a cluster pool's servers
+ * become its nodes in a configuration derived from it, conf_derive): rings,
  * shared records, listening sockets for every worker (the old snapshot's
  * are passed on for listen addresses it already has). Pools whose ring is
  * unchanged against `old` keep its ring and epoch; changed ones get epoch +

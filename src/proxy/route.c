@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "cluster_map.h"
 #include "health.h"
 #include "proxy/registry.h"
 #include "proxy/route.h"
@@ -296,6 +297,49 @@ static uint32_t route_warm_from(const struct route_pool *rp, const struct route_
 }
 
 /*
+ * A cluster pool: the slot's master (rk->owner: the ring maps slots to masters) takes
+ * writes whatever its health (no other node may take them: down, it fails fast and the
+ * cluster fails over); a read with read_from any-live goes to one of the master and its
+ * replicas that are up and online in the map, in rotation, with local-zone to the first
+ * of them in this proxy's zone (the master first), else the master.
+ */
+static void route_cluster(const struct route_pool *rp, const struct route_key *rk,
+                          uint16_t rflags, uint32_t rr, struct route *rt)
+{
+    const struct cluster_view *cv = rp->cluster;
+    uint32_t master = rk->owner, cand[RING_MAX_PREF], n = 0;
+
+    route_send(rt, master);
+    if (!route_up(rp, master))
+        rt->probe = master;
+    if ((rflags & PROTO_RF_WRITE) || rp->cp->read_from == CONF_READ_PRIMARY ||
+        master >= cv->nnodes)
+        return;
+    if (rt->probe == ROUTE_NONE)
+        cand[n++] = master;
+    for (uint32_t i = cv->first[master]; i < cv->first[master + 1] && n < RING_MAX_PREF; i++) {
+        uint32_t r = cv->list[i];
+        if (r < rp->nservers && cv->usable[r] && route_up(rp, r))
+            cand[n++] = r;
+    }
+    if (n == 0)
+        return;
+    uint32_t pick = cand[0];
+    if (rp->cp->read_from == CONF_READ_ANY_LIVE) {
+        pick = cand[rr % n];
+        rt->events |= ROUTE_EV_RR;
+    } else if (rp->zone != NULL) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (strcmp(route_zone_of(rp->ring, cand[i]), rp->zone) == 0) {
+                pick = cand[i];
+                break;
+            }
+        }
+    }
+    route_send(rt, pick);
+}
+
+/*
  * A write whose owner is not up, routed by on_down to `to` (a failover
  * server, or ROUTE_NONE with rt a miss or an error). A rejoining owner gets
  * the write as well (its reads are not back yet, so the failover server gets
@@ -330,6 +374,10 @@ void route_request(const struct route_pool *rp, const struct route_key *rk, uint
                    int single, int nokey, uint32_t rr, uint64_t now_ms, struct route *rt)
 {
     route_clear(rt);
+    if (rp->cluster != NULL) {
+        route_cluster(rp, rk, rflags, rr, rt);
+        return;
+    }
     if (rp->cp->replicas > 1 && !nokey && route_replicas(rp, rk, rflags, rr, rt))
         return;
     if (rp->cp->balance_factor > 0 && single && route_bounded(rp, rk, rflags, now_ms, rt))

@@ -9,6 +9,7 @@
 #include "proto/proto.h"
 #include "ring.h"
 
+struct cluster_view;
 struct health;
 struct pool_shared;
 
@@ -36,6 +37,9 @@ struct route_pool {
     struct pool_shared      *shared;        /* bounded loads' spill memory */
     const char              *zone;          /* this proxy's zone, or NULL */
     const struct route_rule *rules;         /* [cp->nroutes] */
+    const struct cluster_view *cluster;     /* a Redis Cluster pool: its nodes' roles and
+                                               replicas (the ring maps slots to masters);
+                                               NULL for every other pool */
 };
 
 /* A key, decoded and hashed once per request and handed down. */
@@ -110,6 +114,24 @@ uint32_t route_fanout_server(const struct route_pool *rp, const struct route_key
 
 void route_clear(struct route *rt);
 
+/* A key's slot in a cluster pool (whose ring hashes keys to slots: CRC16 of the tag). */
+static inline uint32_t route_key_slot(const struct route_key *rk)
+{
+    return (uint32_t)(rk->hash & 16383);
+}
+
+/*
+ * Whether two keys of one request may be served together (a SAME command, a
+ * transaction): the same owner, or in a cluster pool the same slot (a cluster refuses
+ * keys of two slots even on one node).
+ */
+static inline int route_key_together(const struct route_pool *rp, const struct route_key *a,
+                                     const struct route_key *b)
+{
+    if (rp->cluster != NULL)
+        return route_key_slot(a) == route_key_slot(b);
+    return a->owner == b->owner;
+}
 /*
  * A pub/sub channel (PROTO_RF_CHANNEL): its owner and nothing else — no replicas, bounded
  * loads or failover, so that a publisher and the channel's subscribers always meet on one

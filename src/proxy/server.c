@@ -9,6 +9,7 @@
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
@@ -34,6 +35,8 @@ static void sconn_timer_cb(uv_timer_t *t);
 void server_failed(struct server *srv, const char *reason)
 {
     const struct conf_pool *cp = srv->pool->cp;
+    if (srv->pool->cworker != NULL)
+        cworker_node_failed(srv);   /* a cluster's map may be stale: refresh it */
     if (srv->health == NULL || !cp->eject)
         return;     /* never ejected: each request tries the server itself */
     uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;
@@ -292,6 +295,7 @@ static int sconn_hello(struct sconn *s, int reset)
     if (ops->server_hello != NULL) {
         const struct proto_hello hello = {
             .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+            .replica_reads = cp->replica_reads,
             .variant = s->variant,
         };
         int h = ops->server_hello(&hello, out);
@@ -438,6 +442,8 @@ static struct sconn *sconn_open(struct server *srv, uint32_t slot, uint8_t varia
     s->slot = slot;
     s->variant = variant;
     s->parser.item_size_max = srv->pool->cp->item_size_max;
+    if (srv->pool->cp->redis_cluster)
+        s->parser.flags |= PROTO_PF_CLUSTER;    /* its MOVED/ASK/TRYAGAIN are followed */
     queue_init(&s->sent);
     if (conn_init(&s->conn, &w->loop, srv->addr.path != NULL, &sconn_events, &transport_plain,
                   SCONN_READ_CHUNK) < 0) {
@@ -998,6 +1004,16 @@ static void sconn_process(struct sconn *s)
         if (rsp.flags & PROTO_SF_PUSH) {
             sconn_push_dropped(s, p, rsp.hdr_len);  /* a push nobody asked for: dropped */
             buf_consume(in, rsp.hdr_len);
+            continue;
+        }
+        if ((rsp.flags & PROTO_SF_CLUSTER) && srv->pool->cworker != NULL &&
+            cworker_reply(s, m, p, rsp.hdr_len)) {
+            /* m follows the cluster's redirect (its reply is not its answer) */
+            server_succeeded(srv);
+            buf_consume(in, rsp.hdr_len);
+            if (srv->removed && queue_empty(&s->sent) && s->pinned == NULL &&
+                s->state != SCONN_CLOSING)
+                sconn_close(s, "server removed by a reload, drained", 0);
             continue;
         }
         int join_end = 0;

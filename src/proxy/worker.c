@@ -10,6 +10,7 @@
 #include "log.h"
 #include "proto/proto.h"
 #include "proxy/client.h"
+#include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
@@ -171,6 +172,7 @@ static void wpool_free(struct wpool *wp)
 {
     if (queue_linked(&wp->retired_link))
         queue_remove(&wp->retired_link);
+    cworker_free(wp->cworker);
     if (wp->hold != NULL)
         snapshot_unref(wp->hold);
     free(wp->servers);
@@ -204,6 +206,17 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.shared = sp->shared;
     wp->view.zone = snap->conf->global.zone;
     wp->view.rules = sp->rules;
+    wp->view.cluster = sp->cview;
+    /* a cluster pool follows redirects: it keeps each request's bytes to re-send them */
+    wp->retain_req = sp->cluster != NULL;
+    if (sp->cluster != NULL && wp->cworker == NULL &&
+        (wp->cworker = cworker_create(wp, sp->cluster)) == NULL)
+        log_error("worker %u: pool '%s': out of memory: cluster redirects reach the clients",
+                  wp->w->id, cp->name);
+    if (sp->cluster == NULL && wp->cworker != NULL) {
+        cworker_free(wp->cworker);
+        wp->cworker = NULL;
+    }
     wp->shadow = sp->shadow;
     wp->tls = sp->tls;
     wp->server_tls = sp->server_tls;
@@ -397,6 +410,8 @@ static int wpool_update(struct worker *w, struct wpool *wp, struct snapshot *sna
         log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);
         rc = -1;
     }
+    if (wp->cworker != NULL)
+        cworker_adopted(wp->cworker, snap->pools[i].cluster);   /* parked requests' nodes */
     QUEUE_FOREACH(n, &w->clients) {
         struct client *c = QUEUE_DATA(n, struct client, link);
         if (c->pool == wp)
@@ -506,6 +521,11 @@ static void worker_finish(struct worker *w)
 
     while ((n = queue_first(&w->clients)) != NULL)
         client_close(QUEUE_DATA(n, struct client, link));
+    for (uint32_t i = 0; i < w->npools; i++)
+        if (w->pools[i] != NULL)
+            cworker_close(w->pools[i]->cworker);
+    QUEUE_FOREACH(n, &w->retired)
+        cworker_close(QUEUE_DATA(n, struct wpool, retired_link)->cworker);
     QUEUE_FOREACH_SAFE(n, tmp, &w->servers)
         server_destroy(QUEUE_DATA(n, struct server, link), 1);
     uv_timer_stop(&w->drain_timer);

@@ -17,6 +17,7 @@
 #include "stats.h"
 
 struct client;
+struct cworker;
 struct msg;
 struct pool_shared;
 struct proxy;
@@ -59,6 +60,8 @@ struct wpool {
     struct stats_pool        stats;
     struct hotkeys           hot;        /* this worker's hot keys (single writer) */
     struct hotkeys_snapshot *hot_pub;    /* published every second under w->mu */
+    struct cworker          *cworker;    /* a Redis Cluster pool's redirects and parked
+                                            requests (cluster_worker.c), else NULL */
     uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
     struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
 };

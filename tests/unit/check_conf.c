@@ -901,6 +901,109 @@ START_TEST(test_example_files)
 }
 END_TEST
 
+/* ------------------------------------------------------------ redis_cluster */
+
+#define CL_HEAD "cl:\n  listen: 127.0.0.1:22122\n  redis_cluster: true\n" \
+                "  servers:\n   - 10.0.0.1:7000:1\n   - 10.0.0.2:7000:1\n"
+
+START_TEST(test_redis_cluster_pool)
+{
+    struct conf *c = load_ok(CL_HEAD "  read_from: any-live\n  cluster_refresh: 5\n"
+                             "  redis_auth: pw\n  timeout: 2000\n"
+                             "  cluster_zones:\n    \"10.0.1.0/24\": eu-1a\n"
+                             "    \"10.0.2.7:7001\": eu-1b\n    10.0.3.3: eu-1c\n");
+    const struct conf_pool *p = &c->pools[0];
+    ck_assert_int_eq(p->redis_cluster, 1);
+    ck_assert_int_eq(p->protocol, CONF_PROTO_REDIS);     /* implied */
+    ck_assert_int_eq(p->dist, DIST_SLOTS);
+    ck_assert_int_eq(p->hash, HASH_CRC16);
+    ck_assert_int_eq(p->has_hash_tag, 1);
+    ck_assert_int_eq(memcmp(p->hash_tag, "{}", 2), 0);
+    ck_assert_int_eq(p->eject, 1);
+    ck_assert_int_eq(p->replica_reads, 1);
+    ck_assert_uint_eq(p->cluster_refresh_s, 5);
+    ck_assert_uint_eq(p->ncluster_zones, 3);
+    ck_assert_str_eq(conf_zone_match(p, "10.0.1.77", 7000), "eu-1a");
+    ck_assert_str_eq(conf_zone_match(p, "10.0.2.7", 7001), "eu-1b");
+    ck_assert_ptr_null(conf_zone_match(p, "10.0.2.7", 7000));
+    ck_assert_str_eq(conf_zone_match(p, "10.0.3.3", 1), "eu-1c");
+    ck_assert_ptr_null(conf_zone_match(p, "10.0.4.1", 7000));
+    conf_free(c);
+
+    c = load_ok(CL_HEAD "  hash_tag: \"{}\"\n  redis: true\n");
+    ck_assert_uint_eq(c->pools[0].cluster_refresh_s, 30);
+    ck_assert_int_eq(c->pools[0].replica_reads, 0);
+    conf_free(c);
+
+    /* a seed's own zone is its node's */
+    c = load_ok("cl:\n  listen: 127.0.0.1:22122\n  redis_cluster: true\n  servers:\n"
+                "   - {address: \"10.0.0.1:7000\", zone: z9}\n");
+    ck_assert_str_eq(conf_zone_match(&c->pools[0], "10.0.0.1", 7000), "z9");
+    conf_free(c);
+}
+END_TEST
+
+START_TEST(test_redis_cluster_errors)
+{
+    load_err(CL_HEAD "  hash: crc16\n", "t.yml:", "not used with redis_cluster: true (keys go by "
+             "CRC16 of the hash tag, as Redis Cluster defines it); remove it");
+    load_err(CL_HEAD "  distribution: ketama\n", "t.yml:", "'distribution': not used with "
+             "redis_cluster: true (the slot map comes from the cluster itself)");
+    load_err(CL_HEAD "  replicas: 2\n", "t.yml:", "'replicas': not used with redis_cluster");
+    load_err(CL_HEAD "  on_down: miss\n", "t.yml:", "the cluster fails over by itself");
+    load_err(CL_HEAD "  hash_tag: \"<>\"\n", "t.yml:", "a Redis Cluster's hash tag is \"{}\"");
+    load_err(CL_HEAD "  redis_db: 2\n", "t.yml:", "a Redis Cluster has only database 0");
+    load_err(CL_HEAD "  server_tls:\n    verify: false\n", "t.yml:",
+             "'server_tls': not supported with redis_cluster: true yet");
+    load_err(CL_HEAD "  rejoin: flush\n", "t.yml:", "'rejoin': not used with redis_cluster");
+    load_err(CL_HEAD "  failover_ttl: 60\n", "t.yml:", "never to a failover server");
+    load_err(CL_HEAD "  collapse_gets: true\n", "t.yml:", "'collapse_gets': not used with");
+    load_err(CL_HEAD "  protocol: memcache\n", "t.yml:", "a Redis Cluster pool speaks Redis");
+    load_err(CL_HEAD "  redis: false\n", "t.yml:", "a Redis Cluster pool speaks Redis");
+    load_err(CL_HEAD "  cluster_zones:\n    \"10.0.1.0/33\": a\n", "t.yml:", "not an IPv4 network");
+    load_err(CL_HEAD "  cluster_zones: [a]\n", "t.yml:", "expected a mapping");
+    load_err(POOL_HEAD ONE_SERVER "  cluster_refresh: 3\n", "t.yml:",
+             "'cluster_refresh': needs redis_cluster: true");
+    load_err(POOL_HEAD ONE_SERVER "  cluster_zones:\n    a: b\n", "t.yml:",
+             "'cluster_zones': needs redis_cluster: true");
+    load_err(CL_HEAD "  cluster_refresh: 100000\n", "t.yml:", "cluster_refresh");
+}
+END_TEST
+
+/* A derived configuration shares its base's strings and owns what it replaced. */
+START_TEST(test_derive_servers)
+{
+    struct conf *base = load_ok(CL_HEAD);
+    struct conf *d = conf_derive(base);
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_eq(conf_base(d), base);
+    ck_assert_ptr_eq(d->pools[0].name, base->pools[0].name);
+    struct conf_server *sv = calloc(3, sizeof(*sv));
+    char err[128];
+    ck_assert_int_eq(conf_server_init(&sv[0], "10.0.0.1:7000", NULL, err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_server_init(&sv[1], "10.0.0.2:7000", "z", err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_server_init(&sv[2], "[::1]:7000", NULL, err, sizeof(err)), 0);
+    ck_assert_str_eq(sv[2].addr.host, "::1");
+    uint32_t *sm = calloc(16384, sizeof(*sm));
+    conf_derive_servers(d, 0, sv, 3, sm);
+    ck_assert_uint_eq(d->pools[0].nservers, 3);
+    ck_assert_uint_eq(base->pools[0].nservers, 2);
+    ck_assert_str_eq(d->pools[0].servers[1].ident, "10.0.0.2:7000");
+    ck_assert_str_eq(d->pools[0].servers[1].zone, "z");
+    /* derived again from a derived one: from its base */
+    struct conf *d2 = conf_derive(d);
+    ck_assert_ptr_eq(conf_base(d2), base);
+    ck_assert_uint_eq(d2->pools[0].nservers, 2);
+    conf_free(base);        /* the derived ones hold it */
+    ck_assert_str_eq(d->pools[0].name, "cl");
+    conf_free(d);
+    ck_assert_str_eq(d2->pools[0].name, "cl");
+    conf_free(d2);
+    struct conf_server bad;                 /* sv went with d */
+    ck_assert_int_eq(conf_server_init(&bad, "nope", NULL, err, sizeof(err)), -1);
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
     Suite *s = suite_create("conf");
@@ -932,6 +1035,9 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_error_did_you_mean);
     tcase_add_test(tc, test_error_many_are_counted);
     tcase_add_test(tc, test_example_files);
+    tcase_add_test(tc, test_redis_cluster_pool);
+    tcase_add_test(tc, test_redis_cluster_errors);
+    tcase_add_test(tc, test_derive_servers);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_map.h"
 #include "conf.h"
 #include "health.h"
 #include "proxy/registry.h"
@@ -328,6 +329,185 @@ START_TEST(test_warm_up_asks_the_previous_owner)
 }
 END_TEST
 
+/* ------------------------------------------------------------ cluster pools */
+
+/*
+ * A cluster pool as a snapshot builds it: 4 nodes (a, b masters; c replicates a, d
+ * replicates b), slots 0..8191 on a, the rest on b; zones z1 (a, c) and z2 (b, d).
+ */
+struct cfixture {
+    struct fixture      f;
+    struct cluster_map *map;
+    struct cluster_view *view;
+};
+
+static void cfx_init(struct cfixture *cf, const char *read_from, const char *zone)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "ringleader:\n  zone: %s\n"
+             "cl:\n  listen: 127.0.0.1:1\n  redis_cluster: true\n  read_from: %s\n"
+             "  cluster_zones:\n    \"10.0.0.1:7000\": z1\n    \"10.0.0.3:7000\": z1\n"
+             "    \"10.0.0.2:7000\": z2\n    \"10.0.0.4:7000\": z2\n"
+             "  servers:\n    - 10.0.0.1:7000:1\n    - 10.0.0.2:7000:1\n"
+             "    - 10.0.0.3:7000:1\n    - 10.0.0.4:7000:1\n", zone, read_from);
+    char err[512] = "";
+    struct fixture *f = &cf->f;
+    memset(cf, 0, sizeof(*cf));
+    ck_assert_msg(conf_load_buffer("t.yml", yaml, strlen(yaml), &f->conf, err, sizeof(err)) == 0,
+                  "conf: %s", err);
+    struct conf_pool *cp = &f->conf->pools[0];
+    struct cluster_map *m = cluster_map_new();
+    const char *hosts[] = { "10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4" };
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(cluster_map_node(m, "", hosts[i], 8, 7000,
+                                          i < 2 ? CLUSTER_MASTER : CLUSTER_REPLICA,
+                                          CLUSTER_ONLINE), i);
+    cluster_map_slots(m, 0, 8191, 0);
+    cluster_map_slots(m, 8192, 16383, 1);
+    cluster_map_replica_of(m, 2, 0);
+    cluster_map_replica_of(m, 3, 1);
+    ck_assert_int_eq(cluster_map_finish(m), 0);
+    /* the snapshot's servers are the nodes in map order, with their zones */
+    for (uint32_t i = 0; i < 4; i++) {
+        free(cp->servers[i].zone);
+        cp->servers[i].zone = strdup(conf_zone_match(cp, m->nodes[i].host, 7000));
+    }
+    cp->slot_map = malloc(CLUSTER_SLOTS * sizeof(uint32_t));
+    memcpy(cp->slot_map, m->owner, CLUSTER_SLOTS * sizeof(uint32_t));
+    f->ring = ring_build(cp, err, sizeof(err));
+    ck_assert_msg(f->ring != NULL, "ring: %s", err);
+    for (uint32_t i = 0; i < 4; i++)
+        f->hp[i] = &f->health[i];
+    cf->map = m;
+    cf->view = cluster_view_build(m, 0);
+    f->rp = (struct route_pool){
+        .cp = cp, .ring = f->ring, .health = f->hp, .nservers = 4, .shared = &f->shared,
+        .zone = f->conf->global.zone, .rules = f->rules, .cluster = cf->view,
+    };
+}
+
+static void cfx_free(struct cfixture *cf)
+{
+    cluster_view_free(cf->view);
+    cluster_map_free(cf->map);
+    fx_free(&cf->f);
+}
+
+START_TEST(test_cluster_writes_to_the_slots_master)
+{
+    struct cfixture cf;
+    cfx_init(&cf, "any-live", "z1");
+    struct route rt;
+    for (int i = 0; i < 500; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "w%d", i);
+        struct route_key rk = fx_key(&cf.f, key);
+        uint32_t slot = cluster_keyslot(key, strlen(key));
+        ck_assert_uint_eq(route_key_slot(&rk), slot);
+        ck_assert_uint_eq(rk.owner, cf.map->owner[slot]);
+        route_request(&cf.f.rp, &rk, PROTO_RF_WRITE, 1, 0, (uint32_t)i, 0, &rt);
+        ck_assert_int_eq(rt.kind, ROUTE_SEND);
+        ck_assert_uint_eq(rt.to[0], rk.owner);
+        /* a master that is down still takes its writes (no other node may) */
+        fx_down(&cf.f, rk.owner);
+        route_request(&cf.f.rp, &rk, PROTO_RF_WRITE, 1, 0, (uint32_t)i, 0, &rt);
+        ck_assert_uint_eq(rt.to[0], rk.owner);
+        ck_assert_uint_eq(rt.probe, rk.owner);
+        atomic_store(&cf.f.health[rk.owner].state, HEALTH_UP);
+    }
+    cfx_free(&cf);
+}
+END_TEST
+
+START_TEST(test_cluster_reads_any_live)
+{
+    struct cfixture cf;
+    cfx_init(&cf, "any-live", "z1");
+    struct route rt;
+    char key[32];
+    struct route_key rk = fx_key_of(&cf.f, 0, key, sizeof(key));   /* a's slot */
+    uint32_t seen[4] = { 0 };
+    for (uint32_t rr = 0; rr < 100; rr++) {
+        route_request(&cf.f.rp, &rk, PROTO_RF_RETRIEVAL, 1, 0, rr, 0, &rt);
+        ck_assert(rt.events & ROUTE_EV_RR);
+        seen[rt.to[0]]++;
+    }
+    ck_assert_uint_eq(seen[0], 50);         /* the master and its replica in turn */
+    ck_assert_uint_eq(seen[2], 50);
+    ck_assert_uint_eq(seen[1] + seen[3], 0);
+    /* a replica down, or not online in the map, serves nothing */
+    fx_down(&cf.f, 2);
+    route_request(&cf.f.rp, &rk, 0, 1, 0, 1, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 0);
+    atomic_store(&cf.f.health[2].state, HEALTH_UP);
+    cf.view->usable[2] = 0;
+    route_request(&cf.f.rp, &rk, 0, 1, 0, 1, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 0);
+    cf.view->usable[2] = 1;
+    /* the master down: its replica serves every read */
+    fx_down(&cf.f, 0);
+    for (uint32_t rr = 0; rr < 4; rr++) {
+        route_request(&cf.f.rp, &rk, 0, 1, 0, rr, 0, &rt);
+        ck_assert_uint_eq(rt.to[0], 2);
+    }
+    cfx_free(&cf);
+}
+END_TEST
+
+START_TEST(test_cluster_reads_local_zone_and_primary)
+{
+    struct cfixture cf;
+    char key[32];
+    struct route rt;
+    cfx_init(&cf, "local-zone", "z2");
+    struct route_key rk = fx_key_of(&cf.f, 0, key, sizeof(key));   /* a (z1), replica c (z1) */
+    route_request(&cf.f.rp, &rk, 0, 1, 0, 0, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 0);                 /* nothing in z2: the master */
+    rk = fx_key_of(&cf.f, 1, key, sizeof(key));     /* b (z2), replica d (z2) */
+    route_request(&cf.f.rp, &rk, 0, 1, 0, 0, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 1);                 /* the master is in z2 */
+    fx_down(&cf.f, 1);
+    route_request(&cf.f.rp, &rk, 0, 1, 0, 0, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 3);                 /* its z2 replica */
+    route_request(&cf.f.rp, &rk, PROTO_RF_WRITE, 1, 0, 0, 0, &rt);
+    ck_assert_uint_eq(rt.to[0], 1);                 /* writes: the master, down or not */
+    cfx_free(&cf);
+
+    cfx_init(&cf, "primary", "z1");
+    rk = fx_key_of(&cf.f, 1, key, sizeof(key));
+    for (uint32_t rr = 0; rr < 10; rr++) {
+        route_request(&cf.f.rp, &rk, 0, 1, 0, rr, 0, &rt);
+        ck_assert_uint_eq(rt.to[0], 1);
+        ck_assert_uint_eq(rt.events, 0);
+    }
+    cfx_free(&cf);
+}
+END_TEST
+
+START_TEST(test_cluster_keys_together_by_slot)
+{
+    struct cfixture cf;
+    cfx_init(&cf, "primary", "z1");
+    struct route_key a = fx_key(&cf.f, "{u1}a"), b = fx_key(&cf.f, "{u1}b");
+    ck_assert(route_key_together(&cf.f.rp, &a, &b));
+    /* two keys of one master but two slots are not together in a cluster pool */
+    char k1[32], k2[32];
+    struct route_key x = fx_key_of(&cf.f, 0, k1, sizeof(k1)), y;
+    for (int i = 0;; i++) {
+        snprintf(k2, sizeof(k2), "other:%d", i);
+        y = fx_key(&cf.f, k2);
+        if (y.owner == x.owner && route_key_slot(&y) != route_key_slot(&x))
+            break;
+    }
+    ck_assert(!route_key_together(&cf.f.rp, &x, &y));
+    cf.f.rp.cluster = NULL;                 /* the same keys in a plain pool: one owner */
+    ck_assert(route_key_together(&cf.f.rp, &x, &y));
+    cf.f.rp.cluster = cf.view;
+    cfx_free(&cf);
+}
+END_TEST
+
 static Suite *route_suite(void)
 {
     Suite *s = suite_create("route");
@@ -341,6 +521,10 @@ static Suite *route_suite(void)
     tcase_add_test(tc, test_bounded_loads_spill_and_write_follow);
     tcase_add_test(tc, test_prefix_rules);
     tcase_add_test(tc, test_warm_up_asks_the_previous_owner);
+    tcase_add_test(tc, test_cluster_writes_to_the_slots_master);
+    tcase_add_test(tc, test_cluster_reads_any_live);
+    tcase_add_test(tc, test_cluster_reads_local_zone_and_primary);
+    tcase_add_test(tc, test_cluster_keys_together_by_slot);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -434,6 +434,8 @@ START_TEST(test_describe_lists_every_field)
     }
     STATS_POOL_EXT_CODEC(DESCRIBE_HAS_EXT)
     STATS_SERVER_EXT_CODEC(DESCRIBE_HAS_EXT)
+    STATS_CLUSTER_POOL_EXT_CODEC(DESCRIBE_HAS_EXT)
+    STATS_CLUSTER_SERVER_EXT_CODEC(DESCRIBE_HAS_EXT)
     STATS_GLOBAL_CODEC(DESCRIBE_HAS_EXT)
     ck_assert_ptr_nonnull(strstr(text, "\n  curr_connections "));
     free(text);
@@ -464,6 +466,8 @@ START_TEST(test_docs_list_every_field)
         docs_has(docs, stats_server_fields[i].name);
     STATS_POOL_EXT_CODEC(DOCS_HAS_EXT)
     STATS_SERVER_EXT_CODEC(DOCS_HAS_EXT)
+    STATS_CLUSTER_POOL_EXT_CODEC(DOCS_HAS_EXT)
+    STATS_CLUSTER_SERVER_EXT_CODEC(DOCS_HAS_EXT)
 
     /* Every metric family the exposition declares. */
     json_t *sample = load_sample();

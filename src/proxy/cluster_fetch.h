@@ -1,0 +1,43 @@
+/* One slot-map fetch from one cluster node over a struct conn on any libuv loop (the main loop's refresh, start-up, ringleader-ring --cluster). */
+#ifndef RL_PROXY_CLUSTER_FETCH_H
+#define RL_PROXY_CLUSTER_FETCH_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/proto.h"
+
+struct cluster_map;
+struct cluster_fetch;
+
+/*
+ * The outcome: m is a finished map now owned by the callee (NULL on failure, with err
+ * saying why: connect refused, timeout, AUTH refused, not a cluster node, malformed).
+ * Called exactly once unless the fetch is cancelled first; the fetch frees itself after.
+ */
+typedef void (*cluster_fetch_cb)(void *arg, struct cluster_map *m, const char *err);
+
+/*
+ * Connect to host:port (a name is resolved on the loop's thread pool), send the pool's
+ * hello (AUTH) and the protocol's map query (the fallback query when the node does not
+ * know the first), read the replies into a map. Everything ends within timeout_ms.
+ * Returns the fetch, or NULL when it could not start (no memory: cb is not called).
+ */
+struct cluster_fetch *cluster_fetch_start(uv_loop_t *loop, const struct proto_ops *ops,
+                                          const struct proto_hello *hello, const char *host,
+                                          uint16_t port, uint32_t timeout_ms,
+                                          cluster_fetch_cb cb, void *arg);
+
+/* Stop a fetch in flight: cb will not be called; its memory goes when its handles close. */
+void cluster_fetch_cancel(struct cluster_fetch *f);
+
+/*
+ * Fetch synchronously on a private loop: each of the n addresses ("host:port") in turn
+ * until one answers, each within timeout_ms. 0 with *out a finished map (the caller's),
+ * or -1 with err (the last address's reason). *from gets the index that answered.
+ */
+int cluster_fetch_sync(const struct proto_ops *ops, const struct proto_hello *hello,
+                       const char *const *addrs, uint32_t n, uint32_t timeout_ms,
+                       struct cluster_map **out, uint32_t *from, char *err, size_t errlen);
+
+#endif

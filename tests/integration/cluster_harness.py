@@ -1,0 +1,291 @@
+"""cluster_harness.py: a real Redis Cluster (redis-server --cluster-enabled yes) on free 127.0.0.1 ports.
+
+RedisCluster.start(masters=3, replicas=1) starts masters * (1 + replicas) redis-servers,
+each with its own cluster bus port (`cluster-port`, so no port + 10000 arithmetic), joins
+them with `redis-cli --cluster create ... --cluster-yes` and waits until every node says
+cluster_state:ok and agrees on the slot map. Every process is stopped by its PID (the
+harness's Proc); every wait is bounded.
+
+The helpers read the cluster straight from its nodes: keyslot(), the node serving a slot,
+the map as CLUSTER SLOTS has it, a slot migrated by hand, a failover, a master killed.
+"""
+
+import os
+import signal
+import subprocess
+import time
+
+from harness import Proc, Raw, RespError, StartError, free_port, tmpdir, eq
+
+NODE_TIMEOUT_MS = 1000
+
+# The stats fields only a redis_cluster pool (and its nodes) has: test_stats, whose pools
+# are not clusters, leaves them out of its -D check; test_cluster finds them.
+CLUSTER_ONLY_FIELDS = {"cluster_epoch", "cluster_state", "cluster_refreshes",
+                       "cluster_refresh_errors", "cluster_map_changes", "cluster_refresh_asked",
+                       "cluster_refreshed_at", "cluster_refresh_error", "role", "slots"}
+
+
+def _crc16_table():
+    t = []
+    for i in range(256):
+        crc = i << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+        t.append(crc)
+    return t
+
+
+_CRC16 = _crc16_table()
+
+
+def crc16(data):
+    """CRC16-XMODEM, Redis Cluster's key hash."""
+    crc = 0
+    for b in data:
+        crc = ((crc << 8) & 0xFFFF) ^ _CRC16[((crc >> 8) ^ b) & 0xFF]
+    return crc
+
+
+def tags_for_slots(slots, prefix="t"):
+    """{slot: tag} with keyslot(tag) == slot for every slot of `slots` (searched)."""
+    want = set(slots)
+    out = {}
+    i = 0
+    while want and i < 5000000:
+        t = "%s%d" % (prefix, i)
+        s = crc16(t.encode()) & 16383
+        if s in want:
+            out[s] = t
+            want.discard(s)
+        i += 1
+    if want:
+        raise AssertionError("no tag found for %d slots" % len(want))
+    return out
+
+
+def keyslot(key):
+    """The slot of key as Redis Cluster computes it (hash tags included)."""
+    if isinstance(key, str):
+        key = key.encode()
+    s = key.find(b"{")
+    if s >= 0:
+        e = key.find(b"}", s + 1)
+        if e > s + 1:
+            key = key[s + 1:e]
+    return crc16(key) % 16384
+
+
+def key_in_slot(slot, prefix="k"):
+    """A key whose slot is `slot` (searched: at most a few hundred thousand tries)."""
+    for i in range(2000000):
+        k = "%s%d" % (prefix, i)
+        if keyslot(k) == slot:
+            return k
+    raise AssertionError("no key found for slot %d" % slot)
+
+
+class Node:
+    def __init__(self, port, bus, extra=()):
+        self.port = port
+        self.bus = bus
+        self.addr = ("127.0.0.1", port)
+        d = os.path.join(tmpdir(), "cluster-%d" % port)
+        os.makedirs(d, exist_ok=True)
+        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                "--cluster-enabled", "yes", "--cluster-port", str(bus),
+                "--cluster-config-file", os.path.join(d, "nodes.conf"),
+                "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+                "--repl-diskless-sync-delay", "0",
+                "--save", "", "--appendonly", "no", "--daemonize", "no", "--dir", d,
+                "--logfile", os.path.join(d, "redis.log")] + list(extra)
+        self.argv = argv
+        self.proc = Proc("cluster-%d" % port, argv)
+        try:
+            self.proc.wait_listening(port)
+        except StartError:
+            self.proc.stop()
+            raise
+
+    def hostport(self):
+        return "127.0.0.1:%d" % self.port
+
+    def client(self, timeout=10.0):
+        return Raw(self.addr, timeout)
+
+    def cmd(self, *args, timeout=10.0):
+        with self.client(timeout) as c:
+            return c.rd(*args)
+
+    def alive(self):
+        return self.proc.alive()
+
+    def kill9(self):
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.popen.wait(5)
+        self.proc.stop()
+
+    def restart(self):
+        self.proc = Proc("cluster-%d" % self.port, self.argv)
+        self.proc.wait_listening(self.port)
+
+    def stop(self):
+        self.proc.stop()
+
+    def info(self, section="cluster"):
+        text = self.cmd("CLUSTER", "INFO") if section == "cluster" else self.cmd("INFO", section)
+        if isinstance(text, bytes):
+            text = text.decode()
+        out = {}
+        for line in text.splitlines():
+            if ":" in line:
+                k, _, v = line.partition(":")
+                out[k.strip()] = v.strip()
+        return out
+
+    def myid(self):
+        return self.cmd("CLUSTER", "MYID").decode()
+
+
+def slots_map(node):
+    """{slot: (master 'ip:port', [replica 'ip:port' ...])} from CLUSTER SLOTS of node."""
+    out = {}
+    for rng in node.cmd("CLUSTER", "SLOTS"):
+        lo, hi = rng[0], rng[1]
+        addrs = ["%s:%d" % (n[0].decode(), n[1]) for n in rng[2:]]
+        for s in range(lo, hi + 1):
+            out[s] = (addrs[0], addrs[1:])
+    return out
+
+
+class RedisCluster:
+    """masters x (1 + replicas) cluster nodes, joined and agreed."""
+
+    def __init__(self, nodes):
+        self.nodes = nodes
+
+    @classmethod
+    def start(cls, masters=3, replicas=1, extra=()):
+        nodes = []
+        try:
+            for _ in range(masters * (1 + replicas)):
+                for attempt in range(3):
+                    try:
+                        nodes.append(Node(free_port(), free_port(), extra))
+                        break
+                    except StartError:
+                        if attempt == 2:
+                            raise
+            argv = ["redis-cli", "--cluster", "create"] + [n.hostport() for n in nodes] + \
+                   ["--cluster-replicas", str(replicas), "--cluster-yes"]
+            r = subprocess.run(argv, capture_output=True, timeout=60)
+            if r.returncode != 0:
+                raise StartError("redis-cli --cluster create failed: %s %s" % (
+                    r.stdout[-500:], r.stderr[-500:]))
+            cl = cls(nodes)
+            cl.wait_ok()
+            if replicas:
+                cl.wait_synced()
+            return cl
+        except BaseException:
+            for n in nodes:
+                n.stop()
+            raise
+
+    def live(self):
+        return [n for n in self.nodes if n.alive()]
+
+    def by_addr(self, addr):
+        for n in self.nodes:
+            if n.hostport() == addr:
+                return n
+        raise KeyError(addr)
+
+    def wait_ok(self, timeout=30.0, nodes=None):
+        """Until every live node says cluster_state:ok, knows every slot, and all agree on
+        the map (CLUSTER SLOTS identical)."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                maps = []
+                ok = True
+                for n in (nodes or self.live()):
+                    i = n.info()
+                    if i.get("cluster_state") != "ok" or i.get("cluster_slots_assigned") != "16384":
+                        ok = False
+                        last = (n.port, i.get("cluster_state"), i.get("cluster_slots_assigned"))
+                        break
+                    maps.append(slots_map(n))
+                if ok and all(m == maps[0] for m in maps):
+                    return maps[0]
+                if ok:
+                    last = "maps differ"
+            except (OSError, EOFError, RespError) as e:
+                last = e
+            time.sleep(0.1)
+        raise AssertionError("cluster not ok after %.0fs: %s" % (timeout, last))
+
+    def wait_synced(self, timeout=30.0):
+        """Until every live replica's link to its master is up (a replica that never
+        synced does not fail over)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pending = [n.port for n in self.live()
+                       if n.info("replication").get("role") == "slave" and
+                       n.info("replication").get("master_link_status") != "up"]
+            if not pending:
+                return
+            time.sleep(0.1)
+        raise AssertionError("replicas not synced after %.0fs: %s" % (timeout, pending))
+
+    def map(self):
+        return slots_map(self.live()[0])
+
+    def masters(self):
+        m = self.map()
+        return sorted({v[0] for v in m.values()})
+
+    def master_of(self, key):
+        return self.by_addr(self.map()[keyslot(key)][0])
+
+    def replicas_of(self, master):
+        """The nodes replicating master (a Node), from its own INFO replication."""
+        out = []
+        for n in self.live():
+            i = n.info("replication")
+            if i.get("role") == "slave" and int(i.get("master_port", 0)) == master.port:
+                out.append(n)
+        return out
+
+    def migrate_slot(self, slot, dst, batch=10, pause=0.0, between=None):
+        """Move slot to node dst by hand: IMPORTING on dst, MIGRATING on the source, MIGRATE
+        the keys in batches (between(i) is called after each batch), then SETSLOT NODE on
+        both and on every other master. Returns the number of keys moved."""
+        src = self.by_addr(self.map()[slot][0])
+        dst_id = dst.myid()
+        src_id = src.myid()
+        eq(dst.cmd("CLUSTER", "SETSLOT", slot, "IMPORTING", src_id), "OK", "IMPORTING")
+        eq(src.cmd("CLUSTER", "SETSLOT", slot, "MIGRATING", dst_id), "OK", "MIGRATING")
+        moved = 0
+        i = 0
+        while True:
+            keys = src.cmd("CLUSTER", "GETKEYSINSLOT", slot, batch)
+            if not keys:
+                break
+            r = src.cmd("MIGRATE", "127.0.0.1", dst.port, "", 0, 5000, "KEYS", *keys)
+            eq(r, "OK", "MIGRATE")
+            moved += len(keys)
+            i += 1
+            if between:
+                between(i)
+            if pause:
+                time.sleep(pause)
+        for n in [dst, src] + [self.by_addr(a) for a in self.masters()]:
+            n.cmd("CLUSTER", "SETSLOT", slot, "NODE", dst_id)
+        return moved
+
+    def stop(self):
+        for n in self.nodes:
+            n.stop()
