@@ -28,6 +28,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (Memcached, Proxy, Redis, Runner, check, eq,  # noqa: E402
                      free_port, http, sanitized, server_lines, unique, yaml_dump)
 
@@ -64,17 +65,6 @@ class Env:
     def close(self):
         for b in self.mcs + self.rds:
             b.stop()
-
-
-def wait_stopped(pid, timeout=5.0):
-    """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
-    raise AssertionError("process %d not stopped after %.0f s" % (pid, timeout))
 
 
 def victim_ok(px, pool, redis):
@@ -264,7 +254,7 @@ def timeout_fires_on_time(env):
         with px.client("mc") as c:
             eq(c.mc_store(b"set", b"t", b"1"), b"STORED\r\n")
             os.kill(frozen.proc.pid, signal.SIGSTOP)
-            wait_stopped(frozen.proc.pid)
+            harness.wait_stopped(frozen.proc.pid)
             try:
                 worst = 0.0
                 for _ in range(3):

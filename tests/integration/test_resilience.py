@@ -35,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, RespError, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, port_is_free, yaml_scalar)
+                     Skip, StartError, binary, check, eq, port_is_free)
 
 R = Runner("test_resilience", per_test_timeout=45, total_timeout=170)
 
@@ -105,34 +105,12 @@ def backend_values(be, keys):
 
 # ---------------------------------------------------------------- the proxy
 
-def ydump(obj, indent=0):
-    """YAML text for nested dicts/lists of scalars; a dict inside a list is written in
-    flow style (the servers' mapping form)."""
-    pad = " " * indent
-    out = []
-    for k, v in obj.items():
-        if isinstance(v, dict):
-            out.append("%s%s:" % (pad, k))
-            out.append(ydump(v, indent + 2))
-        elif isinstance(v, (list, tuple)):
-            out.append("%s%s:" % (pad, k))
-            for x in v:
-                if isinstance(x, dict):
-                    out.append("%s - {%s}" % (pad, ", ".join(
-                        "%s: %s" % (a, yaml_scalar(b)) for a, b in x.items())))
-                else:
-                    out.append("%s - %s" % (pad, yaml_scalar(x)))
-        else:
-            out.append("%s%s: %s" % (pad, k, yaml_scalar(v)))
-    return "\n".join(out)
-
-
 class RProxy(Proxy):
     """harness.Proxy with mapping-form servers and an optional `ringleader:` block."""
 
     def __init__(self, pools, glob=None, workers=WORKERS, verbosity=5):
         super().__init__(pools, workers=workers, verbosity=verbosity, glob=glob,
-                         dump=lambda doc: ydump(doc) + "\n")
+                         dump=lambda doc: harness.ydump(doc) + "\n")
 
     def log_text(self):
         try:
