@@ -1,14 +1,15 @@
-"""test_cluster_tls.py: a redis_cluster pool with server_tls in front of a real TLS-only Redis Cluster (3 masters, no replica) started by the test.
+"""test_cluster_tls.py: a redis_cluster pool with server_tls in front of a real TLS-only Redis Cluster (3 masters, 3 replicas) started by the test.
 
 Every node listens on TLS only (--port 0 --tls-port P --tls-cluster yes --tls-replication yes,
-client certificates required); the cluster is created with redis-cli --tls --cluster create.
+client certificates required); the cluster is created with redis-cli --tls --cluster create
+and the replicas sync over TLS.
 Certificates come from test_tls.py's Certs (openssl CLI): nodes carry the backend certificate
 (IP:127.0.0.1, DNS:localhost, DNS:cache.internal), the proxy presents the client one.
 
   tls_map_and_data_path      the slot map is fetched over TLS from the seeds (two of the three
-      nodes configured: the third is learnt from the map), SET/GET/MGET through the proxy,
+      nodes configured: the four others are learnt from the map), SET/GET/MGET through the proxy,
       every value read back on the node that owns its slot (differential: MGET equals the
-      owners' GETs), TLS handshakes counted on every node, no refresh error.
+      owners' GETs), TLS handshakes counted on every master, no refresh error.
   server_name_for_every_node server_tls.server_name is the name every node's certificate is
       verified against (the map's addresses are IPs): cache.internal works, a name the
       certificates lack is refused for the fetch and for the data path.
@@ -53,7 +54,7 @@ class Env:
         def connect(addr, timeout):
             return TlsRaw(addr, ctx, timeout)
         try:
-            self.cl = RedisCluster.start(masters=3, replicas=0,
+            self.cl = RedisCluster.start(masters=3, replicas=1,
                                          tls=NodeTls(c.backend[0], c.backend[1], c.ca, connect))
         except Exception as e:
             if "TLS" in str(e) or "tls" in str(e):
@@ -96,7 +97,7 @@ def tls_map_and_data_path(env):
     st = env.stats()
     eq(st["cluster_refresh_error"], "", "no refresh error")
     check(st["cluster_refreshes"] >= 1, "a map fetched: %r" % st["cluster_refreshes"])
-    for n in cl.nodes:     # the third node is known from the map fetched over TLS
+    for n in cl.nodes:     # four of the six are known from the map fetched over TLS
         check(n.hostport() in st, "node %s in the pool: %r" % (n.hostport(), sorted(st)))
     keys = ["tk%d" % i for i in range(60)]
     slots = {keyslot(k) for k in keys}
@@ -112,9 +113,9 @@ def tls_map_and_data_path(env):
         eq(cmd(c, "DEL", *keys[:30]), 30)
         eq(cmd(c, "MGET", keys[0], keys[59]), [None, ("v:" + keys[59]).encode()])
     st = env.stats()
-    for n in cl.nodes:
-        ns = node_stats(st, n.hostport())
-        check(ns["tls_handshakes"] >= 1, "handshakes with %s: %r" % (n.hostport(), ns))
+    for a in cl.masters():
+        ns = node_stats(st, a)
+        check(ns["tls_handshakes"] >= 1, "handshakes with %s: %r" % (a, ns))
         eq(ns["tls_verify_failures"], 0)
 
 
