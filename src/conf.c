@@ -1963,9 +1963,6 @@ static int conf__pool_cluster(struct conf_ctx *c, struct conf_pool *pool, yaml_n
                              "a Redis Cluster pool speaks Redis; remove the memcache protocol");
     if ((v = conf__pool_value(values, "redis_db")) != NULL && pool->redis_db != 0)
         errors -= conf__fail(c, v, "redis_db", "a Redis Cluster has only database 0");
-    if ((v = conf__pool_value(values, "server_tls")) != NULL)
-        errors -= conf__fail(c, v, "server_tls", "not supported with redis_cluster: true yet "
-                             "(the slot map is fetched in plaintext); remove it");
     pool->protocol = CONF_PROTO_REDIS;
     pool->hash = HASH_CRC16;
     pool->dist = DIST_SLOTS;

@@ -396,7 +396,7 @@ static int tool_cluster_ask(const char *addr, int fallback, struct cluster_map *
         fprintf(stderr, "ringleader-ring: %s: not the replies of a Redis node\n", addr);
         goto done;
     }
-    rc = co->map_parse(fallback, rsp, rlen, 2, host, m, err, sizeof(err));
+    rc = co->map_parse(fallback, 0, rsp, rlen, 2, host, m, err, sizeof(err));
     if (rc < 0)
         fprintf(stderr, "ringleader-ring: %s: %s\n", addr, err);
 done:
@@ -471,7 +471,7 @@ static struct cluster_map *tool_cluster_load(const char *path)
             tool_nomem();
             goto fail;
         }
-        if (co->map_parse(fallback, rsp, rlen, 2, "127.0.0.1", m, ferr, sizeof(ferr)) == 1 &&
+        if (co->map_parse(fallback, 0, rsp, rlen, 2, "127.0.0.1", m, ferr, sizeof(ferr)) == 1 &&
             cluster_map_finish(m) == 0)
             break;
         if (fallback == 0)

@@ -332,8 +332,10 @@ struct proto_cluster_ops {
     /* Read those replies (rsp[i], len[i], each one whole reply) into m, an empty map;
      * host is the node's that answered (for entries naming no host). 1: the map is in m
      * (cluster_map_finish not run yet); 0: the node does not know this form (ask again
-     * with the fallback); -1: refused or malformed, err says why. */
-    int (*map_parse)(int fallback, const char *const *rsp, const size_t *len, uint32_t n,
+     * with the fallback); -1: refused or malformed, err says why. `tls`: the map was
+     * asked over TLS, whose nodes are reached at their TLS port (Redis CLUSTER SHARDS
+     * "tls-port") where they name one, else at "port"; without, "port" first. */
+    int (*map_parse)(int fallback, int tls, const char *const *rsp, const size_t *len, uint32_t n,
                      const char *host, struct cluster_map *m, char *err, size_t errlen);
     /* A reply flagged PROTO_SF_CLUSTER (rsp[0..len), the whole unit): what it says.
      * 0, or -1 when it cannot be read (then it is passed on as any error). */

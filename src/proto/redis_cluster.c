@@ -269,15 +269,18 @@ static enum cluster_health node_health(const char *s, size_t n)
 }
 
 static int64_t add_shard_node(struct cluster_map *m, const struct shard_node *sn,
-                              const char *self, int is_master)
+                              const char *self, int is_master, int tls)
 {
+    /* a node with both names its plaintext port "port" and its TLS one "tls-port" */
+    int64_t port = tls ? (sn->tls_port > 0 ? sn->tls_port : sn->port)
+                       : (sn->port > 0 ? sn->port : sn->tls_port);
     char id[CLUSTER_ID_LEN + 1] = "";
     const char *h;
     size_t hl;
     if (sn->id != NULL)
         snprintf(id, sizeof(id), "%.*s", (int)RL_MIN(sn->idl, (size_t)CLUSTER_ID_LEN), sn->id);
     node_host(sn, self, &h, &hl);
-    return cluster_map_node(m, id, h, hl, (uint16_t)sn->port,
+    return cluster_map_node(m, id, h, hl, (uint16_t)port,
                             is_master ? CLUSTER_MASTER : CLUSTER_REPLICA,
                             sn->health ? node_health(sn->health, sn->healthl) : CLUSTER_ONLINE);
 }
@@ -288,8 +291,8 @@ static int64_t add_shard_node(struct cluster_map *m, const struct shard_node *sn
  * master serves its slots (a failed master keeps them until a replica is promoted, as
  * the cluster itself says); its replicas follow it.
  */
-static int parse_shards(const char *rsp, size_t len, const char *self, struct cluster_map *m,
-                        char *err, size_t errlen)
+static int parse_shards(const char *rsp, size_t len, const char *self, int tls,
+                        struct cluster_map *m, char *err, size_t errlen)
 {
     struct rcur c = { rsp, len, 0 };
     int64_t nshards;
@@ -325,7 +328,7 @@ static int parse_shards(const char *rsp, size_t len, const char *self, struct cl
                     /* the shard's live master serves its slots */
                     int is_master = said && master < 0 &&
                                     node_health(sn.health, sn.healthl) != CLUSTER_FAILED;
-                    int64_t idx = add_shard_node(m, &sn, self, is_master);
+                    int64_t idx = add_shard_node(m, &sn, self, is_master, tls);
                     if (idx < 0) {
                         snprintf(err, errlen, "CLUSTER SHARDS: a node with no usable address, "
                                  "or more than %u nodes", CLUSTER_NODES_MAX);
@@ -459,7 +462,8 @@ static int redis_map_query(int fallback, struct buf *out)
     return 2;
 }
 
-static int redis_map_parse(int fallback, const char *const *rsp, const size_t *len, uint32_t n,
+static int redis_map_parse(int fallback, int tls, const char *const *rsp, const size_t *len,
+                           uint32_t n,
                            const char *host, struct cluster_map *m, char *err, size_t errlen)
 {
     if (n != 2) {
@@ -480,7 +484,7 @@ static int redis_map_parse(int fallback, const char *const *rsp, const size_t *l
     if (parse_info(rsp[0], len[0], m, err, errlen) < 0)
         return -1;
     return fallback ? parse_slots(rsp[1], len[1], host, m, err, errlen)
-                    : parse_shards(rsp[1], len[1], host, m, err, errlen);
+                    : parse_shards(rsp[1], len[1], host, tls, m, err, errlen);
 }
 
 /* "-MOVED 3999 127.0.0.1:6381", "-ASK 3999 host:port", "-TRYAGAIN ...", "-CLUSTERDOWN ...". */

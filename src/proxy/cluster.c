@@ -268,9 +268,11 @@ int cluster_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
         struct cluster_map *m = NULL;
         char ferr[512];
         uint32_t from = 0;
+        struct cluster_fetch_tls tls = { sp->server_tls,
+                                         cp->server_tls ? cp->server_tls->server_name : NULL };
         cluster_hello(cl, &h);
         cl->tried_sync = 1;
-        if (cluster_fetch_sync(sp->ops, &h, (const char *const *)cl->seeds, cl->nseeds,
+        if (cluster_fetch_sync(sp->ops, &h, &tls, (const char *const *)cl->seeds, cl->nseeds,
                                cl->fetch_ms, &m, &from, ferr, sizeof(ferr)) == 0) {
             cl->map = m;
             snprintf(cl->last_good, sizeof(cl->last_good), "%s", cl->seeds[from]);
@@ -452,17 +454,22 @@ static void cluster_ask_next(struct cluster *cl)
     struct proto_hello h;
     const struct snapshot *cur = atomic_load(&p->current);
     const struct proto_ops *ops = NULL;
+    struct cluster_fetch_tls tls = { NULL, NULL };
 
     for (uint32_t i = 0; cur != NULL && i < cur->conf->npools; i++)
-        if (strcmp(cur->conf->pools[i].name, cl->name) == 0)
+        if (strcmp(cur->conf->pools[i].name, cl->name) == 0) {
+            const struct conf_tls *ct = cur->conf->pools[i].server_tls;
             ops = cur->pools[i].ops;
+            tls.ctx = cur->pools[i].server_tls;     /* the SSL holds its own reference */
+            tls.server_name = ct != NULL ? ct->server_name : NULL;
+        }
     cluster_hello(cl, &h);
     while (ops != NULL && cl->cand_i < cl->ncand) {
         struct conf_addr a;
         char aerr[256];
         const char *addr = cl->cand[cl->cand_i];
         if (conf_parse_addr(addr, &a, aerr, sizeof(aerr)) == 0 && a.host != NULL) {
-            cl->fetch = cluster_fetch_start(&p->loop, ops, &h, a.host, a.port, cl->fetch_ms,
+            cl->fetch = cluster_fetch_start(&p->loop, ops, &h, &tls, a.host, a.port, cl->fetch_ms,
                                             cluster_fetched, cl);
             conf_addr_free(&a);
             if (cl->fetch != NULL)

@@ -11,6 +11,7 @@
 #include "conf.h"
 #include "proxy/cluster_fetch.h"
 #include "proxy/conn.h"
+#include "proxy/tls.h"
 #include "util.h"
 
 #define FETCH_READ_CHUNK  16384
@@ -141,8 +142,8 @@ static void fetch_replies_done(struct cluster_fetch *f)
         fetch_fail(f, "%s", "out of memory");
         return;
     }
-    int rc = f->ops->cluster->map_parse(f->fallback, rsp, len, f->got, f->host, m, err,
-                                        sizeof(err));
+    int rc = f->ops->cluster->map_parse(f->fallback, tls_is(&f->conn), rsp, len, f->got,
+                                        f->host, m, err, sizeof(err));
     if (rc == 0 && !f->fallback) {
         cluster_map_free(m);
         f->fallback = 1;
@@ -226,6 +227,24 @@ static void fetch_process(struct cluster_fetch *f)
     }
 }
 
+/* A TLS connection's failure: "tls: certificate verify failed (<OpenSSL's words>)". */
+static void fetch_tls_fail(struct cluster_fetch *f, ssize_t nread)
+{
+    const char *reason = NULL, *detail = NULL;
+    enum tls_fail why = tls_failure(&f->conn, &reason, &detail);
+    char what[400];
+
+    if (why == TLS_FAIL_NONE && nread == UV_EOF) {
+        fetch_fail(f, "%s", "connection closed by the node");
+        return;
+    }
+    if (why == TLS_FAIL_NONE)
+        why = TLS_FAIL_CLOSED;
+    snprintf(what, sizeof(what), "%s%s%s%s", reason ? reason : tls_fail_text(why),
+             detail && detail[0] ? " (" : "", detail ? detail : "", detail && detail[0] ? ")" : "");
+    fetch_fail(f, "%s", what);
+}
+
 static void fetch_on_read(struct conn *c, ssize_t nread)
 {
     struct cluster_fetch *f = CONN_OWNER(c, struct cluster_fetch, conn);
@@ -233,9 +252,18 @@ static void fetch_on_read(struct conn *c, ssize_t nread)
         fetch_process(f);
         return;
     }
-    if (nread < 0)
-        fetch_fail(f, "%s", nread == UV_EOF ? "connection closed by the node"
-                                            : uv_strerror((int)nread));
+    if (nread == 0) {               /* the transport's own bytes (a handshake): flush its output,
+                                       and the query once the handshake is done */
+        if (f->state == FETCH_READING && !conn_closing(c) && conn_flush(c) < 0)
+            fetch_fail(f, "%s", "write failed");
+        return;
+    }
+    if (tls_is(c)) {
+        fetch_tls_fail(f, nread);
+        return;
+    }
+    fetch_fail(f, "%s", nread == UV_EOF ? "connection closed by the node"
+                                        : uv_strerror((int)nread));
 }
 
 static void fetch_on_written(struct conn *c, int status)
@@ -294,7 +322,8 @@ static void fetch_gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res
 }
 
 struct cluster_fetch *cluster_fetch_start(uv_loop_t *loop, const struct proto_ops *ops,
-                                          const struct proto_hello *hello, const char *host,
+                                          const struct proto_hello *hello,
+                                          const struct cluster_fetch_tls *tls, const char *host,
                                           uint16_t port, uint32_t timeout_ms,
                                           cluster_fetch_cb cb, void *arg)
 {
@@ -324,6 +353,17 @@ struct cluster_fetch *cluster_fetch_start(uv_loop_t *loop, const struct proto_op
         return NULL;
     }
     f->conn_open = 1;
+    if (tls != NULL && tls->ctx != NULL) {
+        /* the handshake's deadline is the fetch's own timer */
+        const char *peer = tls->server_name ? tls->server_name : f->host;
+        if (tls_attach(&f->conn, tls->ctx, peer, NULL, UINT64_MAX) < 0) {
+            f->pending = 1;
+            f->state = FETCH_DONE;
+            f->cb = NULL;
+            conn_close(&f->conn, fetch_conn_closed);   /* frees f */
+            return NULL;
+        }
+    }
     uv_timer_init(loop, &f->timer);
     f->timer.data = f;
     f->pending = 2;                 /* the connection's handle and the timer */
@@ -380,7 +420,8 @@ static void fetch_sync_cb(void *arg, struct cluster_map *m, const char *err)
 }
 
 int cluster_fetch_sync(const struct proto_ops *ops, const struct proto_hello *hello,
-                       const char *const *addrs, uint32_t n, uint32_t timeout_ms,
+                       const struct cluster_fetch_tls *tls, const char *const *addrs,
+                       uint32_t n, uint32_t timeout_ms,
                        struct cluster_map **out, uint32_t *from, char *err, size_t errlen)
 {
     uv_loop_t loop;
@@ -401,7 +442,7 @@ int cluster_fetch_sync(const struct proto_ops *ops, const struct proto_hello *he
             continue;
         }
         struct fetch_sync s = { NULL, "", 0 };
-        struct cluster_fetch *f = cluster_fetch_start(&loop, ops, hello, a.host, a.port,
+        struct cluster_fetch *f = cluster_fetch_start(&loop, ops, hello, tls, a.host, a.port,
                                                       timeout_ms, fetch_sync_cb, &s);
         conf_addr_free(&a);
         if (f == NULL) {

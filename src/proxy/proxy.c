@@ -248,6 +248,8 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         const struct conf_pool *cp = &conf->pools[i];
         struct snapshot_pool *sp = &s->pools[i];
         sp->ops = proxy_protocols[cp->protocol];
+        if (proxy_pool_tls(sp, conf, cp, err, errlen) < 0)    /* the slot map's fetch uses it */
+            goto fail;
         if (cp->redis_cluster && cluster_snapshot_pool(p, conf, i, sp, err, errlen) < 0)
             goto fail;
         if (proxy_pool_ring(sp, conf, cp, old, err, errlen) < 0)
@@ -265,8 +267,6 @@ struct snapshot *proxy_snapshot_build(struct proxy *p, struct conf *conf,
         for (uint32_t k = 0; k < cp->nservers; k++)
             if ((sp->health[k] = proxy_health(p, cp, &cp->servers[k])) == NULL)
                 goto nomem;
-        if (proxy_pool_tls(sp, conf, cp, err, errlen) < 0)
-            goto fail;
         if (proxy_pool_listen(p, sp, cp, old, err, errlen) < 0)
             goto fail;
     }

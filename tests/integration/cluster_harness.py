@@ -6,6 +6,10 @@ them with `redis-cli --cluster create ... --cluster-yes` and waits until every n
 cluster_state:ok and agrees on the slot map. Every process is stopped by its PID (the
 harness's Proc); every wait is bounded.
 
+RedisCluster.start(..., tls=NodeTls(...)) starts every node with TLS only (--port 0,
+--tls-port, --tls-cluster yes, --tls-replication yes) and creates the cluster with
+redis-cli --tls; the helpers then talk TLS to the nodes (test_cluster_tls.py).
+
 The helpers read the cluster straight from its nodes: keyslot(), the node serving a slot,
 the map as CLUSTER SLOTS has it, a slot migrated by hand, a failover, a master killed.
 """
@@ -86,14 +90,33 @@ def key_in_slot(slot, prefix="k"):
     raise AssertionError("no key found for slot %d" % slot)
 
 
+class NodeTls:
+    """TLS for every node: its certificate and key, the CA bundle it trusts (for the cluster
+    bus, replication and clients), and how the harness connects to a node
+    (connect(addr, timeout) -> a harness.Raw over TLS)."""
+
+    def __init__(self, cert, key, ca, connect):
+        self.cert, self.key, self.ca, self.connect = cert, key, ca, connect
+
+    def server_argv(self, port):
+        return ["--port", "0", "--tls-port", str(port), "--tls-cluster", "yes",
+                "--tls-replication", "yes", "--tls-cert-file", self.cert,
+                "--tls-key-file", self.key, "--tls-ca-cert-file", self.ca]
+
+    def cli_argv(self):
+        return ["--tls", "--cacert", self.ca, "--cert", self.cert, "--key", self.key]
+
+
 class Node:
-    def __init__(self, port, bus, extra=()):
+    def __init__(self, port, bus, extra=(), tls=None):
         self.port = port
         self.bus = bus
         self.addr = ("127.0.0.1", port)
+        self.tls = tls
         d = os.path.join(tmpdir(), "cluster-%d" % port)
         os.makedirs(d, exist_ok=True)
-        argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+        ports = ["--port", str(port)] if tls is None else tls.server_argv(port)
+        argv = ["redis-server"] + ports + ["--bind", "127.0.0.1",
                 "--cluster-enabled", "yes", "--cluster-port", str(bus),
                 "--cluster-config-file", os.path.join(d, "nodes.conf"),
                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
@@ -112,7 +135,7 @@ class Node:
         return "127.0.0.1:%d" % self.port
 
     def client(self, timeout=10.0):
-        return Raw(self.addr, timeout)
+        return Raw(self.addr, timeout) if self.tls is None else self.tls.connect(self.addr, timeout)
 
     def cmd(self, *args, timeout=10.0):
         with self.client(timeout) as c:
@@ -166,18 +189,19 @@ class RedisCluster:
         self.nodes = nodes
 
     @classmethod
-    def start(cls, masters=3, replicas=1, extra=()):
+    def start(cls, masters=3, replicas=1, extra=(), tls=None):
         nodes = []
         try:
             for _ in range(masters * (1 + replicas)):
                 for attempt in range(3):
                     try:
-                        nodes.append(Node(free_port(), free_port(), extra))
+                        nodes.append(Node(free_port(), free_port(), extra, tls))
                         break
                     except StartError:
                         if attempt == 2:
                             raise
-            argv = ["redis-cli", "--cluster", "create"] + [n.hostport() for n in nodes] + \
+            argv = ["redis-cli"] + ([] if tls is None else tls.cli_argv()) + \
+                   ["--cluster", "create"] + [n.hostport() for n in nodes] + \
                    ["--cluster-replicas", str(replicas), "--cluster-yes"]
             r = subprocess.run(argv, capture_output=True, timeout=60)
             if r.returncode != 0:

@@ -671,4 +671,5 @@ def clean_exit(env):
     eq(rc, 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
 
 
-R.main(Env)
+if __name__ == "__main__":     # test_cluster_tls.py imports the certificates
+    R.main(Env)

@@ -45,7 +45,7 @@ static struct cluster_map *parse(int fallback, const char *info, size_t ilen, co
     struct cluster_map *m = cluster_map_new();
     ck_assert_ptr_nonnull(m);
     err[0] = '\0';
-    *rc = R->cluster->map_parse(fallback, r, l, 2, "10.9.9.9", m, err, 512);
+    *rc = R->cluster->map_parse(fallback, 0, r, l, 2, "10.9.9.9", m, err, 512);
     if (*rc != 1) {
         cluster_map_free(m);
         return NULL;
@@ -111,6 +111,42 @@ static void check_3x1(const struct cluster_map *m)
     ck_assert_uint_ne(m->owner[10922], m->owner[10923]);
     ck_assert_uint_eq(m->owner[10923], m->owner[16383]);
 }
+
+/* A one-shard CLUSTER SHARDS of a node with `ports` ("$4\r\nport\r\n:7000\r\n"...; npairs
+ * counts them) parsed as a TLS fetch or not: the port the map keeps. */
+static uint16_t shards_port(const char *ports, int npairs, int tls)
+{
+    char rsp[512], err[512];
+    snprintf(rsp, sizeof(rsp), "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n"
+             "$5\r\nnodes\r\n*1\r\n*%d\r\n$2\r\nip\r\n$8\r\n10.0.0.5\r\n"
+             "$4\r\nrole\r\n$6\r\nmaster\r\n%s", 2 * (npairs + 2), ports);
+    const char *r[2] = { INFO_OK, rsp };
+    size_t l[2] = { sizeof(INFO_OK) - 1, strlen(rsp) };
+    struct cluster_map *m = cluster_map_new();
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(R->cluster->map_parse(0, tls, r, l, 2, "h", m, err, sizeof(err)), 1);
+    ck_assert_int_eq(cluster_map_finish(m), 0);
+    ck_assert_uint_eq(m->nnodes, 1);
+    uint16_t port = m->nodes[0].port;
+    cluster_map_free(m);
+    return port;
+}
+
+START_TEST(test_shards_tls_port)
+{
+    /* Redis 7 with tls-cluster yes: "port" is the plaintext port (absent with port 0),
+     * "tls-port" the TLS one */
+    const char both[] = "$4\r\nport\r\n:7000\r\n$8\r\ntls-port\r\n:7443\r\n";
+    const char tls_only[] = "$8\r\ntls-port\r\n:7443\r\n";
+    const char plain[] = "$4\r\nport\r\n:7000\r\n";
+    ck_assert_uint_eq(shards_port(both, 2, 1), 7443);
+    ck_assert_uint_eq(shards_port(both, 2, 0), 7000);
+    ck_assert_uint_eq(shards_port(tls_only, 1, 1), 7443);
+    ck_assert_uint_eq(shards_port(tls_only, 1, 0), 7443);   /* its only address */
+    ck_assert_uint_eq(shards_port(plain, 1, 1), 7000);
+    ck_assert_uint_eq(shards_port(plain, 1, 0), 7000);
+}
+END_TEST
 
 START_TEST(test_shards_and_slots_of_a_real_cluster)
 {
@@ -295,7 +331,7 @@ START_TEST(test_replies_cut_short_or_refused)
     struct cluster_map *m = cluster_map_new();
     const char *r[2] = { info, none };
     size_t l[2] = { il, 4 };
-    ck_assert_int_eq(R->cluster->map_parse(0, r, l, 2, "h", m, err, sizeof(err)), 1);
+    ck_assert_int_eq(R->cluster->map_parse(0, 0, r, l, 2, "h", m, err, sizeof(err)), 1);
     ck_assert_int_eq(cluster_map_finish(m), -1);
     cluster_map_free(m);
     free(shards);
@@ -478,7 +514,7 @@ START_TEST(test_cluster_commands_answered_as_one_node)
         const char *r[2] = { INFO_OK, s };
         size_t l[2] = { sizeof(INFO_OK) - 1, strlen(s) };
         char err[256];
-        ck_assert_int_eq(R->cluster->map_parse(0, r, l, 2, "h", m, err, sizeof(err)), 1);
+        ck_assert_int_eq(R->cluster->map_parse(0, 0, r, l, 2, "h", m, err, sizeof(err)), 1);
         ck_assert_int_eq(cluster_map_finish(m), 0);
         ck_assert_uint_eq(m->nnodes, 1);
         ck_assert_uint_eq(m->nodes[0].nslots, CLUSTER_SLOTS);
@@ -570,6 +606,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keyslot_is_redis_clusters);
     tcase_add_test(tc, test_shards_and_slots_of_a_real_cluster);
+    tcase_add_test(tc, test_shards_tls_port);
     tcase_add_test(tc, test_node_order_does_not_change_the_map);
     tcase_add_test(tc, test_a_failed_master_and_its_promoted_replica);
     tcase_add_test(tc, test_master_failed_before_promotion_keeps_its_slots);

@@ -935,6 +935,12 @@ START_TEST(test_redis_cluster_pool)
     ck_assert_int_eq(c->pools[0].replica_reads, 0);
     conf_free(c);
 
+    /* server_tls applies to every node and to the slot map's fetches */
+    c = load_ok(CL_HEAD "  server_tls:\n    server_name: nodes.internal\n");
+    ck_assert_ptr_nonnull(c->pools[0].server_tls);
+    ck_assert_str_eq(c->pools[0].server_tls->server_name, "nodes.internal");
+    conf_free(c);
+
     /* a seed's own zone is its node's */
     c = load_ok("cl:\n  listen: 127.0.0.1:22122\n  redis_cluster: true\n  servers:\n"
                 "   - {address: \"10.0.0.1:7000\", zone: z9}\n");
@@ -953,8 +959,6 @@ START_TEST(test_redis_cluster_errors)
     load_err(CL_HEAD "  on_down: miss\n", "t.yml:", "the cluster fails over by itself");
     load_err(CL_HEAD "  hash_tag: \"<>\"\n", "t.yml:", "a Redis Cluster's hash tag is \"{}\"");
     load_err(CL_HEAD "  redis_db: 2\n", "t.yml:", "a Redis Cluster has only database 0");
-    load_err(CL_HEAD "  server_tls:\n    verify: false\n", "t.yml:",
-             "'server_tls': not supported with redis_cluster: true yet");
     load_err(CL_HEAD "  rejoin: flush\n", "t.yml:", "'rejoin': not used with redis_cluster");
     load_err(CL_HEAD "  failover_ttl: 60\n", "t.yml:", "never to a failover server");
     load_err(CL_HEAD "  collapse_gets: true\n", "t.yml:", "'collapse_gets': not used with");
