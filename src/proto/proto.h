@@ -480,6 +480,12 @@ struct proto_ops {
     int (*sub_reply)(uint8_t sub, int variant, const char *name, size_t len, uint64_t count,
                      struct buf *out);
     int (*push_write)(int variant, const char *unit, size_t len, struct buf *out);
+    /* sub_dropped (NULL: the protocol has none): whether unit[0..len), one whole reply
+     * unit of a subscribed server connection, is the shape of a server ending a shard
+     * subscription (Redis's `sunsubscribe` confirmation, which Redis Cluster also sends
+     * unasked when the channel's slot leaves the node); 1 with *name set inside unit, 0
+     * when it is something else. Pure. */
+    int (*sub_dropped)(const char *unit, size_t len, struct proto_name *name);
     /* Rejoin (docs/routing.md; invalidate NULL: a pool of this protocol trusts a
      * returning server). invalidate: write the request that deletes key[0..len),
      * whatever its bytes (memcached `delete`, or `md` with a base64 key for bytes

@@ -2331,6 +2331,33 @@ static int redis_push_write(int variant, const char *unit, size_t len, struct bu
     return 0;
 }
 
+/* `*3 $12 sunsubscribe $<n> <name> :<count>` (or its RESP3 push), whole in unit[0..len):
+ * 1 with *name, else 0. Digits are bounded: a name longer than 10 digits can say is not
+ * one Redis sends. */
+static int redis_sub_dropped(const char *unit, size_t len, struct proto_name *name)
+{
+    static const char kind[] = "3\r\n$12\r\nsunsubscribe\r\n$";
+    size_t pos = 1 + sizeof(kind) - 1;
+    uint64_t n = 0;
+    int digits = 0;
+
+    if (len < pos || (unit[0] != '*' && unit[0] != '>') || memcmp(unit + 1, kind, sizeof(kind) - 1))
+        return 0;
+    while (pos < len && unit[pos] >= '0' && unit[pos] <= '9' && digits < 10) {
+        n = n * 10 + (uint64_t)(unit[pos++] - '0');
+        digits++;
+    }
+    if (digits == 0 || len - pos < 2 || unit[pos] != '\r' || unit[pos + 1] != '\n')
+        return 0;
+    pos += 2;
+    if (n > len - pos || len - pos - n < 3 || unit[pos + n] != '\r' ||
+        unit[pos + n + 1] != '\n' || unit[pos + n + 2] != ':')
+        return 0;
+    name->bytes = unit + pos;
+    name->len = (uint32_t)n;
+    return 1;
+}
+
 const struct proto_ops proto_redis_ops = {
     .name = "redis",
     .parse_req = redis_parse_req,
@@ -2358,6 +2385,7 @@ const struct proto_ops proto_redis_ops = {
     .sess_abort = redis_sess_abort,
     .sub_write = redis_sub_write,
     .sub_reply = redis_sub_reply,
+    .sub_dropped = redis_sub_dropped,
     .push_write = redis_push_write,
 };
 

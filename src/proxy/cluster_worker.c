@@ -338,6 +338,13 @@ void cworker_node_failed(struct server *srv)
         cluster_refresh_request(cw->cl, CLUSTER_WHY_NODE_FAILED);
 }
 
+void cworker_slot_left(struct server *srv)
+{
+    struct cworker *cw = srv->pool->cworker;
+    if (cw != NULL)
+        cluster_refresh_request(cw->cl, CLUSTER_WHY_MOVED);
+}
+
 /* ------------------------------------------------------------------ life */
 
 static void cworker_timer_closed(uv_handle_t *h)

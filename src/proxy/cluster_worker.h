@@ -34,6 +34,10 @@ int  cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len);
 /* A connection to srv, a node of a cluster pool, failed: the map may be stale. */
 void cworker_node_failed(struct server *srv);
 
+/* srv, a node of a cluster pool, gave up a slot by itself (a shard channel's
+ * `sunsubscribe`): the map is stale. */
+void cworker_slot_left(struct server *srv);
+
 /*
  * A multi-key request (MGET, MSET, DEL ...) of a cluster pool is split per slot, as the
  * cluster requires: keys rk[0..nkeys) get fragment numbers frag_of[i] (in first-seen

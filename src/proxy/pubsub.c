@@ -11,6 +11,7 @@
 #include "health.h"
 #include "log.h"
 #include "proxy/client.h"
+#include "proxy/cluster_worker.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
 #include "proxy/proxy.h"
@@ -52,6 +53,10 @@ struct pubsub {
     struct pubsub_set    shards;
     struct pubsub_name **patterns; /* in subscription order, as Redis's list */
     uint32_t             npatterns, patcap;
+    /* A cluster pool: the one node carrying the patterns (a cluster propagates every
+     * PUBLISH to every node, so a pattern on each would deliver a message once per node);
+     * NULL in other pools (patterns on every server) or while there are none. */
+    struct server       *patsrv;
     struct pubsub_pin   *pins;
     uint32_t             npins, pincap;
     size_t               mem;      /* bytes of names and tables */
@@ -238,13 +243,19 @@ size_t pubsub_memory(const struct client *c)
     return c->pubsub != NULL ? c->pubsub->mem : 0;
 }
 
+/* Whether pin carries the client's patterns. */
+static int pin_has_patterns(const struct pubsub *ps, const struct pubsub_pin *pin)
+{
+    return ps->npatterns > 0 && (ps->patsrv == NULL || ps->patsrv == pin->srv);
+}
+
 /* Let go of every pin that carries nothing and has nothing in flight. */
 static void pubsub_release_unused(struct client *c)
 {
     struct pubsub *ps = c->pubsub;
     for (uint32_t i = ps->npins; i-- > 0;) {
         struct pubsub_pin *pin = &ps->pins[i];
-        if (pin->names == 0 && ps->npatterns == 0 && !pin_busy(pin->s)) {
+        if (pin->names == 0 && !pin_has_patterns(ps, pin) && !pin_busy(pin->s)) {
             struct sconn *s = pin->s;
             pin_drop(ps, pin);
             sconn_unpin(s, 1);
@@ -312,12 +323,24 @@ static int pubsub_plan(struct client *c, struct msg *m, uint8_t sub, struct pubs
     int unsub = (sub & PROTO_SUB_UNSUB) != 0;
     const char *reason = NULL;
     int patterns = 0;
+    uint32_t slot0 = 0;
 
     for (uint32_t i = 0; i < n; i++) {
         st[i].srv = NULL;
         if (cls == PROTO_SUB_PATTERN) {
             patterns = 1;
             continue;
+        }
+        if (cls == PROTO_SUB_SHARD && pool->view.cluster != NULL) {
+            /* Redis Cluster refuses shard channels of two slots in one command */
+            struct route_key rk = { .bytes = st[i].name.bytes, .len = st[i].name.len };
+            route_key_place(&pool->view, &rk);
+            if (i == 0)
+                slot0 = route_key_slot(&rk);
+            else if (route_key_slot(&rk) != slot0) {
+                pubsub_fail(c, m, PROTO_ERR_CROSSSLOT_SLOT, NULL);
+                return -1;
+            }
         }
         struct pubsub_set *t = cls == PROTO_SUB_SHARD ? &ps->shards : &ps->channels;
         struct pubsub_name *e = set_find(t, st[i].hash, st[i].name.bytes, st[i].name.len);
@@ -345,20 +368,41 @@ static int pubsub_plan(struct client *c, struct msg *m, uint8_t sub, struct pubs
     for (uint32_t i = 0; i < n; i++)
         if (st[i].srv != NULL && pubsub_pin(c, st[i].srv, &reason) == NULL)
             goto refused;
-    if (patterns && !unsub)
+    if (patterns && !unsub && pool->view.cluster != NULL) {
+        if (ps->patsrv == NULL || ps->npatterns == 0) {
+            /* the first pattern: the node of its slot (clients spread over the masters) */
+            struct route_key rk = { .bytes = st[0].name.bytes, .len = st[0].name.len };
+            struct route rt;
+            route_key_place(&pool->view, &rk);
+            route_channel(&pool->view, &rk, &rt);
+            if (rt.kind != ROUTE_SEND) {
+                char why[300];
+                snprintf(why, sizeof(why), "server %s is down", pool->servers[rt.down]->label);
+                pubsub_fail(c, m, PROTO_ERR_DOWN, why);
+                goto unpin;
+            }
+            ps->patsrv = pool->servers[rt.to[0]];
+        }
+        if (pubsub_pin(c, ps->patsrv, &reason) == NULL)
+            goto refused;
+    } else if (patterns && !unsub) {
         for (uint32_t k = 0; k < pool->nservers; k++)
             if (pubsub_pin(c, pool->servers[k], &reason) == NULL)
                 goto refused;
+    }
     return 0;
 
 refused:
+    pubsub_fail(c, m, PROTO_ERR_SERVER, reason != NULL ? reason : "no connection");
+unpin:
     /* the pins taken for this request go back (nothing was sent on them) */
     while (ps->npins > had) {
         struct sconn *s = ps->pins[ps->npins - 1].s;
         ps->npins--;
         sconn_unpin(s, 1);
     }
-    pubsub_fail(c, m, PROTO_ERR_SERVER, reason != NULL ? reason : "no connection");
+    if (ps->npatterns == 0)
+        ps->patsrv = NULL;
     return -1;
 }
 
@@ -466,7 +510,8 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
         struct pubsub_pin *pin = &ps->pins[p];
         uint32_t k = 0;
         for (uint32_t i = 0; i < n; i++)
-            if (st[i].sent && (pattern || st[i].srv == pin->srv))
+            if (st[i].sent && (pattern ? ps->patsrv == NULL || ps->patsrv == pin->srv
+                                       : st[i].srv == pin->srv))
                 names[k++] = st[i].name;
         if (k == 0)
             continue;
@@ -481,6 +526,8 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
             goto nomem;
         }
         fm->role = MSG_FRAG;
+        if (sub == (PROTO_SUB_SHARD | PROTO_SUB_UNSUB))
+            fm->flags |= MSG_F_SUNSUB;
         fm->parent = m;
         fm->cmd = m->cmd;
         fm->rflags = m->rflags;
@@ -564,6 +611,8 @@ void pubsub_request(struct client *c, struct msg *m, const struct proto_req *req
     for (uint32_t i = 0; gone[i] != NULL; i++)
         name_free(ps, gone[i]);
 done:
+    if (ps->npatterns == 0)
+        ps->patsrv = NULL;
     /* Redis: any subscription command enters subscribed mode; it ends with the last name */
     pubsub_mode(c, !unsub || count_total(ps) > 0);
     pubsub_release_unused(c);
@@ -639,28 +688,32 @@ static int pubsub_over_limit(struct client *c)
     return 1;
 }
 
-void pubsub_message(struct sconn *s, const char *p, size_t n)
+/* Write p[0..n) into out for c: a server's push rewritten for its variant (push), or
+ * bytes already in it. 0 or -ENOMEM. */
+static int stream_write(struct client *c, int push, const char *p, size_t n, struct buf *out)
 {
-    struct client *c = s->pinned;
+    if (push)
+        return c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0, p, n, out);
+    return buf_append(out, p, n);
+}
 
-    if (c == NULL || c->closing || c->pubsub == NULL || conn_closing(&c->conn))
-        return;             /* let go of, awaiting its reset: nobody's any more */
-    const struct proto_ops *ops = c->pool->ops;
-    int variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;
+/* Put p[0..n), which server connection s sent, into c's stream where it belongs: after
+ * every reply c is owed before it (pubsub_waiting_on). c is closed when memory fails. */
+static void pubsub_stream(struct client *c, struct sconn *s, int push, const char *p, size_t n)
+{
     struct msg *before = pubsub_waiting_on(s);
     struct qnode *head = queue_first(&c->msgs);
 
-    STATS_ADD(&c->pool->stats, pubsub_messages, 1);
     if (head == NULL || (before != NULL && &before->cq == head)) {
         /* nothing owed before it: straight out */
-        if (ops->push_write(variant, p, n, &c->conn.obuf) < 0) {
+        if (stream_write(c, push, p, n, &c->conn.obuf) < 0) {
             client_close(c);
             return;
         }
         worker_mark_client(c->w, c);
     } else {
         struct msg *pm = msg_get(c->w);
-        if (pm == NULL || ops->push_write(variant, p, n, &pm->rsp) < 0) {
+        if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
             if (pm != NULL)
                 msg_put(c->w, pm);
             client_close(c);
@@ -678,6 +731,70 @@ void pubsub_message(struct sconn *s, const char *p, size_t n)
     pubsub_over_limit(c);
 }
 
+void pubsub_message(struct sconn *s, const char *p, size_t n)
+{
+    struct client *c = s->pinned;
+
+    if (c == NULL || c->closing || c->pubsub == NULL || conn_closing(&c->conn))
+        return;             /* let go of, awaiting its reset: nobody's any more */
+    STATS_ADD(&c->pool->stats, pubsub_messages, 1);
+    pubsub_stream(c, s, 1, p, n);
+}
+
+int pubsub_dropped(struct sconn *s, const struct proto_name *nm)
+{
+    struct client *c = s->pinned;
+    struct qnode *q;
+
+    if (c == NULL || c->pubsub == NULL)
+        return 0;
+    QUEUE_FOREACH(q, &s->sent) {
+        if (QUEUE_DATA(q, struct msg, sq)->flags & MSG_F_SUNSUB)
+            return 0;           /* the client's own SUNSUBSCRIBE may be what it confirms */
+    }
+    struct pubsub *ps = c->pubsub;
+    struct pubsub_set *t = &ps->shards;
+    uint64_t h = name_hash(nm->bytes, nm->len);
+    if (t->cap == 0)
+        return 0;
+    uint32_t at = set_probe(t, h, nm->bytes, nm->len);
+    struct pubsub_name *e = t->slot[at];
+    if (e == NULL || e->srv != s->server)
+        return 0;
+    set_remove_at(t, at);
+    struct pubsub_pin *pin = pin_of_conn(ps, s);
+    if (pin != NULL)
+        pin->names--;
+    STATS_ADD(&c->pool->stats, pubsub_dropped, 1);
+    cworker_slot_left(s->server);       /* the slot moved: the client may resubscribe */
+    struct buf out;
+    buf_init(&out);
+    int rc = c->pool->ops->sub_reply(PROTO_SUB_SHARD | PROTO_SUB_UNSUB,
+                                     (c->parser.flags & PROTO_PF_VARIANT) != 0, e->bytes,
+                                     e->len, count_of(ps, PROTO_SUB_SHARD), &out);
+    name_free(ps, e);
+    if (count_total(ps) == 0)
+        pubsub_mode(c, 0);      /* as Redis: the last subscription gone ends subscribed mode */
+    if (c->closing || conn_closing(&c->conn)) {
+        /* nobody to tell */
+    } else if (rc < 0) {
+        client_close(c);
+    } else {
+        pubsub_stream(c, s, 0, buf_rptr(&out), buf_len(&out));
+    }
+    buf_free(&out);
+    if (c->pubsub == NULL || conn_closing(&c->conn))
+        return 1;               /* closed meanwhile: its pins went with it */
+    pin = pin_of_conn(ps, s);
+    if (pin != NULL && pin->names == 0 && !pin_has_patterns(ps, pin) && !pin_busy(s)) {
+        pin_drop(ps, pin);
+        sconn_unpin(s, 1);
+        if (count_total(ps) == 0 && ps->npins == 0)
+            pubsub_destroy(c);
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ connections */
 
 int pubsub_pin_idle(struct client *c, struct sconn *s)
@@ -687,7 +804,7 @@ int pubsub_pin_idle(struct client *c, struct sconn *s)
 
     if (pin == NULL)
         return 0;
-    if (pin->names == 0 && ps->npatterns == 0) {
+    if (pin->names == 0 && !pin_has_patterns(ps, pin)) {
         pin_drop(ps, pin);
         sconn_unpin(s, 1);
         if (count_total(ps) == 0 && ps->npins == 0 && !(c->parser.flags & PROTO_PF_SUBSCRIBED))
@@ -747,24 +864,46 @@ void pubsub_reset(struct client *c)
     pubsub_free(c);
 }
 
-/* Whether the client's subscriptions are where the pool (after a reload) places them. */
+static int pool_has_server(const struct wpool *pool, const struct server *srv)
+{
+    for (uint32_t i = 0; i < pool->nservers; i++)
+        if (pool->servers[i] == srv)
+            return 1;
+    return 0;
+}
+
+/*
+ * Whether the client's subscriptions are where the pool (after a reload) places them. In
+ * a cluster pool (whose map changes arrive as reloads) a channel or the patterns stay
+ * right on any node still in the cluster, which hears every PUBLISH; a shard channel
+ * whose slot left its node is ended by that node itself (`sunsubscribe`, which
+ * pubsub_dropped passes on), so it too needs only its node to stay.
+ */
 static int pubsub_placed(struct client *c)
 {
     struct pubsub *ps = c->pubsub;
     struct wpool *pool = c->pool;
     const struct pubsub_set *sets[2] = { &ps->channels, &ps->shards };
+    int cluster = pool->view.cluster != NULL;
 
+    if (cluster && ps->npatterns > 0 && ps->patsrv != NULL && !pool_has_server(pool, ps->patsrv))
+        return 0;
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; i < sets[k]->cap; i++) {
             struct pubsub_name *e = sets[k]->slot[i];
             if (e == NULL)
                 continue;
+            if (cluster) {
+                if (!pool_has_server(pool, e->srv))
+                    return 0;
+                continue;
+            }
             struct route_key rk = { .bytes = e->bytes, .len = e->len };
             route_key_place(&pool->view, &rk);
             if (rk.owner >= pool->nservers || pool->servers[rk.owner] != e->srv)
                 return 0;
         }
-    if (ps->npatterns > 0) {
+    if (ps->npatterns > 0 && !cluster) {
         if (ps->npins != pool->nservers)
             return 0;
         for (uint32_t i = 0; i < pool->nservers; i++)

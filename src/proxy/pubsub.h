@@ -41,6 +41,16 @@ void pubsub_request(struct client *c, struct msg *m, const struct proto_req *req
  * holder's stream (dropped when no client holds s any more). May close that client. */
 void pubsub_message(struct sconn *s, const char *p, size_t n);
 
+/*
+ * A server's `sunsubscribe` of name on s when the client holding s did not ask for it
+ * (Redis Cluster ends shard subscriptions of a slot that leaves the node: migrated, or
+ * the node demoted by a failover): the name is dropped from the client's subscriptions
+ * and the client gets Redis's confirmation with its own count, in its stream's order.
+ * 1: taken so; 0: not the server's own (no such subscription on s, or an SUNSUBSCRIBE of
+ * the client's in flight there, which it answers).
+ */
+int pubsub_dropped(struct sconn *s, const struct proto_name *name);
+
 /* s, held by c, answered everything it was sent: unpinned when it carries nothing of c's
  * any more. Returns 1 when s is one of c's subscription connections, 0 otherwise. */
 int pubsub_pin_idle(struct client *c, struct sconn *s);

@@ -942,6 +942,12 @@ static int sconn_sub_unit(struct sconn *s, struct qnode *first)
         buf_consume(in, rsp.hdr_len);
         return 1;
     }
+    struct proto_name dropped;
+    if (!(rsp.flags & PROTO_SF_ERROR) && rsp.body_len == 0 && ops->sub_dropped != NULL &&
+        ops->sub_dropped(p, rsp.hdr_len, &dropped) == 1 && pubsub_dropped(s, &dropped)) {
+        buf_consume(in, rsp.hdr_len);   /* the server's own unsubscription */
+        return 1;
+    }
     if (m == NULL) {
         sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
         return -1;

@@ -1894,6 +1894,40 @@ START_TEST(test_sub_ops)
 }
 END_TEST
 
+/* A server's sunsubscribe (asked or not: Redis Cluster sends it when a slot leaves the
+ * node) is told from every other reply of a subscribed connection, in both protocols, and
+ * never read past its end: every prefix of it is refused. */
+START_TEST(test_sub_dropped)
+{
+    static const char u2[] = "*3\r\n$12\r\nsunsubscribe\r\n$8\r\n{probe}x\r\n:0\r\n";
+    static const char u3[] = ">3\r\n$12\r\nsunsubscribe\r\n$3\r\nabc\r\n:12\r\n";
+    struct proto_name nm;
+
+    ck_assert_int_eq(R->sub_dropped(u2, sizeof(u2) - 1, &nm), 1);
+    ck_assert_uint_eq(nm.len, 8);
+    ck_assert_int_eq(memcmp(nm.bytes, "{probe}x", 8), 0);
+    ck_assert_int_eq(R->sub_dropped(u3, sizeof(u3) - 1, &nm), 1);
+    ck_assert_uint_eq(nm.len, 3);
+    ck_assert_ptr_eq(nm.bytes, u3 + 27);
+    /* cut at every byte: the unit is then not whole (the caller gives whole units only,
+     * but a shorter buffer must never be read past) */
+    for (size_t n = 0; n + 3 < sizeof(u2) - 1; n++)
+        ck_assert_int_eq(R->sub_dropped(u2, n, &nm), 0);
+    static const char *other[] = {
+        "*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:0\r\n",
+        "*3\r\n$10\r\nssubscribe\r\n$1\r\na\r\n:1\r\n",
+        "*3\r\n$12\r\nsunsubscribe\r\n$-1\r\n:0\r\n",          /* a mass one with nothing */
+        "*3\r\n$12\r\nsunsubscribe\r\n$9\r\na\r\n:0\r\n",      /* a length past the end */
+        "*3\r\n$12\r\nsunsubscribe\r\n$99999999999\r\na\r\n:0\r\n",
+        "*4\r\n$8\r\nsmessage\r\n$1\r\na\r\n$1\r\nb\r\n",
+        "-MOVED 5258 127.0.0.1:7000\r\n",
+        "+PONG\r\n",
+    };
+    for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+        ck_assert_int_eq(R->sub_dropped(other[i], strlen(other[i]), &nm), 0);
+}
+END_TEST
+
 START_TEST(test_req_pubsub_classified)
 {
     struct res r = req_of("SUBSCRIBE a {t}b", AUTHED);
@@ -2034,6 +2068,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_req_pubsub_classified);
     tcase_add_test(tc, test_local_resp3_and_subscribed);
     tcase_add_test(tc, test_pubsub_merges);
+    tcase_add_test(tc, test_sub_dropped);
     tcase_add_test(tc, test_rsp_garbage);
     tcase_add_test(tc, test_rsp_numbers_both_ways);
     tcase_add_test(tc, test_rsp_large_array_chunked_linear);
