@@ -36,6 +36,7 @@ Set RL_CLUSTER_SKIP_SLOW=1 to leave out the three tests that move the cluster un
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -749,7 +750,24 @@ def master_killed(env):
     check(recovered - promoted < 1.5, "errors %.2f s after the promotion", recovered - promoted)
     # the dead node comes back as a replica of its successor
     victim.restart()
-    cl.wait_ok()
+    cl.wait_ok(timeout=60.0)     # a loaded box (ASan) can take longer than 30 s
+
+
+def replicated(master, timeout=10.0):
+    """Until every online replica of master has acknowledged its whole replication
+    stream (WAIT on a connection of its own would count only that connection's writes,
+    and it has none)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rep = master.info("replication")
+        want = int(rep.get("master_repl_offset", "0"))
+        offs = [dict(kv.split("=", 1) for kv in v.split(",")).get("offset")
+                for k, v in rep.items() if re.match(r"slave\d+$", k)]
+        if offs and all(o is not None and int(o) >= want for o in offs):
+            return
+        time.sleep(0.02)
+    raise AssertionError("replicas of %s behind after %.0f s: %r" % (
+        master.hostport(), timeout, master.info("replication")))
 
 
 @R.test
@@ -761,7 +779,7 @@ def replicas_serve_reads(env):
         for k in keys:
             eq(cmd(c, "SET", k, k), "OK")
         for m in env.cl.masters():
-            env.cl.by_addr(m).cmd("WAIT", 1, 2000)    # the writes are on the replicas
+            replicated(env.cl.by_addr(m))     # the writes are on the replicas
         before = pool_stats(env, px)
         for _ in range(3):
             for k in keys:
