@@ -293,6 +293,8 @@ class Bench:
         name, ratio, pipeline = scenario
         extra = ["-P", str(pipeline), "--ratio", ratio, "--duration", str(self.a.duration),
                  "--seed", str(round_no + 1)]
+        if self.a.rate:
+            extra += ["--rate", str(self.a.rate)]
         if not ratio.startswith("0:"):
             extra.append("--expect-hits")
         argv = self.rlbench_argv(target, extra)
@@ -525,6 +527,9 @@ def main():
     ap.add_argument("--workers", type=int, default=1, help="ringleader workers (default 1)")
     ap.add_argument("--scenario", default=".", help="regex over set-p1 set-p16 get-p1 get-p16")
     ap.add_argument("--connections", type=int, default=50)
+    ap.add_argument("--rate", type=float, default=0,
+                    help="open loop: requests/s over every connection (rlbench --rate), each "
+                    "timed from when it was due; default closed loop")
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--keys", type=int, default=10000)
     ap.add_argument("--no-scaling", action="store_true",

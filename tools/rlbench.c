@@ -97,6 +97,7 @@ struct rlb_opts {
     uint64_t seed;
     double timeout;                /* seconds without any reply before giving up */
     bool tls;                      /* every connection speaks TLS */
+    double rate;                   /* requests/s over every connection (open loop); 0: closed */
 };
 
 struct rlb_stats {
@@ -132,6 +133,7 @@ struct rlb_conn {
     struct rlb_inflight *q;
     unsigned qhead, qlen;
     uint64_t rng;
+    uint64_t next_ns;              /* --rate: when this connection's next request is due */
 };
 
 struct rlb_bench {
@@ -278,6 +280,9 @@ static void usage(FILE *f)
         "  --timeout S                give up after S seconds without a reply, default 10\n"
         "  --json                     print one JSON line instead of the text summary\n"
         "  --tls                      connect with TLS (certificates are not verified)\n"
+        "  --rate R                   open loop: R requests/s over every connection, each timed\n"
+        "                             from when it was due (a connection still waits for its\n"
+        "                             pipeline slot); default closed loop\n"
         "Exit status: 0 all replies correct, 1 errors were seen, 2 usage or connect failure.\n");
 }
 
@@ -318,7 +323,7 @@ static int opts_add_server(struct rlb_opts *o, const char *host, const char *por
 static int opts_parse(struct rlb_opts *o, int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_SERVER, O_PROTO, O_RATIO, O_KEYS, O_VSIZE, O_PREFILL,
-           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS };
+           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS, O_RATE };
     static const struct option longopts[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -339,6 +344,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         { "timeout", required_argument, NULL, O_TIMEOUT },
         { "json", no_argument, NULL, O_JSON },
         { "tls", no_argument, NULL, O_TLS },
+        { "rate", required_argument, NULL, O_RATE },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -434,6 +440,11 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         case O_TIMEOUT:
             o->timeout = strtod(optarg, &end);
             if (*end || end == optarg || !(o->timeout > 0))
+                goto bad;
+            break;
+        case O_RATE:
+            o->rate = strtod(optarg, &end);
+            if (*end || end == optarg || !(o->rate > 0 && o->rate <= 1e8))
                 goto bad;
             break;
         case O_JSON: o->json = true; break;
@@ -686,15 +697,22 @@ static void conn_fill(struct rlb_bench *b, struct rlb_conn *c)
         return;
     unsigned added = 0;
     uint64_t t = now_ns();
+    bool paced = b->o.rate > 0 && !b->prefilling;
     while (c->qlen < b->o.pipeline) {
         uint32_t key;
         uint8_t op;
+        if (paced && c->next_ns > t)
+            break;
         if (conn_next(b, c, &key, &op) < 0)
             break;
         struct rlb_inflight *r = &c->q[(c->qhead + c->qlen) % b->o.pipeline];
         r->key = key;
         r->op = op;
-        r->sent_ns = t;
+        /* Open loop: latency counts from when the request was due, so a late
+         * reply also charges the requests it held back (no coordinated omission). */
+        r->sent_ns = paced ? c->next_ns : t;
+        if (paced)
+            c->next_ns += (uint64_t)(1e9 * b->o.conns / b->o.rate);
         c->qlen++;
         b->issued++;
         b->inflight++;
@@ -934,6 +952,25 @@ static uint64_t stats_errors(const struct rlb_bench *b)
  * answered, every connection dead, or --timeout seconds without progress.
  * Returns the elapsed nanoseconds from the first send to the last reply.
  */
+/* --rate: how long epoll may sleep before the next request is due. Under a
+ * millisecond it spins (0): epoll's timeout is in whole milliseconds, and a
+ * request sent late would be charged the lateness of the load generator. */
+static int pace_wait_ms(const struct rlb_bench *b)
+{
+    uint64_t t = now_ns(), due = UINT64_MAX;
+    for (unsigned i = 0; i < b->o.conns; i++) {
+        const struct rlb_conn *c = &b->conns[i];
+        if (!c->dead && c->qlen < b->o.pipeline && c->next_ns < due)
+            due = c->next_ns;
+    }
+    if (due == UINT64_MAX)
+        return 50;                       /* every window full: a reply comes first */
+    if (due <= t + 1000000)
+        return 0;
+    uint64_t ms = (due - t) / 1000000 - 1;
+    return ms > 49 ? 49 : (int)ms;
+}
+
 static uint64_t bench_phase(struct rlb_bench *b)
 {
     struct epoll_event evs[RLB_MAX_EVENTS];
@@ -943,15 +980,21 @@ static uint64_t bench_phase(struct rlb_bench *b)
     uint64_t timeout_ns = (uint64_t)(b->o.timeout * 1e9);
     uint64_t last_progress = start, last_done = b->st.done, end = start;
 
+    bool paced = b->o.rate > 0 && !b->prefilling;
+
     b->stop_issuing = false;
     b->issued = 0;
-    for (unsigned i = 0; i < b->o.conns; i++)
+    for (unsigned i = 0; i < b->o.conns; i++) {
+        /* --rate: the connections' schedules interleave evenly */
+        if (paced)
+            b->conns[i].next_ns = start + (uint64_t)(1e9 * i / b->o.rate);
         conn_fill(b, &b->conns[i]);
+    }
 
     for (;;) {
-        if (b->inflight == 0)
+        if (b->inflight == 0 && (!paced || b->stop_issuing || b->issued >= b->limit))
             break;                       /* nothing in flight and conn_fill found nothing */
-        int n = epoll_wait(b->epfd, evs, RLB_MAX_EVENTS, 50);
+        int n = epoll_wait(b->epfd, evs, RLB_MAX_EVENTS, paced ? pace_wait_ms(b) : 50);
         if (n < 0 && errno != EINTR) {
             fprintf(stderr, "rlbench: epoll_wait: %s\n", strerror(errno));
             break;
@@ -969,6 +1012,9 @@ static uint64_t bench_phase(struct rlb_bench *b)
             if (!c->dead && c->wlen == 0)
                 conn_fill(b, c);
         }
+        if (paced)
+            for (unsigned i = 0; i < b->o.conns; i++)
+                conn_fill(b, &b->conns[i]);
         uint64_t t = now_ns();
         if (b->st.done != last_done) {
             last_done = b->st.done;

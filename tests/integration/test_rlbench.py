@@ -136,6 +136,19 @@ class TestRlbench(unittest.TestCase):
         self.assertLessEqual(r["p99_us"], r["p999_us"])
         self.assertLessEqual(r["p999_us"], r["max_us"])
 
+    def test_rate_paces_an_open_loop(self):
+        """--rate 2000 for 1 s over 4 connections issues about 2,000 requests, not as many
+        as the server can answer."""
+        port = self.memcached()
+        rc, r = rlbench("--port", str(port), "--prefill", "--keys", "500", "-c", "4",
+                        "--duration", "1", "--rate", "2000")
+        self.assertEqual(rc, 0)
+        self.assertEqual(r["errors"], 0)
+        self.assertGreater(r["requests"], 1800)
+        self.assertLess(r["requests"], 2200)
+        rc, r = rlbench("--port", str(port), "--rate", "0")
+        self.assertEqual(rc, 2)
+
     def test_redis_prefilled_gets_all_hit_and_verify(self):
         port = free_port()
         self.server(["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
