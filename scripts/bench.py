@@ -22,6 +22,17 @@ TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 # name, get:set ratio, pipeline depth
+# The feature modes: option (as argparse names it) -> (module, function). One mode runs
+# instead of the side-by-side scenarios.
+MODES = {
+    "stats_cost": ("modes", "stats_cost"), "bounded": ("modes", "bounded"),
+    "warmup": ("modes", "warmup"), "reload": ("modes", "reload_latency"),
+    "tls": ("modes", "tls_cost"), "blpop_queue": ("modes", "blpop_queue"),
+    "stampede": ("safety", "stampede"), "rejoin_cost": ("safety", "rejoin_cost"),
+    "shadow": ("safety", "shadow"), "callgrind": ("safety", "callgrind"),
+    "pubsub": ("modes", "pubsub_fanout"), "cluster": ("modes", "cluster"),
+}
+
 SCENARIOS = [
     ("set-p1", "0:1", 1),
     ("set-p16", "0:1", 16),
@@ -388,9 +399,7 @@ class Bench:
     def run(self):
         a = self.a
         self.listen = {}
-        mode = next((m for m in ("stats_cost", "bounded", "warmup", "reload", "tls",
-                                 "blpop_queue", "stampede", "rejoin_cost", "shadow",
-                                 "callgrind", "pubsub", "cluster") if getattr(a, m)), None)
+        mode = next((m for m in MODES if getattr(a, m)), None)
         if mode:
             import bench_modes
             import bench_safety
@@ -400,15 +409,8 @@ class Bench:
                   f"{'on: rlbench on CPU 0, servers and proxy on CPU 1' if self.pin else 'off'}")
             print(f"rlbench: {self.rlbench}\nringleader: {self.ringleader}\nwork dir: {self.tmp}")
             print(f"load average at start: {loadavg()}")
-            return {"stats_cost": bench_modes.stats_cost, "bounded": bench_modes.bounded,
-                    "warmup": bench_modes.warmup,
-                    "reload": bench_modes.reload_latency, "tls": bench_modes.tls_cost,
-                    "blpop_queue": bench_modes.blpop_queue,
-                    "stampede": bench_safety.stampede, "rejoin_cost": bench_safety.rejoin_cost,
-                    "shadow": bench_safety.shadow,
-                    "callgrind": bench_safety.callgrind,
-                    "pubsub": bench_modes.pubsub_fanout,
-                    "cluster": bench_modes.cluster}[mode](self)
+            module, fn = MODES[mode]
+            return getattr({"modes": bench_modes, "safety": bench_safety}[module], fn)(self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -595,11 +597,8 @@ def main():
         a.rounds, a.duration = 1, 2.0
     if a.rounds < 1 or a.rounds > 20 or not 0 < a.duration <= 600:
         ap.error("--rounds 1..20, --duration 0..600")
-    if sum(map(bool, (a.stats_cost, a.bounded, a.warmup, a.reload, a.tls, a.blpop_queue,
-                      a.stampede, a.rejoin_cost, a.shadow, a.callgrind, a.pubsub,
-                      a.cluster))) > 1:
-        ap.error("one of --stats-cost, --bounded, --warmup, --reload, --tls, --blpop-queue, "
-                 "--stampede, --rejoin-cost, --shadow, --callgrind, --pubsub, --cluster at a time")
+    if sum(bool(getattr(a, m)) for m in MODES) > 1:
+        ap.error("one of %s at a time" % ", ".join("--" + m.replace("_", "-") for m in MODES))
     if not 1 <= a.queue_clients <= 64:
         ap.error("--queue-clients 1..64")
     if not 1 <= a.pubsub_subscribers <= 5000 or not 1 <= a.pubsub_messages <= 10 ** 6:
