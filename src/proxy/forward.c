@@ -156,7 +156,6 @@ static void __attribute__((noinline)) forward_route_down(struct client *c, struc
         rejoin_note(pool, rk, req->nkeys, rt) > 0) {
         route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
                       (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
-        forward_route_effects(c, pool, rt, &rk[0]);
     }
     if ((rt->events & ROUTE_EV_FAILOVER) && rt->kind == ROUTE_SEND && pool->cp->failover_ttl > 0)
         m->flags |= MSG_F_FAILOVER;
@@ -176,9 +175,9 @@ static inline void forward_route(struct client *c, struct wpool *pool, struct ms
     else
         route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
                       (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
-    forward_route_effects(c, pool, rt, &rk[0]);
     if (rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY | ROUTE_EV_FAILOVER))
         forward_route_down(c, pool, m, rk, req, rt);
+    forward_route_effects(c, pool, rt, &rk[0]);   /* once, for the route taken */
 }
 
 /* ------------------------------------------------------------------ writing */
@@ -450,8 +449,8 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
             goto nomem;
         forward_route_effects(c, pool, &rt, &rk[0]);
     } else {
+        struct route rt;
         for (int pass = 0; pass < 2; pass++) {
-            struct route rt;
             route_clear(&rt);
             nfrag = 0;
             memset(slot, 0, (size_t)nsrv * sizeof(*slot));
@@ -462,13 +461,13 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
                     slot[owner[i]] = ++nfrag;
                 }
             }
-            forward_route_effects(c, pool, &rt, &rk[0]);
             /* A write failed over: remembered for the rejoin first (and placed
              * again if a server came back meanwhile). */
             if (pass > 0 || !(req->flags & PROTO_RF_WRITE) || !(rt.events & ROUTE_EV_FAILOVER) ||
                 rejoin_note_fanout(pool, rk, owner, nkeys) == 0)
                 break;
         }
+        forward_route_effects(c, pool, &rt, &rk[0]);   /* once, for the placement taken */
         for (uint32_t i = 0; i < nkeys; i++)
             owner[i] = slot[owner[i]] - 1;      /* each key's server -> its fragment */
     }
@@ -779,9 +778,11 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     else
         route_request(&pool->view, &rk, req->flags, 1, (req->flags & PROTO_RF_NOKEY) != 0,
                       c->w->rr, uv_now(&c->w->loop), &rt);
-    if (rt.kind == ROUTE_COPIES || (rt.events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)))
-        return NULL;                /* buffered: every copy needs the whole body, and a
-                                       write for a down server is remembered first */
+    if (rt.kind == ROUTE_COPIES || (rt.events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) ||
+        ((rt.events & ROUTE_EV_FAILOVER) && pool->cp->failover_ttl > 0))
+        return NULL;                /* buffered: every copy needs the whole body, a write
+                                       for a down server is remembered first, and one to
+                                       a failover server carries failover_ttl */
     if (rt.kind != ROUTE_SEND) {
         forward_request(c, req, buf);   /* answered here; its body is dropped */
         *answered = 1;
