@@ -668,15 +668,20 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
 
 /* ------------------------------------------------------------------ accept and reload */
 
-void client_refresh(struct client *c)
+static uint64_t pool_epoch(const struct wpool *pool)
+{
+    return pool->view.ring != NULL ? pool->view.ring->epoch : 0;
+}
+
+/* What the parser takes from the pool's configuration: at accept and after a
+ * reload (client_refresh), so a new per-pool setting is set in one place. */
+static void client_parser_conf(struct client *c)
 {
     const struct conf_pool *cp = c->pool->cp;
-    int had = c->pc.auth != NULL;
-    int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
-                  (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
 
     c->parser.item_size_max = cp->item_size_max;
     c->parser.body_min = c->w->snap->conf->global.stream_threshold;
+    c->parser.epoch = pool_epoch(c->pool);
     c->parser.flags &= ~(uint32_t)(PROTO_PF_ALLOW_FLUSH | PROTO_PF_DENY_SCRIPTS | PROTO_PF_CLUSTER);
     if (cp->allow_flush)
         c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
@@ -684,8 +689,17 @@ void client_refresh(struct client *c)
         c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
     if (cp->redis_cluster)
         c->parser.flags |= PROTO_PF_CLUSTER;
+}
+
+void client_refresh(struct client *c)
+{
+    const struct conf_pool *cp = c->pool->cp;
+    int had = c->pc.auth != NULL;
+    int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
+                  (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
+
+    client_parser_conf(c);
     c->pc.db = cp->redis_db;
-    c->parser.epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0;
     /* A password added or changed makes connected clients authenticate (again);
      * a password removed lets them in. */
     c->pc.auth = cp->redis_auth;
@@ -772,15 +786,7 @@ void client_accept(struct listener *l)
     } else {
         snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
     }
-    c->parser.item_size_max = pool->cp->item_size_max;
-    c->parser.epoch = pool->view.ring != NULL ? pool->view.ring->epoch : 0;
-    c->parser.body_min = w->snap->conf->global.stream_threshold;
-    if (pool->cp->allow_flush)
-        c->parser.flags |= PROTO_PF_ALLOW_FLUSH;
-    if (!pool->cp->scripts)
-        c->parser.flags |= PROTO_PF_DENY_SCRIPTS;
-    if (pool->cp->redis_cluster)
-        c->parser.flags |= PROTO_PF_CLUSTER;
+    client_parser_conf(c);
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
     c->pc.id = atomic_fetch_add(&w->proxy->next_client_id, 1) + 1;
@@ -831,17 +837,18 @@ static int client_local_addr(void *ctx, char *out, size_t len)
 void client_env(struct client *c, struct proto_env *env)
 {
     struct proxy *p = c->w->proxy;
+    uint64_t now_us = util_wall_us();
     *env = (struct proto_env){
         .version = PACKAGE_VERSION,
-        .uptime_s = (util_wall_us() - p->start_wall_us) / 1000000u,
-        .now_us = util_wall_us(),
+        .uptime_s = (now_us - p->start_wall_us) / 1000000u,
+        .now_us = now_us,
         .pool_name = c->pool->cp->name,
         .nservers = c->pool->nservers,
         .variant = (c->parser.flags & PROTO_PF_VARIANT) != 0,
         .render_stats = client_render_stats,
         .server_name = client_server_name,
         .local_addr = client_local_addr,
-        .epoch = c->pool->view.ring != NULL ? c->pool->view.ring->epoch : 0,
+        .epoch = pool_epoch(c->pool),
         .cluster = c->pool->cp->redis_cluster,
         .ctx = c,
     };
