@@ -60,6 +60,35 @@ int buf_append(struct buf *b, const void *p, size_t n)
     return 0;
 }
 
+int buf_append_b64(struct buf *b, const void *src, size_t n)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t need = (n + 2) / 3 * 4;
+    int rc = buf_reserve(b, need);
+    if (rc < 0)
+        return rc;
+    char *w = b->data + b->wpos;
+    const unsigned char *p = src;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        *w++ = alphabet[v >> 18];
+        *w++ = alphabet[(v >> 12) & 63];
+        *w++ = alphabet[(v >> 6) & 63];
+        *w++ = alphabet[v & 63];
+    }
+    if (i < n) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        *w++ = alphabet[v >> 18];
+        *w++ = alphabet[(v >> 12) & 63];
+        *w++ = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
+        *w++ = '=';
+    }
+    b->wpos += need;
+    return 0;
+}
+
 int buf_appendf(struct buf *b, const char *fmt, ...)
 {
     va_list ap;

@@ -43,6 +43,9 @@ static inline int buf_append_str(struct buf *b, const char *s)
     return buf_append(b, s, strlen(s));
 }
 
+/* Append n bytes as padded base64 (RFC 4648's alphabet); 0 or -ENOMEM. */
+int buf_append_b64(struct buf *b, const void *p, size_t n);
+
 /* printf-style append; 0 or -ENOMEM. */
 int buf_appendf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -47,32 +47,6 @@ struct rejoin_journal {
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static int b64_encode(struct buf *out, const char *s, size_t n)
-{
-    size_t need = (n + 2) / 3 * 4;
-    if (buf_reserve(out, need) != 0)
-        return -ENOMEM;
-    char *w = buf_wptr(out);
-    const unsigned char *p = (const unsigned char *)s;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *w++ = b64_alphabet[v >> 18];
-        *w++ = b64_alphabet[(v >> 12) & 63];
-        *w++ = b64_alphabet[(v >> 6) & 63];
-        *w++ = b64_alphabet[v & 63];
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        *w++ = b64_alphabet[v >> 18];
-        *w++ = b64_alphabet[(v >> 12) & 63];
-        *w++ = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-        *w++ = '=';
-    }
-    out->wpos += need;
-    return 0;
-}
-
 static int b64_value(unsigned char c)
 {
     const char *p = c ? strchr(b64_alphabet, c) : NULL;
@@ -125,7 +99,7 @@ int rejoin_journal_key(struct rejoin_journal *j, const char *ident, const char *
     if (journal_line(j, 'K', ident) < 0 ||
         buf_appendf(&j->buf, "\t%u\t", flags) < 0 ||
         buf_append_str(&j->buf, also_rest != NULL ? also_rest + 1 : "-\t-") < 0 ||
-        buf_append(&j->buf, "\t", 1) < 0 || b64_encode(&j->buf, key, len) < 0 ||
+        buf_append(&j->buf, "\t", 1) < 0 || buf_append_b64(&j->buf, key, len) < 0 ||
         buf_append(&j->buf, "\n", 1) < 0)
         j->buf.wpos = j->buf.rpos + before;     /* no memory: the record is lost */
     else

@@ -66,8 +66,6 @@ static bool mcs_text_key(const char *key, size_t len)
     return true;
 }
 
-static const char mcs_b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /* `delete <key>`, or for a key the text protocol cannot carry (a meta
  * command's base64 key, decoded) `md <base64> b`: memcached 1.6 stores that
  * key under its decoded bytes, as the proxy placed it. */
@@ -81,30 +79,10 @@ int memcache__invalidate(const char *key, size_t len, struct buf *out, uint16_t 
         return 0;
     }
     *cmd = MEMCACHE_CMD_MD;
-    size_t b = (len + 2) / 3 * 4;
-    if (buf_reserve(out, 3 + b + 4) != 0)
+    /* reserved whole first: the appends cannot fail half way */
+    if (buf_reserve(out, 3 + (len + 2) / 3 * 4 + 4) != 0 || buf_append_str(out, "md ") < 0 ||
+        buf_append_b64(out, key, len) < 0 || buf_append_str(out, " b\r\n") < 0)
         return -ENOMEM;
-    char *w = buf_wptr(out);
-    memcpy(w, "md ", 3);
-    w += 3;
-    const unsigned char *p = (const unsigned char *)key;
-    size_t i = 0;
-    for (; i + 3 <= len; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        *w++ = mcs_b64[v >> 18];
-        *w++ = mcs_b64[(v >> 12) & 63];
-        *w++ = mcs_b64[(v >> 6) & 63];
-        *w++ = mcs_b64[v & 63];
-    }
-    if (i < len) {
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-        *w++ = mcs_b64[v >> 18];
-        *w++ = mcs_b64[(v >> 12) & 63];
-        *w++ = i + 1 < len ? mcs_b64[(v >> 6) & 63] : '=';
-        *w++ = '=';
-    }
-    memcpy(w, " b\r\n", 4);
-    out->wpos += 3 + b + 4;
     return 0;
 }
 
