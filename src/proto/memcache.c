@@ -954,15 +954,6 @@ static size_t mc_first_line(const char *s, size_t n)
     return nl ? (size_t)(nl - s) + 1 : 0;
 }
 
-static size_t mc_strip_eol(const char *s, size_t n)
-{
-    if (n > 0 && s[n - 1] == '\n')
-        n--;
-    if (n > 0 && s[n - 1] == '\r')
-        n--;
-    return n;
-}
-
 /* BROADCAST (flush_all): OK if every server said OK, else the first error
  * line; -1 if a reply is neither. */
 static int mc_merge_broadcast(struct buf *const *frag, uint32_t nfrag, struct buf *out)
@@ -972,7 +963,7 @@ static int mc_merge_broadcast(struct buf *const *frag, uint32_t nfrag, struct bu
         size_t n = mc_first_line(s, buf_len(frag[f]));
         if (n == 0)
             return -1;
-        size_t content = mc_strip_eol(s, n);
+        size_t content = memcache__strip_eol(s, n);
         if (LINE_IS(s, content, "OK"))
             continue;
         if (!mc_is_error_line(s, content))
@@ -1085,7 +1076,7 @@ static int mc_merge(uint16_t cmd, const char *reqbuf, const struct proto_key *ke
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *s = buf_rptr(frag[f]);
         size_t n = buf_len(frag[f]);
-        if (!LINE_IS(s + cur[f], mc_strip_eol(s + cur[f], n - cur[f]), "END")) {
+        if (!LINE_IS(s + cur[f], memcache__strip_eol(s + cur[f], n - cur[f]), "END")) {
             rc = -1;
             goto done;
         }

@@ -73,6 +73,16 @@ int memcache__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *fra
 
 /* Membership safety (memcache_safety.c): proto_ops.invalidate, .ttl_cap, .collapsible,
  * .reply_equal. */
+/* The content of the line s[0..n) without its "\r\n" or "\n". */
+static inline size_t memcache__strip_eol(const char *s, size_t n)
+{
+    if (n > 0 && s[n - 1] == '\n')
+        n--;
+    if (n > 0 && s[n - 1] == '\r')
+        n--;
+    return n;
+}
+
 int memcache__invalidate(const char *key, size_t len, struct buf *out, uint16_t *cmd);
 int memcache__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);
 int memcache__collapsible(const struct proto_req *req, const char *buf);

@@ -41,16 +41,6 @@ static size_t mcs_tokens(const char *s, size_t n, struct mcs_tok *t, size_t max)
     return k;
 }
 
-/* The content of the line s[0..n) without its "\r\n" or "\n". */
-static size_t mcs_content(const char *s, size_t n)
-{
-    if (n > 0 && s[n - 1] == '\n')
-        n--;
-    if (n > 0 && s[n - 1] == '\r')
-        n--;
-    return n;
-}
-
 /* ------------------------------------------------------------------ rejoin */
 
 /* A key the text protocol carries as it is: no space, no line end, no NUL. */
@@ -127,7 +117,7 @@ static int mcs_rewrite(struct buf *out, size_t start, int which, const char *fla
 {
     char *line = buf_rptr(out) + start;
     size_t n = buf_len(out) - start;
-    size_t content = mcs_content(line, n);
+    size_t content = memcache__strip_eol(line, n);
     struct mcs_tok t[MEMCACHE_META_TOKENS_MAX + 2];
     size_t nt = mcs_tokens(line, content, t, RL_ARRAY_SIZE(t));
     char nl[MEMCACHE_LINE_MAX + 32];
@@ -213,7 +203,7 @@ int memcache__collapsible(const struct proto_req *req, const char *buf)
         return 0;
     const struct proto_key *k = &req->keys[0];
     size_t from = (size_t)k->off + k->len;
-    size_t end = mcs_content(buf, req->hdr_len);
+    size_t end = memcache__strip_eol(buf, req->hdr_len);
     struct mcs_tok t[MEMCACHE_META_TOKENS_MAX + 1];
     size_t nt = mcs_tokens(buf + from, end > from ? end - from : 0, t, RL_ARRAY_SIZE(t));
     if (nt > RL_ARRAY_SIZE(t))
@@ -291,7 +281,7 @@ int memcache__reply_equal(uint16_t cmd, const char *a, size_t alen, const char *
         size_t na = mcs_line(la, alen - pa), nb = mcs_line(lb, blen - pb);
         if (na == 0 || nb == 0)
             return 0;
-        size_t ca = mcs_content(la, na), cb = mcs_content(lb, nb);
+        size_t ca = memcache__strip_eol(la, na), cb = memcache__strip_eol(lb, nb);
         uint64_t bytes = 0;
         bool data = false;
         if (retrieval && ca > 6 && memcmp(la, "VALUE ", 6) == 0) {
