@@ -14,9 +14,12 @@ The helpers read the cluster straight from its nodes: keyslot(), the node servin
 the map as CLUSTER SLOTS has it, a slot migrated by hand, a failover, a master killed.
 """
 
+import fcntl
 import os
 import signal
+import socket
 import subprocess
+import tempfile
 import time
 
 from harness import Proc, Raw, RespError, StartError, free_port, tmpdir, eq
@@ -145,13 +148,47 @@ class Node:
         return self.proc.alive()
 
     def kill9(self):
+        """kill -9, then hold the node's two ports (bound, not listening: a connection to
+        them is refused as to a dead node) so that no other process of a parallel test run
+        is given them before restart() (a proxy seeded with this address would otherwise
+        read another cluster's map, and the restart could not bind)."""
         os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.popen.wait(5)
         self.proc.stop()
+        self._held = []
+        for p in (self.port, self.bus):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            # SO_REUSEADDR: the dead node's TIME_WAIT sockets must not stop the bind; a
+            # port bound this way is still skipped by bind(0) and connect()'s own choice
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", p))
+                self._held.append(s)
+            except OSError:
+                s.close()      # taken already: restart() retries, then says so
 
     def restart(self):
-        self.proc = Proc("cluster-%d" % self.port, self.argv)
-        self.proc.wait_listening(self.port)
+        for s in getattr(self, "_held", []):
+            s.close()
+        self._held = []
+        for attempt in range(5):
+            self.proc = Proc("cluster-%d" % self.port, self.argv)
+            try:
+                self.proc.wait_listening(self.port)
+                return
+            except StartError:
+                self.proc.stop()
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+
+    def nodes_line(self):
+        """This node's CLUSTER NODES, for a failure message."""
+        try:
+            text = self.cmd("CLUSTER", "NODES", timeout=2.0)
+            return text.decode() if isinstance(text, bytes) else str(text)
+        except (OSError, EOFError, RespError) as e:
+            return "(%s)" % e
 
     def stop(self):
         self.proc.stop()
@@ -182,6 +219,33 @@ def slots_map(node):
     return out
 
 
+_lock = None
+
+
+def _one_cluster_at_a_time(wait=240.0):
+    """Test programs that run a cluster take turns (make check runs programs in parallel):
+    six redis-servers with a 1 s node timeout, a sanitized proxy and another program's
+    cluster on two cores starve each other's cluster bus into false failovers. The lock is
+    held until this program exits; past `wait` seconds the program goes on without it."""
+    global _lock
+    if _lock is not None:
+        return
+    f = open(os.path.join(tempfile.gettempdir(), "ringleader-test-cluster.lock"), "a")
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock = f
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                print("  (another program's cluster still runs after %.0f s; going on)" % wait)
+                f.close()
+                _lock = False
+                return
+            time.sleep(0.2)
+
+
 class RedisCluster:
     """masters x (1 + replicas) cluster nodes, joined and agreed."""
 
@@ -190,6 +254,7 @@ class RedisCluster:
 
     @classmethod
     def start(cls, masters=3, replicas=1, extra=(), tls=None):
+        _one_cluster_at_a_time()
         nodes = []
         try:
             for _ in range(masters * (1 + replicas)):
@@ -249,7 +314,9 @@ class RedisCluster:
             except (OSError, EOFError, RespError) as e:
                 last = e
             time.sleep(0.1)
-        raise AssertionError("cluster not ok after %.0fs: %s" % (timeout, last))
+        raise AssertionError("cluster not ok after %.0fs: %s\n%s" % (
+            timeout, last, "\n".join("node %d:\n%s" % (n.port, n.nodes_line())
+                                     for n in (nodes or self.live()))))
 
     def wait_synced(self, timeout=30.0):
         """Until every live replica's link to its master is up (a replica that never

@@ -740,6 +740,10 @@ def master_killed(env):
         stop.set()
         for t in ts:
             t.join(10)
+        # the dead node comes back as a replica of its successor (also when a check above
+        # failed: the tests after this one need the whole cluster)
+        victim.restart()
+        cl.wait_ok(timeout=60.0)     # a loaded box (ASan) can take longer than 30 s
     window = recovered - t0
     print("  kill -9 of a master: the cluster promoted its replica after %.2f s (node timeout "
           "1.0 s); errors on its slots for %.2f s (%d errors, the last %.2f s after the "
@@ -748,9 +752,6 @@ def master_killed(env):
               len(errs["theirs"]), ops["theirs"]))
     eq(errs["theirs"], [], "errors on the other masters' slots")
     check(recovered - promoted < 1.5, "errors %.2f s after the promotion", recovered - promoted)
-    # the dead node comes back as a replica of its successor
-    victim.restart()
-    cl.wait_ok(timeout=60.0)     # a loaded box (ASan) can take longer than 30 s
 
 
 def replicated(master, timeout=10.0):
@@ -772,6 +773,8 @@ def replicated(master, timeout=10.0):
 
 @R.test
 def replicas_serve_reads(env):
+    env.cl.wait_ok()
+    env.cl.wait_synced()        # every replica (the node killed above is one again)
     px = env.start_proxy(read_from="any-live")
     u = unique("rep").decode()
     keys = ["%s:%d" % (u, i) for i in range(200)]
