@@ -175,6 +175,7 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix="rlbench.")
         self.commands = []          # (what, argv) in the order they were used
         self.results = {}           # (scenario, target) -> list of run dicts
+        self.side_load = {}         # target -> f(extra): argv of a load run beside it
         self.errors = 0
         ncpu = os.cpu_count() or 1
         self.pin = ncpu >= 2 and shutil.which("taskset") is not None and not args.no_pin
@@ -225,12 +226,16 @@ class Bench:
         """CPU seconds (user + system, all threads) proc has used so far."""
         return cpu_ticks(proc.pid) / CLK_TCK
 
-    def start_backends(self, n=4):
+    def start_backends(self, n=4, cpu=1, add=False):
+        """n backends pinned to cpu (beside the proxy, by default); add: to those started
+        already."""
         a = self.a
-        self.backend_ports = free_ports(n)
-        self.backends = []
-        print("backends:")
-        for port in self.backend_ports:
+        ports = free_ports(n)
+        if not add:
+            self.backend_ports, self.backends = [], []
+            print("backends:")
+        self.backend_ports += ports
+        for port in ports:
             if a.proto == "memcache":
                 argv = ["memcached", "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-t", "1",
                         "-m", "256"]
@@ -241,7 +246,7 @@ class Bench:
             else:
                 argv = ["redis-server", "--bind", "127.0.0.1", "--port", str(port),
                         "--save", "", "--appendonly", "no", "--daemonize", "no"]
-            argv = self.pinned(1, argv)
+            argv = self.pinned(cpu, argv)
             self.note("", argv)
             p = self.procs.start(argv, os.path.join(self.tmp, f"backend-{port}.log"))
             if not wait_listening(port, p):
@@ -314,7 +319,20 @@ class Bench:
         t0 = cpu_ticks(proc.pid) if proc else None
         b0 = sum(cpu_ticks(b.pid) for b in self.backends)
         watch = RssPeak(proc.pid) if proc else None
+        side = self.side_load.get(target)
+        side = subprocess.Popen(side(extra), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True) if side else None
         res = self.run_rlbench(argv, self.a.duration + 60)
+        if side:
+            try:
+                _, err = side.communicate(timeout=self.a.duration + 60)
+            except subprocess.TimeoutExpired:
+                side.kill()
+                _, err = side.communicate()
+            if side.returncode != 0:
+                self.errors += 1
+                print(f"    ! {name} {target} round {round_no + 1}: the side load ended "
+                      f"with {side.returncode}: {err[:300]}", flush=True)
         if watch:
             res["proxy_rss_peak_mb"] = watch.stop() / 1024.0
         b1 = sum(cpu_ticks(b.pid) for b in self.backends)

@@ -215,38 +215,72 @@ def rejoin_cost(b):
 def shadow(b):
     """A pool of 2 memcached with and without `shadow: {pool: next, fraction: 1.0,
     compare: true}` into a pool of 2 other memcached, alternating: the primary's
-    throughput and latency on the side-by-side scenarios, and the shadow's counters."""
+    throughput and latency on the side-by-side scenarios, and the shadow's counters.
+
+    Targets: shadow-off; shadow-floor, the same proxy while a second rlbench (pinned beside
+    the proxy, where the copies would be made) sends the same requests at the same rate
+    straight to the shadow pool's memcached: what the box pays for the shadow pool's traffic
+    whoever sends it; shadow-on (batch_ms 1, the default); shadow-on-b0 (batch_ms 0: each
+    copy written in the iteration of its request); shadow-on-far (batch_ms 1, the shadow
+    pool's two memcached on the other core, beside rlbench: as on hosts of their own, where
+    the proxy's host pays only for making the copies)."""
     a = b.a
     scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
     ports = start_memcached(b, 4)
     main, nxt = ports[:2], ports[2:]
-    targets = ["shadow-off", "shadow-on"]
+    b.start_backends(2, cpu=0, add=True)       # the shadow pool on hosts of its own
+    far = b.backend_ports[4:]
+    confs = {"shadow-off": ("", nxt), "shadow-on": ("1", nxt), "shadow-on-b0": ("0", nxt),
+             "shadow-on-far": ("1", far)}
     procs, rls = {}, {}
-    for t in targets:
+    for t, (batch, shadow_ports) in confs.items():
         listen, lnext = free_ports(2)
-        extra = ("  shadow:\n    pool: next\n    fraction: 1.0\n    compare: true\n"
-                 if t == "shadow-on" else "")
-        yaml = pool_yaml("bench", listen, main, extra) + pool_yaml("next", lnext, nxt)
+        extra = (f"  shadow:\n    pool: next\n    fraction: 1.0\n    compare: true\n"
+                 f"    batch_ms: {batch}\n" if batch else "")
+        yaml = pool_yaml("bench", listen, main, extra) + pool_yaml("next", lnext, shadow_ports)
         rl = Ringleader(b, t, yaml, listen, workers=a.workers)
         b.listen[t] = listen
         procs[t], rls[t] = rl.p, rl
+    b.listen["shadow-floor"] = b.listen["shadow-off"]
+    procs["shadow-floor"] = procs["shadow-off"]
+
+    def floor_load(extra):
+        argv = [b.rlbench, "--proto", "memcache", "-c", str(a.connections),
+                "--keys", str(a.keys), "--value-size", str(a.value_size)]
+        for p in nxt:
+            argv += ["--server", f"127.0.0.1:{p}"]
+        extra = [x for x in extra if x != "--expect-hits"]   # the shadow pool starts empty
+        # beside the proxy, as its copies would be; sleeping, not spinning, between sends
+        return b.pinned(1, argv + extra + (["--rate-sleep"] if a.rate else []))
+    b.side_load["shadow-floor"] = floor_load
+    targets = ["shadow-off", "shadow-floor", "shadow-on", "shadow-on-b0", "shadow-on-far"]
     b.backend_ports = main          # what prefill's and the runs' "direct" would use
-    rows = side_by_side(b, scenarios, targets, procs)
+    for t in ("shadow-off", "shadow-on", "shadow-on-b0", "shadow-on-far"):
+        why = b.prefill(t)
+        if why:
+            raise Setup(f"{t}: {why}")
+    rows = []
+    for sc in scenarios:
+        print(f"\n-- running {sc[0]}", flush=True)
+        b.rounds(sc, targets, procs)
+        rows.append((sc[0], b.print_scenario(sc, targets, {})))
     time.sleep(STATS_PUBLISH_S)
-    doc = rls["shadow-on"].doc()["bench"]
-    counters = {k: doc.get(k, 0) for k in ("shadow_sent", "shadow_dropped", "shadow_failed",
-                                           "shadow_compared", "shadow_mismatches")}
-    print(f"\nshadow-on counters over every run: {counters}")
+    for t in ("shadow-on", "shadow-on-b0", "shadow-on-far"):
+        doc = rls[t].doc()["bench"]
+        counters = {k: doc.get(k, 0) for k in ("shadow_sent", "shadow_dropped", "shadow_failed",
+                                               "shadow_compared", "shadow_mismatches")}
+        print(f"\n{t} counters over every run: {counters}")
     print(f"load average at end: {loadavg()}")
-    print("\nMarkdown summary (medians; the primary's figures):\n")
-    print("| scenario | off ops/s | on ops/s | on/off | off p99 us | on p99 us | off p999 us "
-          "| on p999 us | off CPU us/req | on CPU us/req |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, off, on in rows:
-        ratio = on["ops"] / off["ops"] if off["ops"] else float("nan")
-        print(f"| {name} | {fmt(off['ops'], 0)} | {fmt(on['ops'], 0)} | {ratio:.3f} | "
-              f"{fmt(off['p99'])} | {fmt(on['p99'])} | {fmt(off['p999'])} | {fmt(on['p999'])} | "
-              f"{fmt(off['cpu'], 2)} | {fmt(on['cpu'], 2)} |")
+    print("\nMarkdown summary (medians; the primary's figures; floor: shadow off, the shadow "
+          "pool's traffic sent by a second client):\n")
+    print("| scenario | target | ops/s | p50 us | p99 us | p999 us | proxy CPU us/req "
+          "| backends CPU us/req |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, s in rows:
+        for t in targets:
+            r = s[t]
+            print(f"| {name} | {t} | {fmt(r['ops'], 0)} | {fmt(r['p50'])} | {fmt(r['p99'])} | "
+                  f"{fmt(r['p999'])} | {fmt(r['cpu'], 2)} | {fmt(r['be'], 2)} |")
     return 1 if b.errors else 0
 
 

@@ -1430,7 +1430,7 @@ static const char *conf__set_collapse(struct conf_ctx *c, const struct conf_comm
     return NULL;
 }
 
-/* shadow: {pool: NAME, fraction: F, compare: BOOL, queue_limit: N}; runs after all pools
+/* shadow: {pool: NAME, fraction: F, compare: BOOL, queue_limit: N, batch_ms: N}; runs after all pools
  * are read (the shadow pool must exist and speak the same protocol). */
 static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_command *cmd,
                                     yaml_node_t *node, void *obj)
@@ -1487,9 +1487,17 @@ static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_comman
             const char *why = conf__set_u32(c, &q, v, sh);
             if (why != NULL)
                 return why;
+        } else if (strcmp(ks, "batch_ms") == 0) {
+            static const struct conf_command q = { "batch_ms", conf__set_u32,
+                                                   offsetof(struct conf_shadow, batch_ms),
+                                                   0, 100, NULL, 0 };
+            c->errnode = v;
+            const char *why = conf__set_u32(c, &q, v, sh);
+            if (why != NULL)
+                return why;
         } else {
             return conf__why(c, "unknown key '%s' in shadow (expected pool, fraction, compare, "
-                             "queue_limit)", ks);
+                             "queue_limit, batch_ms)", ks);
         }
     }
     c->errnode = node;
@@ -1888,6 +1896,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->rejoin_log_keys = 100000;
     pool->shadow.fraction = 1.0;
     pool->shadow.queue_limit = 1000;
+    pool->shadow.batch_ms = 1;
 }
 
 static int conf__is_prime(uint32_t n)

@@ -43,6 +43,7 @@ struct conf_shadow {
     double   fraction;      /* share of the keyspace shadowed, by key hash: 1.0 */
     int      compare;       /* compare each shadow reply with the primary's: 0 */
     uint32_t queue_limit;   /* copies waiting on one shadow server connection at most: 1000 */
+    uint32_t batch_ms;      /* copies wait up to this long to go out together: 1 (0: at once) */
 };
 
 struct conf_route {

@@ -98,6 +98,7 @@ struct rlb_opts {
     double timeout;                /* seconds without any reply before giving up */
     bool tls;                      /* every connection speaks TLS */
     double rate;                   /* requests/s over every connection (open loop); 0: closed */
+    bool rate_sleep;               /* --rate-sleep: pace by sleeping only (no spinning) */
 };
 
 struct rlb_stats {
@@ -283,6 +284,9 @@ static void usage(FILE *f)
         "  --rate R                   open loop: R requests/s over every connection, each timed\n"
         "                             from when it was due (a connection still waits for its\n"
         "                             pipeline slot); default closed loop\n"
+        "  --rate-sleep               with --rate: wait by sleeping only, never spinning\n"
+        "                             (requests go out up to a millisecond late, in small\n"
+        "                             bursts): a background load that must not take a core\n"
         "Exit status: 0 all replies correct, 1 errors were seen, 2 usage or connect failure.\n");
 }
 
@@ -323,7 +327,8 @@ static int opts_add_server(struct rlb_opts *o, const char *host, const char *por
 static int opts_parse(struct rlb_opts *o, int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_SERVER, O_PROTO, O_RATIO, O_KEYS, O_VSIZE, O_PREFILL,
-           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS, O_RATE };
+           O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS, O_RATE,
+           O_RATE_SLEEP };
     static const struct option longopts[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -345,6 +350,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         { "json", no_argument, NULL, O_JSON },
         { "tls", no_argument, NULL, O_TLS },
         { "rate", required_argument, NULL, O_RATE },
+        { "rate-sleep", no_argument, NULL, O_RATE_SLEEP },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -359,6 +365,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         switch (c) {
         case O_HOST: o->host = optarg; break;
         case O_TLS: o->tls = true; break;
+        case O_RATE_SLEEP: o->rate_sleep = true; break;
         case O_PORT: o->port = optarg; break;
         case O_SERVER: {
             char hostbuf[256];
@@ -478,6 +485,10 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
     }
     if (o->requests && o->duration > 0) {
         fprintf(stderr, "rlbench: --requests and --duration exclude each other\n");
+        return -1;
+    }
+    if (o->rate_sleep && !(o->rate > 0)) {
+        fprintf(stderr, "rlbench: --rate-sleep paces --rate; give --rate\n");
         return -1;
     }
     if (!o->requests && !(o->duration > 0))
@@ -965,6 +976,12 @@ static int pace_wait_ms(const struct rlb_bench *b)
     }
     if (due == UINT64_MAX)
         return 50;                       /* every window full: a reply comes first */
+    if (b->o.rate_sleep) {
+        if (due <= t)
+            return 0;
+        uint64_t up = (due - t + 999999) / 1000000;
+        return up > 49 ? 49 : (int)up;
+    }
     if (due <= t + 1000000)
         return 0;
     uint64_t ms = (due - t) / 1000000 - 1;

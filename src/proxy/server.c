@@ -1081,6 +1081,7 @@ void sconn_flush(struct sconn *s)
 {
     if (s->state != SCONN_CONNECTED)
         return;
+    worker_unlazy_sconn(s->server->w, s);  /* its waiting copies go with this write */
     join_sent(s);                       /* what is sent can no longer be joined */
     if (s->ctab != NULL)
         collapse_sent(s);

@@ -43,6 +43,7 @@ struct sconn {
     struct server     *server;
     enum sconn_state   state;
     uint8_t            dirty;
+    uint8_t            lazy;            /* on the worker's lazy list (shadow copies) */
     uint8_t            timer_armed;
     uint8_t            resolving;       /* a getaddrinfo is pending */
     uint8_t            is_pin;          /* a pinned connection (held or idle), not a shared one */
@@ -51,6 +52,7 @@ struct sconn {
     uint32_t           slot;            /* in srv->conns, or SCONN_PIN_SLOT */
     uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */
     struct qnode       dirty_link;      /* worker's dirty list */
+    struct qnode       lazy_link;       /* worker's lazy list */
     struct qnode       sent;            /* messages sent, awaiting replies (msg.sq) */
     uint32_t           inflight;
     uint32_t           unsent_n;        /* of those, queued since the output last drained */

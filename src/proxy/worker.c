@@ -54,6 +54,7 @@ void worker_unmark_sconn(struct worker *w, struct sconn *s)
         queue_remove(&s->dirty_link);
         s->dirty = 0;
     }
+    worker_unlazy_sconn(w, s);
 }
 
 /*
@@ -88,6 +89,57 @@ static inline void worker_flush_all(struct worker *w)
 void worker_flush(struct worker *w)
 {
     worker_flush_all(w);
+}
+
+/* The waiting output joins this iteration's flush. */
+static void worker_lazy_due(struct worker *w)
+{
+    struct qnode *n;
+
+    if (w->lazy_armed) {
+        uv_timer_stop(&w->lazy_timer);
+        w->lazy_armed = 0;
+    }
+    while ((n = queue_first(&w->lazy_sconns)) != NULL) {
+        struct sconn *s = QUEUE_DATA(n, struct sconn, lazy_link);
+        queue_remove(n);
+        s->lazy = 0;
+        worker_mark_sconn(w, s);
+    }
+}
+
+static void worker_lazy_cb(uv_timer_t *t)
+{
+    struct worker *w = t->data;
+
+    w->lazy_armed = 0;
+    worker_lazy_due(w);
+    worker_flush_all(w);        /* a timer's callback: the loop may sleep before its check */
+}
+
+void worker_mark_sconn_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms)
+{
+    if (delay_ms == 0 || w->closing) {
+        worker_mark_sconn(w, s);
+        return;
+    }
+    if (s->dirty || s->lazy)
+        return;                 /* goes out this iteration, or with the batch already due */
+    s->lazy = 1;
+    queue_insert_tail(&w->lazy_sconns, &s->lazy_link);
+    if (!w->lazy_armed) {
+        w->lazy_armed = 1;
+        uv_timer_start(&w->lazy_timer, worker_lazy_cb, delay_ms, 0);
+    }
+}
+
+void worker_unlazy_sconn(struct worker *w, struct sconn *s)
+{
+    (void)w;
+    if (s->lazy) {
+        queue_remove(&s->lazy_link);
+        s->lazy = 0;
+    }
 }
 
 /* After each round of I/O callbacks. */
@@ -512,6 +564,16 @@ static int worker_drained(struct worker *w)
         if (!queue_empty(&c->msgs) || buf_len(&c->conn.obuf) > 0 || c->conn.writing)
             return 0;
     }
+    /* The proxy's own requests too (shadow copies, invalidations, probes): closing a
+     * connection with replies unread resets it, and what it had not delivered is lost.
+     * Each ends by its reply or its pool's timeout, within drain_timeout or not. */
+    QUEUE_FOREACH(n, &w->servers) {
+        const struct server *srv = QUEUE_DATA(n, struct server, link);
+        for (uint32_t i = 0; i < srv->nslots; i++)
+            if (srv->conns[i] != NULL && srv->conns[i]->inflight > 0 &&
+                srv->conns[i]->state == SCONN_CONNECTED)
+                return 0;
+    }
     return 1;
 }
 
@@ -530,6 +592,8 @@ static void worker_finish(struct worker *w)
         server_destroy(QUEUE_DATA(n, struct server, link), 1);
     uv_timer_stop(&w->drain_timer);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
+    uv_timer_stop(&w->lazy_timer);
+    uv_close((uv_handle_t *)&w->lazy_timer, NULL);
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
@@ -552,6 +616,7 @@ static void worker_async_cb(uv_async_t *a)
 
     if (stop && !w->closing) {
         w->closing = 1;
+        worker_lazy_due(w);     /* copies waiting for their batch go out before the end */
         for (uint32_t i = 0; i < w->npools; i++)
             if (w->pools[i] != NULL)
                 listener_close(w->pools[i]);
@@ -610,6 +675,7 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     queue_init(&w->servers);
     queue_init(&w->dirty_clients);
     queue_init(&w->dirty_sconns);
+    queue_init(&w->lazy_sconns);
     int rc = uv_loop_init(&w->loop);
     if (rc < 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
@@ -623,6 +689,8 @@ int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot 
     uv_check_start(&w->flush, worker_flush_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
+    uv_timer_init(&w->loop, &w->lazy_timer);
+    w->lazy_timer.data = w;
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
     uv_timer_start(&w->tick, worker_tick_cb, 1000, 1000);

@@ -87,6 +87,9 @@ struct worker {
     struct qnode      servers;        /* every server object (draining ones too) */
     struct qnode      dirty_clients;  /* output to flush this iteration */
     struct qnode      dirty_sconns;
+    struct qnode      lazy_sconns;    /* output that may wait for lazy_timer (shadow copies) */
+    uv_timer_t        lazy_timer;
+    int               lazy_armed;
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
     struct route_key *rkeys;          /* per-key placement for fan-out */
@@ -125,7 +128,13 @@ void worker_flush(struct worker *w);
 /* Schedule a flush of this connection's output at the end of the iteration. */
 void worker_mark_client(struct worker *w, struct client *c);
 void worker_mark_sconn(struct worker *w, struct sconn *s);
-/* It closes: take it off the dirty list. */
+/* Flush this connection's output within delay_ms, with whatever else is queued
+ * to it by then (shadow copies: fewer writes and reads, for them and for the
+ * server, at a cost nobody waits on). 0 ms: at the end of the iteration. */
+void worker_mark_sconn_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms);
+/* It closes, or its output is written now: take it off the lazy list. */
+void worker_unlazy_sconn(struct worker *w, struct sconn *s);
+/* It closes: take it off the dirty list (and the lazy one). */
 void worker_unmark_client(struct worker *w, struct client *c);
 void worker_unmark_sconn(struct worker *w, struct sconn *s);
 

@@ -148,6 +148,15 @@ class TestRlbench(unittest.TestCase):
         self.assertLess(r["requests"], 2200)
         rc, r = rlbench("--port", str(port), "--rate", "0")
         self.assertEqual(rc, 2)
+        # sleeping between sends (a background load): the same number of requests
+        rc, r = rlbench("--port", str(port), "--keys", "500", "-c", "4", "--duration", "1",
+                        "--rate", "2000", "--rate-sleep")
+        self.assertEqual(rc, 0)
+        self.assertEqual(r["errors"], 0)
+        self.assertGreater(r["requests"], 1800)
+        self.assertLess(r["requests"], 2200)
+        rc, r = rlbench("--port", str(port), "--rate-sleep")
+        self.assertEqual(rc, 2)
 
     def test_redis_prefilled_gets_all_hit_and_verify(self):
         port = free_port()

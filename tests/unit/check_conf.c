@@ -903,6 +903,43 @@ END_TEST
 
 /* ------------------------------------------------------------ redis_cluster */
 
+/* ------------------------------------------------------------ shadow */
+
+#define SHADOW_NEXT "n:\n  listen: 127.0.0.1:22123\n" ONE_SERVER
+
+START_TEST(test_shadow)
+{
+    struct conf *c = load_ok(POOL_HEAD ONE_SERVER "  shadow: {pool: n}\n" SHADOW_NEXT);
+    const struct conf_shadow *sh = &c->pools[0].shadow;
+    ck_assert_str_eq(sh->pool, "n");
+    ck_assert(sh->fraction == 1.0);
+    ck_assert_int_eq(sh->compare, 0);
+    ck_assert_uint_eq(sh->queue_limit, 1000);
+    ck_assert_uint_eq(sh->batch_ms, 1);
+    ck_assert_ptr_null(c->pools[1].shadow.pool);
+    conf_free(c);
+
+    c = load_ok(POOL_HEAD ONE_SERVER "  shadow:\n    pool: n\n    fraction: 0.25\n"
+                "    compare: true\n    queue_limit: 20\n    batch_ms: 0\n" SHADOW_NEXT);
+    sh = &c->pools[0].shadow;
+    ck_assert(sh->fraction == 0.25);
+    ck_assert_int_eq(sh->compare, 1);
+    ck_assert_uint_eq(sh->queue_limit, 20);
+    ck_assert_uint_eq(sh->batch_ms, 0);
+    conf_free(c);
+
+    load_err(POOL_HEAD ONE_SERVER "  shadow: {pool: n, batch_ms: 101}\n" SHADOW_NEXT, "t.yml:5:31:",
+             "101 is out of range: must be 0..100");
+    load_err(POOL_HEAD ONE_SERVER "  shadow: {pool: n, fraction: 0}\n" SHADOW_NEXT, "t.yml:5:",
+             "is not a number in (0, 1]");
+    load_err(POOL_HEAD ONE_SERVER "  shadow: {pool: n, batch: 1}\n" SHADOW_NEXT, "t.yml:5:",
+             "unknown key 'batch' in shadow (expected pool, fraction, compare, queue_limit, "
+             "batch_ms)");
+    load_err(POOL_HEAD ONE_SERVER "  shadow: {fraction: 1}\n" SHADOW_NEXT, "t.yml:5:",
+             "shadow needs a pool");
+}
+END_TEST
+
 #define CL_HEAD "cl:\n  listen: 127.0.0.1:22122\n  redis_cluster: true\n" \
                 "  servers:\n   - 10.0.0.1:7000:1\n   - 10.0.0.2:7000:1\n"
 
@@ -1039,6 +1076,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_error_did_you_mean);
     tcase_add_test(tc, test_error_many_are_counted);
     tcase_add_test(tc, test_example_files);
+    tcase_add_test(tc, test_shadow);
     tcase_add_test(tc, test_redis_cluster_pool);
     tcase_add_test(tc, test_redis_cluster_errors);
     tcase_add_test(tc, test_derive_servers);
