@@ -5,10 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "health.h"
 #include "log.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
+#include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
@@ -248,6 +250,35 @@ static void session_spoil(struct session *sess)
         sess->spoiled = 1;
 }
 
+/*
+ * A write of the session's keys (placed in rk) while it is pinned to a server other
+ * than their owner (a failover server: the owner is down): remembered for the owner's
+ * rejoin, as forward.c remembers a request routed around it, so that the owner does
+ * not serve the old values when it comes back. 0, or -1 after answering m when the
+ * owner is back already: the write would land beside the server the keys' readers
+ * read again (a transaction is spoiled; the client retries, on the owner).
+ */
+static int session_note_write(struct session *sess, struct msg *m, const struct proto_req *req,
+                              const struct route_key *rk)
+{
+    if (!(req->flags & PROTO_RF_WRITE) || sess->srv == sess->owner || req->nkeys == 0)
+        return 0;
+    if (!health_up(sess->pool->view.health[sess->owner->index])) {
+        struct route rt;
+        route_clear(&rt);
+        rt.kind = ROUTE_SEND;
+        rt.n = 1;
+        rt.to[0] = sess->srv->index;
+        rt.events = ROUTE_EV_FAILOVER;
+        if (rejoin_note(sess->pool, rk, req->nkeys, &rt) == 0)
+            return 0;
+    }
+    session_spoil(sess);
+    forward_refuse(sess->c, m, PROTO_ERR_SERVER, "the keys' server came back while this "
+                   "session was on its failover server; retry");
+    return -1;
+}
+
 /* The COMMIT of a spoiled atomic part on its pin: the server drops what it queued
  * (sess_abort), and m, queued for that reply, is answered PROTO_ERR_ABORTED now (a
  * ZOMBIE that absorbs it). */
@@ -446,6 +477,11 @@ static enum session_verdict session_deferred(struct session *sess, const struct 
         session_end(sess, 0);
         return SESSION_DONE;
     }
+    if (keyed && session_note_write(sess, m, req, rk) < 0) {
+        if (req->sess & PROTO_SS_END)
+            session_end(sess, 1);
+        return SESSION_DONE;
+    }
     if (session_send(sess, m, req, buf) < 0) {
         if (req->sess & PROTO_SS_END)
             session_end(sess, 1);
@@ -484,6 +520,8 @@ static enum session_verdict session_atomic(struct session *sess, const struct pr
             forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
             return SESSION_DONE;
         }
+        if (session_note_write(sess, m, req, rk) < 0)
+            return SESSION_DONE;
     } else if (req->kind != PROTO_REQ_SESSION) {
         /* the protocol refuses what needs other servers inside the atomic part */
         session_spoil(sess);
@@ -540,6 +578,8 @@ static enum session_verdict session_watching(struct session *sess, const struct 
             forward_retract(c, m);
             return SESSION_WAIT;
         }
+        if (session_note_write(sess, m, req, rk) < 0)
+            return SESSION_DONE;
         session_send(sess, m, req, buf);
         return SESSION_DONE;
     }

@@ -18,6 +18,13 @@ What each test proves, against real memcached / redis-server processes frozen wi
       when probed, and 0 stale values are read.
   overflow_flushes
       rejoin_log_keys: 50 and 100 writes: the rejoin flushes instead (counted, logged).
+  session_writes_redis
+      writes inside transactions (MULTI/EXEC, and WATCH then MULTI/EXEC) while their owner
+      is down run on a connection pinned to the failover server; after the rejoin none of
+      them reads stale (with rejoin: trust every one does). A session pinned to the
+      failover server (WATCH) when the owner comes back gets an error for its next write
+      and EXECABORT, not a write beside the owner; the retried transaction runs on the
+      owner.
 """
 
 import os
@@ -278,6 +285,70 @@ def failover_ttl_memcache(env):
 @R.test(ringleader=True)
 def failover_ttl_redis(env):
     failover_ttl("redis")
+
+
+def session_outage(mode):
+    """Transactions on the victim's keys while it is down: the number read stale after."""
+    s = Setup("redis", rejoin=mode)
+    try:
+        s.preload()
+        s.freeze()
+        keys = s.updated[:40]
+        with Raw(s.px.addr("p")) as c:
+            for i, k in enumerate(keys):
+                if i % 2:
+                    eq(c.rd("WATCH", k), "OK")
+                eq(c.rd("MULTI"), "OK")
+                eq(c.rd("SET", k, b"new:" + k), "QUEUED")
+                eq(c.rd("EXEC"), ["OK"], "EXEC of %r while its owner is down" % k)
+        s.thaw()
+        with Raw(s.px.addr("p")) as c:
+            stale = [k for k in keys if s.get(c, k) == b"old:" + k]
+        return len(stale), len(keys), s.px.stats()["p"]
+    except BaseException:
+        print(s.px.log_tail(20))
+        raise
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def session_writes_redis(env):
+    trust, n, _ = session_outage("trust")
+    inv, _, st = session_outage("invalidate")
+    print("  %d transactions on a down server's keys (half under WATCH): stale after the "
+          "rejoin with trust %d, with invalidate %d (rejoin_logged %d)" % (
+              n, trust, inv, st["rejoin_logged"]))
+    eq(trust, n, "trust: every transaction's key read stale")
+    eq(inv, 0, "invalidate: stale reads of keys written in transactions")
+    check(st["rejoin_logged"] >= n, "rejoin_logged %r", st["rejoin_logged"])
+
+    # a session on the failover server when the owner comes back
+    s = Setup("redis")
+    try:
+        s.preload()
+        k = s.updated[0]
+        s.freeze()
+        with Raw(s.px.addr("p")) as c:
+            eq(c.rd("WATCH", k), "OK")          # pinned to the failover server
+            s.thaw()                            # the owner is up again
+            eq(c.rd("MULTI"), "OK")
+            r = c.rd("SET", k, b"lost:" + k)
+            check(isinstance(r, harness.RespError) and "came back" in str(r),
+                  "a write beside the returned owner: %r", r)
+            r = c.rd("EXEC")
+            check(isinstance(r, harness.RespError) and str(r).startswith("EXECABORT"),
+                  "EXEC after the refused write: %r", r)
+            eq(c.rd("MULTI"), "OK")             # the retry: pinned to the owner
+            eq(c.rd("SET", k, b"new:" + k), "QUEUED")
+            eq(c.rd("EXEC"), ["OK"])
+        eq(s.bes[s.victim].client().rd("GET", k), b"new:" + k, "the retry ran on the owner")
+        with Raw(s.px.addr("p")) as c:
+            eq(s.get(c, k), b"new:" + k)
+        print("  a WATCH session on the failover server when the owner returned: its write "
+              "refused, EXECABORT, the retry on the owner")
+    finally:
+        s.close()
 
 
 @R.test(ringleader=True)
