@@ -388,6 +388,11 @@ struct proto_ops {
     int (*merge_env)(uint16_t cmd, const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                      const struct proto_env *env, struct buf *out);
 
+    /* FANOUT/BROADCAST: the copy of the request that merge and merge_env get as reqbuf,
+     * appended to out. Optional (NULL: its header as it came, from buf[0], which the
+     * keys' offsets point into). 0 or -ENOMEM. */
+    int (*merge_copy)(const struct proto_req *req, const char *buf, struct buf *out);
+
     /* LOCAL: write the reply. Returns 0, PROTO_LOCAL_CLOSE, PROTO_LOCAL_RESET or -ENOMEM. */
     int (*local)(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
                  const char *buf, const struct proto_env *env, struct buf *out);

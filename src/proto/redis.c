@@ -2363,6 +2363,7 @@ const struct proto_ops proto_redis_ops = {
     .parse_req = redis_parse_req,
     .parse_rsp = redis_parse_rsp,
     .forward = redis_forward,
+    .merge_copy = redis_forward,    /* INFO's merge reads its sections from the RESP form */
     .frag_write = redis_frag_write,
     .merge = redis_merge,
     .merge_env = redis_merge_env,

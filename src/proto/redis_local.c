@@ -846,9 +846,10 @@ static long info_resp_len(const char **s)
 }
 
 /*
- * The INFO request's arguments after the command name, from the header the core kept (a
- * RESP array, or an inline line; it is not NUL-terminated, so only what the parser already
- * checked is walked: lines that end in "\n"). Fills want[]; 0, or -1 if it cannot be read.
+ * The INFO request's arguments after the command name, from the copy the core kept: the
+ * request as forwarded (merge_copy), a RESP array the parser checked (an inline request
+ * re-encoded, empty requests before it left out). It is not NUL-terminated: only the
+ * array's own lengths are followed. Fills want[]; 0, or -1 if it cannot be read.
  */
 static int info_sections(const char *reqbuf, int want[INFO_NSECTIONS])
 {
@@ -857,38 +858,20 @@ static int info_sections(const char *reqbuf, int want[INFO_NSECTIONS])
     int args = 0;
 
     memset(want, 0, INFO_NSECTIONS * sizeof(*want));
-    if (s[0] == '*') {
-        s++;
-        long n = info_resp_len(&s);
-        for (long i = 0; i < n; i++) {
-            if (*s++ != '$')
-                return -1;
-            long len = info_resp_len(&s);
-            if (len < 0)
-                return -1;
-            if (i > 0) {            /* argument 0 is INFO */
-                snprintf(arg, sizeof(arg), "%.*s", (int)(len < 63 ? len : 63), s);
-                info_want(arg, &args, want);
-            }
-            s += len + 2;
+    if (*s++ != '*')
+        return -1;
+    long n = info_resp_len(&s);
+    for (long i = 0; i < n; i++) {
+        if (*s++ != '$')
+            return -1;
+        long len = info_resp_len(&s);
+        if (len < 0)
+            return -1;
+        if (i > 0) {                /* argument 0 is INFO */
+            snprintf(arg, sizeof(arg), "%.*s", (int)(len < 63 ? len : 63), s);
+            info_want(arg, &args, want);
         }
-    } else {
-        int first = 1;
-        for (;;) {
-            while (*s == ' ' || *s == '\t')
-                s++;
-            if (*s == '\r' || *s == '\n')
-                break;
-            const char *e = s;
-            while (*e != ' ' && *e != '\t' && *e != '\r' && *e != '\n')
-                e++;
-            if (!first) {
-                snprintf(arg, sizeof(arg), "%.*s", (int)(e - s < 63 ? e - s : 63), s);
-                info_want(arg, &args, want);
-            }
-            first = 0;
-            s = e;
-        }
+        s += len + 2;
     }
     if (args == 0)                      /* plain INFO: Redis's default sections */
         for (int k = 0; k < INFO_NSECTIONS; k++)

@@ -375,8 +375,9 @@ static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
  * merge's buffer pointers behind it, the key map with the key copies behind
  * it, and a copy of the header (merge reads the keys there). 0 or -ENOMEM.
  */
-static int forward_fanout_alloc(struct msg *m, const struct proto_req *req, const char *buf,
-                                uint32_t nfrag, uint32_t nkeys)
+static int forward_fanout_alloc(struct msg *m, const struct proto_ops *ops,
+                                const struct proto_req *req, const char *buf, uint32_t nfrag,
+                                uint32_t nkeys)
 {
     m->frags = calloc(nfrag, sizeof(*m->frags) + sizeof(struct buf *));
     if (m->frags == NULL)
@@ -387,7 +388,8 @@ static int forward_fanout_alloc(struct msg *m, const struct proto_req *req, cons
             return -ENOMEM;
         m->keys = (struct proto_key *)(void *)(m->key_frag + nkeys);   /* 4-byte aligned */
     }
-    return buf_append(&m->reqcopy, buf, req->hdr_len);
+    return ops->merge_copy != NULL ? ops->merge_copy(req, buf, &m->reqcopy)
+                                   : buf_append(&m->reqcopy, buf, req->hdr_len);
 }
 
 /* A fragment for a down server whose pool answers instead of failing over. */
@@ -475,7 +477,7 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         forward_refuse(c, m, PROTO_ERR_SERVER, "no server to send to");
         return;
     }
-    if (forward_fanout_alloc(m, req, buf, nfrag, nkeys) < 0)
+    if (forward_fanout_alloc(m, pool->ops, req, buf, nfrag, nkeys) < 0)
         goto nomem;
     m->nfrag = nfrag;
     for (uint32_t i = 0; i < nkeys; i++) {

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, ProxyEnv, Raw, Redis, Runner, Skip, check, eq,  # noqa: E402
                      server_lines, unique)
 
 R = Runner("test_tools", per_test_timeout=40, total_timeout=150)
@@ -170,6 +170,25 @@ def redis_info_keyspace_sums_the_servers(env):
     eq(int(re.search(r"^db0:keys=(\d+),", out, re.M).group(1)), total, "keys summed")
     st, out, err = env.redis_cli("DBSIZE")
     eq(int(out.strip()), total, "DBSIZE agrees")
+
+
+@R.test(ringleader=True)
+def redis_info_sections_as_the_server_reads_them(env):
+    """INFO's arguments as Redis reads them, however they were written: after an empty
+    request (*0) in the same packet, and inline with quotes. Differential: the section
+    headers are the ones one redis-server gives to the same bytes."""
+    forms = [b"*0\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n",
+             b'INFO "server" \'memory\'\r\n',
+             b"INFO   keyspace\r\n",
+             b"*0\r\nINFO cpu\r\n"]
+    for raw in forms:
+        got = []
+        for addr in (env.proxy.addr("rd"), env.rd[0].addr):
+            with Raw(addr) as c:
+                c.send(raw)
+                got.append(re.findall(r"^# (\w+)", c.read_resp().decode(), re.M))
+        eq(got[0], got[1], "sections of %r: proxy, redis-server" % raw)
+        check(len(got[0]) in (1, 2), "%r: %r" % (raw, got[0]))
 
 
 @R.test(ringleader=True)

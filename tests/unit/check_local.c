@@ -322,7 +322,7 @@ START_TEST(test_info_sections_asked)
     ck_assert_ptr_null(strstr(s, "# Server"));
     ck_assert_ptr_null(strstr(s, "# Stats"));
     /* inline form, "all" */
-    s = info_merge("INFO all\r\n", 0, &rc);
+    s = info_merge("*2\r\n$4\r\nINFO\r\n$3\r\nall\r\n", 0, &rc);
     ck_assert_int_eq(rc, 0);
     has(s, "# Server");
     has(s, "# Keyspace");
