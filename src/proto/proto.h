@@ -283,6 +283,9 @@ struct proto_env {
     int       (*local_addr)(void *ctx, char *out, size_t outlen);
     uint64_t    epoch;                /* the pool's ring epoch (SCAN cursors carry it) */
     uint32_t    target;               /* INDEXED merge_env: the server it went to */
+    uint32_t    next_target;          /* ... and the one a walk over the pool visits next
+                                       * (nservers: none; a cluster pool's walk skips
+                                       * replicas) */
     int         cluster;              /* the pool is a cluster pool (redis_cluster) */
     void       *ctx;
 };

@@ -89,8 +89,8 @@
 #define ERR_EXEC_ALONE  "-ERR EXEC without MULTI\r\n"
 #define ERR_DISCARD_ALONE "-ERR DISCARD without MULTI\r\n"
 #define ERR_CURSOR      "-ERR invalid cursor\r\n"
-#define ERR_CURSOR_OLD  "-ERR invalid cursor: the pool changed during the scan (a reload); " \
-                        "start again from cursor 0\r\n"
+#define ERR_CURSOR_OLD  "-ERR invalid cursor: the pool changed during the scan (a reload, " \
+                        "or a new slot map); start again from cursor 0\r\n"
 
 static void req_reset(struct proto_parser *p)
 {
@@ -769,13 +769,6 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
             return 0;
         }
         req->kind = PROTO_REQ_LOCAL;        /* a cluster pool's one-node cluster */
-        return 0;
-    }
-    if ((c->flags & REDIS_CMD_CURSOR) && (p->flags & PROTO_PF_CLUSTER)) {
-        /* a pool cursor walks every server; a cluster's replicas hold their masters'
-         * keys, and which nodes serve slots changes under a scan */
-        req_error(p, req, "ERR %s is not supported in a Redis Cluster pool yet: "
-                  "scan each master", c->name);
         return 0;
     }
     if ((c->flags & REDIS_CMD_REFUSED) ||
@@ -2111,8 +2104,8 @@ static int merge_scan(struct buf *const *frag, uint32_t nfrag, const struct prot
         return -1;                      /* a table of 2^40 buckets: not a Redis server's */
     if (sc != 0)
         next = sc << SCAN_CUR_SHIFT | tag | env->target;
-    else if (env->target + 1 < env->nservers)
-        next = tag | (env->target + 1);
+    else if (env->next_target < env->nservers)
+        next = tag | env->next_target;
     else
         next = 0;
     char nb[24];

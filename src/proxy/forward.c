@@ -440,10 +440,8 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         nfrag = 1;              /* INDEXED: the one server it names */
         target[0] = which;
     } else if (broadcast) {
-        const struct cluster_view *cv = pool->view.cluster;
-        for (uint32_t s = 0; s < nsrv; s++)
-            if (cv == NULL || (s < cv->nnodes && cv->nslots[s] > 0))
-                target[nfrag++] = s;    /* a cluster's masters that serve slots */
+        for (uint32_t s = route_walk(&pool->view, 0); s < nsrv; s = route_walk(&pool->view, s + 1))
+            target[nfrag++] = s;        /* a cluster's masters that serve slots */
     } else if (pool->view.cluster != NULL) {
         struct route rt;
         nfrag = cworker_fanout(pool, rk, nkeys, req->flags, w->rr, owner, target, &rt);
@@ -652,14 +650,17 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
 {
     struct wpool *pool = c->pool;
     char reason[160];
+    /* the server named, or (cursor 0 in a cluster pool: server 0 may be a replica) the
+     * first one the walk visits from there */
+    uint32_t s = route_walk(&pool->view, req->server);
 
-    if (req->server >= pool->nservers) {
+    if (s >= pool->nservers) {
         snprintf(reason, sizeof(reason), "invalid cursor: the pool has no server %" PRIu32
                  " (it changed during the scan); start again from cursor 0", req->server);
         forward_refuse(c, m, PROTO_ERR_TARGET, reason);
         return;
     }
-    forward_fanout(c, pool, m, req, buf, NULL, req->server);
+    forward_fanout(c, pool, m, req, buf, NULL, s);
 }
 
 int forward_request(struct client *c, const struct proto_req *req, const char *buf)

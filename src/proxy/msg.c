@@ -196,8 +196,10 @@ static void msg_merge_frags(struct msg *p, struct client *c)
         /* a broadcast whose reply mixes the servers' with the proxy's own (INFO) */
         struct proto_env env;
         client_env(c, &env);
-        if (p->nfrag == 1 && p->frags[0]->server != NULL)
+        if (p->nfrag == 1 && p->frags[0]->server != NULL) {
             env.target = p->frags[0]->server->index;    /* INDEXED: the server it named */
+            env.next_target = route_walk(&c->pool->view, env.target + 1);
+        }
         rc = ops->merge_env(p->cmd, p->reqcopy.data, bufs, p->nfrag, &env, &p->rsp);
     } else {
         rc = ops->merge(p->cmd, p->reqcopy.data, p->keys, p->nkeys, p->key_frag, bufs, p->nfrag,

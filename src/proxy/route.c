@@ -12,6 +12,18 @@
 
 #define ROUTE_SPILL_WARM_S 10   /* writes follow a key's reads' spill server this long */
 
+uint32_t route_walk(const struct route_pool *rp, uint32_t s)
+{
+    const struct cluster_view *cv = rp->cluster;
+
+    if (cv == NULL)
+        return s < rp->nservers ? s : rp->nservers;
+    for (; s < rp->nservers; s++)
+        if (s < cv->nnodes && cv->nslots[s] > 0)
+            return s;
+    return rp->nservers;
+}
+
 void route_clear(struct route *rt)
 {
     rt->kind = ROUTE_SEND;

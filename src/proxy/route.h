@@ -114,6 +114,14 @@ uint32_t route_fanout_server(const struct route_pool *rp, const struct route_key
 
 void route_clear(struct route *rt);
 
+/*
+ * A walk over the pool's keyspace, server by server (a broadcast, SCAN's pool cursor):
+ * the first server at or after s that holds a share of it — any server, or in a cluster
+ * pool a master that serves slots (its replicas hold the same keys) — or rp->nservers
+ * when none is left.
+ */
+uint32_t route_walk(const struct route_pool *rp, uint32_t s);
+
 /* A key's slot in a cluster pool (whose ring hashes keys to slots: CRC16 of the tag). */
 static inline uint32_t route_key_slot(const struct route_key *rk)
 {

@@ -11,7 +11,9 @@
       at the proxy's address, CLUSTER KEYSLOT equals the nodes' for 2,000 keys, and redis-py's
       RedisCluster pointed at the proxy works.
   sessions_and_broadcasts          MULTI/EXEC and BLPOP pinned to a slot's master, CROSSSLOT over
-      two slots, KEYS/DBSIZE/RANDOMKEY over the masters only, SCAN refused (not yet).
+      two slots, KEYS/DBSIZE/RANDOMKEY over the masters only; SCAN walks the masters: a
+      full scan returns every master's keys once (differential against KEYS on each
+      master), with MATCH and COUNT, and redis-py's scan_iter works through the proxy.
   stats_ring_and_reload            per-node role and slots, the pool's cluster numbers and
       counters, /ring?pool=cl&key=k names the slot and its node, a reload fetches the
       map again and keeps it (the same epoch and checksum).
@@ -251,7 +253,7 @@ def cluster_aware_clients(env):
 @R.test
 def sessions_and_broadcasts(env):
     """Transactions and blocking commands pin to the slot's master ("same server" is "same
-    slot" here); KEYS, DBSIZE, RANDOMKEY reach the masters only; SCAN is refused."""
+    slot" here); KEYS, DBSIZE, RANDOMKEY reach the masters only; SCAN walks the masters."""
     u = unique("ss").decode()
     a, b = "{%s}a" % u, "{%s}b" % u
     x, y = "%s:x" % u, "%s:y" % u
@@ -286,9 +288,35 @@ def sessions_and_broadcasts(env):
         keys = cmd(c, "KEYS", "{%s}*" % u)
         eq(sorted(keys), sorted([a.encode(), b.encode()]), "KEYS over the masters")
         check(not isinstance(cmd(c, "RANDOMKEY"), RespError), "RANDOMKEY")
-        got = cmd(c, "SCAN", 0)
-        check(isinstance(got, RespError) and "not supported in a Redis Cluster pool" in str(got),
-              "%r", got)
+        # SCAN: every master's keys once, none of a replica's copies
+        for i in range(300):
+            eq(cmd(c, "SET", "%s:scan:%d" % (u, i), i), "OK")
+        want = []
+        for m in env.cl.masters():
+            want += env.cl.by_addr(m).cmd("KEYS", "%s:scan:*" % u)
+        seen, cur, calls = [], 0, 0
+        while True:
+            got = cmd(c, "SCAN", cur, "MATCH", "%s:scan:*" % u, "COUNT", 50)
+            check(isinstance(got, list) and len(got) == 2, "SCAN %s: %r", cur, got)
+            cur = int(got[0])
+            seen += got[1]
+            calls += 1
+            if cur == 0 or calls > 5000:
+                break
+        eq(len(want), 300, "the masters hold the 300 keys once")
+        eq(sorted(seen), sorted(want), "SCAN through the proxy: every master's keys, once")
+        check("cursor" in str(cmd(c, "SCAN", "abc")).lower(), "an invalid cursor refused")
+    try:
+        import redis as redis_py
+    except ImportError:
+        return
+    host, port = env.proxy.addr("cl")
+    r = redis_py.Redis(host=host, port=port, socket_timeout=10)
+    try:
+        got = sorted(r.scan_iter(match="%s:scan:*" % u, count=100))
+    finally:
+        r.close()
+    eq(got, sorted(want), "redis-py scan_iter through a cluster pool")
 
 
 # ---------------------------------------------------------------- slots moving
@@ -447,6 +475,8 @@ def slot_migrated_by_hand(env):
     with env.proxy.client("cl") as c:
         for k in keys:
             eq(cmd(c, "SET", k, "old:" + k), "OK")
+        scan_cur = int(cmd(c, "SCAN", 0, "COUNT", 10)[0])    # a walk under way
+        check(scan_cur != 0, "a SCAN cursor mid-walk")
         new = []
         pending = []
 
@@ -505,6 +535,11 @@ def slot_migrated_by_hand(env):
     check(after["epoch"] > before["epoch"], "epoch %r -> %r", before["epoch"], after["epoch"])
     check(after["ring_checksum"] != before["ring_checksum"], "checksum changed")
     eq(after[dst.hostport()]["slots"], before[dst.hostport()]["slots"] + 1)
+    # the walk's cursor names a node of the old map: refused, not a scan of another node
+    with env.proxy.client("cl") as c:
+        got = cmd(c, "SCAN", scan_cur)
+    check(isinstance(got, RespError) and "changed during the scan" in str(got),
+          "a SCAN cursor from before the map changed: %r", got)
 
 
 class Traffic:

@@ -1634,14 +1634,23 @@ END_TEST
         ck_assert_int_eq(memcmp(buf_rptr(b), (want), strlen(want)), 0);          \
     } while (0)
 
-static int merge_env_to(const char *line, uint64_t epoch, uint32_t target, uint32_t nservers,
-                        struct buf **frag, uint32_t nfrag, struct buf *out)
+/* INDEXED merge_env as the core calls it: target's reply, the walk's next server after
+ * it (next; every server's in a plain pool: target + 1). */
+static int merge_env_next(const char *line, uint64_t epoch, uint32_t target, uint32_t next,
+                          uint32_t nservers, struct buf **frag, uint32_t nfrag, struct buf *out)
 {
     struct res r = req_of(line, AUTHED);
     struct proto_env env = { .nservers = nservers, .epoch = epoch, .target = target,
-                             .now_us = 12345 };
+                             .next_target = next, .now_us = 12345 };
     buf_init(out);
     return R->merge_env(r.req.cmd, "", frag, nfrag, &env, out);
+}
+
+static int merge_env_to(const char *line, uint64_t epoch, uint32_t target, uint32_t nservers,
+                        struct buf **frag, uint32_t nfrag, struct buf *out)
+{
+    return merge_env_next(line, epoch, target, target + 1 < nservers ? target + 1 : nservers,
+                          nservers, frag, nfrag, out);
 }
 
 START_TEST(test_scan_cursor)
@@ -1680,6 +1689,13 @@ START_TEST(test_scan_cursor)
     buf_free(&out);
     ck_assert_int_eq(merge_env_to("SCAN 0", 1, 3, 4, f1, 1, &out), 0);
     ck_buf_eq(&out, "*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");       /* the last: done */
+    buf_free(&out);
+    /* a cluster pool's walk: server 1 done, servers 2 and 3 replicas, 4 the next master */
+    ck_assert_int_eq(merge_env_next("SCAN 0", 1, 1, 4, 6, f1, 1, &out), 0);
+    ck_buf_eq(&out, "*2\r\n$5\r\n65540\r\n*1\r\n$1\r\na\r\n");
+    buf_free(&out);
+    ck_assert_int_eq(merge_env_next("SCAN 0", 1, 4, 6, 6, f1, 1, &out), 0);
+    ck_buf_eq(&out, "*2\r\n$1\r\n0\r\n*1\r\n$1\r\na\r\n");       /* no master left */
     buf_free(&out);
     freebufs(f1, 1);
     struct buf *f2[1] = { mkbuf("*2\r\n$1\r\n7\r\n*0\r\n") };
