@@ -318,6 +318,30 @@ class RedisCluster:
             timeout, last, "\n".join("node %d:\n%s" % (n.port, n.nodes_line())
                                      for n in (nodes or self.live()))))
 
+    def wait_ok_or_fix(self, first=25.0, then=40.0):
+        """wait_ok; if the cluster has not converged after `first` seconds, give each master
+        the slots its own view leaves unassigned while every other live node says they are
+        its (CLUSTER ADDSLOTS on it, as an operator would), and wait again. Seen after a
+        reshard, a manual failover and a master killed in a row on a loaded box: the
+        promoted replica's own view lacked one slot every other node gave it, so it said
+        cluster_state:fail for good. That is the cluster's state, not the proxy's; the
+        repair is printed."""
+        try:
+            return self.wait_ok(timeout=first)
+        except AssertionError as e:
+            print("  (the cluster had not converged after %.0f s: %s)" % (
+                first, str(e).splitlines()[0]))
+        views = {n.port: slots_map(n) for n in self.live()}
+        for n in self.live():
+            others = [v for p, v in views.items() if p != n.port]
+            mine = [s for s in range(16384) if s not in views[n.port] and others and
+                    all(v.get(s, (None,))[0] == n.hostport() for v in others)]
+            if mine:
+                print("  CLUSTER ADDSLOTS on %s: %d slot(s) (the first %d) its own view left "
+                      "unassigned and every other node gives it" % (n.hostport(), len(mine), mine[0]))
+                n.cmd("CLUSTER", "ADDSLOTS", *mine)
+        return self.wait_ok(timeout=then)
+
     def wait_synced(self, timeout=30.0):
         """Until every live replica's link to its master is up (a replica that never
         synced does not fail over)."""
