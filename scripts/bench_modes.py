@@ -186,6 +186,20 @@ def observer_share(b, sc, port, proc):
     return share, ""
 
 
+def prefill_all(b, targets):
+    for t in targets:
+        why = b.prefill(t)
+        if why:
+            raise Setup(f"{t}: {why}")
+
+
+def run_scenario(b, sc, targets, procs):
+    """The alternating rounds of one scenario over targets: their medians (printed)."""
+    print(f"\n-- running {sc[0]}", flush=True)
+    b.rounds(sc, targets, procs)
+    return b.print_scenario(sc, targets, {})
+
+
 def stats_cost(b):
     """ringleader with the latency histograms and hot-key sketch on (the default) against
     the same build with both off, alternating, on the side-by-side scenarios."""
@@ -200,15 +214,10 @@ def stats_cost(b):
     print("  (stats-off YAML adds: ringleader: {latency_histograms: false, hot_keys: false})")
     b.listen.update({"stats-on": lon, "stats-off": loff})
     procs = {"stats-on": on.p, "stats-off": off.p}
-    for t in ("stats-on", "stats-off"):
-        why = b.prefill(t)
-        if why:
-            raise Setup(f"{t}: {why}")
+    prefill_all(b, ("stats-on", "stats-off"))
     rows = []
     for sc in scenarios:
-        print(f"\n-- running {sc[0]}", flush=True)
-        b.rounds(sc, ["stats-on", "stats-off"], procs)
-        s = b.print_scenario(sc, ["stats-on", "stats-off"], {})
+        s = run_scenario(b, sc, ["stats-on", "stats-off"], procs)
         son, soff = s["stats-on"], s["stats-off"]
         ops_ratio = son["ops"] / soff["ops"] if soff["ops"] else float("nan")
         cpu_ratio = son["cpu"] / soff["cpu"] if soff["cpu"] else float("nan")

@@ -25,6 +25,7 @@ import bench_modes as _m  # noqa: E402
 SCENARIOS, Setup, free_ports, fmt = _b.SCENARIOS, _b.Setup, _b.free_ports, _b.fmt
 loadavg, median, wait_listening = _b.loadavg, _b.median, _b.wait_listening
 Ringleader, pool_yaml, rlbench_at = _m.Ringleader, _m.pool_yaml, _m.rlbench_at
+prefill_all, run_scenario = _m.prefill_all, _m.run_scenario
 start_memcached, stats_doc, STATS_PUBLISH_S = _m.start_memcached, _m.stats_doc, _m.STATS_PUBLISH_S
 
 
@@ -166,15 +167,10 @@ def stampede(b):
 def side_by_side(b, scenarios, targets, procs):
     """Prefill each target, then the side-by-side rounds of each scenario, alternating:
     [(scenario, medians of targets[0], medians of targets[1])]."""
-    for t in targets:
-        why = b.prefill(t)
-        if why:
-            raise Setup(f"{t}: {why}")
+    prefill_all(b, targets)
     rows = []
     for sc in scenarios:
-        print(f"\n-- running {sc[0]}", flush=True)
-        b.rounds(sc, targets, procs)
-        s = b.print_scenario(sc, targets, {})
+        s = run_scenario(b, sc, targets, procs)
         rows.append((sc[0], s[targets[0]], s[targets[1]]))
     return rows
 
@@ -255,15 +251,8 @@ def shadow(b):
     b.side_load["shadow-floor"] = floor_load
     targets = ["shadow-off", "shadow-floor", "shadow-on", "shadow-on-b0", "shadow-on-far"]
     b.backend_ports = main          # what prefill's and the runs' "direct" would use
-    for t in ("shadow-off", "shadow-on", "shadow-on-b0", "shadow-on-far"):
-        why = b.prefill(t)
-        if why:
-            raise Setup(f"{t}: {why}")
-    rows = []
-    for sc in scenarios:
-        print(f"\n-- running {sc[0]}", flush=True)
-        b.rounds(sc, targets, procs)
-        rows.append((sc[0], b.print_scenario(sc, targets, {})))
+    prefill_all(b, [t for t in targets if t != "shadow-floor"])   # the floor is shadow-off's
+    rows = [(sc[0], run_scenario(b, sc, targets, procs)) for sc in scenarios]
     time.sleep(STATS_PUBLISH_S)
     for t in ("shadow-on", "shadow-on-b0", "shadow-on-far"):
         doc = rls[t].doc()["bench"]

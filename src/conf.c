@@ -1430,6 +1430,13 @@ static const char *conf__set_collapse(struct conf_ctx *c, const struct conf_comm
     return NULL;
 }
 
+/* shadow's plain keys (pool and fraction are read by conf__set_shadow itself) */
+static const struct conf_command conf__shadow_keys[] = {
+    { "compare",     conf__set_bool, offsetof(struct conf_shadow, compare),     0, 0,       NULL, 0 },
+    { "queue_limit", conf__set_u32,  offsetof(struct conf_shadow, queue_limit), 1, 1000000, NULL, 0 },
+    { "batch_ms",    conf__set_u32,  offsetof(struct conf_shadow, batch_ms),    0, 100,     NULL, 0 },
+};
+
 /* shadow: {pool: NAME, fraction: F, compare: BOOL, queue_limit: N, batch_ms: N}; runs after all pools
  * are read (the shadow pool must exist and speak the same protocol). */
 static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_command *cmd,
@@ -1471,33 +1478,18 @@ static const char *conf__set_shadow(struct conf_ctx *c, const struct conf_comman
                 return conf__why(c, "fraction '%.*s' is not a number in (0, 1]",
                                  (int)RL_MIN(n, 64), s);
             sh->fraction = f;
-        } else if (strcmp(ks, "compare") == 0) {
-            static const struct conf_command b = { "compare", conf__set_bool,
-                                                   offsetof(struct conf_shadow, compare),
-                                                   0, 0, NULL, 0 };
-            c->errnode = v;
-            const char *why = conf__set_bool(c, &b, v, sh);
-            if (why != NULL)
-                return why;
-        } else if (strcmp(ks, "queue_limit") == 0) {
-            static const struct conf_command q = { "queue_limit", conf__set_u32,
-                                                   offsetof(struct conf_shadow, queue_limit),
-                                                   1, 1000000, NULL, 0 };
-            c->errnode = v;
-            const char *why = conf__set_u32(c, &q, v, sh);
-            if (why != NULL)
-                return why;
-        } else if (strcmp(ks, "batch_ms") == 0) {
-            static const struct conf_command q = { "batch_ms", conf__set_u32,
-                                                   offsetof(struct conf_shadow, batch_ms),
-                                                   0, 100, NULL, 0 };
-            c->errnode = v;
-            const char *why = conf__set_u32(c, &q, v, sh);
-            if (why != NULL)
-                return why;
         } else {
-            return conf__why(c, "unknown key '%s' in shadow (expected pool, fraction, compare, "
-                             "queue_limit, batch_ms)", ks);
+            const struct conf_command *sk = NULL;
+            for (size_t i = 0; i < RL_ARRAY_SIZE(conf__shadow_keys) && sk == NULL; i++)
+                if (strcmp(ks, conf__shadow_keys[i].name) == 0)
+                    sk = &conf__shadow_keys[i];
+            if (sk == NULL)
+                return conf__why(c, "unknown key '%s' in shadow (expected pool, fraction, "
+                                 "compare, queue_limit, batch_ms)", ks);
+            c->errnode = v;
+            const char *why = sk->set(c, sk, v, sh);
+            if (why != NULL)
+                return why;
         }
     }
     c->errnode = node;

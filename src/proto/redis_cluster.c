@@ -614,6 +614,7 @@ int redis__cluster_local(int what, const char *buf, const struct proto_key *a, u
     char addr[CLUSTER_ADDR_MAX], ip[CLUSTER_HOST_MAX], id[CLUSTER_ID_LEN + 1];
     unsigned port = 0;
     uint64_t epoch = env->epoch ? env->epoch : 1;
+    int v3 = env->variant;      /* RESP3: maps and verbatim strings, as Redis 7.0 answers */
     int rc = 0;
 
     switch (what) {
@@ -631,12 +632,14 @@ int redis__cluster_local(int what, const char *buf, const struct proto_key *a, u
     switch (what) {
     case REDIS_LOCAL_CLUSTER_MYID:
         return bulk_str(out, id);
-    case REDIS_LOCAL_CLUSTER_SLOTS:
-        return buf_appendf(out, "*1\r\n*3\r\n:0\r\n:%u\r\n*4\r\n$%zu\r\n%s\r\n:%u\r\n$%d\r\n%s\r\n*0\r\n",
-                           CLUSTER_SLOTS - 1, strlen(ip), ip, port, CLUSTER_ID_LEN, id);
-    case REDIS_LOCAL_CLUSTER_SHARDS:
-        rc |= buf_appendf(out, "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:%u\r\n$5\r\nnodes\r\n*1\r\n"
-                          "*14\r\n$2\r\nid\r\n", CLUSTER_SLOTS - 1);
+    case REDIS_LOCAL_CLUSTER_SLOTS:     /* the node's last element: its metadata, empty */
+        return buf_appendf(out, "*1\r\n*3\r\n:0\r\n:%u\r\n*4\r\n$%zu\r\n%s\r\n:%u\r\n$%d\r\n%s\r\n%s\r\n",
+                           CLUSTER_SLOTS - 1, strlen(ip), ip, port, CLUSTER_ID_LEN, id,
+                           v3 ? "%0" : "*0");
+    case REDIS_LOCAL_CLUSTER_SHARDS:    /* a shard and a node: flat maps in RESP2 */
+        rc |= buf_appendf(out, "*1\r\n%s\r\n$5\r\nslots\r\n*2\r\n:0\r\n:%u\r\n$5\r\nnodes\r\n*1\r\n"
+                          "%s\r\n$2\r\nid\r\n", v3 ? "%2" : "*4", CLUSTER_SLOTS - 1,
+                          v3 ? "%7" : "*14");
         rc |= bulk_str(out, id);
         rc |= buf_appendf(out, "$4\r\nport\r\n:%u\r\n$2\r\nip\r\n", port);
         rc |= bulk_str(out, ip);
@@ -649,7 +652,7 @@ int redis__cluster_local(int what, const char *buf, const struct proto_key *a, u
         char line[CLUSTER_ADDR_MAX + 160];
         int n = snprintf(line, sizeof(line), "%s %s@0 myself,master - 0 0 %" PRIu64
                          " connected 0-%u\n", id, addr, epoch, CLUSTER_SLOTS - 1);
-        return buf_appendf(out, "$%d\r\n%s\r\n", n, line);
+        return redis__append_text(out, v3, line, (size_t)n);
     }
     case REDIS_LOCAL_CLUSTER_INFO: {
         char info[1024];
@@ -661,7 +664,7 @@ int redis__cluster_local(int what, const char *buf, const struct proto_key *a, u
                          "cluster_stats_messages_received:0\r\n"
                          "total_cluster_links_buffer_limit_exceeded:0\r\n",
                          CLUSTER_SLOTS, CLUSTER_SLOTS, epoch, epoch);
-        return buf_appendf(out, "$%d\r\n%s\r\n", n, info);
+        return redis__append_text(out, v3, info, (size_t)n);
     }
     default:
         return buf_append_str(out, "-ERR internal error: not a cluster command\r\n");

@@ -203,6 +203,55 @@ def multi_key_split_per_slot(env):
             eq(str(got), str(want), "%s" % (args,))
 
 
+def skeleton(b, pos=0, key=False):
+    """(skeleton, end) of the RESP2/RESP3 value at b[pos:]: scalars by their type (a map's
+    keys by their text too); an array as the distinct skeletons of its elements in order;
+    a map as its keys, each with its value's skeleton. Two replies with the same skeleton
+    have the same shape whatever their sizes and values."""
+    t = b[pos:pos + 1].decode()
+    i = b.index(b"\r\n", pos)
+    head = b[pos + 1:i]
+    pos = i + 2
+    if t in "*~>":
+        out = []
+        for _ in range(int(head)):
+            sk, pos = skeleton(b, pos)
+            if sk not in out:
+                out.append(sk)
+        return (t, tuple(out)), pos
+    if t == "%":
+        out = []
+        for _ in range(int(head)):
+            k, pos = skeleton(b, pos, key=True)
+            v, pos = skeleton(b, pos)
+            out.append((k, v))
+        return (t, tuple(out)), pos
+    if t in "$=!" and int(head) >= 0:
+        n = int(head)
+        text = b[pos:pos + n].decode("latin-1")
+        pos += n + 2
+        return ((t, text) if key else t), pos
+    return t, pos
+
+
+def whole_reply(b):
+    """The length of the one whole RESP2/RESP3 value at the start of b, or None."""
+    try:
+        end = skeleton(bytes(b))[1]
+    except (ValueError, IndexError, UnicodeDecodeError):
+        return None
+    return end if end <= len(b) else None
+
+
+def raw_reply3(addr, *args):
+    """One reply's bytes after HELLO 3."""
+    with Raw(addr, 5.0) as c:
+        c.send(resp_encode("HELLO", "3"))
+        c.read_until(whole_reply)
+        c.send(resp_encode(*args))
+        return c.read_until(whole_reply)
+
+
 @R.test
 def cluster_aware_clients(env):
     host, port = env.proxy.addr("cl")
@@ -232,6 +281,13 @@ def cluster_aware_clients(env):
             theirs = [n.read_resp() for _ in keys]
         eq(ours, theirs, "CLUSTER KEYSLOT")
         eq(ours[:5], [keyslot(k) for k in keys[:5]])
+    # RESP3 (HELLO 3): the shapes a node gives (maps, verbatim strings, a map of metadata)
+    node = env.cl.live()[0]
+    for sub in ("SHARDS", "SLOTS", "NODES", "INFO", "MYID"):
+        ours, theirs = raw_reply3(env.proxy.addr("cl"), "CLUSTER", sub), \
+            raw_reply3(node.addr, "CLUSTER", sub)
+        eq(skeleton(ours)[0], skeleton(theirs)[0], "CLUSTER %s in RESP3: %r / %r" % (
+            sub, ours[:80], theirs[:80]))
     try:
         sys.path.insert(0, "/usr/lib/python3/dist-packages")
         from redis.cluster import RedisCluster as PyCluster
