@@ -20,6 +20,7 @@
 #include "ring.h"
 #include "ring_plot.h"
 #include "buf.h"
+#include "util.h"
 
 #define TOOL_DEFAULT_CONF     "conf/ringleader.yml"   /* the daemon's default too */
 #define TOOL_DEFAULT_SAMPLES  1000000u
@@ -47,6 +48,8 @@ struct tool_opts {
     const char *keys_path;   /* --keys: sample keys from this file ("-": stdin) */
     const char *shards_path; /* --cluster-shards: a saved CLUSTER SHARDS (or SLOTS) reply */
     const char *cluster_addr; /* --cluster: a node to ask for its map, "host:port" */
+    const char *cluster_user; /* --cluster-user: the ACL user to AUTH as (password:
+                                 REDISCLI_AUTH, as redis-cli reads it) */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
 };
@@ -114,6 +117,8 @@ static void tool_usage(FILE *f)
             "                        CLUSTER SHARDS (or CLUSTER SLOTS) reply as a node sent it;\n"
             "                        each key's slot, master and replicas (no -c file needed)\n"
             "      --cluster=HOST:PORT : the same, with the map asked of that cluster node\n"
+            "                        (AUTH first when REDISCLI_AUTH holds a password)\n"
+            "      --cluster-user=USER : the ACL user for that AUTH (default: default)\n"
             "\n"
             "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool.\n",
             TOOL_DEFAULT_CONF, RING_MAX_PREF, TOOL_DEFAULT_SAMPLES);
@@ -332,7 +337,8 @@ static int tool_cluster_split(const char *d, size_t len, const char **rsp, size_
 /* Ask the node at addr ("host:port") for its map: the protocol's map query (CLUSTER INFO
  * + SHARDS, or + SLOTS for the fallback), then QUIT, read to the end (5 s at most per
  * read). 1 with the map in m, 0: the node wants the fallback, -1 after a message. */
-static int tool_cluster_ask(const char *addr, int fallback, struct cluster_map *m)
+static int tool_cluster_ask(const char *addr, const char *user, int fallback,
+                            struct cluster_map *m)
 {
     const struct proto_cluster_ops *co = proto_redis_ops.cluster;
     char host[CLUSTER_HOST_MAX], err[512] = "";
@@ -366,6 +372,17 @@ static int tool_cluster_ask(const char *addr, int fallback, struct cluster_map *
         fprintf(stderr, "ringleader-ring: %s: %s\n", addr, strerror(errno));
         goto done;
     }
+    /* AUTH first when a password is given, as redis-cli takes it (never in argv) */
+    const char *pass = getenv("REDISCLI_AUTH");
+    int authed = pass != NULL && pass[0] != '\0';
+    if (authed && (user != NULL
+                   ? buf_appendf(&q, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
+                                 strlen(user), user, strlen(pass), pass)
+                   : buf_appendf(&q, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", strlen(pass),
+                                 pass)) < 0) {
+        tool_nomem();
+        goto done;
+    }
     int want = co->map_query(fallback, &q);
     if (want < 0 || buf_append_str(&q, "*1\r\n$4\r\nQUIT\r\n") < 0) {
         tool_nomem();
@@ -390,11 +407,23 @@ static int tool_cluster_ask(const char *addr, int fallback, struct cluster_map *
             goto done;
         }
     }
-    const char *rsp[2];
-    size_t rlen[2];
-    if (want != 2 || tool_cluster_split(buf_rptr(&in), buf_len(&in), rsp, rlen, 2) < 0) {
+    const char *rsp[3];
+    size_t rlen[3];
+    if (want != 2 || tool_cluster_split(buf_rptr(&in), buf_len(&in), rsp, rlen,
+                                        (uint32_t)(want + authed)) < 0) {
         fprintf(stderr, "ringleader-ring: %s: not the replies of a Redis node\n", addr);
         goto done;
+    }
+    if (authed) {
+        if (rlen[0] < 3 || memcmp(rsp[0], "+OK", 3) != 0) {
+            fprintf(stderr, "ringleader-ring: %s: AUTH refused: %.*s\n", addr,
+                    (int)RL_MIN(rlen[0] > 2 ? rlen[0] - 2 : 0, (size_t)200), rsp[0]);
+            goto done;
+        }
+        rsp[0] = rsp[1];
+        rlen[0] = rlen[1];
+        rsp[1] = rsp[2];
+        rlen[1] = rlen[2];
     }
     rc = co->map_parse(fallback, 0, rsp, rlen, 2, host, m, err, sizeof(err));
     if (rc < 0)
@@ -409,7 +438,7 @@ done:
 }
 
 /* The map the node at addr serves (CLUSTER SHARDS, CLUSTER SLOTS for Redis < 7). */
-static struct cluster_map *tool_cluster_fetch(const char *addr)
+static struct cluster_map *tool_cluster_fetch(const char *addr, const char *user)
 {
     for (int fallback = 0; fallback < 2; fallback++) {
         struct cluster_map *m = cluster_map_new();
@@ -417,7 +446,7 @@ static struct cluster_map *tool_cluster_fetch(const char *addr)
             tool_nomem();
             return NULL;
         }
-        int rc = tool_cluster_ask(addr, fallback, m);
+        int rc = tool_cluster_ask(addr, user, fallback, m);
         if (rc == 1 && cluster_map_finish(m) == 0)
             return m;
         cluster_map_free(m);
@@ -491,8 +520,9 @@ fail:
 /* Each key's slot, the master serving it and that master's replicas. */
 static int tool_cluster(const struct tool_opts *o)
 {
-    struct cluster_map *m = o->cluster_addr != NULL ? tool_cluster_fetch(o->cluster_addr)
-                                                    : tool_cluster_load(o->shards_path);
+    struct cluster_map *m = o->cluster_addr != NULL
+                                ? tool_cluster_fetch(o->cluster_addr, o->cluster_user)
+                                : tool_cluster_load(o->shards_path);
     struct key_source ks;
     const char *key;
     size_t len;
@@ -1428,7 +1458,7 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER, OPT_CLUSTER_USER };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -1444,6 +1474,7 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "svg",       required_argument, NULL, OPT_SVG },
         { "cluster-shards", required_argument, NULL, OPT_SHARDS },
         { "cluster",   required_argument, NULL, OPT_CLUSTER },
+        { "cluster-user", required_argument, NULL, OPT_CLUSTER_USER },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -1507,6 +1538,9 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         case OPT_CLUSTER:
             o->mode = TOOL_CLUSTER;
             o->cluster_addr = optarg;
+            break;
+        case OPT_CLUSTER_USER:
+            o->cluster_user = optarg;
             break;
         default:
             tool_usage(stderr);

@@ -164,17 +164,7 @@ static int parse_num(const char *s, size_t len, int64_t *out)
 
 static int arg_eq(const char *buf, const struct proto_key *a, const char *upper)
 {
-    size_t n = strlen(upper);
-    if (a->len != n)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)buf[a->off + i];
-        if (ch >= 'a' && ch <= 'z')
-            ch = (unsigned char)(ch - 'a' + 'A');
-        if (ch != (unsigned char)upper[i])
-            return 0;
-    }
-    return 1;
+    return redis__word_is(buf + a->off, a->len, upper);
 }
 
 /* A "DB <n>" among the options that follow the keys, as Redis's COPY reads

@@ -14,6 +14,19 @@
 #define REDIS_MAX_INLINE      (64u * 1024)        /* PROTO_INLINE_MAX_SIZE */
 #define REDIS_MAX_NAME        32                  /* longer names are unknown commands */
 
+/* Whether the n bytes at s are `word`, ASCII letters in either case (as Redis's
+ * strcasecmp compares option names and map keys; no locale). */
+static inline int redis__word_is(const char *s, size_t n, const char *word)
+{
+    size_t i = 0;
+    for (; i < n && word[i] != '\0'; i++) {
+        unsigned char a = (unsigned char)s[i], b = (unsigned char)word[i];
+        if ((a >= 'a' && a <= 'z' ? a - 32 : a) != (b >= 'a' && b <= 'z' ? b - 32 : b))
+            return 0;
+    }
+    return i == n && word[i] == '\0';
+}
+
 /*
  * A reply that is still incomplete once this many bytes of whole elements
  * have been parsed is handed to the core as a non-final unit (the elements

@@ -132,7 +132,7 @@ static int rcur_skip(struct rcur *c)
 
 static int str_is(const char *s, size_t n, const char *want)
 {
-    return s != NULL && n == strlen(want) && strncasecmp(s, want, n) == 0;
+    return s != NULL && redis__word_is(s, n, want);
 }
 
 /* An error reply's text into err (sanitized, without the '-' and CRLF). */

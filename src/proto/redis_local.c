@@ -46,17 +46,7 @@ static int bulk_str(struct buf *out, const char *s)
 
 static int arg_is(const struct largs *l, uint32_t i, const char *upper)
 {
-    size_t n = strlen(upper);
-    if (i >= l->argc || l->a[i].len != n)
-        return 0;
-    for (size_t j = 0; j < n; j++) {
-        unsigned char ch = (unsigned char)l->buf[l->a[i].off + j];
-        if (ch >= 'a' && ch <= 'z')
-            ch = (unsigned char)(ch - 'a' + 'A');
-        if (ch != (unsigned char)upper[j])
-            return 0;
-    }
-    return 1;
+    return i < l->argc && redis__word_is(l->buf + l->a[i].off, l->a[i].len, upper);
 }
 
 static int wrong_args(struct buf *out, const char *lname)

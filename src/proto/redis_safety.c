@@ -68,15 +68,7 @@ static long rs_args(const char *s, size_t n, struct rs_arg *a, size_t max)
 
 static int rs_is(const char *s, const struct rs_arg *a, const char *upper)
 {
-    size_t n = strlen(upper);
-    if (a->len != n)
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[a->off + i];
-        if ((c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c) != upper[i])
-            return 0;
-    }
-    return 1;
+    return redis__word_is(s + a->off, a->len, upper);
 }
 
 /* The new value of a TTL argument in `unit` (1 s, 1000 ms; `at`: a unix time),

@@ -21,6 +21,8 @@
 
 #define CLUSTER_BACKOFF_MIN_MS   100
 #define CLUSTER_BACKOFF_MAX_MS   1000
+#define CLUSTER_EVIDENCE_TRIES   5       /* refreshes after a worker's sign of a change that
+                                            the first answer did not show yet */
 #define CLUSTER_FETCH_MAX_MS     1000    /* one node's answer, at most */
 #define CLUSTER_PUBLISH_RETRY_MS 10      /* a reload is being adopted: publish after it */
 #define CLUSTER_BUILD_RETRY_MS   1000    /* a snapshot could not be built (no memory) */
@@ -51,6 +53,10 @@ struct cluster {
     uint64_t                 last_start_ms;
     uint32_t                 backoff_ms;
     int                      again;         /* asked while a refresh was in flight */
+    uint32_t                 evidence;      /* a worker saw the map change (MOVED, a node
+                                               failing, a sunsubscribe ...): refreshes left
+                                               while answers still show the old map */
+    int                      skip_last;     /* the next round asks another node first */
     /* any thread */
     atomic_int               wanted;
     atomic_uint_fast64_t     requested[CLUSTER_WHY_COUNT];
@@ -432,7 +438,10 @@ static void cluster_candidates(struct cluster *cl)
     cl->cand = calloc(cap, sizeof(*cl->cand));
     if (cl->cand == NULL)
         return;
-    cluster_cand_add(cl, cl->last_good, cap);
+    if (!cl->skip_last)     /* else the node that answered last, still with the old map,
+                               comes in its place in the order below */
+        cluster_cand_add(cl, cl->last_good, cap);
+    cl->skip_last = 0;
     for (int pass = 0; pass < 2 && cl->map != NULL; pass++)
         for (uint32_t i = 0; i < cl->map->nnodes; i++) {
             const struct cluster_node *n = &cl->map->nodes[i];
@@ -518,8 +527,16 @@ static void cluster_fetched(void *arg, struct cluster_map *m, const char *err)
         cluster_map_free(cl->map);
         cl->map = m;
         cl->backoff_ms = CLUSTER_BACKOFF_MIN_MS;
+        cl->evidence = 0;
         cluster_publish(cl->reg);
     } else {
+        /* a worker saw a change this node does not show yet (the node asked may learn of
+         * a slot's move after the node that answered MOVED): ask again, another first */
+        if (cl->evidence > 0) {
+            cl->evidence--;
+            cl->again = 1;
+            cl->skip_last = 1;
+        }
         if (cl->map->current_epoch != m->current_epoch || cl->map->state_ok != m->state_ok) {
             cl->map->current_epoch = m->current_epoch;
             cl->map->state_ok = m->state_ok;
@@ -548,8 +565,10 @@ static void cluster_async_cb(uv_async_t *a)
     struct qnode *n;
     QUEUE_FOREACH(n, &reg->clusters) {
         struct cluster *cl = QUEUE_DATA(n, struct cluster, link);
-        if (atomic_exchange_explicit(&cl->wanted, 0, memory_order_acq_rel))
+        if (atomic_exchange_explicit(&cl->wanted, 0, memory_order_acq_rel)) {
+            cl->evidence = CLUSTER_EVIDENCE_TRIES;
             cluster_schedule(cl);
+        }
     }
 }
 

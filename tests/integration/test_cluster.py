@@ -514,6 +514,26 @@ def ring_tool_reads_a_saved_map(env):
                        capture_output=True, timeout=30)
     eq(r.returncode, 1)
     check(b"not a CLUSTER SHARDS or CLUSTER SLOTS reply" in r.stderr, "%r", r.stderr)
+    # --cluster with an ACL user: AUTH user REDISCLI_AUTH first (a user that may only ask
+    # CLUSTER and QUIT), the same placement; a wrong password: exit 1, AUTH refused
+    node = env.cl.live()[-1]
+    eq(node.cmd("ACL", "SETUSER", "ringtool", "on", ">s3cret", "-@all", "+cluster|info",
+                "+cluster|shards", "+cluster|slots", "+quit"), "OK")
+    try:
+        for pw, rc in (("s3cret", 0), ("wrong", 1)):
+            r = subprocess.run([binary("ringleader-ring"), "--cluster", node.hostport(),
+                                "--cluster-user", "ringtool", "--tsv", "rt:1", "{user1}a"],
+                               capture_output=True, timeout=30,
+                               env=dict(os.environ, REDISCLI_AUTH=pw))
+            eq(r.returncode, rc, "ringleader-ring --cluster-user, password %s: %s" % (
+                pw, r.stderr[-300:]))
+            if rc == 0:
+                eq([line.split(b"\t")[1].decode() for line in r.stdout.splitlines()],
+                   [m[keyslot("rt:1")][0], m[keyslot("{user1}a")][0]])
+            else:
+                check(b"AUTH refused" in r.stderr, "%r", r.stderr)
+    finally:
+        node.cmd("ACL", "DELUSER", "ringtool")
 
 
 @R.test

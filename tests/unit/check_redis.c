@@ -1653,6 +1653,20 @@ static int merge_env_to(const char *line, uint64_t epoch, uint32_t target, uint3
                           nservers, frag, nfrag, out);
 }
 
+START_TEST(test_word_is)
+{
+    ck_assert(redis__word_is("keepttl", 7, "KEEPTTL"));
+    ck_assert(redis__word_is("KeepTtl", 7, "KEEPTTL"));
+    ck_assert(redis__word_is("tls-port", 8, "tls-port"));
+    ck_assert(redis__word_is("TLS-PORT", 8, "tls-port"));
+    ck_assert(!redis__word_is("keepttlx", 8, "KEEPTTL"));    /* longer */
+    ck_assert(!redis__word_is("keepttl", 6, "KEEPTTL"));     /* shorter */
+    ck_assert(!redis__word_is("KEEP\0TL", 7, "KEEPTTL"));   /* a NUL is a byte like others */
+    ck_assert(!redis__word_is("\xcbEEPTTL", 7, "KEEPTTL"));  /* no locale folding */
+    ck_assert(redis__word_is("", 0, ""));
+}
+END_TEST
+
 START_TEST(test_scan_cursor)
 {
     struct proto_parser p = { .flags = AUTHED, .epoch = 1 };
@@ -2099,6 +2113,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_command_family);
     tcase_add_test(tc, test_session_transactions);
     tcase_add_test(tc, test_session_blocking);
+    tcase_add_test(tc, test_word_is);
     tcase_add_test(tc, test_scan_cursor);
     tcase_add_test(tc, test_keyspace_merges);
     tcase_add_test(tc, test_error_reply_hello_probe);
