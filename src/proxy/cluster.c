@@ -21,6 +21,7 @@
 
 #define CLUSTER_BACKOFF_MIN_MS   100
 #define CLUSTER_BACKOFF_MAX_MS   1000
+#define CLUSTER_LOADING_MS       1000    /* the periodic refresh while a node is loading */
 #define CLUSTER_EVIDENCE_TRIES   5       /* refreshes after a worker's sign of a change that
                                             the first answer did not show yet */
 #define CLUSTER_FETCH_MAX_MS     1000    /* one node's answer, at most */
@@ -376,11 +377,21 @@ static void cluster_arm(struct cluster *cl, uint64_t at)
     uv_timer_start(&cl->timer, cluster_timer_cb, at > now ? at - now : 0, 0);
 }
 
-/* The periodic refresh after the last one. */
+/* The periodic refresh after the last one: every cluster_refresh seconds, every second
+ * while the map has a node loading (a replica that has just synced is "loading" in
+ * CLUSTER SHARDS until the cluster bus carries a replication offset for it: reads with
+ * read_from would wait for the next period to reach it). */
 static void cluster_arm_periodic(struct cluster *cl)
 {
-    if (cl->refresh_s > 0)
-        cluster_arm(cl, cl->last_start_ms + (uint64_t)cl->refresh_s * 1000u);
+    uint64_t every = (uint64_t)cl->refresh_s * 1000u;
+
+    for (uint32_t i = 0; cl->map != NULL && i < cl->map->nnodes; i++)
+        if (cl->map->nodes[i].health == CLUSTER_LOADING) {
+            every = every > 0 ? RL_MIN(every, (uint64_t)CLUSTER_LOADING_MS) : CLUSTER_LOADING_MS;
+            break;
+        }
+    if (every > 0)
+        cluster_arm(cl, cl->last_start_ms + every);
 }
 
 /* A refresh now if the back-off allows, else when it does. */

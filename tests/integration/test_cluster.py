@@ -30,7 +30,8 @@
       only until the cluster promotes its replica and the map is refreshed (the window is
       printed); none on the other masters' slots.
   replicas_serve_reads             read_from: any-live sends reads to replicas too (READONLY on
-      their connections) and writes only to masters.
+      their connections) and writes only to masters; a WATCH/MULTI transaction and a
+      BLPOP still run on the slot's master.
 
 Set RL_CLUSTER_SKIP_SLOW=1 to leave out the three tests that move the cluster under load.
 """
@@ -894,12 +895,33 @@ def replicas_serve_reads(env):
             eq(cmd(c, "SET", k, k), "OK")
         for m in env.cl.masters():
             replicated(env.cl.by_addr(m))     # the writes are on the replicas
+        # a replica that has just synced is "loading" in CLUSTER SHARDS until the cluster
+        # bus carries its offset; the proxy refreshes every second while one is, so the
+        # next refresh after the nodes say "online" makes them readable
+        deadline = time.monotonic() + 15
+        while b"loading" in raw_reply(env.cl.live()[0], "CLUSTER", "SHARDS") and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        n0 = pool_stats(env, px)["cluster_refreshes"]
+        while pool_stats(env, px)["cluster_refreshes"] <= n0 and time.monotonic() < deadline:
+            time.sleep(0.1)
         before = pool_stats(env, px)
         for _ in range(3):
             for k in keys:
                 eq(cmd(c, "GET", k), k.encode())
         eq(cmd(c, "MGET", *keys[:50]), [k.encode() for k in keys[:50]])
         eq(cmd(c, "SET", keys[0], "w"), "OK")
+        # sessions pin to the slot's master, never a replica chosen for reading
+        tk = "{%s}tx" % u
+        eq(cmd(c, "WATCH", tk), "OK")
+        eq(cmd(c, "MULTI"), "OK")
+        eq(cmd(c, "SET", tk, "1"), "QUEUED")
+        eq(cmd(c, "INCR", tk), "QUEUED")
+        eq(cmd(c, "GET", tk), "QUEUED")
+        eq(cmd(c, "EXEC"), ["OK", 2, b"2"], "a transaction with read_from: any-live")
+        eq(env.cl.master_of(tk).cmd("GET", tk), b"2", "run on the master")
+        eq(cmd(c, "RPUSH", tk + ":q", "j"), 1)
+        eq(cmd(c, "BLPOP", tk + ":q", 1), [(tk + ":q").encode(), b"j"], "BLPOP on the master")
     st = pool_stats(env, px)
     by_role = {"master": 0, "replica": 0}
     for node in env.cl.live():
