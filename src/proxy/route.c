@@ -73,6 +73,17 @@ static void route_send(struct route *rt, uint32_t to)
     rt->to[0] = to;
 }
 
+/* A copy to a and one to b, each answered before the client is (the first's reply). */
+static void route_send_two(struct route *rt, uint32_t a, uint32_t b)
+{
+    rt->kind = ROUTE_COPIES;
+    rt->n = 2;
+    rt->async = 0;
+    rt->to[0] = a;
+    rt->to[1] = b;
+}
+
+
 /* The key's preference list, live servers only; returns how many. */
 static uint32_t route_live_prefs(const struct route_pool *rp, const struct route_key *rk,
                                  uint32_t want, uint32_t *live)
@@ -180,6 +191,23 @@ static void route_replica_writes(const struct route_pool *rp, const struct route
     }
 }
 
+/* A read among the live candidates cand[0..n) (n > 0, the owner first): read_from
+ * any-live rotates over them, local-zone takes the first in this proxy's zone, else
+ * (or with no zone of its own) the first. */
+static uint32_t route_read_pick(const struct route_pool *rp, const uint32_t *cand, uint32_t n,
+                                uint32_t rr, struct route *rt)
+{
+    if (rp->cp->read_from == CONF_READ_ANY_LIVE) {
+        rt->events |= ROUTE_EV_RR;
+        return cand[rr % n];
+    }
+    if (rp->cp->read_from == CONF_READ_LOCAL_ZONE && rp->zone != NULL)
+        for (uint32_t i = 0; i < n; i++)
+            if (strcmp(route_zone_of(rp->ring, cand[i]), rp->zone) == 0)
+                return cand[i];
+    return cand[0];
+}
+
 /*
  * replicas: R. A key's replicas are the first R servers of its preference
  * list (distinct zones first). Writes (write_to all / all-async) go to every
@@ -208,19 +236,7 @@ static int route_replicas(const struct route_pool *rp, const struct route_key *r
         memcpy(rt->to, live, nlive * sizeof(*live));
         return 1;
     }
-    uint32_t pick = live[0];
-    if (cp->read_from == CONF_READ_ANY_LIVE) {
-        pick = live[rr % nlive];
-        rt->events |= ROUTE_EV_RR;
-    } else if (cp->read_from == CONF_READ_LOCAL_ZONE && rp->zone != NULL) {
-        for (uint32_t i = 0; i < nlive; i++) {
-            if (strcmp(route_zone_of(rp->ring, live[i]), rp->zone) == 0) {
-                pick = live[i];
-                break;
-            }
-        }
-    }
-    route_send(rt, pick);
+    route_send(rt, route_read_pick(rp, live, nlive, rr, rt));
     return 1;
 }
 
@@ -255,11 +271,7 @@ static int route_bounded(const struct route_pool *rp, const struct route_key *rk
         if (spill >= rp->nservers || spill == owner || !route_up(rp, spill) ||
             !route_up(rp, owner))
             return 0;
-        rt->kind = ROUTE_COPIES;
-        rt->n = 2;
-        rt->async = 0;
-        rt->to[0] = owner;
-        rt->to[1] = spill;
+        route_send_two(rt, owner, spill);
         return 1;
     }
     if (!(rflags & PROTO_RF_RETRIEVAL))
@@ -334,21 +346,8 @@ static void route_cluster(const struct route_pool *rp, const struct route_key *r
         if (r < rp->nservers && cv->usable[r] && route_up(rp, r))
             cand[n++] = r;
     }
-    if (n == 0)
-        return;
-    uint32_t pick = cand[0];
-    if (rp->cp->read_from == CONF_READ_ANY_LIVE) {
-        pick = cand[rr % n];
-        rt->events |= ROUTE_EV_RR;
-    } else if (rp->zone != NULL) {
-        for (uint32_t i = 0; i < n; i++) {
-            if (strcmp(route_zone_of(rp->ring, cand[i]), rp->zone) == 0) {
-                pick = cand[i];
-                break;
-            }
-        }
-    }
-    route_send(rt, pick);
+    if (n > 0)
+        route_send(rt, route_read_pick(rp, cand, n, rr, rt));
 }
 
 /*
@@ -374,11 +373,7 @@ static int route_down_write(const struct route_pool *rp, const struct route_key 
         route_send(rt, owner);
         return 1;
     }
-    rt->kind = ROUTE_COPIES;
-    rt->n = 2;
-    rt->async = 0;
-    rt->to[0] = to;
-    rt->to[1] = owner;
+    route_send_two(rt, to, owner);
     return 1;
 }
 
