@@ -1600,8 +1600,7 @@ static int redis_frag_write(const struct proto_req *req, const char *buf, const 
 
 /* ----------------------------------------------------------------- merge */
 
-/* The end of the one complete element at buf[pos..len), or -1. */
-static int64_t rsp_element_end(const char *buf, size_t len, size_t pos)
+int64_t redis__element_end(const char *buf, size_t len, size_t pos)
 {
     uint64_t pending = 1;
     if (rsp_scan(buf, len, &pos, &pending) != 1)
@@ -1616,7 +1615,7 @@ static int merge_first_error(struct buf *const *frag, uint32_t nfrag, struct buf
         const char *d = buf_rptr(frag[f]);
         size_t len = buf_len(frag[f]);
         if (len > 0 && (d[0] == '-' || d[0] == '!')) {
-            int64_t end = rsp_element_end(d, len, 0);
+            int64_t end = redis__element_end(d, len, 0);
             *rc = end < 0 ? -1 : buf_append(out, d, (size_t)end);
             return 1;
         }
@@ -1666,7 +1665,7 @@ static int merge_array(uint32_t per, uint32_t nkeys, const uint32_t *key_frag,
         const char *d = buf_rptr(frag[f]);
         size_t at = fpos[f];
         for (uint32_t e = 0; e < per; e++) {
-            int64_t end = rsp_element_end(d, buf_len(frag[f]), at);
+            int64_t end = redis__element_end(d, buf_len(frag[f]), at);
             if (end < 0)
                 goto out;
             at = (size_t)end;
@@ -1697,7 +1696,7 @@ static int merge_ok(struct buf *const *frag, uint32_t nfrag, struct buf *out)
         size_t len = buf_len(frag[f]);
         if (len >= 5 && memcmp(d, "+OK\r\n", 5) == 0)
             continue;
-        int64_t end = rsp_element_end(d, len, 0);
+        int64_t end = redis__element_end(d, len, 0);
         if (end < 0)
             return -1;
         return buf_append(out, d, (size_t)end);      /* the first reply that is not +OK */
@@ -1919,7 +1918,7 @@ static int merge_union(struct buf *const *frag, uint32_t nfrag, struct buf *out)
             goto out;
         size_t at = eol + 1;
         for (int64_t i = 0; i < n; i++) {
-            int64_t end = rsp_element_end(d, len, at);
+            int64_t end = redis__element_end(d, len, at);
             if (end < 0)
                 goto out;
             if (nel == cap) {
@@ -2000,7 +1999,7 @@ static int redis_merge(uint16_t cmd, const char *reqbuf, const struct proto_key 
             rc = merge_and(frag, nfrag, out);
             break;
         case REDIS_MERGE_FIRST: {
-            int64_t end = rsp_element_end(buf_rptr(frag[0]), buf_len(frag[0]), 0);
+            int64_t end = redis__element_end(buf_rptr(frag[0]), buf_len(frag[0]), 0);
             rc = end < 0 ? -1 : buf_append(out, buf_rptr(frag[0]), (size_t)end);
             break;
         }
@@ -2044,7 +2043,7 @@ static int merge_random(struct buf *const *frag, uint32_t nfrag, const struct pr
     if (have == 0) {
         if (err < 0)
             return buf_append_str(out, env->variant ? "_\r\n" : "$-1\r\n");
-        int64_t end = rsp_element_end(buf_rptr(frag[err]), buf_len(frag[err]), 0);
+        int64_t end = redis__element_end(buf_rptr(frag[err]), buf_len(frag[err]), 0);
         return end < 0 ? -1 : buf_append(out, buf_rptr(frag[err]), (size_t)end);
     }
     uint64_t x = env->now_us * 0x9e3779b97f4a7c15ull;     /* the clock, mixed */
@@ -2052,7 +2051,7 @@ static int merge_random(struct buf *const *frag, uint32_t nfrag, const struct pr
     for (uint32_t f = 0; f < nfrag; f++) {
         const char *d = buf_rptr(frag[f]);
         if (buf_len(frag[f]) >= 2 && d[0] == '$' && d[1] != '-' && pick-- == 0) {
-            int64_t end = rsp_element_end(d, buf_len(frag[f]), 0);
+            int64_t end = redis__element_end(d, buf_len(frag[f]), 0);
             return end < 0 ? -1 : buf_append(out, d, (size_t)end);
         }
     }
@@ -2072,7 +2071,7 @@ static int merge_scan(struct buf *const *frag, uint32_t nfrag, const struct prot
     if (nfrag != 1)
         return -1;
     if (d[0] == '-') {
-        int64_t end = rsp_element_end(d, len, 0);
+        int64_t end = redis__element_end(d, len, 0);
         return end < 0 ? -1 : buf_append(out, d, (size_t)end);
     }
     if (d[0] != '*' || rsp_line(d, len, &eol) != 1 || parse_num(d + 1, eol - 2, &n) < 0 ||

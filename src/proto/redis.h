@@ -199,6 +199,10 @@ int redis__text(const char *d, size_t len, const char **text, size_t *tlen);
  * answers INFO and CLIENT INFO in each protocol. 0 or -ENOMEM. */
 int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n);
 
+/* The end of the one complete RESP2/RESP3 element at buf[pos..len) (nested ones
+ * included, read as the reply parser reads them), or -1. */
+int64_t redis__element_end(const char *buf, size_t len, size_t pos);
+
 /* LOCAL requests: write the reply (proto_ops.local). */
 int redis__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
                  const char *buf, const struct proto_env *env, struct buf *out);

@@ -95,38 +95,13 @@ static int rcur_str(struct rcur *c, const char **str, size_t *slen)
     return 0;
 }
 
-/* Skip one element of any type, nested arrays included (bounded by the reply). */
+/* Skip one element of any type, nested ones included (the reply parser's own scan). */
 static int rcur_skip(struct rcur *c)
 {
-    uint64_t pending = 1;
-    while (pending > 0) {
-        char t;
-        const char *s;
-        size_t n;
-        int64_t v;
-        size_t at = c->pos;
-        if (rcur_line(c, &t, &s, &n) < 0)
-            return -1;
-        switch (t) {
-        case '+': case '-': case ':':
-            break;
-        case '$':
-            c->pos = at;
-            if (rcur_str(c, &s, &n) < 0)
-                return -1;
-            break;
-        case '*':
-        case '%':   /* a RESP3 map never comes on a RESP2 connection, but costs nothing */
-            if (util_parse_dec_i64(s, n, REDIS_DEC, &v) < 0 || v < -1 || v > INT32_MAX)
-                return -1;
-            if (v > 0)
-                pending += (uint64_t)v * (t == '%' ? 2 : 1);
-            break;
-        default:
-            return -1;
-        }
-        pending--;
-    }
+    int64_t end = redis__element_end(c->b, c->len, c->pos);
+    if (end < 0)
+        return -1;
+    c->pos = (size_t)end;
     return 0;
 }
 
