@@ -96,10 +96,7 @@ static void worker_lazy_due(struct worker *w)
 {
     struct qnode *n;
 
-    if (w->lazy_armed) {
-        uv_timer_stop(&w->lazy_timer);
-        w->lazy_armed = 0;
-    }
+    uv_timer_stop(&w->lazy_timer);
     while ((n = queue_first(&w->lazy_sconns)) != NULL) {
         struct sconn *s = QUEUE_DATA(n, struct sconn, lazy_link);
         queue_remove(n);
@@ -112,7 +109,6 @@ static void worker_lazy_cb(uv_timer_t *t)
 {
     struct worker *w = t->data;
 
-    w->lazy_armed = 0;
     worker_lazy_due(w);
     worker_flush_all(w);        /* a timer's callback: the loop may sleep before its check */
 }
@@ -127,10 +123,8 @@ void worker_mark_sconn_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms
         return;                 /* goes out this iteration, or with the batch already due */
     s->lazy = 1;
     queue_insert_tail(&w->lazy_sconns, &s->lazy_link);
-    if (!w->lazy_armed) {
-        w->lazy_armed = 1;
+    if (!uv_is_active((uv_handle_t *)&w->lazy_timer))
         uv_timer_start(&w->lazy_timer, worker_lazy_cb, delay_ms, 0);
-    }
 }
 
 void worker_unlazy_sconn(struct worker *w, struct sconn *s)

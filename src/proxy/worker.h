@@ -89,7 +89,6 @@ struct worker {
     struct qnode      dirty_sconns;
     struct qnode      lazy_sconns;    /* output that may wait for lazy_timer (shadow copies) */
     uv_timer_t        lazy_timer;
-    int               lazy_armed;
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
     struct route_key *rkeys;          /* per-key placement for fan-out */

@@ -55,13 +55,6 @@ from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, key
 R = Runner("test_cluster", per_test_timeout=90, total_timeout=420)
 
 
-def cmd(c, *args):
-    """One request; an error reply comes back as a RespError value, not raised."""
-    try:
-        return c.rd(*args)
-    except RespError as e:
-        return e
-
 
 class Env:
     def __init__(self):
@@ -94,7 +87,7 @@ class Env:
 def owner_cmd(env, key, *args):
     """The reply of the key's master to the command, asked directly."""
     with env.cl.master_of(key).client() as c:
-        return cmd(c, *args)
+        return c.rd(*args)
 
 
 # ---------------------------------------------------------------- correctness
@@ -138,27 +131,27 @@ def families_match_the_owning_node(env):
             key = "%s:%s" % (u, name)
             sub = lambda a: tuple(x.replace("{K}", key) if isinstance(x, str) else x for x in a)
             for args in setup:
-                got = cmd(c, *sub(args))
+                got = c.rd(*sub(args))
                 check(not isinstance(got, RespError), "%s: %r", sub(args), got)
             for args in reads:
-                eq(cmd(c, *sub(args)), owner_cmd(env, key, *sub(args)), "%s" % (sub(args),))
+                eq(c.rd(*sub(args)), owner_cmd(env, key, *sub(args)), "%s" % (sub(args),))
             # the value lives on the master of the key's slot, nowhere else
             eq(owner_cmd(env, key, "EXISTS", key), 1, name + " on its master")
             others = [n for n in env.cl.live() if n.hostport() != env.cl.master_of(key).hostport()]
             for n in others:
                 with n.client() as d:
-                    r = cmd(d, "EXISTS", key)
+                    r = d.rd("EXISTS", key)
                     check(isinstance(r, RespError) or r in (0, 1), "%r", r)
         # scripts: keys of one slot, and none
         k1, k2 = "{%s}a" % u, "{%s}b" % u
-        eq(cmd(c, "EVAL", "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
+        eq(c.rd("EVAL", "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])",
                1, k1, "sv"), b"sv")
-        eq(cmd(c, "EVAL", "return #KEYS", 2, k1, k2), 2)
-        eq(cmd(c, "EVAL", "return 7", 0), 7)
+        eq(c.rd("EVAL", "return #KEYS", 2, k1, k2), 2)
+        eq(c.rd("EVAL", "return 7", 0), 7)
         eq(owner_cmd(env, k1, "GET", k1), b"sv")
         # a write then a read back, over many slots
         for i in range(300):
-            eq(cmd(c, "SET", "%s:w%d" % (u, i), "v%d" % i), "OK")
+            eq(c.rd("SET", "%s:w%d" % (u, i), "v%d" % i), "OK")
         for i in range(300):
             k = "%s:w%d" % (u, i)
             eq(owner_cmd(env, k, "GET", k), ("v%d" % i).encode(), k)
@@ -173,23 +166,23 @@ def multi_key_split_per_slot(env):
         args = []
         for i, k in enumerate(keys):
             args += [k, "v%d" % i]
-        eq(cmd(c, "MSET", *args), "OK")
-        eq(cmd(c, "MGET", *(keys + ["%s:missing" % u])), [("v%d" % i).encode() for i in
+        eq(c.rd("MSET", *args), "OK")
+        eq(c.rd("MGET", *(keys + ["%s:missing" % u])), [("v%d" % i).encode() for i in
                                                           range(60)] + [None])
-        eq(cmd(c, "EXISTS", *(keys[:10] + keys[:5])), 15)
-        eq(cmd(c, "TOUCH", *keys[:10]), 10)
-        eq(cmd(c, "DEL", *keys[:20]), 20)
-        eq(cmd(c, "UNLINK", *keys[10:30]), 10)
-        eq(cmd(c, "MGET", *keys[25:35]), [None] * 5 + [("v%d" % i).encode() for i in range(30, 35)])
+        eq(c.rd("EXISTS", *(keys[:10] + keys[:5])), 15)
+        eq(c.rd("TOUCH", *keys[:10]), 10)
+        eq(c.rd("DEL", *keys[:20]), 20)
+        eq(c.rd("UNLINK", *keys[10:30]), 10)
+        eq(c.rd("MGET", *keys[25:35]), [None] * 5 + [("v%d" % i).encode() for i in range(30, 35)])
         for k in keys[30:]:
             eq(owner_cmd(env, k, "EXISTS", k), 1)
         # same slot through a hash tag
         a, b, d = "{%s}a" % u, "{%s}b" % u, "{%s}dst" % u
-        eq(cmd(c, "SADD", a, 1, 2, 3), 3)
-        eq(cmd(c, "SADD", b, 3, 4), 2)
-        eq(cmd(c, "SUNIONSTORE", d, a, b), 4)
-        eq(cmd(c, "MSETNX", "{%s}x" % u, 1, "{%s}y" % u, 2), 1)
-        eq(cmd(c, "RENAME", d, "{%s}moved" % u), "OK")
+        eq(c.rd("SADD", a, 1, 2, 3), 3)
+        eq(c.rd("SADD", b, 3, 4), 2)
+        eq(c.rd("SUNIONSTORE", d, a, b), 4)
+        eq(c.rd("MSETNX", "{%s}x" % u, 1, "{%s}y" % u, 2), 1)
+        eq(c.rd("RENAME", d, "{%s}moved" % u), "OK")
         eq(owner_cmd(env, a, "SCARD", "{%s}moved" % u), 4)
         # two slots: the cluster's own words, byte for byte
         x, y = "%s:cross1" % u, "%s:cross2" % u
@@ -197,9 +190,9 @@ def multi_key_split_per_slot(env):
             y += "z"
         for args in (("RENAME", x, y), ("SUNION", x, y), ("MSETNX", x, 1, y, 2),
                      ("EVAL", "return 1", 2, x, y)):
-            got = cmd(c, *args)
+            got = c.rd(*args)
             with env.cl.live()[0].client() as n:
-                want = cmd(n, *args)
+                want = n.rd(*args)
             check(isinstance(got, RespError), "%r: %r", args, got)
             eq(str(got), str(want), "%s" % (args,))
 
@@ -257,23 +250,23 @@ def raw_reply3(addr, *args):
 def cluster_aware_clients(env):
     host, port = env.proxy.addr("cl")
     with env.proxy.client("cl") as c:
-        slots = cmd(c, "CLUSTER", "SLOTS")
+        slots = c.rd("CLUSTER", "SLOTS")
         eq(len(slots), 1)
         eq(slots[0][:2], [0, 16383])
         eq(slots[0][2][:2], [host.encode(), port])
         nid = slots[0][2][2]
         eq(len(nid), 40)
-        eq(cmd(c, "CLUSTER", "MYID"), nid)
-        info = cmd(c, "CLUSTER", "INFO").decode()
+        eq(c.rd("CLUSTER", "MYID"), nid)
+        info = c.rd("CLUSTER", "INFO").decode()
         check("cluster_state:ok" in info and "cluster_known_nodes:1" in info, info)
-        nodes = cmd(c, "CLUSTER", "NODES").decode()
+        nodes = c.rd("CLUSTER", "NODES").decode()
         check(nodes.startswith(nid.decode() + " %s:%d@" % (host, port)), nodes)
         check("myself,master" in nodes and "0-16383" in nodes, nodes)
-        shards = cmd(c, "CLUSTER", "SHARDS")
+        shards = c.rd("CLUSTER", "SHARDS")
         eq(len(shards), 1)
-        check("cluster_enabled:1" in cmd(c, "INFO", "cluster").decode(), "INFO cluster")
-        eq(cmd(c, "READONLY"), "OK")
-        eq(cmd(c, "READWRITE"), "OK")
+        check("cluster_enabled:1" in c.rd("INFO", "cluster").decode(), "INFO cluster")
+        eq(c.rd("READONLY"), "OK")
+        eq(c.rd("READWRITE"), "OK")
         keys = ["%d:%s" % (i, "x" * (i % 7)) for i in range(2000)] + ["{a}b", "c{}d", "{", "}{x}"]
         c.send(b"".join(resp_encode("CLUSTER", "KEYSLOT", k) for k in keys))
         ours = [c.read_resp() for _ in keys]
@@ -317,43 +310,43 @@ def sessions_and_broadcasts(env):
     while keyslot(x) == keyslot(y):
         y += "z"
     with env.proxy.client("cl") as c:
-        eq(cmd(c, "MULTI"), "OK")
-        eq(cmd(c, "SET", a, "1"), "QUEUED")
-        eq(cmd(c, "INCR", b), "QUEUED")
-        eq(cmd(c, "EXEC"), ["OK", 1])
+        eq(c.rd("MULTI"), "OK")
+        eq(c.rd("SET", a, "1"), "QUEUED")
+        eq(c.rd("INCR", b), "QUEUED")
+        eq(c.rd("EXEC"), ["OK", 1])
         eq(owner_cmd(env, a, "GET", b), b"1")
         # WATCH + MULTI over two slots: the cluster's words, from the proxy or the node
-        eq(cmd(c, "MULTI"), "OK")
-        got = cmd(c, "MSETNX", x, 1, y, 2)
+        eq(c.rd("MULTI"), "OK")
+        got = c.rd("MSETNX", x, 1, y, 2)
         check(isinstance(got, RespError) and "CROSSSLOT" in str(got), "%r", got)
-        cmd(c, "DISCARD")
+        c.rd("DISCARD")
         # a blocking pop woken by a push from another client
         out = {}
 
         def pop():
             with env.proxy.client("cl") as c2:
-                out["r"] = cmd(c2, "BLPOP", a + ":q", 5)
+                out["r"] = c2.rd("BLPOP", a + ":q", 5)
         t = threading.Thread(target=pop, daemon=True)
         t.start()
         time.sleep(0.2)
-        eq(cmd(c, "RPUSH", a + ":q", "job"), 1)
+        eq(c.rd("RPUSH", a + ":q", "job"), 1)
         t.join(10)
         eq(out.get("r"), [(a + ":q").encode(), b"job"], "BLPOP through a cluster pool")
         # broadcasts: the masters' keys, once each
         total = sum(env.cl.by_addr(m).cmd("DBSIZE") for m in env.cl.masters())
-        eq(cmd(c, "DBSIZE"), total, "DBSIZE over the masters")
-        keys = cmd(c, "KEYS", "{%s}*" % u)
+        eq(c.rd("DBSIZE"), total, "DBSIZE over the masters")
+        keys = c.rd("KEYS", "{%s}*" % u)
         eq(sorted(keys), sorted([a.encode(), b.encode()]), "KEYS over the masters")
-        check(not isinstance(cmd(c, "RANDOMKEY"), RespError), "RANDOMKEY")
+        check(not isinstance(c.rd("RANDOMKEY"), RespError), "RANDOMKEY")
         # SCAN: every master's keys once, none of a replica's copies
         for i in range(300):
-            eq(cmd(c, "SET", "%s:scan:%d" % (u, i), i), "OK")
+            eq(c.rd("SET", "%s:scan:%d" % (u, i), i), "OK")
         want = []
         for m in env.cl.masters():
             want += env.cl.by_addr(m).cmd("KEYS", "%s:scan:*" % u)
         seen, cur, calls = [], 0, 0
         while True:
-            got = cmd(c, "SCAN", cur, "MATCH", "%s:scan:*" % u, "COUNT", 50)
+            got = c.rd("SCAN", cur, "MATCH", "%s:scan:*" % u, "COUNT", 50)
             check(isinstance(got, list) and len(got) == 2, "SCAN %s: %r", cur, got)
             cur = int(got[0])
             seen += got[1]
@@ -362,7 +355,7 @@ def sessions_and_broadcasts(env):
                 break
         eq(len(want), 300, "the masters hold the 300 keys once")
         eq(sorted(seen), sorted(want), "SCAN through the proxy: every master's keys, once")
-        check("cursor" in str(cmd(c, "SCAN", "abc")).lower(), "an invalid cursor refused")
+        check("cursor" in str(c.rd("SCAN", "abc")).lower(), "an invalid cursor refused")
     try:
         import redis as redis_py
     except ImportError:
@@ -439,7 +432,7 @@ def stats_ring_and_reload(env):
     eq(second["epoch"], first["epoch"], "epoch after a reload")
     eq(second["ring_checksum"], first["ring_checksum"], "checksum after a reload")
     with env.proxy.client("cl") as c:
-        eq(cmd(c, "SET", k, "1"), "OK")
+        eq(c.rd("SET", k, "1"), "OK")
     # the fields only a cluster pool has (test_stats leaves them out) are all here
     have = set(second) | set(second[env.cl.live()[0].hostport()])
     missing = sorted(CLUSTER_ONLY_FIELDS - have)
@@ -551,8 +544,8 @@ def slot_migrated_by_hand(env):
     before = pool_stats(env)
     with env.proxy.client("cl") as c:
         for k in keys:
-            eq(cmd(c, "SET", k, "old:" + k), "OK")
-        scan_cur = int(cmd(c, "SCAN", 0, "COUNT", 10)[0])    # a walk under way
+            eq(c.rd("SET", k, "old:" + k), "OK")
+        scan_cur = int(c.rd("SCAN", 0, "COUNT", 10)[0])    # a walk under way
         check(scan_cur != 0, "a SCAN cursor mid-walk")
         new = []
         pending = []
@@ -571,19 +564,19 @@ def slot_migrated_by_hand(env):
 
                 def mget():
                     with env.proxy.client("cl") as c2:
-                        out["r"] = cmd(c2, "MGET", mv, st)
+                        out["r"] = c2.rd("MGET", mv, st)
                 t = threading.Thread(target=mget, daemon=True)
                 t.start()
                 time.sleep(0.1)
                 pending.append((t, out, mv, st))
             # every key of the slot readable, and new ones writable, mid-migration
             for k in keys:
-                got = cmd(c, "GET", k)
+                got = c.rd("GET", k)
                 eq(got, ("old:" + k).encode(), "GET %s in batch %d" % (k, i))
             nk = "{%s}new%d" % (keys[0], i)
-            eq(cmd(c, "SET", nk, "n"), "OK", "SET during migration")
+            eq(c.rd("SET", nk, "n"), "OK", "SET during migration")
             new.append(nk)
-            eq(cmd(c, "MGET", keys[0], keys[1]), [("old:" + keys[0]).encode(),
+            eq(c.rd("MGET", keys[0], keys[1]), [("old:" + keys[0]).encode(),
                                                    ("old:" + keys[1]).encode()])
         src = cl.by_addr(src_addr)
         moved = cl.migrate_slot(slot, dst, batch=8, between=between)
@@ -593,9 +586,9 @@ def slot_migrated_by_hand(env):
         check(moved >= len(keys), "moved %d keys", moved)
         cl.wait_ok()
         for k in keys:
-            eq(cmd(c, "GET", k), ("old:" + k).encode(), "after SETSLOT NODE")
+            eq(c.rd("GET", k), ("old:" + k).encode(), "after SETSLOT NODE")
         for k in new:
-            eq(cmd(c, "GET", k), b"n")
+            eq(c.rd("GET", k), b"n")
             eq(dst.cmd("EXISTS", k), 1, "written to the importing node")
     after = pool_stats(env)
     check(after["cluster_ask"] > before["cluster_ask"], "ASK followed: %r", after["cluster_ask"])
@@ -614,7 +607,7 @@ def slot_migrated_by_hand(env):
     eq(after[dst.hostport()]["slots"], before[dst.hostport()]["slots"] + 1)
     # the walk's cursor names a node of the old map: refused, not a scan of another node
     with env.proxy.client("cl") as c:
-        got = cmd(c, "SCAN", scan_cur)
+        got = c.rd("SCAN", scan_cur)
     check(isinstance(got, RespError) and "changed during the scan" in str(got),
           "a SCAN cursor from before the map changed: %r", got)
 
@@ -645,25 +638,25 @@ class Traffic:
                 seq += 1
                 k = self.key(u, seq)
                 v = "%d" % seq
-                r = cmd(c, "SET", k, v)
+                r = c.rd("SET", k, v)
                 if r != "OK":
                     raise AssertionError("SET %s: %r" % (k, r))
-                r = cmd(c, "GET", k)
+                r = c.rd("GET", k)
                 if r != v.encode():
                     raise AssertionError("GET %s: %r, wanted %s" % (k, r, v))
                 if mget and seq % 5 == 0:
                     ks = [self.key(u, seq - j) for j in range(4)]
-                    r = cmd(c, "MGET", *ks)
+                    r = c.rd("MGET", *ks)
                     want = [("%d" % (seq - j)).encode() for j in range(4)]
                     if r != want:
                         raise AssertionError("MGET %r: %r" % (ks, r))
                 if mget and self.tags and seq % 5 == 1:
                     # two keys of one slot: a migration in progress answers TRYAGAIN
                     k2 = k + ":pair"
-                    r = cmd(c, "MSET", k, v, k2, v)
+                    r = c.rd("MSET", k, v, k2, v)
                     if r != "OK":
                         raise AssertionError("MSET %s: %r" % (k, r))
-                    r = cmd(c, "MGET", k, k2)
+                    r = c.rd("MGET", k, k2)
                     if r != [v.encode(), v.encode()]:
                         raise AssertionError("MGET %s pair: %r" % (k, r))
                 with self.lock:
@@ -728,7 +721,7 @@ def reshard_under_traffic(env):
                     eq(c.read_resp(), "OK")
                 batch = []
         for i in range(0, len(batch), 2):
-            eq(cmd(c, "SET", batch[i], batch[i + 1]), "OK")
+            eq(c.rd("SET", batch[i], batch[i + 1]), "OK")
     before = pool_stats(env)
     with Traffic(env.proxy.addr("cl"), tags=[tags[s] for s in moving]) as tr:
         tr.wait_ops(200)
@@ -800,10 +793,10 @@ def master_killed(env):
             try:
                 if c is None:
                     c = Raw(env.proxy.addr("cl"), 5.0)
-                r = cmd(c, "SET", k, str(i))
+                r = c.rd("SET", k, str(i))
                 if r != "OK":
                     raise AssertionError("SET: %r" % r)
-                r = cmd(c, "GET", k)
+                r = c.rd("GET", k)
                 if r != str(i).encode():
                     raise AssertionError("GET: %r" % r)
                 ops[which] += 1
@@ -892,7 +885,7 @@ def replicas_serve_reads(env):
     keys = ["%s:%d" % (u, i) for i in range(200)]
     with px.client("cl") as c:
         for k in keys:
-            eq(cmd(c, "SET", k, k), "OK")
+            eq(c.rd("SET", k, k), "OK")
         for m in env.cl.masters():
             replicated(env.cl.by_addr(m))     # the writes are on the replicas
         # a replica that has just synced is "loading" in CLUSTER SHARDS until the cluster
@@ -908,20 +901,20 @@ def replicas_serve_reads(env):
         before = pool_stats(env, px)
         for _ in range(3):
             for k in keys:
-                eq(cmd(c, "GET", k), k.encode())
-        eq(cmd(c, "MGET", *keys[:50]), [k.encode() for k in keys[:50]])
-        eq(cmd(c, "SET", keys[0], "w"), "OK")
+                eq(c.rd("GET", k), k.encode())
+        eq(c.rd("MGET", *keys[:50]), [k.encode() for k in keys[:50]])
+        eq(c.rd("SET", keys[0], "w"), "OK")
         # sessions pin to the slot's master, never a replica chosen for reading
         tk = "{%s}tx" % u
-        eq(cmd(c, "WATCH", tk), "OK")
-        eq(cmd(c, "MULTI"), "OK")
-        eq(cmd(c, "SET", tk, "1"), "QUEUED")
-        eq(cmd(c, "INCR", tk), "QUEUED")
-        eq(cmd(c, "GET", tk), "QUEUED")
-        eq(cmd(c, "EXEC"), ["OK", 2, b"2"], "a transaction with read_from: any-live")
+        eq(c.rd("WATCH", tk), "OK")
+        eq(c.rd("MULTI"), "OK")
+        eq(c.rd("SET", tk, "1"), "QUEUED")
+        eq(c.rd("INCR", tk), "QUEUED")
+        eq(c.rd("GET", tk), "QUEUED")
+        eq(c.rd("EXEC"), ["OK", 2, b"2"], "a transaction with read_from: any-live")
         eq(env.cl.master_of(tk).cmd("GET", tk), b"2", "run on the master")
-        eq(cmd(c, "RPUSH", tk + ":q", "j"), 1)
-        eq(cmd(c, "BLPOP", tk + ":q", 1), [(tk + ":q").encode(), b"j"], "BLPOP on the master")
+        eq(c.rd("RPUSH", tk + ":q", "j"), 1)
+        eq(c.rd("BLPOP", tk + ":q", 1), [(tk + ":q").encode(), b"j"], "BLPOP on the master")
     st = pool_stats(env, px)
     by_role = {"master": 0, "replica": 0}
     for node in env.cl.live():

@@ -35,13 +35,6 @@ from test_tls import Certs, TlsRaw, client_ctx, dump  # noqa: E402
 R = Runner("test_cluster_tls", per_test_timeout=40, total_timeout=120)
 
 
-def cmd(c, *args):
-    """One request; an error reply comes back as a RespError value, not raised."""
-    try:
-        return c.rd(*args)
-    except RespError as e:
-        return e
-
 
 class Env:
     def __init__(self):
@@ -104,14 +97,14 @@ def tls_map_and_data_path(env):
     check(len({cl.map()[s][0] for s in slots}) == 3, "the keys span the 3 masters")
     with env.proxy.client("cl") as c:
         for k in keys:
-            eq(cmd(c, "SET", k, "v:" + k), "OK", "SET %s" % k)
+            eq(c.rd("SET", k, "v:" + k), "OK", "SET %s" % k)
         for k in keys:
-            eq(cmd(c, "GET", k), ("v:" + k).encode(), "GET %s" % k)
+            eq(c.rd("GET", k), ("v:" + k).encode(), "GET %s" % k)
         direct = [cl.master_of(k).cmd("GET", k) for k in keys]
         eq(direct, [("v:" + k).encode() for k in keys], "each value on its slot's master")
-        eq(cmd(c, "MGET", *keys), direct, "MGET through the proxy equals the owners' GETs")
-        eq(cmd(c, "DEL", *keys[:30]), 30)
-        eq(cmd(c, "MGET", keys[0], keys[59]), [None, ("v:" + keys[59]).encode()])
+        eq(c.rd("MGET", *keys), direct, "MGET through the proxy equals the owners' GETs")
+        eq(c.rd("DEL", *keys[:30]), 30)
+        eq(c.rd("MGET", keys[0], keys[59]), [None, ("v:" + keys[59]).encode()])
     st = env.stats()
     for a in cl.masters():
         ns = node_stats(st, a)
@@ -124,14 +117,14 @@ def server_name_for_every_node(env):
     with env.proxy.client("cl_named") as c:
         for i in range(20):
             k = "named%d" % i
-            eq(cmd(c, "SET", k, "n"), "OK")
+            eq(c.rd("SET", k, "n"), "OK")
             eq(env.cl.master_of(k).cmd("GET", k), b"n", "on the owner")
     st = env.stats("cl_named")
     eq(st["cluster_refresh_error"], "")
     for n in env.cl.nodes:
         check(n.hostport() in st, "node %s learnt from the map" % n.hostport())
     with env.proxy.client("cl_badname") as c:
-        r = cmd(c, "GET", "x")
+        r = c.rd("GET", "x")
         check(isinstance(r, RespError) and "certificate verify failed" in str(r),
               "a name no certificate carries: %r" % r)
     st = env.stats("cl_badname")
@@ -150,14 +143,14 @@ def moved_after_slot_moves(env):
     before = env.stats()
     with env.proxy.client("cl") as c:
         for k in keys:
-            eq(cmd(c, "SET", k, "m:" + k), "OK")
+            eq(c.rd("SET", k, "m:" + k), "OK")
         moved = cl.migrate_slot(slot, dst, batch=5)
         check(moved == len(keys), "moved %d keys" % moved)
         cl.wait_ok()
         for k in keys:
-            eq(cmd(c, "GET", k), ("m:" + k).encode(), "GET %s after the move" % k)
+            eq(c.rd("GET", k), ("m:" + k).encode(), "GET %s after the move" % k)
             eq(dst.cmd("GET", k), ("m:" + k).encode(), "on the new owner")
-        eq(cmd(c, "SET", keys[0], "new"), "OK")
+        eq(c.rd("SET", keys[0], "new"), "OK")
         eq(dst.cmd("GET", keys[0]), b"new")
     deadline = time.monotonic() + 10
     r = None
@@ -179,12 +172,12 @@ def moved_after_slot_moves(env):
 @R.test(ringleader=True)
 def untrusted_node_refused(env):
     with env.proxy.client("cl_wrongca") as c:
-        r = cmd(c, "GET", "x")
+        r = c.rd("GET", "x")
         check(isinstance(r, RespError) and "certificate verify failed" in str(r),
               "an untrusted node: %r" % r)
-        eq(cmd(c, "PING"), "PONG", "the proxy itself answers")
+        eq(c.rd("PING"), "PONG", "the proxy itself answers")
     with env.proxy.client("cl") as c:     # other pools untouched
-        eq(cmd(c, "SET", "other", "1"), "OK")
+        eq(c.rd("SET", "other", "1"), "OK")
     st = env.stats("cl_wrongca")
     check("certificate verify failed" in st["cluster_refresh_error"],
           "the fetch refused: %r" % st["cluster_refresh_error"])
