@@ -50,11 +50,10 @@ static void health_down(struct health *h, uint64_t now_ms, uint32_t retry_ms, un
 int health_rejoin_failed(struct health *h, uint64_t now_ms, uint32_t retry_ms, uint64_t wall_us)
 {
     int st = HEALTH_REJOINING;
-    unsigned flaps = atomic_load(&h->flaps) + 1;
 
     if (!atomic_compare_exchange_strong(&h->state, &st, HEALTH_DOWN))
         return 0;
-    atomic_store(&h->flaps, flaps);
+    unsigned flaps = (unsigned)atomic_fetch_add(&h->flaps, 1) + 1;   /* as health_failure */
     health_down(h, now_ms, retry_ms, flaps, wall_us);
     return 1;
 }

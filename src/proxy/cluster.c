@@ -162,6 +162,12 @@ static int cluster_configure(struct cluster *cl, const struct conf_pool *cp)
     cl->fetch_ms = RL_MIN(t, (uint32_t)CLUSTER_FETCH_MAX_MS);
     cl->refresh_s = cp->cluster_refresh_s;
     if (changed) {
+        /* a fetch from the old seeds' cluster must not bring its map back */
+        cluster_fetch_cancel(cl->fetch);
+        cl->fetch = NULL;
+        cluster_strv_free(cl->cand, cl->ncand);
+        cl->cand = NULL;
+        cl->ncand = cl->cand_i = 0;
         cluster_map_free(cl->map);
         cl->map = NULL;
         cl->tried_sync = 0;

@@ -43,6 +43,7 @@ struct cworker {
     struct cluster *cl;
     uv_timer_t      timer;          /* the next parked request's wake-up or deadline */
     int             timer_open;
+    uint64_t        armed_ms;       /* when the timer is due (cworker_now_ms), 0: not armed */
     int             closing;
     struct qnode    parked;
     uint32_t        nparked;
@@ -198,9 +199,25 @@ static void cworker_run(struct cworker *cw, int closing)
 
 static void cworker_timer_cb(uv_timer_t *t)
 {
-    cworker_run(t->data, 0);
+    struct cworker *cw = t->data;
+    cw->armed_ms = 0;
+    cworker_run(cw, 0);
 }
 
+/* When a parked request is next to be looked at: its wake, or its deadline if sooner
+ * (or once its wake has passed: it waits for a map naming its node). */
+static uint64_t park_due(const struct park *pk, uint64_t now)
+{
+    return pk->wake_ms > now ? RL_MIN(pk->wake_ms, pk->deadline_ms) : pk->deadline_ms;
+}
+
+static void cworker_arm_at(struct cworker *cw, uint64_t at, uint64_t now)
+{
+    cw->armed_ms = at;
+    uv_timer_start(&cw->timer, cworker_timer_cb, at > now ? at - now : 1, 0);
+}
+
+/* The timer for the soonest parked request (a walk: after a run, not per park). */
 static void cworker_arm(struct cworker *cw)
 {
     struct qnode *n;
@@ -209,16 +226,24 @@ static void cworker_arm(struct cworker *cw)
     if (!cw->timer_open)
         return;
     QUEUE_FOREACH(n, &cw->parked) {
-        struct park *pk = QUEUE_DATA(n, struct park, link);
-        uint64_t at = pk->wake_ms > now ? RL_MIN(pk->wake_ms, pk->deadline_ms) : pk->deadline_ms;
+        uint64_t at = park_due(QUEUE_DATA(n, struct park, link), now);
         if (at < next)
             next = at;
     }
     if (next == UINT64_MAX) {
         uv_timer_stop(&cw->timer);
+        cw->armed_ms = 0;
         return;
     }
-    uv_timer_start(&cw->timer, cworker_timer_cb, next > now ? next - now : 1, 0);
+    cworker_arm_at(cw, next, now);
+}
+
+/* The deadline of a request parked now: its own, from when it came. */
+static uint64_t cworker_deadline_ms(const struct cworker *cw, const struct msg *m)
+{
+    const struct conf_pool *cp = cw->wp->cp;
+    return m->start_us / 1000 + (cp->timeout_ms > 0 ? (uint64_t)cp->timeout_ms
+                                                    : CWORKER_NO_TIMEOUT_MS);
 }
 
 /* Park m (taken out of its connection's queue) for addr; `err` is its answer should the
@@ -226,9 +251,6 @@ static void cworker_arm(struct cworker *cw)
 static int cworker_park(struct cworker *cw, struct msg *m, const char *addr, int ask,
                         uint64_t wake_ms, const char *err, size_t errlen)
 {
-    const struct conf_pool *cp = cw->wp->cp;
-    uint64_t start_ms = m->start_us / 1000;
-
     if (cw->closing || cw->nparked >= CWORKER_PARKED_MAX)
         return -1;
     struct park *pk = calloc(1, sizeof(*pk));
@@ -236,8 +258,7 @@ static int cworker_park(struct cworker *cw, struct msg *m, const char *addr, int
         return -1;
     pk->m = m;
     pk->wake_ms = wake_ms;
-    pk->deadline_ms = start_ms + (cp->timeout_ms > 0 ? (uint64_t)cp->timeout_ms
-                                                     : CWORKER_NO_TIMEOUT_MS);
+    pk->deadline_ms = cworker_deadline_ms(cw, m);
     pk->ask = (uint8_t)ask;
     snprintf(pk->addr, sizeof(pk->addr), "%s", addr);
     pk->errlen = (uint16_t)RL_MIN(errlen, sizeof(pk->err));
@@ -251,7 +272,9 @@ static int cworker_park(struct cworker *cw, struct msg *m, const char *addr, int
     queue_insert_tail(&cw->parked, &pk->link);
     cw->nparked++;
     STATS_ADD(&cw->wp->stats, cluster_parked, 1);
-    cworker_arm(cw);
+    uint64_t now = cworker_now_ms(cw), at = park_due(pk, now);
+    if (cw->timer_open && (cw->armed_ms == 0 || at < cw->armed_ms))
+        cworker_arm_at(cw, at, now);    /* sooner than the timer: no walk per park */
     return 0;
 }
 
@@ -288,9 +311,7 @@ int cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len)
         uint64_t backoff = RL_MIN((uint64_t)CWORKER_TRYAGAIN_MIN_MS << RL_MIN(m->retries, 8u),
                                   (uint64_t)CWORKER_TRYAGAIN_MAX_MS);
         uint64_t now = cworker_now_ms(cw);
-        if (now + backoff >= m->start_us / 1000 + (wp->cp->timeout_ms > 0
-                                                       ? (uint64_t)wp->cp->timeout_ms
-                                                       : CWORKER_NO_TIMEOUT_MS))
+        if (now + backoff >= cworker_deadline_ms(cw, m))
             return 0;               /* the slot stays busy past the deadline: the error */
         sconn_unqueue(s, m);
         if (cworker_park(cw, m, srv->addr.text, 0, now + backoff, rsp, len) < 0) {

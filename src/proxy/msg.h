@@ -83,8 +83,6 @@ enum msg_warm {
                                   fragments (pub/sub confirmations): they need only succeed;
                                   one that fails ends the client (its state is not the
                                   servers' any more) with that failure as the last reply */
-#define MSG_F_SUNSUB   0x4000  /* a fragment unsubscribing shard channels: a server's
-                                  sunsubscribe on its connection may be its confirmation */
 
 struct msg;
 struct worker;

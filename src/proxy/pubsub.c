@@ -526,8 +526,6 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
             goto nomem;
         }
         fm->role = MSG_FRAG;
-        if (sub == (PROTO_SUB_SHARD | PROTO_SUB_UNSUB))
-            fm->flags |= MSG_F_SUNSUB;
         fm->parent = m;
         fm->cmd = m->cmd;
         fm->rflags = m->rflags;
@@ -744,14 +742,12 @@ void pubsub_message(struct sconn *s, const char *p, size_t n)
 int pubsub_dropped(struct sconn *s, const struct proto_name *nm)
 {
     struct client *c = s->pinned;
-    struct qnode *q;
 
     if (c == NULL || c->pubsub == NULL)
         return 0;
-    QUEUE_FOREACH(q, &s->sent) {
-        if (QUEUE_DATA(q, struct msg, sq)->flags & MSG_F_SUNSUB)
-            return 0;           /* the client's own SUNSUBSCRIBE may be what it confirms */
-    }
+    /* A name the client unsubscribed from left the set when it asked (pubsub_request):
+     * one still there, on this server, is the server's own drop (its slot moved), even
+     * while a SUNSUBSCRIBE of other names waits for its confirmations. */
     struct pubsub *ps = c->pubsub;
     struct pubsub_set *t = &ps->shards;
     uint64_t h = name_hash(nm->bytes, nm->len);
