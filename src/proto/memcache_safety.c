@@ -97,13 +97,15 @@ static int mcs_cap(int64_t e, uint32_t ttl, int64_t now_s, int64_t *out)
     return 1;
 }
 
-/* The number of token t of line s, as memcached's strtol reads an exptime; 0 or -1. */
+/* The number of token t of line s, as memcached's safe_strtol reads an exptime (a 32-bit
+ * int); 0, or -1 for one it refuses (left as it is: capping it would make a request the
+ * server refuses one it stores). */
 static int mcs_number(const char *s, const struct mcs_tok *t, size_t skip, int64_t *v)
 {
-    if (t->len <= skip)
+    if (t->len <= skip || util_parse_dec_i64(s + t->off + skip, t->len - skip,
+                                             UTIL_DEC_PLUS | UTIL_DEC_MINUS, v) < 0)
         return -1;
-    return util_parse_dec_i64(s + t->off + skip, t->len - skip, UTIL_DEC_PLUS | UTIL_DEC_MINUS,
-                              v);
+    return *v >= INT32_MIN && *v <= INT32_MAX ? 0 : -1;
 }
 
 /*
@@ -151,6 +153,10 @@ static int mcs_rewrite(struct buf *out, size_t start, int which, const char *fla
         w += t[i].len;
     }
     if (flags != NULL && add != 0 && !seen) {
+        /* one token more than memcached takes would be refused before its data block
+         * is read, and the value would then be read as commands: left as it is */
+        if (nt + 1 > MEMCACHE_META_TOKENS_MAX)
+            return 0;
         w += (size_t)snprintf(nl + w, sizeof(nl) - w, " %c%" PRIu32, add, ttl);
         changed = 1;
     }

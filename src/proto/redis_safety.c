@@ -72,12 +72,17 @@ static int rs_is(const char *s, const struct rs_arg *a, const char *upper)
 }
 
 /* The new value of a TTL argument in `unit` (1 s, 1000 ms; `at`: a unix time),
- * or -1 when v needs no cap (or is not a number: the server refuses it). */
+ * or -1 when v needs no cap, or is one Redis 7.0 refuses ("invalid expire time": not a
+ * number, not positive, or overflowing once in milliseconds from now): capping that
+ * would store what the server refuses. */
 static int64_t rs_cap(const char *s, const struct rs_arg *a, int64_t unit, int at, uint32_t ttl,
                       int64_t now_s)
 {
     int64_t v;
     if (util_parse_dec_i64(s + a->off, a->len, REDIS_DEC, &v) < 0 || v <= 0)
+        return -1;
+    int64_t per_ms = unit == 1 ? 1000 : 1;       /* unit 1: seconds */
+    if (v > INT64_MAX / per_ms || (!at && v * per_ms > INT64_MAX - now_s * 1000))
         return -1;
     int64_t cap = at ? (now_s + (int64_t)ttl) * unit : (int64_t)ttl * unit;
     return v > cap ? cap : -1;

@@ -100,6 +100,16 @@ START_TEST(test_ttl_cap_meta_commands)
     ck_assert_str_eq(out, "ma k N30 D1\r\n");
     /* a key starting with T is a key, not a flag */
     ck_assert_int_eq(capped("mg T5 v\r\n", 30, out, sizeof(out)), 0);
+    /* an exptime memcached's safe_strtol refuses stays refused: not capped */
+    ck_assert_int_eq(capped("mg k v T4294967296\r\n", 30, out, sizeof(out)), 0);
+    ck_assert_int_eq(capped("ms k 3 T-2147483649\r\n", 30, out, sizeof(out)), 0);
+    /* ms at memcached's 19 tokens: a T added would make 20, refused before the data
+     * block is read (the value then read as commands): left as it is */
+    ck_assert_int_eq(capped("ms k 3 c F1 I k O1 s M1 a b1 c1 d1 e1 f1 g1 h1 i1\r\n", 30, out,
+                            sizeof(out)), 0);
+    ck_assert_int_eq(capped("ms k 3 c F1 I k O1 s M1 a b1 c1 d1 e1 f1 g1 h1\r\n", 30, out,
+                            sizeof(out)), 1);
+    ck_assert_str_eq(out, "ms k 3 c F1 I k O1 s M1 a b1 c1 d1 e1 f1 g1 h1 T30\r\n");
 }
 END_TEST
 

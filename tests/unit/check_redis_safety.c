@@ -92,6 +92,11 @@ START_TEST(test_ttl_cap_set)
            "SET", "k", "v", "NX");
     /* a value that reads like an option is a value */
     CAPPED(1, "*5\r\n$3\r\nSET\r\n$1\r\nk\r\n$2\r\nEX\r\n$2\r\nEX\r\n$2\r\n30\r\n", "SET", "k", "EX");
+    /* what Redis 7.0 refuses ("invalid expire time"), left for it to refuse: seconds past
+     * LLONG_MAX/1000, milliseconds that overflow from now */
+    CAPPED(0, NULL, "SET", "k", "v", "EX", "9223372036854776");
+    CAPPED(0, NULL, "SET", "k", "v", "PX", "9223372036854775000");
+    CAPPED(0, NULL, "SETEX", "k", "9223372036854775807", "v");
 }
 END_TEST
 
