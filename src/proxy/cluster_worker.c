@@ -66,6 +66,8 @@ uint32_t cworker_fanout(struct wpool *wp, const struct route_key *rk, uint32_t n
     struct cworker *cw = wp->cworker;
     uint32_t nfrag = 0;
 
+    if (cw == NULL)
+        return 0;               /* not created (no memory): the caller's no-memory answer */
     if (cw->stamp == NULL) {
         cw->stamp = calloc(CLUSTER_SLOTS, sizeof(*cw->stamp));
         cw->group = malloc(CLUSTER_SLOTS * sizeof(*cw->group));

@@ -745,8 +745,19 @@ struct server *forward_pick(struct client *c, struct wpool *pool, struct msg *m,
     forward_route_effects(c, pool, &rt, rk);
     switch (rt.kind) {
     case ROUTE_SEND:
+        if (rt.events & ROUTE_EV_REJOIN_COPY) {
+            /* the owner itself while it rejoins (no failover server): its keys written
+             * while it was away are not all deleted yet, and a session reads there */
+            forward_refuse(c, m, PROTO_ERR_SERVER, "the keys' server is rejoining; retry");
+            return NULL;
+        }
         return pool->servers[rt.to[0]];
     case ROUTE_COPIES:
+        if (rt.events & ROUTE_EV_REJOIN_COPY)
+            return pool->servers[rt.to[0]];     /* the owner rejoins: its failover server,
+                                                   which serves its reads meanwhile; the
+                                                   session's writes are remembered for the
+                                                   rejoin (session_note_write) */
         forward_refuse(c, m, PROTO_ERR_SERVER, "transactions and blocking commands need "
                        "one server per key: the pool has replicas");
         return NULL;
@@ -775,6 +786,10 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
         return NULL;                /* a session's requests go through it, whole */
     forward_key(c->pool, req, buf, 0, dec, &rk);
     struct wpool *pool = (req->flags & PROTO_RF_CHANNEL) ? c->pool : forward_key_pool(c, &rk);
+    if (pool->view.cluster != NULL)
+        return NULL;                /* buffered: a MOVED or ASK re-sends the whole request,
+                                       which a pinned stream cannot (its node's redirect
+                                       would reach the client) */
     route_key_place(&pool->view, &rk);
     if (req->flags & PROTO_RF_CHANNEL)
         route_channel(&pool->view, &rk, &rt);
