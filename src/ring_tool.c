@@ -6,17 +6,15 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "cluster_map.h"
 #include "conf.h"
 #include "proto/proto.h"
+#include "proxy/cluster_fetch.h"
 #include "ring.h"
 #include "ring_plot.h"
 #include "buf.h"
@@ -304,156 +302,28 @@ static void key_source_free(struct key_source *ks)
 
 /* ---------------------------------------------------------------- a cluster's map */
 
-/* The replies of want requests in d[0..len): each one whole, by the protocol's reply
- * parser. 0, or -1 when the bytes end early or are not replies. */
-static int tool_cluster_split(const char *d, size_t len, const char **rsp, size_t *rlen,
-                              uint32_t want)
-{
-    const struct proto_ops *ops = &proto_redis_ops;
-    struct proto_parser p;
-    size_t pos = 0, start = 0;
-    uint32_t got = 0;
-    int rc = 0;
-
-    memset(&p, 0, sizeof(p));
-    while (got < want) {
-        struct proto_rsp r;
-        int n = ops->parse_rsp(&p, d + pos, len - pos, ops->probe_cmd, 0, &r);
-        if (n <= 0 || (size_t)r.hdr_len + r.body_len > len - pos) {
-            rc = -1;
-            break;
-        }
-        pos += (size_t)r.hdr_len + r.body_len;
-        if (r.flags & PROTO_SF_FINAL) {
-            rsp[got] = d + start;
-            rlen[got++] = pos - start;
-            start = pos;
-        }
-    }
-    proto_parser_free(&p);
-    return rc;
-}
-
-/* Ask the node at addr ("host:port") for its map: the protocol's map query (CLUSTER INFO
- * + SHARDS, or + SLOTS for the fallback), then QUIT, read to the end (5 s at most per
- * read). 1 with the map in m, 0: the node wants the fallback, -1 after a message. */
-static int tool_cluster_ask(const char *addr, const char *user, int fallback,
-                            struct cluster_map *m)
-{
-    const struct proto_cluster_ops *co = proto_redis_ops.cluster;
-    char host[CLUSTER_HOST_MAX], err[512] = "";
-    const char *colon = strrchr(addr, ':');
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *ai = NULL;
-    struct buf q, in;
-    int fd = -1, rc = -1;
-
-    buf_init(&q);
-    buf_init(&in);
-    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof(host)) {
-        fprintf(stderr, "ringleader-ring: --cluster wants HOST:PORT, not '%s'\n", addr);
-        return -1;
-    }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    if (host[0] == '[' && host[strlen(host) - 1] == ']') {      /* [v6]:port */
-        memmove(host, host + 1, strlen(host));
-        host[strlen(host) - 1] = '\0';
-    }
-    int gai = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (gai != 0) {
-        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, gai_strerror(gai));
-        return -1;
-    }
-    struct timeval tv = { .tv_sec = 5 };
-    if ((fd = socket(ai->ai_family, SOCK_STREAM, 0)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-        connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, strerror(errno));
-        goto done;
-    }
-    /* AUTH first when a password is given, as redis-cli takes it (never in argv) */
-    const char *pass = getenv("REDISCLI_AUTH");
-    int authed = pass != NULL && pass[0] != '\0';
-    if (authed && (user != NULL
-                   ? buf_appendf(&q, "*3\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n$%zu\r\n%s\r\n",
-                                 strlen(user), user, strlen(pass), pass)
-                   : buf_appendf(&q, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", strlen(pass),
-                                 pass)) < 0) {
-        tool_nomem();
-        goto done;
-    }
-    int want = co->map_query(fallback, &q);
-    if (want < 0 || buf_append_str(&q, "*1\r\n$4\r\nQUIT\r\n") < 0) {
-        tool_nomem();
-        goto done;
-    }
-    for (size_t off = 0; off < buf_len(&q);) {
-        ssize_t n = send(fd, buf_rptr(&q) + off, buf_len(&q) - off, MSG_NOSIGNAL);
-        if (n <= 0) {
-            fprintf(stderr, "ringleader-ring: %s: %s\n", addr, strerror(errno));
-            goto done;
-        }
-        off += (size_t)n;
-    }
-    for (;;) {
-        char chunk[65536];
-        ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-        if (n == 0)
-            break;
-        if (n < 0 || buf_len(&in) + (size_t)n > (64u << 20) || buf_append(&in, chunk, (size_t)n) < 0) {
-            fprintf(stderr, "ringleader-ring: %s: %s\n", addr,
-                    n < 0 ? strerror(errno) : "reply too large or out of memory");
-            goto done;
-        }
-    }
-    const char *rsp[3];
-    size_t rlen[3];
-    if (want != 2 || tool_cluster_split(buf_rptr(&in), buf_len(&in), rsp, rlen,
-                                        (uint32_t)(want + authed)) < 0) {
-        fprintf(stderr, "ringleader-ring: %s: not the replies of a Redis node\n", addr);
-        goto done;
-    }
-    if (authed) {
-        if (rlen[0] < 3 || memcmp(rsp[0], "+OK", 3) != 0) {
-            fprintf(stderr, "ringleader-ring: %s: AUTH refused: %.*s\n", addr,
-                    (int)RL_MIN(rlen[0] > 2 ? rlen[0] - 2 : 0, (size_t)200), rsp[0]);
-            goto done;
-        }
-        rsp[0] = rsp[1];
-        rlen[0] = rlen[1];
-        rsp[1] = rsp[2];
-        rlen[1] = rlen[2];
-    }
-    rc = co->map_parse(fallback, 0, rsp, rlen, 2, host, m, err, sizeof(err));
-    if (rc < 0)
-        fprintf(stderr, "ringleader-ring: %s: %s\n", addr, err);
-done:
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(ai);
-    buf_free(&q);
-    buf_free(&in);
-    return rc;
-}
-
-/* The map the node at addr serves (CLUSTER SHARDS, CLUSTER SLOTS for Redis < 7). */
+/* The map the node at addr ("host:port") serves: the proxy's own fetch (CLUSTER INFO +
+ * SHARDS, SLOTS for Redis < 7), after AUTH when REDISCLI_AUTH holds a password (as
+ * redis-cli reads it: never in argv), as `user` with an ACL user. NULL after a message. */
 static struct cluster_map *tool_cluster_fetch(const char *addr, const char *user)
 {
-    for (int fallback = 0; fallback < 2; fallback++) {
-        struct cluster_map *m = cluster_map_new();
-        if (m == NULL) {
-            tool_nomem();
-            return NULL;
-        }
-        int rc = tool_cluster_ask(addr, user, fallback, m);
-        if (rc == 1 && cluster_map_finish(m) == 0)
-            return m;
-        cluster_map_free(m);
-        if (rc != 0)
-            return NULL;
+    const char *pass = getenv("REDISCLI_AUTH");
+    struct proto_hello h;
+    struct cluster_map *m = NULL;
+    char err[512];
+
+    memset(&h, 0, sizeof(h));
+    if (pass != NULL && pass[0] != '\0') {
+        h.username = user;
+        h.password = pass;
     }
-    return NULL;
+    if (cluster_fetch_sync(&proto_redis_ops, &h, NULL, &addr, 1, 5000, &m, NULL, err,
+                           sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader-ring: %s%s\n", strstr(err, "hello") ? "AUTH refused: " : "",
+                err);
+        return NULL;
+    }
+    return m;
 }
 
 /* The map of a saved CLUSTER SHARDS reply (or CLUSTER SLOTS: the fallback form), read
