@@ -196,8 +196,8 @@ int memcache__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl,
 /*
  * get and gets of one key, and mg without flags that act per request (N and R:
  * the stampede protection of memcached's own, which hands the recache to one
- * client; q: quiet mode; E is not an mg flag). Identical bytes are then
- * identical requests.
+ * client; q: quiet mode; T: a touch, a write that failover_ttl caps per request;
+ * E is not an mg flag). Identical bytes are then identical requests.
  */
 int memcache__collapsible(const struct proto_req *req, const char *buf)
 {
@@ -216,7 +216,7 @@ int memcache__collapsible(const struct proto_req *req, const char *buf)
         return 0;
     for (size_t i = 0; i < nt; i++) {
         char f = buf[from + t[i].off];
-        if (f == 'N' || f == 'R' || f == 'q')
+        if (f == 'N' || f == 'R' || f == 'q' || f == 'T')
             return 0;
     }
     return 1;

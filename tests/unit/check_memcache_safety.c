@@ -166,6 +166,7 @@ START_TEST(test_collapsible_gets)
     ck_assert_int_eq(collapsible("mg k v N30\r\n"), 0);  /* memcached's own stampede guard */
     ck_assert_int_eq(collapsible("mg k v R30\r\n"), 0);
     ck_assert_int_eq(collapsible("mg k v q\r\n"), 0);
+    ck_assert_int_eq(collapsible("mg k v T30\r\n"), 0);  /* a touch: a write */
     ck_assert_int_eq(collapsible("delete k\r\n"), 0);
     ck_assert_int_eq(collapsible("set k 0 0 1\r\n"), 0);
 }
