@@ -482,20 +482,10 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         m->key_frag[i] = owner[i];
         m->keys[i] = req->keys[i];
     }
-    /* Each fragment's keys, in the client's order, with one counting pass:
-     * fragment f's keys are idx[first[f] .. first[f + 1]) (idx reuses owner,
-     * which key_frag now says). */
+    /* Each fragment's keys, in the client's order: fragment f's keys are
+     * idx[first[f] .. first[f + 1]) (idx reuses owner, which key_frag now says). */
     uint32_t *idx = owner;
-    memset(first, 0, (size_t)(nfrag + 1) * sizeof(*first));
-    for (uint32_t i = 0; i < nkeys; i++)
-        first[m->key_frag[i]]++;                    /* counts */
-    for (uint32_t f = 0, sum = 0; f < nfrag; f++) {
-        sum += first[f];
-        first[f] = sum;                             /* ends */
-    }
-    for (uint32_t i = nkeys; i-- > 0;)
-        idx[--first[m->key_frag[i]]] = i;           /* ends become starts */
-    first[nfrag] = nkeys;
+    route_group(m->key_frag, nkeys, nfrag, first, idx);
 
     m->nfrag_pending = nfrag;
     STATS_ADD(&pool->stats, fragments, nfrag);

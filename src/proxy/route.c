@@ -24,6 +24,25 @@ uint32_t route_walk(const struct route_pool *rp, uint32_t s)
     return rp->nservers;
 }
 
+void route_group(const uint32_t *of, uint32_t nkeys, uint32_t n, uint32_t *first,
+                 uint32_t *idx)
+{
+    uint32_t sum = 0;
+
+    memset(first, 0, (size_t)(n + 1) * sizeof(*first));
+    for (uint32_t i = 0; i < nkeys; i++)
+        if (of[i] < n)
+            first[of[i]]++;                     /* counts */
+    for (uint32_t g = 0; g < n; g++) {
+        sum += first[g];
+        first[g] = sum;                         /* ends */
+    }
+    for (uint32_t i = nkeys; i-- > 0;)
+        if (of[i] < n)
+            idx[--first[of[i]]] = i;            /* ends become starts */
+    first[n] = sum;
+}
+
 void route_clear(struct route *rt)
 {
     rt->kind = ROUTE_SEND;

@@ -122,6 +122,14 @@ void route_clear(struct route *rt);
  */
 uint32_t route_walk(const struct route_pool *rp, uint32_t s);
 
+/*
+ * Keys grouped by where they go, in one counting pass: key i belongs to group of[i]
+ * (< n; any other value: to none). Group g's keys, in key order, are
+ * idx[first[g] .. first[g + 1]); first has n + 1 entries.
+ */
+void route_group(const uint32_t *of, uint32_t nkeys, uint32_t n, uint32_t *first,
+                 uint32_t *idx);
+
 /* A key's slot in a cluster pool (whose ring hashes keys to slots: CRC16 of the tag). */
 static inline uint32_t route_key_slot(const struct route_key *rk)
 {

@@ -216,15 +216,14 @@ static void shadow_fanout(struct wpool *pool, struct wpool *sp, const struct pro
     uint32_t nkeys = req->nkeys, nsrv = sp->nservers;
     double fraction = pool->cp->shadow.fraction;
 
-    /* scratch: server of key i | keys per server | each server's keys in order */
-    if (nsrv == 0 || worker_scratch(w, 2 * nkeys + nsrv) < 0) {
+    /* scratch: server of key i | where each server's keys start | the keys by server */
+    if (nsrv == 0 || worker_scratch(w, 2 * nkeys + nsrv + 1) < 0) {
         STATS_ADD(&pool->stats, shadow_dropped, 1);
         return;
     }
-    uint32_t *to = w->scratch, *count = to + nkeys, *idx = count + nsrv;
+    uint32_t *to = w->scratch, *first = to + nkeys, *idx = first + nsrv + 1;
     struct route rt;
     route_clear(&rt);
-    memset(count, 0, nsrv * sizeof(*count));
     for (uint32_t i = 0; i < nkeys; i++) {
         to[i] = ROUTE_NONE;
         if (!shadow_sampled(fraction, rk[i].bytes, rk[i].len))
@@ -232,23 +231,15 @@ static void shadow_fanout(struct wpool *pool, struct wpool *sp, const struct pro
         struct route_key k = { rk[i].bytes, rk[i].len, 0, 0 };
         route_key_place(&sp->view, &k);
         to[i] = route_fanout_server(&sp->view, &k, &rt);
-        if (!health_up(sp->view.health[to[i]])) {
+        if (!health_up(sp->view.health[to[i]]))
             to[i] = ROUTE_NONE;     /* down and not failed over: no copy for it */
-            continue;
-        }
-        count[to[i]]++;
     }
     shadow_route_effects(sp, &rt);
-    for (uint32_t s = 0, at = 0; s < nsrv; s++) {
-        if (count[s] == 0)
-            continue;
-        uint32_t n = 0;
-        for (uint32_t i = 0; i < nkeys; i++)
-            if (to[i] == s)
-                idx[at + n++] = i;
-        shadow_send_plain(pool, sp->servers[s], s, req, buf, idx + at, n);
-        at += n;
-    }
+    route_group(to, nkeys, nsrv, first, idx);
+    for (uint32_t s = 0; s < nsrv; s++)
+        if (first[s + 1] > first[s])
+            shadow_send_plain(pool, sp->servers[s], s, req, buf, idx + first[s],
+                              first[s + 1] - first[s]);
 }
 
 void shadow_request(struct client *c, struct wpool *pool, struct msg *m,

@@ -88,6 +88,24 @@ static struct route_key fx_key_of(const struct fixture *f, uint32_t owner, char 
     "  servers:\n    - 127.0.0.1:11001:1 a\n    - 127.0.0.1:11002:1 b\n"              \
     "    - 127.0.0.1:11003:1 c\n    - 127.0.0.1:11004:1 d\n"
 
+START_TEST(test_group_keys_by_server)
+{
+    /* keys 0..6 to servers 2, 0, 2, NONE, 1, 0, 2 of 3 */
+    const uint32_t of[] = { 2, 0, 2, ROUTE_NONE, 1, 0, 2 };
+    uint32_t first[4], idx[7];
+    route_group(of, 7, 3, first, idx);
+    ck_assert_uint_eq(first[0], 0);
+    ck_assert_uint_eq(first[1], 2);
+    ck_assert_uint_eq(first[2], 3);
+    ck_assert_uint_eq(first[3], 6);         /* the key to none is in no group */
+    const uint32_t want[] = { 1, 5, 4, 0, 2, 6 };   /* each group in key order */
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(idx[i], want[i]);
+    route_group(of, 0, 3, first, idx);
+    ck_assert_uint_eq(first[3], 0);
+}
+END_TEST
+
 START_TEST(test_owner_up_is_the_route)
 {
     struct fixture f;
@@ -525,6 +543,7 @@ static Suite *route_suite(void)
     tcase_add_test(tc, test_cluster_reads_any_live);
     tcase_add_test(tc, test_cluster_reads_local_zone_and_primary);
     tcase_add_test(tc, test_cluster_keys_together_by_slot);
+    tcase_add_test(tc, test_group_keys_by_server);
     suite_add_tcase(s, tc);
     return s;
 }
