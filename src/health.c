@@ -16,8 +16,7 @@ int health_try_probe(struct health *h, uint64_t now_ms)
 
 int health_success(struct health *h, uint64_t now_ms, int rejoin)
 {
-    if (atomic_load_explicit(&h->failures, memory_order_relaxed) != 0)
-        atomic_store_explicit(&h->failures, 0, memory_order_relaxed);
+    health_ok(h);
     int st = atomic_load_explicit(&h->state, memory_order_relaxed);
     if (st == HEALTH_UP || st == HEALTH_REJOINING)
         return 0;

@@ -76,6 +76,20 @@ void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const 
     msg_fail(c->w, m, code, reason);
 }
 
+int forward_keys_together(struct client *c, struct wpool *pool, struct msg *m,
+                          const struct route_key *rk, uint32_t nkeys)
+{
+    for (uint32_t i = 1; i < nkeys; i++) {
+        if (!route_key_together(&pool->view, &rk[i], &rk[0])) {   /* a cluster: one slot */
+            STATS_ADD(&pool->stats, crossslot, 1);
+            forward_refuse(c, m, pool->view.cluster ? PROTO_ERR_CROSSSLOT_SLOT : PROTO_ERR_CROSSSLOT,
+                           "keys in request don't hash to the same server");
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static void forward_fail_route(struct client *c, struct wpool *pool, struct msg *m,
                                const struct route *rt)
 {
@@ -598,14 +612,8 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         return;
     if (c->w->snap->conf->global.hot_keys)
         hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
-    for (uint32_t i = 1; req->kind == PROTO_REQ_SAME && i < req->nkeys; i++) {
-        if (!route_key_together(&pool->view, &rk[i], &rk[0])) {
-            STATS_ADD(&pool->stats, crossslot, 1);
-            forward_refuse(c, m, pool->view.cluster ? PROTO_ERR_CROSSSLOT_SLOT : PROTO_ERR_CROSSSLOT,
-                           "keys in request don't hash to the same server");
-            return;
-        }
-    }
+    if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
+        return;
     struct route rt;
     forward_route(c, pool, m, rk, req, &rt);
     switch (rt.kind) {

@@ -60,6 +60,12 @@ void forward_retract(struct client *c, struct msg *m);
 void forward_answer(struct client *c, struct msg *m);
 void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const char *reason);
 
+/* Whether keys rk[0..nkeys) of one request may be served together (one server, or in a
+ * cluster pool one slot); if not, m is refused with the CROSSSLOT the pool's clients
+ * expect (counted) and 0 returned. */
+int forward_keys_together(struct client *c, struct wpool *pool, struct msg *m,
+                          const struct route_key *rk, uint32_t nkeys);
+
 /* The keys of req placed once each in the pool they route to (*rkp: one, or the
  * worker's array for several; dec: room for a decoded key); NULL after answering
  * m (keys of different pools, no memory). forward_place_bytes: the same for bytes

@@ -122,14 +122,8 @@ static struct server *session_place(struct client *c, struct msg *m, const struc
 
     if (pool == NULL)
         return NULL;
-    for (uint32_t i = 1; i < req->nkeys; i++) {
-        if (!route_key_together(&pool->view, &rk[i], &rk[0])) {   /* a cluster: one slot */
-            STATS_ADD(&pool->stats, crossslot, 1);
-            forward_refuse(c, m, pool->view.cluster ? PROTO_ERR_CROSSSLOT_SLOT : PROTO_ERR_CROSSSLOT,
-                           "keys in request don't hash to the same server");
-            return NULL;
-        }
-    }
+    if (!forward_keys_together(c, pool, m, rk, req->nkeys))
+        return NULL;
     *poolp = pool;
     return forward_pick(c, pool, m, req, &rk[0]);
 }
