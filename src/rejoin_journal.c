@@ -15,6 +15,10 @@
 #include "rejoin_journal.h"
 #include "rejoin_log.h"
 
+/* Records kept for the next try while the file cannot be written, at most (a full disk
+ * must not take the proxy's memory too): past it they are dropped, and said so. */
+#define JOURNAL_BUF_MAX (64u << 20)
+
 /* One key of a server's pending records, as read back from the file. */
 struct replay_key {
     char    *key;
@@ -393,12 +397,16 @@ int rejoin_journal_sync(struct rejoin_journal *j)
         }
         if (rc == 0 && total > 0 && fdatasync(j->fd) < 0)
             rc = -errno;
-        if (buf_len(&out) > 0) {
+        if (buf_len(&out) > 0 && buf_len(&out) <= JOURNAL_BUF_MAX) {
             /* Not written: kept in front of what was appended since, for the next try. */
             uv_mutex_lock(&j->mu);
             if (buf_append(&out, buf_rptr(&j->buf), buf_len(&j->buf)) == 0)
                 buf_swap(&out, &j->buf);
             uv_mutex_unlock(&j->mu);
+        } else if (buf_len(&out) > 0) {
+            log_error("rejoin_log %s: %zu bytes of records could not be written and are "
+                      "dropped: a restart will not invalidate those keys", j->path,
+                      buf_len(&out));
         }
     }
     buf_free(&out);
