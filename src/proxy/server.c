@@ -709,6 +709,14 @@ static void sconn_inqueue(struct sconn *s, int drained)
     }
 }
 
+/* A shared connection of a server a reload removed closes once nothing waits on it. */
+static void sconn_close_if_drained(struct sconn *s)
+{
+    if (s->server->removed && queue_empty(&s->sent) && s->pinned == NULL &&
+        s->state != SCONN_CLOSING)
+        sconn_close(s, "server removed by a reload, drained", 0);
+}
+
 static void sconn_dequeue(struct sconn *s, struct msg *m)
 {
     struct server *srv = s->server;
@@ -849,9 +857,8 @@ static void sconn_reply_done(struct sconn *s)
     msg_complete(w, m);
     if (s->pinned != NULL && queue_empty(&s->sent))
         client_pin_idle(s->pinned, s);
-    else if (srv->removed && queue_empty(&s->sent) && s->pinned == NULL &&
-             s->state != SCONN_CLOSING)
-        sconn_close(s, "server removed by a reload, drained", 0);
+    else
+        sconn_close_if_drained(s);
 }
 
 /* m's part of a joined get is over: its reply ends as a lone get's would. */
@@ -1017,9 +1024,7 @@ static void sconn_process(struct sconn *s)
             /* m follows the cluster's redirect (its reply is not its answer) */
             server_succeeded(srv);
             buf_consume(in, rsp.hdr_len);
-            if (srv->removed && queue_empty(&s->sent) && s->pinned == NULL &&
-                s->state != SCONN_CLOSING)
-                sconn_close(s, "server removed by a reload, drained", 0);
+            sconn_close_if_drained(s);
             continue;
         }
         int join_end = 0;
