@@ -141,7 +141,7 @@ def start_memcached(b, n):
 
 # ------------------------------------------------------------------ --stats-cost
 
-# What the observers run on the request path: the hot-key sketch (src/hotkeys.c, its static
+# What the observers run on the request path: the hot-key sketch (src/stats/hotkeys.c, its static
 # helpers included, as perf names them when they are not inlined) and the latency histogram.
 OBSERVER_SYMBOLS = re.compile(r"^(hotkeys_|order_(increment|append|set)|index_(find|delete|set|slot_of)"
                               r"|bucket_(of|new)|key_copy|hk_rotate|histogram_record)")

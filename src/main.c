@@ -9,13 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
-#include "conf_lint.h"
-#include "daemon.h"
-#include "log.h"
-#include "proxy/proxy.h"
+#include "conf/conf.h"
+#include "conf/conf_lint.h"
+#include "control/daemon.h"
+#include "lib/log.h"
+#include "control/proxy.h"
 #include "proxy/tls.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #define RL_DEFAULT_CONF "conf/ringleader.yml"
 

@@ -6,8 +6,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "conf.h"
-#include "ring.h"
+#include "conf/conf.h"
+#include "placement/ring.h"
 
 #define BENCH_KEYS    (1u << 16)     /* distinct keys, cycled (more than fits in L1/L2) */
 #define BENCH_KEY_LEN 20

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "dist/dist.h"
 #include "dist/dist_helpers.h"
 #include "dist/dist_schemes.h"

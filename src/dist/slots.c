@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <xxhash.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "dist/dist.h"
 #include "dist/dist_helpers.h"
 #include "dist/dist_schemes.h"

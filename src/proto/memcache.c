@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/memcache.h"
 #include "proto/proto.h"
-#include "util.h"
+#include "lib/util.h"
 
 /*
  * Requests are one line, "<cmd> <args>\r\n" (a bare "\n" is accepted, as

@@ -7,10 +7,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/memcache.h"
 #include "proto/proto.h"
-#include "util.h"
+#include "lib/util.h"
 
 /* memcached reads an exptime above this many seconds as a unix time (REALTIME_MAXDELTA). */
 #define MC_REALTIME_MAXDELTA 2592000

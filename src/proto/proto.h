@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 
 /*
  *  client bytes --parse_req--> struct proto_req --(core routes by keys)-->

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "proto/proto.h"
-#include "util.h"
+#include "lib/util.h"
 
 /* Redis's own request limits (server.c, networking.c). */
 #define REDIS_MAX_ARGS        1048576u            /* multibulk length */

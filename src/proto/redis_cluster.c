@@ -9,11 +9,11 @@
 #include <strings.h>
 #include <xxhash.h>
 
-#include "buf.h"
-#include "cluster_map.h"
+#include "lib/buf.h"
+#include "placement/cluster_map.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 /* ------------------------------------------------------------------ a RESP reader
  *

@@ -8,7 +8,7 @@
 
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 /*
  * Data, not code. Arity and the legacy key range come from Redis 7.0's own

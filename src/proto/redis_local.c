@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 /*
  * Every function here appends one complete reply to out, in the client's protocol (RESP3

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define RS_ARGS_MAX 16      /* the commands whose TTL is capped take fewer */
 

@@ -6,19 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "pool_numbers.h"
+#include "lib/log.h"
+#include "control/pool_numbers.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
+#include "control/proxy.h"
 #include "proxy/pubsub.h"
-#include "proxy/registry.h"
+#include "state/registry.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define CLIENT_MAX_INFLIGHT 256            /* requests a client may have unanswered */
 #define CLIENT_READ_CHUNK   16384

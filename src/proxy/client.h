@@ -5,10 +5,10 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
-#include "queue.h"
+#include "lib/queue.h"
 
 struct listener;
 struct msg;

@@ -5,16 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_map.h"
-#include "log.h"
+#include "placement/cluster_map.h"
+#include "lib/log.h"
 #include "proxy/client.h"
-#include "proxy/cluster.h"
+#include "control/cluster.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "stats.h"
-#include "util.h"
+#include "stats/stats.h"
+#include "lib/util.h"
 
 #define CWORKER_TRYAGAIN_MIN_MS  10
 #define CWORKER_TRYAGAIN_MAX_MS  200

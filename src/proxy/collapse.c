@@ -10,8 +10,8 @@
 #include "proxy/msg.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "stats.h"
-#include "util.h"
+#include "stats/stats.h"
+#include "lib/util.h"
 
 /*
  * Per server connection, allocated at its first collapsible get: the open

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "proxy/conn.h"
-#include "util.h"
+#include "lib/util.h"
 
 const struct transport transport_plain = { .name = "plain" };
 

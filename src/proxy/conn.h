@@ -6,7 +6,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proxy/transport.h"
 
 union rl_handle {

@@ -7,16 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_map.h"
-#include "health.h"
-#include "log.h"
+#include "placement/cluster_map.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/forward.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
+#include "control/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
@@ -25,7 +25,7 @@
 #include "proxy/shadow.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
-#include "util.h"
+#include "lib/util.h"
 
 /* ------------------------------------------------------------------ messages */
 

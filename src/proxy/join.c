@@ -7,7 +7,7 @@
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 /*
  * State in struct sconn: jkeys holds one entry [u8 len][key] per joinable

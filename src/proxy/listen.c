@@ -11,7 +11,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "proxy/listen.h"
 
 /* A TCP listening socket with SO_REUSEPORT: an fd or -errno with err. */

@@ -9,8 +9,8 @@
 #include "proxy/msg.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "stats.h"
-#include "util.h"
+#include "stats/stats.h"
+#include "lib/util.h"
 
 #define MSG_FREE_MAX     4096   /* messages a worker keeps for reuse */
 #define MSG_KEEP_RSP_MAX 1024   /* ... of which this many keep their reply buffer */

@@ -8,18 +8,18 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "health.h"
-#include "log.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
+#include "control/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "util.h"
+#include "lib/util.h"
 
 /* ------------------------------------------------------------------ what a client holds */
 

@@ -7,17 +7,17 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "health.h"
-#include "log.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/msg.h"
-#include "proxy/registry.h"
+#include "state/registry.h"
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "rejoin_journal.h"
-#include "rejoin_log.h"
-#include "util.h"
+#include "state/rejoin_journal.h"
+#include "state/rejoin_log.h"
+#include "lib/util.h"
 
 #define REJOIN_WINDOW        256    /* invalidations in flight at once per rejoin */
 #define REJOIN_ROUNDS_MAX    16     /* then it flushes: writes keep being routed for it */

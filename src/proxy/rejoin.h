@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 
 struct health;
 struct registry;

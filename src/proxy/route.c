@@ -4,11 +4,11 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "cluster_map.h"
-#include "health.h"
-#include "proxy/registry.h"
+#include "placement/cluster_map.h"
+#include "state/health.h"
+#include "state/registry.h"
 #include "proxy/route.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define ROUTE_SPILL_WARM_S 10   /* writes follow a key's reads' spill server this long */
 

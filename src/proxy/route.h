@@ -5,9 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "proto/proto.h"
-#include "ring.h"
+#include "placement/ring.h"
 
 struct cluster_view;
 struct health;

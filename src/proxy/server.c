@@ -6,20 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health.h"
-#include "log.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
+#include "control/proxy.h"
 #include "proxy/pubsub.h"
 #include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define SCONN_BACKOFF_MIN_MS 50
 #define SCONN_BACKOFF_MAX_MS 2000

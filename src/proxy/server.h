@@ -5,14 +5,14 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "buf.h"
-#include "conf.h"
-#include "histogram.h"
+#include "lib/buf.h"
+#include "conf/conf.h"
+#include "stats/histogram.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
 #include "proxy/tls.h"
-#include "queue.h"
-#include "stats.h"
+#include "lib/queue.h"
+#include "stats/stats.h"
 
 struct client;
 struct collapse_table;

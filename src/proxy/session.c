@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "health.h"
-#include "log.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
@@ -15,7 +15,7 @@
 #include "proxy/server.h"
 #include "proxy/session.h"
 #include "proxy/worker.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 #define SESSION_HELD_MAX (1024u * 1024)   /* request bytes a deferred atomic part may hold */
 

@@ -4,9 +4,9 @@
 
 #include <stdint.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/proto.h"
-#include "queue.h"
+#include "lib/queue.h"
 
 struct client;
 struct server;

@@ -6,17 +6,17 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "health.h"
-#include "log.h"
+#include "state/health.h"
+#include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
-#include "proxy/registry.h"
+#include "state/registry.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/shadow.h"
 #include "proxy/worker.h"
-#include "stats.h"
-#include "util.h"
+#include "stats/stats.h"
+#include "lib/util.h"
 
 #define SHADOW_KEY_SAMPLE 64    /* bytes of a mismatched key kept for the log */
 

@@ -16,10 +16,10 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "proxy/conn.h"
 #include "proxy/tls.h"
-#include "util.h"
+#include "lib/util.h"
 
 /*
  * Where the bytes go.

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "proxy/conn.h"
-#include "stats.h"
+#include "stats/stats.h"
 
 struct conf;
 struct conf_tls;

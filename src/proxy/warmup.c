@@ -6,8 +6,8 @@
 #include "proxy/server.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
-#include "stats.h"
-#include "util.h"
+#include "stats/stats.h"
+#include "lib/util.h"
 
 void warmup_mark(struct msg *m, const char *key, size_t len, struct server *prev, uint16_t cmd)
 {

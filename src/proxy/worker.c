@@ -7,16 +7,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "lib/log.h"
 #include "proto/proto.h"
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
-#include "proxy/registry.h"
+#include "control/proxy.h"
+#include "state/registry.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "reload.h"
+#include "control/reload.h"
 
 #define WORKER_HOTKEY_WINDOW_MS 60000
 

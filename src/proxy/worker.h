@@ -6,15 +6,15 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "conf.h"
-#include "hotkeys.h"
+#include "conf/conf.h"
+#include "stats/hotkeys.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
-#include "queue.h"
-#include "ring.h"
-#include "stats.h"
+#include "lib/queue.h"
+#include "placement/ring.h"
+#include "stats/stats.h"
 
 struct client;
 struct cworker;

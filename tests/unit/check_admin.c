@@ -13,8 +13,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "admin.h"
-#include "buf.h"
+#include "control/admin.h"
+#include "lib/buf.h"
 
 /* ---- fake core */
 

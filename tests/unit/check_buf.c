@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 
 START_TEST(test_append_grows_and_keeps_bytes)
 {

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "cluster_map.h"
+#include "lib/buf.h"
+#include "placement/cluster_map.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 static const struct proto_ops *R = &proto_redis_ops;
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 
 #ifndef TOP_SRCDIR
 #define TOP_SRCDIR "."

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "hotkeys.h"
+#include "stats/hotkeys.h"
 
 static uint64_t rng_state;
 static uint64_t rng(void)

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "proto/memcache.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
-#include "proxy/proxy.h"
-#include "proxy/registry.h"
+#include "control/proxy.h"
+#include "state/registry.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
 

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
-#include "util.h"
+#include "lib/util.h"
 
 static const struct proto_ops *R = &proto_redis_ops;
 

@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "health.h"
-#include "rejoin_journal.h"
-#include "rejoin_log.h"
+#include "state/health.h"
+#include "state/rejoin_journal.h"
+#include "state/rejoin_log.h"
 
 static struct health *health_new(int state)
 {

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "dist/dist.h"
 #include "dist/ketama.h"
-#include "ring.h"
+#include "placement/ring.h"
 
 #define S(lit) (lit), (sizeof(lit) - 1)
 #define MAXS 32

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster_map.h"
-#include "conf.h"
-#include "health.h"
-#include "proxy/registry.h"
+#include "placement/cluster_map.h"
+#include "conf/conf.h"
+#include "state/health.h"
+#include "state/registry.h"
 #include "proxy/route.h"
-#include "ring.h"
+#include "placement/ring.h"
 
 #define MAXS 16
 

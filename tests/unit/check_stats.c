@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "stats.h"
+#include "lib/buf.h"
+#include "stats/stats.h"
 
 static const char *srcdir(void)
 {

@@ -13,7 +13,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509v3.h>
 
-#include "conf.h"
+#include "conf/conf.h"
 #include "proxy/conn.h"
 #include "proxy/tls.h"
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "conf.h"
-#include "ring.h"
+#include "conf/conf.h"
+#include "placement/ring.h"
 
 #define VECTOR_DIRS_MAX 2
 

@@ -1,0 +1,376 @@
+/* Admin HTTP endpoint on libmicrohttpd: routing, bearer-token check, one-line errors; bodies come from the core's callbacks. */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "control/admin.h"
+#include "lib/buf.h"
+
+/*
+ * Staying reachable for /health under slow or stalled clients. libmicrohttpd cannot evict a
+ * connection nor bound the time a request's headers take, so: room for many connections
+ * (each costs a descriptor and ADMIN_MEMORY_LIMIT at most: 8 MB for all of them), an idle
+ * timeout that closes a stalled one within seconds, and a pool of threads, so that a
+ * POST /reload waiting for the main loop, or a slow reader of /metrics, holds one thread
+ * while the others answer. 100 clients that send half a request and stop leave /health
+ * answering at once (tests/integration/test_admin.py); a client that trickles a byte every
+ * few seconds keeps its slot, and it takes ADMIN_CONN_LIMIT of them to fill the endpoint:
+ * bind it to loopback or a management network (docs/admin.md).
+ */
+#define ADMIN_CONN_LIMIT     512
+#define ADMIN_CONN_TIMEOUT_S 5
+#define ADMIN_THREADS        2
+#define ADMIN_MEMORY_LIMIT   (16 * 1024)   /* per connection: headers and query string */
+
+struct admin {
+    struct MHD_Daemon      *daemon;
+    const struct admin_ops *ops;
+    void                   *ctx;
+    char                   *token;         /* NULL: no token required */
+    uint16_t                port;
+};
+
+#define CT_TEXT    "text/plain; charset=utf-8"
+#define CT_HTML    "text/html; charset=utf-8"
+/* The page's script and styles are inline and it only reads /stats from where it came. */
+#define PAGE_CSP   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; " \
+                   "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/* The status page (src/control/admin_page.html, made a C string at build time). */
+static const char admin_page[] =
+#include "src/control/admin_page.h"
+    ;
+#define CT_JSON    "application/json"
+#define CT_METRICS "text/plain; version=0.0.4; charset=utf-8"
+
+/* ---- responses */
+
+static enum MHD_Result admin_send(struct MHD_Connection *c, unsigned status, const char *ctype,
+                                  const void *body, size_t len, const char *hname, const char *hval)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (r == NULL)
+        return MHD_NO;                     /* out of memory: MHD closes the connection */
+    enum MHD_Result ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (ok == MHD_YES)
+        ok = MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (ok == MHD_YES && hname)
+        ok = MHD_add_response_header(r, hname, hval);
+    if (ok == MHD_YES)
+        ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+/* A one-line error: "<status> <reason>\n". */
+static enum MHD_Result admin_error(struct MHD_Connection *c, unsigned status, const char *hname,
+                                   const char *hval, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static enum MHD_Result admin_error(struct MHD_Connection *c, unsigned status, const char *hname,
+                                   const char *hval, const char *fmt, ...)
+{
+    char line[256];
+    int n = snprintf(line, sizeof(line), "%u ", status);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = strlen(line);
+    line[len++] = '\n';
+    return admin_send(c, status, CT_TEXT, line, len, hname, hval);
+}
+
+/* Send a callback's body with status, or 500 when the callback failed. */
+static enum MHD_Result admin_reply(struct MHD_Connection *c, int status, const char *ctype,
+                                   struct buf *b)
+{
+    enum MHD_Result ok;
+    if (status < 100 || status > 599)
+        ok = admin_error(c, 500, NULL, NULL, "internal error (%d)", status);
+    else
+        ok = admin_send(c, (unsigned)status, ctype, buf_rptr(b), buf_len(b), NULL, NULL);
+    buf_free(b);
+    return ok;
+}
+
+/* ---- authorization */
+
+/* Compare without an early exit, so timing does not reveal a prefix of the token. */
+static int token_equal(const char *given, size_t glen, const char *token)
+{
+    size_t tlen = strlen(token);
+    unsigned char diff = (unsigned char)(glen != tlen);
+    for (size_t i = 0; i < glen; i++)
+        diff |= (unsigned char)given[i] ^ (unsigned char)token[i < tlen ? i : 0];
+    return diff == 0;
+}
+
+static int admin_authorized(const struct admin *a, struct MHD_Connection *c)
+{
+    if (a->token == NULL)
+        return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return 0;
+    h += 7;
+    while (*h == ' ')
+        h++;
+    size_t len = strlen(h);
+    while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t'))
+        len--;
+    return token_equal(h, len, a->token);
+}
+
+/* ---- routing */
+
+enum admin_route { R_NONE, R_PAGE, R_METRICS, R_STATS, R_HEALTH, R_RING, R_CONFIG, R_RELOAD };
+
+static const struct {
+    const char      *path;
+    enum admin_route route;
+    int              post;      /* 1: POST only; 0: GET and HEAD */
+} admin_routes[] = {
+    { "/",        R_PAGE,    0 },
+    { "/metrics", R_METRICS, 0 },
+    { "/stats",   R_STATS,   0 },
+    { "/health",  R_HEALTH,  0 },
+    { "/ring",    R_RING,    0 },
+    { "/config",  R_CONFIG,  0 },
+    { "/reload",  R_RELOAD,  1 },
+};
+
+/* Marks a POST whose (ignored) body is being read. */
+static const char admin_post_marker;
+
+static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *c, const char *url,
+                                    const char *method, const char *version,
+                                    const char *upload_data, size_t *upload_data_size,
+                                    void **req_cls)
+{
+    struct admin *a = cls;
+    size_t r;
+
+    for (r = 0; r < sizeof(admin_routes) / sizeof(admin_routes[0]); r++)
+        if (strcmp(url, admin_routes[r].path) == 0)
+            break;
+    if (r == sizeof(admin_routes) / sizeof(admin_routes[0])) {
+        if (*upload_data_size) {           /* drain a body before answering */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return admin_error(c, 404, NULL, NULL, "not found: try / /metrics /stats /health /ring /config /reload");
+    }
+
+    int is_get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+    int is_post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+    if (admin_routes[r].post ? !is_post : !is_get) {
+        if (*upload_data_size) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return admin_error(c, 405, MHD_HTTP_HEADER_ALLOW, admin_routes[r].post ? "POST" : "GET, HEAD",
+                           "method not allowed: %s %s", admin_routes[r].post ? "POST" : "GET",
+                           admin_routes[r].path);
+    }
+
+    if (is_post) {
+        /* Called first with the headers, then with the body in pieces, then once more
+         * with nothing: answer on that last call. The body is not used. */
+        if (*req_cls == NULL) {
+            *req_cls = (void *)&admin_post_marker;
+            return MHD_YES;
+        }
+        if (*upload_data_size) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+    }
+
+    struct buf b;
+    buf_init(&b);
+    const struct admin_ops *ops = a->ops;
+    switch (admin_routes[r].route) {
+    case R_PAGE:
+        buf_free(&b);
+        return admin_send(c, 200, CT_HTML, admin_page, sizeof(admin_page) - 1,
+                          "Content-Security-Policy", PAGE_CSP);
+    case R_METRICS:
+        if (ops->get_metrics == NULL)
+            break;
+        return admin_reply(c, ops->get_metrics(a->ctx, &b) == 0 ? 200 : -1, CT_METRICS, &b);
+    case R_STATS:
+        if (ops->get_stats_json == NULL)
+            break;
+        return admin_reply(c, ops->get_stats_json(a->ctx, &b) == 0 ? 200 : -1, CT_JSON, &b);
+    case R_CONFIG:
+        if (ops->config == NULL)
+            break;
+        return admin_reply(c, ops->config(a->ctx, &b) == 0 ? 200 : -1, CT_JSON, &b);
+    case R_HEALTH: {
+        if (ops->health == NULL)
+            break;
+        int st = ops->health(a->ctx, &b);
+        return admin_reply(c, st == 200 || st == 503 ? st : -1, CT_TEXT, &b);
+    }
+    case R_RING: {
+        if (ops->ring == NULL)
+            break;
+        const char *pool = NULL, *key = NULL;
+        size_t plen = 0, klen = 0;
+        if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "pool", 4, &pool, &plen) != MHD_YES ||
+            pool == NULL || plen == 0)
+            return admin_error(c, 400, NULL, NULL, "missing parameter: pool (/ring?pool=P&key=K)");
+        if (MHD_lookup_connection_value_n(c, MHD_GET_ARGUMENT_KIND, "key", 3, &key, &klen) != MHD_YES ||
+            key == NULL)
+            return admin_error(c, 400, NULL, NULL, "missing parameter: key (/ring?pool=P&key=K)");
+        if (memchr(pool, '\0', plen) != NULL)
+            return admin_error(c, 404, NULL, NULL, "no such pool");
+        int st = ops->ring(a->ctx, pool, key, klen, &b);
+        return admin_reply(c, st == 200 || st == 404 ? st : -1, st == 200 ? CT_JSON : CT_TEXT, &b);
+    }
+    case R_RELOAD: {
+        if (!admin_authorized(a, c))
+            return admin_error(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ringleader\"",
+                               "unauthorized: send Authorization: Bearer <admin_token>");
+        if (ops->reload == NULL)
+            break;
+        return admin_reply(c, ops->reload(a->ctx, &b), CT_TEXT, &b);
+    }
+    case R_NONE:
+        break;
+    }
+    buf_free(&b);
+    return admin_error(c, 501, NULL, NULL, "not implemented: %s", admin_routes[r].path);
+}
+
+/* ---- start and stop */
+
+/* Parse "host:port", "[v6]:port" or ":port" into a socket address. 0, or -1 with err. */
+static int admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char *err, size_t errlen)
+{
+    char host[256];
+    const char *colon, *hs;
+    size_t hlen;
+
+    if (addr == NULL || *addr == '\0') {
+        snprintf(err, errlen, "admin: no listen address");
+        return -1;
+    }
+    if (addr[0] == '[') {
+        const char *close = strchr(addr, ']');
+        if (close == NULL || close[1] != ':') {
+            snprintf(err, errlen, "admin: bad address '%s': want [v6]:port", addr);
+            return -1;
+        }
+        hs = addr + 1;
+        hlen = (size_t)(close - hs);
+        colon = close + 1;
+    } else {
+        colon = strrchr(addr, ':');
+        if (colon == NULL) {
+            snprintf(err, errlen, "admin: bad address '%s': want host:port", addr);
+            return -1;
+        }
+        hs = addr;
+        hlen = (size_t)(colon - addr);
+    }
+    if (hlen >= sizeof(host)) {
+        snprintf(err, errlen, "admin: host name too long in '%s'", addr);
+        return -1;
+    }
+    memcpy(host, hs, hlen);
+    host[hlen] = '\0';
+    if (hlen == 0)
+        strcpy(host, "127.0.0.1");             /* loopback unless told otherwise */
+    char *end;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || errno || port > 65535) {
+        snprintf(err, errlen, "admin: bad port in '%s'", addr);
+        return -1;
+    }
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                              .ai_flags = AI_NUMERICSERV }, *res = NULL;
+    char pstr[8];
+    snprintf(pstr, sizeof(pstr), "%lu", port);
+    int rc = getaddrinfo(host, pstr, &hints, &res);
+    if (rc != 0 || res == NULL) {
+        snprintf(err, errlen, "admin: cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+struct admin *admin_start(const char *addr, const char *token, const struct admin_ops *ops,
+                          void *ctx, char *err, size_t errlen)
+{
+    char dummy[1];
+    if (err == NULL || errlen == 0) {
+        err = dummy;
+        errlen = sizeof(dummy);
+    }
+    err[0] = '\0';
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (admin_parse_addr(addr, &ss, err, errlen) < 0)
+        return NULL;
+
+    struct admin *a = calloc(1, sizeof(*a));
+    if (a == NULL)
+        goto nomem;
+    a->ops = ops;
+    a->ctx = ctx;
+    if (token && *token && (a->token = strdup(token)) == NULL)
+        goto nomem;
+
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    if (ss.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    a->daemon = MHD_start_daemon(flags, 0, NULL, NULL, admin_handle, a,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)ADMIN_CONN_LIMIT,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT_S,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_MEMORY_LIMIT,
+                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)ADMIN_THREADS,
+                                 MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)ADMIN_CONN_LIMIT,
+                                 MHD_OPTION_END);
+    if (a->daemon == NULL) {
+        snprintf(err, errlen, "admin: cannot listen on %s (address in use or not permitted?)", addr);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    a->port = info ? info->port : 0;
+    return a;
+nomem:
+    snprintf(err, errlen, "admin: out of memory");
+fail:
+    if (a)
+        free(a->token);
+    free(a);
+    return NULL;
+}
+
+uint16_t admin_port(const struct admin *a)
+{
+    return a->port;
+}
+
+void admin_stop(struct admin *a)
+{
+    if (a == NULL)
+        return;
+    MHD_stop_daemon(a->daemon);
+    free(a->token);
+    free(a);
+}
