@@ -337,7 +337,7 @@ static void cluster_publish(struct cluster_registry *reg)
         return;
     }
     reg->publish_pending = 0;
-    struct snapshot *cur = atomic_load(&p->current);
+    struct snapshot *cur = atomic_load(&p->hub.current);
     struct conf *base = conf_base(cur->conf);
     conf_ref(base);
     struct snapshot *snap = proxy_snapshot_build(p, base, cur, err, sizeof(err));
@@ -478,7 +478,7 @@ static void cluster_ask_next(struct cluster *cl)
 {
     struct proxy *p = cl->reg->p;
     struct proto_hello h;
-    const struct snapshot *cur = atomic_load(&p->current);
+    const struct snapshot *cur = atomic_load(&p->hub.current);
     const struct proto_ops *ops = NULL;
     struct cluster_fetch_tls tls = { NULL, NULL };
 
@@ -645,7 +645,7 @@ void cluster_registry_start(struct proxy *p)
         cl->timer_open = 1;
         cl->last_start_ms = uv_now(&p->loop);   /* the start-up fetch was the first round */
     }
-    cluster_snapshot_published(p, atomic_load(&p->current));
+    cluster_snapshot_published(p, atomic_load(&p->hub.current));
     QUEUE_FOREACH(n, &reg->clusters) {
         struct cluster *cl = QUEUE_DATA(n, struct cluster, link);
         if (cl->active && cl->map != NULL)

@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "proxy/hub.h"
+
 struct cluster_map;
 struct conf;
 struct conf_pool;
@@ -24,15 +26,6 @@ struct snapshot_pool;
  * every cluster_refresh seconds besides.
  */
 
-/* Why a worker asks for a refresh (counted per reason). */
-enum cluster_why {
-    CLUSTER_WHY_MOVED,
-    CLUSTER_WHY_NODE_FAILED,
-    CLUSTER_WHY_DOWN,           /* CLUSTERDOWN */
-    CLUSTER_WHY_TRYAGAIN,
-    CLUSTER_WHY_UNKNOWN_NODE,   /* a MOVED / ASK named a node the map does not have */
-    CLUSTER_WHY_COUNT
-};
 
 /* One cluster pool's record, kept by name for the proxy's life (a reload that removes
  * the pool leaves it idle). What other threads read of it are atomics. */

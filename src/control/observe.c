@@ -82,7 +82,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
     v->service = "ringleader";
     v->source = p->hostname;
     v->version = PACKAGE_VERSION;
-    v->uptime = (int64_t)((util_wall_us() - p->start_wall_us) / 1000000u);
+    v->uptime = (int64_t)((util_wall_us() - p->hub.start_wall_us) / 1000000u);
     v->timestamp = (int64_t)(util_wall_us() / 1000000u);
 
     const struct hotkeys_snapshot **snaps = calloc(p->nworkers, sizeof(*snaps));
@@ -244,7 +244,7 @@ int observe_render(struct proxy *p, int prometheus, struct buf *out)
 struct snapshot *observe_snapshot(struct proxy *p)
 {
     uv_mutex_lock(&p->snap_mu);
-    struct snapshot *s = atomic_load(&p->current);
+    struct snapshot *s = atomic_load(&p->hub.current);
     if (s != NULL)
         snapshot_ref(s);
     uv_mutex_unlock(&p->snap_mu);

@@ -51,7 +51,7 @@ void pool_numbers_emit(struct proxy *p, struct snapshot *snap, const char *pool,
     emit(arg, "pid", (int64_t)getpid());
     emit(arg, "threads", (int64_t)p->nworkers);
     emit(arg, "worker", (int64_t)worker);
-    emit(arg, "uptime", (int64_t)((util_wall_us() - p->start_wall_us) / 1000000u));
+    emit(arg, "uptime", (int64_t)((util_wall_us() - p->hub.start_wall_us) / 1000000u));
     emit(arg, "time", (int64_t)(util_wall_us() / 1000000u));
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         emit(arg, "rusage_user_us", tv_us(&ru.ru_utime));

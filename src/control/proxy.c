@@ -17,6 +17,7 @@
 #include "control/cluster.h"
 #include "proxy/listen.h"
 #include "control/observe.h"
+#include "control/pool_numbers.h"
 #include "control/proxy.h"
 #include "state/registry.h"
 #include "proxy/rejoin.h"
@@ -33,48 +34,6 @@ static const struct proto_ops *const proxy_protocols[] = {
     [CONF_PROTO_MEMCACHE] = &proto_memcache_ops,
     [CONF_PROTO_REDIS] = &proto_redis_ops,
 };
-
-void snapshot_ref(struct snapshot *s)
-{
-    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-}
-
-void snapshot_unref(struct snapshot *s)
-{
-    if (s == NULL || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    for (uint32_t i = 0; s->pools != NULL && i < s->conf->npools; i++) {
-        struct snapshot_pool *sp = &s->pools[i];
-        ring_unref(sp->ring);
-        ring_unref(sp->prev_ring);
-        if (sp->listen_fds != NULL)
-            listen_close(sp->listen_fds, s->nworkers);
-        free(sp->listen_fds);
-        free(sp->health);
-        free(sp->rules);
-        cluster_view_free(sp->cview);
-        tls_ctx_free(sp->tls);
-        tls_ctx_free(sp->server_tls);
-    }
-    free(s->pools);
-    conf_free(s->conf);
-    free(s);
-}
-
-void snapshot_close_listeners(struct snapshot *s)
-{
-    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
-        if (s->pools[i].listen_fds != NULL)
-            listen_close(s->pools[i].listen_fds, s->nworkers);
-}
-
-int snapshot_pool_index(const struct snapshot *s, const char *name, enum conf_proto proto)
-{
-    for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++)
-        if (strcmp(s->conf->pools[i].name, name) == 0 && s->conf->pools[i].protocol == proto)
-            return (int)i;
-    return -1;
-}
 
 /* Keyspace share of the busiest server over the mean share, from the shares
  * the ring measured when it was built, for the stats' skew figure. */
@@ -289,7 +248,7 @@ static void proxy_stop(struct proxy *p, int force)
      * worker may still copy the current snapshot's sockets: those close
      * when the last worker has acknowledged (reload.c). */
     if (p->reload == NULL || p->reload->old == NULL)
-        snapshot_close_listeners(atomic_load(&p->current));
+        snapshot_close_listeners(atomic_load(&p->hub.current));
     for (uint32_t i = 0; i < p->nworkers; i++) {
         atomic_store(&p->workers[i].stop, force ? 2 : 1);
         worker_wake(&p->workers[i]);
@@ -350,7 +309,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
     if (p->workers == NULL)
         return -1;
     for (uint32_t i = 0; i < p->nworkers; i++) {
-        if (worker_init(&p->workers[i], p, i, snap, err, sizeof(err)) < 0) {
+        if (worker_init(&p->workers[i], &p->hub, i, snap, err, sizeof(err)) < 0) {
             fprintf(stderr, "ringleader: %s\n", err);
             log_error("%s", err);
             return -1;      /* a start-up failure exits: set-up workers are left to the exit */
@@ -401,6 +360,31 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
     return 0;
 }
 
+/* ------------------------------------------------------------------ the workers' news */
+
+static void proxy_hub_adopted(void *ctx, int failed)
+{
+    reload_worker_adopted(ctx, failed);
+}
+
+static void proxy_hub_cluster_refresh(void *ctx, struct cluster *cl, enum cluster_why why)
+{
+    cluster_refresh_request(cl, why);
+}
+
+static void proxy_hub_pool_numbers(void *ctx, struct snapshot *snap, const char *pool,
+                                   uint32_t worker, proto_stat_fn emit, void *arg)
+{
+    pool_numbers_emit(ctx, snap, pool, worker, emit, arg);
+}
+
+/* What the workers may tell the main loop (src/proxy/hub.h). */
+static const struct hub_ops proxy_hub_ops = {
+    .adopted = proxy_hub_adopted,
+    .cluster_refresh = proxy_hub_cluster_refresh,
+    .pool_numbers = proxy_hub_pool_numbers,
+};
+
 int proxy_run(struct proxy_options *opt)
 {
     struct proxy *p = calloc(1, sizeof(*p));
@@ -412,7 +396,10 @@ int proxy_run(struct proxy_options *opt)
     if (p == NULL)
         return 1;
     p->opt = *opt;
-    p->start_wall_us = util_wall_us();
+    p->hub.start_wall_us = util_wall_us();
+    p->hub.buf_size = opt->buf_size;
+    p->hub.ops = &proxy_hub_ops;
+    p->hub.ctx = p;
     if (gethostname(p->hostname, sizeof(p->hostname) - 1) < 0 || p->hostname[0] == '\0')
         snprintf(p->hostname, sizeof(p->hostname), "localhost");
     uv_mutex_init(&p->snap_mu);
@@ -428,8 +415,8 @@ int proxy_run(struct proxy_options *opt)
         goto out_registries;
     }
     conf_lint_log(conf);
-    p->client_output_limit = conf->global.client_output_limit ? conf->global.client_output_limit
-                                                              : 8u << 20;
+    atomic_store(&p->hub.client_output_limit, conf->global.client_output_limit
+                                                  ? conf->global.client_output_limit : 8u << 20);
     /* -v and -o win over ringleader.log_level and ringleader.log_file. */
     if (opt->verbosity < 0)
         log_set_level(conf->global.log_level);
@@ -450,7 +437,7 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: %s\n", err);
         goto out_registries;
     }
-    atomic_store(&p->current, snap);
+    atomic_store(&p->hub.current, snap);
 
     uv_loop_init(&p->loop);
     p->loop.data = p;
@@ -488,7 +475,7 @@ out_loop:
     uv_loop_close(&p->loop);
     free(p->workers);
     reload_free(p);
-    snap = atomic_exchange(&p->current, NULL);
+    snap = atomic_exchange(&p->hub.current, NULL);
     proxy_unlink_sockets(snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
 out_registries:

@@ -75,7 +75,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         return 0;
     }
     notify_reloading();
-    struct snapshot *old = atomic_load(&p->current);
+    struct snapshot *old = atomic_load(&p->hub.current);
     int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
     struct snapshot *snap = NULL;
     if (rc == 0) {
@@ -148,8 +148,8 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     rs->last_error[0] = '\0';
     uv_mutex_unlock(&rs->mu);
 
-    p->client_output_limit = nc->global.client_output_limit ? nc->global.client_output_limit
-                                                            : p->client_output_limit;
+    if (nc->global.client_output_limit)
+        atomic_store(&p->hub.client_output_limit, nc->global.client_output_limit);
     reload_publish(p, snap);
 
     uint64_t built_us = util_now_us() - t0;
@@ -177,9 +177,9 @@ void reload_publish(struct proxy *p, struct snapshot *snap)
      * snapshot until all have acknowledged. */
     atomic_store(&rl->acks, 0);
     atomic_store(&rl->worker_errors, 0);
-    rl->old = atomic_load(&p->current);
+    rl->old = atomic_load(&p->hub.current);
     uv_mutex_lock(&p->snap_mu);
-    atomic_store_explicit(&p->current, snap, memory_order_release);
+    atomic_store_explicit(&p->hub.current, snap, memory_order_release);
     uv_mutex_unlock(&p->snap_mu);
     cluster_snapshot_published(p, snap);
     for (uint32_t i = 0; i < p->nworkers; i++)
@@ -207,7 +207,7 @@ static void reload_ack_cb(uv_async_t *a)
     snapshot_unref(r->old);
     r->old = NULL;
     if (atomic_load(&p->stopping))
-        snapshot_close_listeners(atomic_load(&p->current));
+        snapshot_close_listeners(atomic_load(&p->hub.current));
     log_info("reload: every worker runs the new configuration");
     notify_ready();
     if (r->pending) {

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "lib/log.h"
-#include "control/pool_numbers.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
-#include "control/proxy.h"
+#include "proxy/hub.h"
+#include "proxy/snapshot.h"
 #include "proxy/pubsub.h"
 #include "state/registry.h"
 #include "proxy/server.h"
@@ -36,9 +36,15 @@ static uint64_t client_memory_limit(const struct client *c)
     return c->w->snap->conf->global.memory_limit;
 }
 
+/* Reply bytes a client may have unread before it is paused (reloadable). */
+static size_t client_output_limit(const struct client *c)
+{
+    return atomic_load_explicit(&c->w->hub->client_output_limit, memory_order_relaxed);
+}
+
 static int64_t proxy_memory(const struct client *c)
 {
-    return atomic_load_explicit(&c->w->proxy->mem_used, memory_order_relaxed);
+    return atomic_load_explicit(&c->w->hub->mem_used, memory_order_relaxed);
 }
 
 /* What the client holds: its buffers and the replies waiting in its queue. */
@@ -58,7 +64,7 @@ static inline void client_mem_sync(struct client *c, int exact)
     if (delta == 0 || (!exact && delta < (int64_t)CLIENT_MEM_STEP &&
                        delta > -(int64_t)CLIENT_MEM_STEP && now != 0))
         return;
-    atomic_fetch_add_explicit(&c->w->proxy->mem_used, delta, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->w->hub->mem_used, delta, memory_order_relaxed);
     c->mem_reported = now;
 }
 
@@ -169,7 +175,7 @@ static void client_read_start(struct client *c)
 static int client_over_limits(struct client *c)
 {
     size_t pending = client_pending_bytes(c);
-    if (pending > c->w->proxy->client_output_limit || c->nmsgs >= CLIENT_MAX_INFLIGHT)
+    if (pending > client_output_limit(c) || c->nmsgs >= CLIENT_MAX_INFLIGHT)
         return 1;
     return pending >= CLIENT_MEM_HOLD_MIN && (uint64_t)proxy_memory(c) > client_memory_limit(c);
 }
@@ -190,7 +196,7 @@ static void client_check_resume(struct client *c)
 {
     if (!c->paused || c->closing || c->eof)
         return;
-    if (client_pending_bytes(c) >= c->w->proxy->client_output_limit / 2 ||
+    if (client_pending_bytes(c) >= client_output_limit(c) / 2 ||
         c->nmsgs > CLIENT_MAX_INFLIGHT / 2)
         return;
     if (c->in == CLIENT_IN_STREAM && c->stream != NULL &&
@@ -231,7 +237,7 @@ void client_flush(struct client *c)
         return;
     }
     client_mem_sync(c, 0);
-    if (c->conn.writing && client_pending_bytes(c) > c->w->proxy->client_output_limit &&
+    if (c->conn.writing && client_pending_bytes(c) > client_output_limit(c) &&
         (uint64_t)proxy_memory(c) > client_memory_limit(c)) {
         /* A client that does not read while large replies stream to it: the
          * proxy is out of memory_limit, and this client is why. */
@@ -738,7 +744,7 @@ void client_accept(struct listener *l)
     struct worker *w = l->w;
     struct wpool *pool = l->pool;
     struct client *c = calloc(1, sizeof(*c));
-    size_t chunk = w->proxy->opt.buf_size ? w->proxy->opt.buf_size : CLIENT_READ_CHUNK;
+    size_t chunk = w->hub->buf_size ? w->hub->buf_size : CLIENT_READ_CHUNK;
 
     if (c == NULL) {
         log_error("out of memory accepting a client on pool '%s'", pool->cp->name);
@@ -789,7 +795,7 @@ void client_accept(struct listener *l)
     client_parser_conf(c);
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
-    c->pc.id = atomic_fetch_add(&w->proxy->next_client_id, 1) + 1;
+    c->pc.id = atomic_fetch_add(&w->hub->next_client_id, 1) + 1;
     c->pc.auth = pool->cp->redis_auth;
     c->pc.db = pool->cp->redis_db;
     c->pc.authed = pool->cp->redis_auth == NULL;
@@ -803,7 +809,8 @@ void client_accept(struct listener *l)
 static void client_render_stats(void *ctx, proto_stat_fn emit, void *arg)
 {
     struct client *c = ctx;
-    pool_numbers_emit(c->w->proxy, c->w->snap, c->pool->cp->name, c->w->id, emit, arg);
+    const struct hub *hub = c->w->hub;
+    hub->ops->pool_numbers(hub->ctx, c->w->snap, c->pool->cp->name, c->w->id, emit, arg);
 }
 
 static const char *client_server_name(void *ctx, uint32_t i)
@@ -836,11 +843,11 @@ static int client_local_addr(void *ctx, char *out, size_t len)
 
 void client_env(struct client *c, struct proto_env *env)
 {
-    struct proxy *p = c->w->proxy;
+    const struct hub *hub = c->w->hub;
     uint64_t now_us = util_wall_us();
     *env = (struct proto_env){
         .version = PACKAGE_VERSION,
-        .uptime_s = (now_us - p->start_wall_us) / 1000000u,
+        .uptime_s = (now_us - hub->start_wall_us) / 1000000u,
         .now_us = now_us,
         .pool_name = c->pool->cp->name,
         .nservers = c->pool->nservers,

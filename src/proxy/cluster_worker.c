@@ -8,7 +8,7 @@
 #include "placement/cluster_map.h"
 #include "lib/log.h"
 #include "proxy/client.h"
-#include "control/cluster.h"
+#include "proxy/hub.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
@@ -51,6 +51,13 @@ struct cworker {
     uint32_t       *group;
     uint32_t        cur;
 };
+
+/* Tell control that the map may have changed (hub.h): it fetches the map again. */
+static void cworker_refresh(struct cworker *cw, enum cluster_why why)
+{
+    const struct hub *hub = cw->wp->w->hub;
+    hub->ops->cluster_refresh(hub->ctx, cw->cl, why);
+}
 
 static uint64_t cworker_now_ms(struct cworker *cw)
 {
@@ -294,7 +301,7 @@ int cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len)
         return 0;
     if (rd.kind == PROTO_REDIR_DOWN) {
         STATS_ADD(&wp->stats, cluster_down, 1);
-        cluster_refresh_request(cw->cl, CLUSTER_WHY_DOWN);
+        cworker_refresh(cw, CLUSTER_WHY_DOWN);
     }
     /* Only a client's request or fragment on a shared connection, with its bytes kept,
      * can go elsewhere. */
@@ -306,7 +313,7 @@ int cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len)
          * deadline (a cluster is down for a moment while it fails over) */
         if (rd.kind == PROTO_REDIR_TRYAGAIN) {
             STATS_ADD(&wp->stats, cluster_tryagain, 1);
-            cluster_refresh_request(cw->cl, CLUSTER_WHY_TRYAGAIN);
+            cworker_refresh(cw, CLUSTER_WHY_TRYAGAIN);
         }
         if (m->retries >= 32)
             return 0;
@@ -326,7 +333,7 @@ int cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len)
     }
     if (rd.kind == PROTO_REDIR_MOVED) {
         STATS_ADD(&wp->stats, cluster_moved, 1);
-        cluster_refresh_request(cw->cl, CLUSTER_WHY_MOVED);
+        cworker_refresh(cw, CLUSTER_WHY_MOVED);
     } else {
         STATS_ADD(&wp->stats, cluster_ask, 1);
     }
@@ -344,7 +351,7 @@ int cworker_reply(struct sconn *s, struct msg *m, const char *rsp, size_t len)
     if (to != NULL && cworker_send(cw, m, to, rd.kind == PROTO_REDIR_ASK) == 0)
         return 1;
     if (to == NULL)
-        cluster_refresh_request(cw->cl, CLUSTER_WHY_UNKNOWN_NODE);
+        cworker_refresh(cw, CLUSTER_WHY_UNKNOWN_NODE);
     uint64_t now = cworker_now_ms(cw);
     if (cworker_park(cw, m, addr, rd.kind == PROTO_REDIR_ASK,
                      to == NULL ? now : now + CWORKER_RESEND_RETRY_MS, rsp, len) < 0) {
@@ -358,14 +365,14 @@ void cworker_node_failed(struct server *srv)
 {
     struct cworker *cw = srv->pool->cworker;
     if (cw != NULL)
-        cluster_refresh_request(cw->cl, CLUSTER_WHY_NODE_FAILED);
+        cworker_refresh(cw, CLUSTER_WHY_NODE_FAILED);
 }
 
 void cworker_slot_left(struct server *srv)
 {
     struct cworker *cw = srv->pool->cworker;
     if (cw != NULL)
-        cluster_refresh_request(cw->cl, CLUSTER_WHY_MOVED);
+        cworker_refresh(cw, CLUSTER_WHY_MOVED);
 }
 
 /* ------------------------------------------------------------------ life */

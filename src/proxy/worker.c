@@ -12,11 +12,11 @@
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
-#include "control/proxy.h"
+#include "proxy/hub.h"
+#include "proxy/snapshot.h"
 #include "state/registry.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
-#include "control/reload.h"
 
 #define WORKER_HOTKEY_WINDOW_MS 60000
 
@@ -483,8 +483,8 @@ static int wpool_update(struct worker *w, struct wpool *wp, struct snapshot *sna
  */
 void worker_adopt_snapshot(struct worker *w)
 {
-    struct proxy *p = w->proxy;
-    struct snapshot *snap = atomic_load_explicit(&p->current, memory_order_acquire);
+    struct hub *hub = w->hub;
+    struct snapshot *snap = atomic_load_explicit(&hub->current, memory_order_acquire);
 
     if (snap == NULL || snap == w->snap)
         return;
@@ -534,7 +534,7 @@ out:
         w->snap = snap;
         snapshot_unref(old);
     }
-    reload_worker_adopted(p, failed);
+    hub->ops->adopted(hub->ctx, failed);
 }
 
 /* ------------------------------------------------------------------ shutdown */
@@ -657,11 +657,11 @@ static void worker_tick_cb(uv_timer_t *t)
         worker_expire_retired(w);
 }
 
-int worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
+int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot *snap,
                 char *err, size_t errlen)
 {
     memset(w, 0, sizeof(*w));
-    w->proxy = p;
+    w->hub = hub;
     w->id = id;
     queue_init(&w->retired);
     queue_init(&w->free_msgs);

@@ -20,7 +20,7 @@ struct client;
 struct cworker;
 struct msg;
 struct pool_shared;
-struct proxy;
+struct hub;
 struct server;
 struct sconn;
 struct snapshot;
@@ -67,7 +67,7 @@ struct wpool {
 };
 
 struct worker {
-    struct proxy     *proxy;
+    struct hub       *hub;      /* shared with control (hub.h): the only way up */
     uint32_t          id;
     uv_loop_t         loop;
     uv_thread_t       thread;
@@ -105,7 +105,7 @@ struct worker {
 
 /* Set up a worker's loop, pools, servers and listeners (in the calling
  * thread; the loop then runs in the worker's own). 0, or -errno with err. */
-int  worker_init(struct worker *w, struct proxy *p, uint32_t id, struct snapshot *snap,
+int  worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot *snap,
                  char *err, size_t errlen);
 int  worker_start(struct worker *w);  /* spawns the thread */
 void worker_join(struct worker *w);

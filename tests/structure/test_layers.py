@@ -22,20 +22,6 @@ ORDER = ["lib", "hash", "dist", "conf", "placement", "proto", "state", "stats",
          "proxy", "control", "main"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 
-# Includes that break the order today and are being taken out (issue 23's second
-# step: the worker reaches control only through callbacks that control installs).
-# Each entry must still exist: a fixed one has to be struck from this list too, so
-# the list can only shrink.
-KNOWN = {
-    ("proxy/client.c", "control/pool_numbers.h"),
-    ("proxy/client.c", "control/proxy.h"),
-    ("proxy/cluster_worker.c", "control/cluster.h"),
-    ("proxy/forward.c", "control/proxy.h"),
-    ("proxy/pubsub.c", "control/proxy.h"),
-    ("proxy/server.c", "control/proxy.h"),
-    ("proxy/worker.c", "control/proxy.h"),
-    ("proxy/worker.c", "control/reload.h"),
-}
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.environ.get("top_srcdir") or os.path.normpath(os.path.join(HERE, "..", ".."))
@@ -64,7 +50,6 @@ def resolve(rel_file, inc):
 
 def main():
     failures = []
-    seen_known = set()
     checked = 0
     for d, _, files in os.walk(SRC):
         for f in sorted(files):
@@ -88,15 +73,9 @@ def main():
                     checked += 1
                     if tlay is None or RANK[tlay] <= RANK[lay]:
                         continue
-                    key = (rel, target)
-                    if key in KNOWN:
-                        seen_known.add(key)
-                        continue
                     failures.append("src/%s:%d: includes %s: layer %s may not use layer %s "
                                     "(order: %s)" % (rel, lineno, target, lay, tlay,
                                                      " < ".join(ORDER)))
-    for key in sorted(KNOWN - seen_known):
-        failures.append("src/%s no longer includes %s: strike it from KNOWN" % key)
     for line in failures:
         print(line)
     print("test_layers: %d includes read" % checked)

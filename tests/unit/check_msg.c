@@ -9,17 +9,18 @@
 #include "conf/conf.h"
 #include "proto/memcache.h"
 #include "proxy/client.h"
+#include "proxy/hub.h"
 #include "proxy/msg.h"
-#include "control/proxy.h"
 #include "state/registry.h"
 #include "proxy/server.h"
+#include "proxy/snapshot.h"
 #include "proxy/worker.h"
 
 /* A worker with one memcached pool, and one client of it, on a loop that is
  * never given a socket (server connections do get a handle: their connect to
  * a closed port never completes before the test tears them down). */
 struct fixture {
-    struct proxy        p;
+    struct hub          hub;
     struct worker       w;
     struct conf        *conf;
     struct snapshot     snap;
@@ -38,11 +39,11 @@ static void fx_init(struct fixture *f)
     memset(f, 0, sizeof(*f));
     ck_assert_int_eq(conf_load_buffer("t.yml", yaml, sizeof(yaml) - 1, &f->conf, err,
                                       sizeof(err)), 0);
-    f->p.client_output_limit = 8u << 20;
+    atomic_init(&f->hub.client_output_limit, 8u << 20);
     f->snap.conf = f->conf;
     atomic_init(&f->snap.refs, 1);
     struct worker *w = &f->w;
-    w->proxy = &f->p;
+    w->hub = &f->hub;
     w->snap = &f->snap;
     queue_init(&w->retired);
     queue_init(&w->free_msgs);
