@@ -5,10 +5,12 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "conf/conf.h"
 #include "proxy/client.h"
 #include "proxy/collapse.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
@@ -215,3 +217,46 @@ void collapse_fail(struct worker *w, struct msg *f, enum proto_err code, const c
         f = next;
     }
 }
+
+/* ------------------------------------------------------------------ the stage */
+
+static int collapse_wanted(const struct conf_pool *cp, const struct conf_global *g)
+{
+    return cp->collapse_gets != CONF_COLLAPSE_OFF;
+}
+
+/* A collapsible get just written to s: it joins an identical get queued there (taken:
+ * it waits for that reply), or, written, it may lead the identical gets after it. */
+static int collapse_stage_write(struct stage_req *r, struct msg *wm, struct sconn *s,
+                                size_t before)
+{
+    const struct wpool *pool = r->pool;
+    const struct proto_ops *ops = pool->ops;
+
+    if (wm != r->m || wm->warm != MSG_WARM_NONE || ops->collapsible == NULL ||
+        !ops->collapsible(r->req, r->buf))
+        return 0;
+    /* The request as forwarded is what an identical one must match. */
+    const struct buf *out = &s->conn.obuf;
+    int j = collapse_join(s, wm, buf_rptr(out) + before, buf_len(out) - before,
+                          pool->cp->collapse_gets == CONF_COLLAPSE_INFLIGHT);
+    if (j > 0) {
+        STATS_ADD(&r->pool->stats, collapsed_gets, 1);
+        return STAGE_TAKEN;
+    }
+    r->marks |= STAGE_M_LEAD;
+    return 0;
+}
+
+static void collapse_stage_queued(struct stage_req *r, struct msg *wm, struct sconn *s)
+{
+    if ((r->marks & STAGE_M_LEAD) && wm == r->m)
+        collapse_lead(s, wm);       /* identical gets queued after it may join it */
+}
+
+const struct stage stage_collapse = {
+    .name = "collapse",
+    .wanted = collapse_wanted,
+    .write = collapse_stage_write,
+    .queued = collapse_stage_queued,
+};

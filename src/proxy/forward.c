@@ -12,19 +12,14 @@
 #include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
-#include "proxy/collapse.h"
 #include "proxy/forward.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
-#include "proxy/hub.h"
-#include "proxy/snapshot.h"
 #include "proxy/pubsub.h"
-#include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
-#include "proxy/shadow.h"
-#include "proxy/warmup.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
 
@@ -157,90 +152,32 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
 }
 
 /*
- * A request routed around a down or rejoining server: a write is remembered
- * for its rejoin first (and routed again when that server came back
- * meanwhile); one that goes to a failover server alone carries failover_ttl.
+ * Route a SINGLE or SAME request by its keys rk: the decision in *r->rt. When the route
+ * is not the plain one (an event, or a previous owner to warm from), the pool's stages
+ * see it; one that changed where the request goes (a write remembered for a server that
+ * came back meanwhile) has it routed once more. The decision's side effects are carried
+ * out once, for the route taken.
  */
-static void __attribute__((noinline)) forward_route_down(struct client *c, struct wpool *pool,
-                                                         struct msg *m,
-                                                         const struct route_key *rk,
-                                                         const struct proto_req *req,
-                                                         struct route *rt)
+static inline void forward_route(struct client *c, struct wpool *pool, struct stage_req *r)
 {
-    if ((rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) &&
-        rejoin_note(pool, rk, req->nkeys, rt) > 0) {
-        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
-    }
-    if ((rt->events & ROUTE_EV_FAILOVER) && rt->kind == ROUTE_SEND && pool->cp->failover_ttl > 0)
-        m->flags |= MSG_F_FAILOVER;
-}
+    const struct proto_req *req = r->req;
+    struct route *rt = r->rt;
 
-/*
- * Route a SINGLE or SAME request by its keys rk and carry out the decision's
- * side effects; a write for a down or rejoining server's keys is remembered for
- * its rejoin first, and routed again when that server came back meanwhile.
- */
-static inline void forward_route(struct client *c, struct wpool *pool, struct msg *m,
-                                 const struct route_key *rk, const struct proto_req *req,
-                                 struct route *rt)
-{
-    if (req->flags & PROTO_RF_CHANNEL)
-        route_channel(&pool->view, &rk[0], rt);        /* PUBLISH: to the owner only */
-    else
-        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
-    if (rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY | ROUTE_EV_FAILOVER))
-        forward_route_down(c, pool, m, rk, req, rt);
-    forward_route_effects(c, pool, rt, &rk[0]);   /* once, for the route taken */
+    for (int pass = 0; pass < 2; pass++) {
+        if (req->flags & PROTO_RF_CHANNEL)
+            route_channel(&pool->view, &r->rk[0], rt);     /* PUBLISH: to the owner only */
+        else
+            route_request(&pool->view, &r->rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                          (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+        if (!(pool->chain.hooks & STAGE_H_ROUTED) ||
+            (rt->events == 0 && rt->warm_from == ROUTE_NONE) ||
+            stage_routed(&pool->chain, r) != STAGE_AGAIN)
+            break;
+    }
+    forward_route_effects(c, pool, rt, &r->rk[0]);
 }
 
 /* ------------------------------------------------------------------ writing */
-
-/*
- * collapse_gets: a collapsible get m for connection s. 1 when it joined an
- * identical get queued there (nothing written: it waits for that reply); 0
- * when it is written (as forward() or join_write() writes it) and is to lead
- * the identical gets after it; -ENOMEM (nothing written).
- */
-static int __attribute__((noinline)) forward_collapse(struct wpool *pool, struct sconn *s,
-                                                      struct msg *m, const struct proto_req *req,
-                                                      const char *buf)
-{
-    const struct proto_ops *ops = pool->ops;
-    struct buf *out = &s->conn.obuf;
-    size_t before = buf_len(out);
-    int join = pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req);
-    int rc = ops->forward(req, buf, out);
-
-    if (rc < 0)
-        return rc;
-    /* The request as forwarded is what an identical one must match. */
-    int j = collapse_join(s, m, buf_rptr(out) + before, buf_len(out) - before,
-                          pool->cp->collapse_gets == CONF_COLLAPSE_INFLIGHT);
-    if (j > 0 || join)
-        out->wpos = out->rpos + before;
-    if (j > 0) {
-        STATS_ADD(&pool->stats, collapsed_gets, 1);
-        return 1;
-    }
-    return join ? join_write(s, ops, m, req, buf) : 0;
-}
-
-/* failover_ttl: the header just written at out[before..) goes to a failover
- * server; 0 or -ENOMEM. */
-static int __attribute__((noinline)) forward_ttl_cap(struct wpool *pool,
-                                                     const struct proto_req *req,
-                                                     struct buf *out, size_t before)
-{
-    if (pool->ops->ttl_cap == NULL)
-        return 0;
-    int rc = pool->ops->ttl_cap(req->cmd, out, before, pool->cp->failover_ttl,
-                                (int64_t)(util_wall_us() / 1000000u));
-    if (rc > 0)
-        STATS_ADD(&pool->stats, failover_ttl_capped, 1);
-    return rc < 0 ? rc : 0;
-}
 
 /*
  * Write a request (or one fragment of it) to `via`, or to a shared
@@ -252,7 +189,7 @@ static int __attribute__((noinline)) forward_ttl_cap(struct wpool *pool,
 int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
                   uint64_t hint, const struct proto_req *req, const char *buf,
                   const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
-                  enum proto_err *code, const char **reason)
+                  struct stage_req *r, enum proto_err *code, const char **reason)
 {
     struct sconn *s = via != NULL ? via : server_pick(srv, hint, m->rflags, reason);
 
@@ -266,25 +203,31 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     const struct proto_ops *ops = pool->ops;
     struct buf *out = &s->conn.obuf;
     size_t before = buf_len(out);
-    int rc, lead = 0;
-    int whole = how == FORWARD_WHOLE && via == NULL && m->role == MSG_REQUEST &&
-                m->warm == MSG_WARM_NONE;
-    if (whole && pool->cp->collapse_gets != CONF_COLLAPSE_OFF && ops->collapsible != NULL &&
-        ops->collapsible(req, buf)) {
-        rc = forward_collapse(pool, s, m, req, buf);
-        if (rc > 0)
-            return 0;               /* it waits for an identical get's reply */
-        lead = rc == 0;
-    } else if (whole && pool->cp->coalesce_gets && ops->joinable != NULL && ops->joinable(req)) {
+    int rc;
+    /* stages see the bytes of a whole request (not a fragment, not a session's) */
+    int staged = r != NULL && (pool->chain.hooks & STAGE_H_WRITE);
+    int join = how == FORWARD_WHOLE && via == NULL && m->role == MSG_REQUEST &&
+               m->warm == MSG_WARM_NONE && pool->cp->coalesce_gets && ops->joinable != NULL &&
+               ops->joinable(req);
+    if (join && !staged) {
         rc = join_write(s, ops, m, req, buf);
     } else {
         rc = how == FORWARD_FRAG ? ops->frag_write(req, buf, idx, n, out)
                                  : ops->forward(req, buf, out);
         if (rc == 0 && how == FORWARD_WHOLE) {
-            if (__builtin_expect(m->flags & MSG_F_FAILOVER, 0))
-                rc = forward_ttl_cap(pool, req, out, before);
-            if (rc == 0 && body > 0)
+            if (staged) {
+                rc = stage_write(&pool->chain, r, m, s, before);
+                if (rc > 0) {
+                    out->wpos = out->rpos + before;
+                    return 0;           /* a stage took it (it waits for an identical get) */
+                }
+            }
+            if (rc == 0 && join) {
+                out->wpos = out->rpos + before;     /* joined to the connection's get */
+                rc = join_write(s, ops, m, req, buf);
+            } else if (rc == 0 && body > 0) {
                 rc = buf_append(out, buf + req->hdr_len, (size_t)body);
+            }
         }
     }
     if (rc == 0 && pool->retain_req)
@@ -300,22 +243,24 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
-    if (lead)
-        collapse_lead(s, m);        /* identical gets queued after it may join it */
+    if (r != NULL && (pool->chain.hooks & STAGE_H_QUEUED))
+        stage_queued(&pool->chain, r, m, s);
     worker_mark_sconn(pool->w, s);
     return 0;
 }
 
 /* Send one whole request to one server. 0, or -1 when m was answered with an
  * error instead (it may be gone then). */
-static int forward_send(struct client *c, struct wpool *pool, struct msg *m, struct server *srv,
-                        uint64_t hint, const struct proto_req *req, const char *buf)
+static int forward_send(struct client *c, struct wpool *pool, struct stage_req *r,
+                        struct server *srv, uint64_t hint)
 {
+    struct msg *m = r->m;
+    const struct proto_req *req = r->req;
     enum proto_err code;
     const char *reason = NULL;
 
-    if (forward_write(pool, m, srv, NULL, hint, req, buf, NULL, 0, FORWARD_WHOLE, req->body_len,
-                      &code, &reason) < 0) {
+    if (forward_write(pool, m, srv, NULL, hint, req, r->buf, NULL, 0, FORWARD_WHOLE,
+                      req->body_len, r, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
         return -1;
     }
@@ -344,10 +289,12 @@ static struct msg *forward_new_child(struct worker *w, struct msg *parent, enum 
  * did not fail (in the order given), after all of them, or with `async`
  * as soon as one succeeds (the others finish in the background).
  */
-static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
-                           const struct proto_req *req, const char *buf, const struct route *rt)
+static void forward_copies(struct client *c, struct wpool *pool, struct stage_req *r)
 {
     struct worker *w = c->w;
+    struct msg *m = r->m;
+    const struct proto_req *req = r->req;
+    const struct route *rt = r->rt;
     uint32_t n = rt->n;
 
     m->frags = calloc(n, sizeof(*m->frags));
@@ -372,10 +319,10 @@ static void forward_copies(struct client *c, struct wpool *pool, struct msg *m,
         struct server *srv = pool->servers[rt->to[f]];
         enum proto_err code;
         const char *reason = NULL;
-        if (f == 0 && (rt->events & ROUTE_EV_FAILOVER) && pool->cp->failover_ttl > 0)
-            fm->flags |= MSG_F_FAILOVER;    /* a rejoining owner's failover server */
-        if (forward_write(pool, fm, srv, NULL, f, req, buf, NULL, 0, FORWARD_WHOLE,
-                          req->body_len, &code, &reason) < 0) {
+        if (f == 0)
+            fm->flags |= m->flags & MSG_F_FAILOVER;     /* a rejoining owner's failover server */
+        if (forward_write(pool, fm, srv, NULL, f, req, r->buf, NULL, 0, FORWARD_WHOLE,
+                          req->body_len, r, &code, &reason) < 0) {
             log_info("pool '%s': copy to server '%s' not sent: %s", pool->cp->name, srv->label,
                      reason);
             msg_fail(w, fm, code, reason);
@@ -433,7 +380,7 @@ static void forward_frag_down(struct client *c, struct wpool *pool, struct msg *
 
 static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
                            const struct proto_req *req, const char *buf,
-                           const struct route_key *rk, uint32_t which)
+                           const struct route_key *rk, uint32_t which, struct stage_req *r)
 {
     struct worker *w = c->w;
     int broadcast = which != FANOUT_KEYS;
@@ -476,10 +423,16 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
                     slot[owner[i]] = ++nfrag;
                 }
             }
-            /* A write failed over: remembered for the rejoin first (and placed
-             * again if a server came back meanwhile). */
-            if (pass > 0 || !(req->flags & PROTO_RF_WRITE) || !(rt.events & ROUTE_EV_FAILOVER) ||
-                rejoin_note_fanout(pool, rk, owner, nkeys) == 0)
+            /* The stages see a placement that is not the plain one (a write failed
+             * over is remembered for the rejoin first, and placed again if a server
+             * came back meanwhile). */
+            if (pass > 0 || r == NULL || !(pool->chain.hooks & STAGE_H_ROUTED) || rt.events == 0)
+                break;
+            r->rt = &rt;
+            r->owner = owner;
+            enum stage_verdict v = stage_routed(&pool->chain, r);
+            r->owner = NULL;
+            if (v != STAGE_AGAIN)
                 break;
         }
         forward_route_effects(c, pool, &rt, &rk[0]);   /* once, for the placement taken */
@@ -526,7 +479,7 @@ static void forward_fanout(struct client *c, struct wpool *pool, struct msg *m,
         enum proto_err code;
         const char *reason = NULL;
         if (forward_write(pool, fm, srv, NULL, f, req, buf, fidx, n,
-                          which == FANOUT_ALL ? FORWARD_HEADER : FORWARD_FRAG, 0, &code,
+                          which == FANOUT_ALL ? FORWARD_HEADER : FORWARD_FRAG, 0, NULL, &code,
                           &reason) < 0)
             msg_fail(w, fm, code, reason);
     }
@@ -611,26 +564,25 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
 
     if (pool == NULL)
         return;
-    if (c->w->snap->conf->global.hot_keys)
-        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
+    struct route rt;
+    struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf, .rk = rk,
+                           .rt = &rt };
+    if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
+        return;
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
-    struct route rt;
-    forward_route(c, pool, m, rk, req, &rt);
+    forward_route(c, pool, &r);
     switch (rt.kind) {
     case ROUTE_SEND: {
-        if (rt.warm_from != ROUTE_NONE && req->nkeys == 1 && pool->ops->warmable != NULL &&
-            pool->ops->warmable(req->cmd))
-            warmup_mark(m, rk[0].bytes, rk[0].len, pool->servers[rt.warm_from], req->cmd);
-        int sent = forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf);
-        if (__builtin_expect(pool->shadow != ROUTE_NONE, 0))   /* m: unless answered (gone) */
-            shadow_request(c, pool, sent == 0 ? m : NULL, req, buf, rk);
+        int sent = forward_send(c, pool, &r, pool->servers[rt.to[0]], rk[0].hash);
+        if (pool->chain.hooks & STAGE_H_SENT)
+            stage_sent(&pool->chain, &r, sent == 0);    /* m: unless answered (gone) */
         break;
     }
     case ROUTE_COPIES:
-        forward_copies(c, pool, m, req, buf, &rt);
-        if (pool->shadow != ROUTE_NONE)
-            shadow_request(c, pool, NULL, req, buf, rk);
+        forward_copies(c, pool, &r);
+        if (pool->chain.hooks & STAGE_H_SENT)
+            stage_sent(&pool->chain, &r, 0);
         break;
     case ROUTE_MISS:
         if (!(m->flags & MSG_F_NOREPLY))
@@ -659,7 +611,7 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
         forward_refuse(c, m, PROTO_ERR_TARGET, reason);
         return;
     }
-    forward_fanout(c, pool, m, req, buf, NULL, s);
+    forward_fanout(c, pool, m, req, buf, NULL, s, NULL);
 }
 
 int forward_request(struct client *c, const struct proto_req *req, const char *buf)
@@ -697,15 +649,18 @@ int forward_request(struct client *c, const struct proto_req *req, const char *b
         struct route_key *rk = NULL;
         char dec[PROTO_KEY_DECODED_MAX];
         struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
-        if (kp != NULL) {
-            forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS);
-            if (kp->shadow != ROUTE_NONE)
-                shadow_request(c, kp, NULL, req, buf, rk);
-        }
+        if (kp == NULL)
+            break;
+        struct stage_req r = { .c = c, .pool = kp, .m = m, .req = req, .buf = buf, .rk = rk };
+        if ((kp->chain.hooks & STAGE_H_REQUEST) && stage_request(&kp->chain, &r) != STAGE_PASS)
+            break;
+        forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS, &r);
+        if (kp->chain.hooks & STAGE_H_SENT)
+            stage_sent(&kp->chain, &r, 0);
         break;
     }
     case PROTO_REQ_BROADCAST:
-        forward_fanout(c, pool, m, req, buf, NULL, FANOUT_ALL);
+        forward_fanout(c, pool, m, req, buf, NULL, FANOUT_ALL, NULL);
         break;
     case PROTO_REQ_INDEXED:
         forward_indexed(c, m, req, buf);
@@ -820,7 +775,7 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
         return NULL;
     }
     STATS_ADD(&c->pool->stats, streamed_requests, 1);
-    if (forward_write(pool, m, srv, s, 0, req, buf, NULL, 0, FORWARD_WHOLE, avail, &code,
+    if (forward_write(pool, m, srv, s, 0, req, buf, NULL, 0, FORWARD_WHOLE, avail, NULL, &code,
                       &reason) < 0) {
         forward_refuse(c, m, code, reason);
         sconn_unpin(s, 1);

@@ -11,6 +11,7 @@ struct msg;
 struct route_key;
 struct sconn;
 struct server;
+struct stage_req;
 struct wpool;
 
 #define FORWARD_WAIT 1      /* forward_request: not now (see below) */
@@ -82,10 +83,12 @@ struct server *forward_pick(struct client *c, struct wpool *pool, struct msg *m,
                             const struct proto_req *req, const struct route_key *rk);
 
 /* Write req (or one fragment) to `via`, or to a shared connection of srv when via is
- * NULL, and queue m for its reply. 0, or -1 with *code and *reason (nothing written). */
+ * NULL, and queue m for its reply. r: the client's request as the pool's stages see it
+ * (NULL: a fragment, a session's or a streamed write, which no stage sees); m is r->m or
+ * one of its copies. 0, or -1 with *code and *reason (nothing written). */
 int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct sconn *via,
                   uint64_t hint, const struct proto_req *req, const char *buf,
                   const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
-                  enum proto_err *code, const char **reason);
+                  struct stage_req *r, enum proto_err *code, const char **reason);
 
 #endif

@@ -14,6 +14,7 @@
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "state/rejoin_journal.h"
 #include "state/rejoin_log.h"
@@ -534,3 +535,29 @@ void rejoin_store_close(struct rejoin_store *st)
     else
         free(st);
 }
+
+/* ------------------------------------------------------------------ the stage */
+
+/*
+ * A write routed around a down or rejoining server is remembered for that server's
+ * rejoin before it is sent; when the server came back meanwhile the write is routed
+ * again (STAGE_AGAIN). A split write: only the keys that failed over.
+ */
+static enum stage_verdict rejoin_routed(struct stage_req *r)
+{
+    const struct route *rt = r->rt;
+
+    if (r->owner != NULL)
+        return (r->req->flags & PROTO_RF_WRITE) && (rt->events & ROUTE_EV_FAILOVER) &&
+               rejoin_note_fanout(r->pool, r->rk, r->owner, r->req->nkeys) != 0
+               ? STAGE_AGAIN : STAGE_PASS;
+    if ((rt->events & (ROUTE_EV_DOWN_WRITE | ROUTE_EV_REJOIN_COPY)) &&
+        rejoin_note(r->pool, r->rk, r->req->nkeys, rt) > 0)
+        return STAGE_AGAIN;
+    return STAGE_PASS;
+}
+
+const struct stage stage_rejoin = {
+    .name = "rejoin",
+    .routed = rejoin_routed,
+};

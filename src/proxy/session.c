@@ -219,7 +219,7 @@ static int session_send(struct session *sess, struct msg *m, const struct proto_
     const char *reason = NULL;
 
     if (forward_write(sess->pool, m, sess->srv, sess->s, 0, req, buf, NULL, 0, FORWARD_WHOLE,
-                      req->body_len, &code, &reason) < 0) {
+                      req->body_len, NULL, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
         return -1;
     }

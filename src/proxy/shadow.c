@@ -13,10 +13,29 @@
 #include "state/registry.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
-#include "proxy/shadow.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
+
+/*
+ * shadow: {pool, fraction, compare, queue_limit}. After the primary request m
+ * of client c (pool `pool`, keys rk placed in it) was written to its servers,
+ * a copy goes to the shadow pool, routed there by that pool's own ring and
+ * health. The copy is the proxy's own request (MSG_OWN): the client's reply
+ * never waits for it and never sees it. A copy is not sent (shadow_dropped)
+ * when the shadow pool has no live server for the key or the connection it
+ * would go to already holds queue_limit requests (a slow or frozen shadow);
+ * one that times out or loses its connection counts as shadow_failed.
+ *
+ * `fraction` samples keys by a hash of their bytes, so a key is shadowed
+ * always or never. A multi-key request is split over the shadow pool's
+ * servers (its sampled keys); with `compare`, the reply of a single-server
+ * request is compared with the primary's (the protocol's reply_equal): the
+ * pool counts shadow_compared and shadow_mismatches, and logs one mismatched
+ * key at most once a second. Replies that streamed (over 64 KiB), primaries
+ * that failed, and multi-key or replicated requests are not compared.
+ */
 
 #define SHADOW_KEY_SAMPLE 64    /* bytes of a mismatched key kept for the log */
 
@@ -242,8 +261,9 @@ static void shadow_fanout(struct wpool *pool, struct wpool *sp, const struct pro
                               first[s + 1] - first[s]);
 }
 
-void shadow_request(struct client *c, struct wpool *pool, struct msg *m,
-                    const struct proto_req *req, const char *buf, const struct route_key *rk)
+static void shadow_request(struct client *c, struct wpool *pool, struct msg *m,
+                           const struct proto_req *req, const char *buf,
+                           const struct route_key *rk)
 {
     struct worker *w = c->w;
     struct wpool *sp = pool->shadow < w->npools ? w->pools[pool->shadow] : NULL;
@@ -306,3 +326,23 @@ void shadow_request(struct client *c, struct wpool *pool, struct msg *m,
     for (uint32_t i = first; i < rt.n; i++)
         shadow_send_plain(pool, sp->servers[rt.to[i]], k.hash, req, buf, NULL, 0);
 }
+
+/* ------------------------------------------------------------------ the stage */
+
+static int shadow_wanted(const struct conf_pool *cp, const struct conf_global *g)
+{
+    return cp->shadow.pool != NULL;
+}
+
+/* The request went to the primary's servers; r->m is compared when it alone was sent. */
+static void shadow_stage_sent(struct stage_req *r, int sent)
+{
+    if (r->pool->shadow != ROUTE_NONE)
+        shadow_request(r->c, r->pool, sent ? r->m : NULL, r->req, r->buf, r->rk);
+}
+
+const struct stage stage_shadow = {
+    .name = "shadow",
+    .wanted = shadow_wanted,
+    .sent = shadow_stage_sent,
+};

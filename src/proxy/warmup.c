@@ -1,15 +1,21 @@
 /* Warm-up after a reload: a miss at a key's new owner is asked of its previous owner, and a hit there is copied over. */
 #include "config.h"
 
+#include "conf/conf.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
+#include "proxy/route.h"
 #include "proxy/server.h"
+#include "proxy/stage.h"
 #include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
 
-void warmup_mark(struct msg *m, const char *key, size_t len, struct server *prev, uint16_t cmd)
+/* m (a get routed to the key's new owner) asks `prev` on a miss: remember
+ * the key and the command. Without memory m is simply not warmed. */
+static void warmup_mark(struct msg *m, const char *key, size_t len, struct server *prev,
+                        uint16_t cmd)
 {
     if (buf_append(&m->reqcopy, key, len) < 0)
         return;
@@ -108,3 +114,30 @@ int warmup_reply(struct worker *w, struct msg *m)
     m->rflags |= PROTO_RF_RETRIEVAL;
     return 0;
 }
+
+/* ------------------------------------------------------------------ the stage */
+
+static int warmup_wanted(const struct conf_pool *cp, const struct conf_global *g)
+{
+    return cp->warmup_s > 0;
+}
+
+/* A single-key get routed to a key's new owner while the pool warms up: on a miss
+ * there, its previous owner is asked (warmup_reply). */
+static enum stage_verdict warmup_routed(struct stage_req *r)
+{
+    const struct route *rt = r->rt;
+    struct wpool *pool = r->pool;
+
+    if (r->owner == NULL && rt->kind == ROUTE_SEND && rt->warm_from != ROUTE_NONE &&
+        r->req->nkeys == 1 && pool->ops->warmable != NULL && pool->ops->warmable(r->req->cmd))
+        warmup_mark(r->m, r->rk[0].bytes, r->rk[0].len, pool->servers[rt->warm_from],
+                    r->req->cmd);
+    return STAGE_PASS;
+}
+
+const struct stage stage_warmup = {
+    .name = "warmup",
+    .wanted = warmup_wanted,
+    .routed = warmup_routed,
+};

@@ -9,10 +9,6 @@ struct msg;
 struct server;
 struct worker;
 
-/* m (a get routed to the key's new owner) asks `prev` on a miss: remember
- * the key and the command. Without memory m is simply not warmed. */
-void warmup_mark(struct msg *m, const char *key, size_t len, struct server *prev, uint16_t cmd);
-
 /*
  * m's reply is complete and m has left its server queue. For the first ask,
  * a miss is re-sent to the previous owner: returns 1 (m is queued again;

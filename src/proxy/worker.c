@@ -253,6 +253,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.zone = snap->conf->global.zone;
     wp->view.rules = sp->rules;
     wp->view.cluster = sp->cview;
+    stage_chain_build(&wp->chain, cp, &snap->conf->global);
     /* a cluster pool follows redirects: it keeps each request's bytes to re-send them */
     wp->retain_req = sp->cluster != NULL;
     if (sp->cluster != NULL && wp->cworker == NULL &&

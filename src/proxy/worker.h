@@ -12,6 +12,7 @@
 #include "proxy/conn.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
+#include "proxy/stage.h"
 #include "lib/queue.h"
 #include "placement/ring.h"
 #include "stats/stats.h"
@@ -63,6 +64,7 @@ struct wpool {
     struct cworker          *cworker;    /* a Redis Cluster pool's redirects and parked
                                             requests (cluster_worker.c), else NULL */
     uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
+    struct stage_chain       chain;      /* the stages its requests pass (stage.h) */
     struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
 };
 

@@ -1,0 +1,96 @@
+/* The stage table, a pool's chain of stages, and the calls that run one hook along it. */
+#include "config.h"
+
+#include <string.h>
+
+#include "conf/conf.h"
+#include "proxy/stage.h"
+
+/*
+ * Every stage, in the order a request meets them. Observers first (they see every
+ * request), then what may answer or hold a request, then what notes or marks the route,
+ * what rewrites or takes the bytes, and what copies the request last.
+ */
+static const struct stage *const stage_table[] = {
+    &stage_hotkeys,         /* counts the key in the hot-key sketch */
+    &stage_rejoin,          /* remembers writes for a down server's rejoin */
+    &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
+    &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
+    &stage_collapse,        /* identical gets wait for one reply */
+    &stage_shadow,          /* copies to a shadow pool */
+};
+
+_Static_assert(sizeof(stage_table) / sizeof(stage_table[0]) <= STAGE_MAX,
+               "stage_chain holds STAGE_MAX stages");
+
+void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
+                       const struct conf_global *g)
+{
+    memset(ch, 0, sizeof(*ch));
+    for (size_t i = 0; i < sizeof(stage_table) / sizeof(stage_table[0]); i++) {
+        const struct stage *st = stage_table[i];
+        if (st->wanted != NULL && !st->wanted(cp, g))
+            continue;
+        ch->stage[ch->n++] = st;
+        ch->hooks |= (uint8_t)((st->request ? STAGE_H_REQUEST : 0) |
+                               (st->routed ? STAGE_H_ROUTED : 0) |
+                               (st->write ? STAGE_H_WRITE : 0) |
+                               (st->queued ? STAGE_H_QUEUED : 0) |
+                               (st->sent ? STAGE_H_SENT : 0));
+    }
+}
+
+enum stage_verdict stage_request(const struct stage_chain *ch, struct stage_req *r)
+{
+    for (uint8_t i = 0; i < ch->n; i++) {
+        const struct stage *st = ch->stage[i];
+        if (st->request != NULL) {
+            enum stage_verdict v = st->request(r);
+            if (v != STAGE_PASS)
+                return v;
+        }
+    }
+    return STAGE_PASS;
+}
+
+enum stage_verdict stage_routed(const struct stage_chain *ch, struct stage_req *r)
+{
+    for (uint8_t i = 0; i < ch->n; i++) {
+        const struct stage *st = ch->stage[i];
+        if (st->routed != NULL) {
+            enum stage_verdict v = st->routed(r);
+            if (v != STAGE_PASS)
+                return v;
+        }
+    }
+    return STAGE_PASS;
+}
+
+int stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
+                struct sconn *s, size_t before)
+{
+    for (uint8_t i = 0; i < ch->n; i++) {
+        const struct stage *st = ch->stage[i];
+        if (st->write != NULL) {
+            int rc = st->write(r, wm, s, before);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
+                  struct sconn *s)
+{
+    for (uint8_t i = 0; i < ch->n; i++)
+        if (ch->stage[i]->queued != NULL)
+            ch->stage[i]->queued(r, wm, s);
+}
+
+void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent)
+{
+    for (uint8_t i = 0; i < ch->n; i++)
+        if (ch->stage[i]->sent != NULL)
+            ch->stage[i]->sent(r, sent);
+}
