@@ -182,7 +182,8 @@ def rejoin_cost(b):
     what is measured is what the request path pays for the mechanism being there."""
     a = b.a
     scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
-    ports = start_memcached(b, 4)
+    b.start_backends(4)             # memcached, or redis-server with --proto redis
+    ports = b.backend_ports
     targets = ["invalidate", "trust"]
     procs = {}
     for t in targets:
@@ -222,7 +223,8 @@ def shadow(b):
     the proxy's host pays only for making the copies)."""
     a = b.a
     scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
-    ports = start_memcached(b, 4)
+    b.start_backends(4)             # memcached, or redis-server with --proto redis
+    ports = b.backend_ports
     main, nxt = ports[:2], ports[2:]
     b.start_backends(2, cpu=0, add=True)       # the shadow pool on hosts of its own
     far = b.backend_ports[4:]
@@ -280,9 +282,10 @@ def callgrind_ir(b, exe, name, ports, scenario, n):
     scenario (one connection), its start and stop included."""
     listen, stats = free_ports(2)
     conf = os.path.join(b.tmp, f"cg-{name}.yml")
+    proto = b.a.proto
     with open(conf, "w") as f:
-        f.write(pool_yaml("bench", listen, ports))
-    out = os.path.join(b.tmp, f"cg-{name}-{scenario[0]}-{n}.out")
+        f.write(pool_yaml("bench", listen, ports, "  redis: true\n" if proto == "redis" else ""))
+    out = os.path.join(b.tmp, f"cg-{name}-{proto}-{scenario[0]}-{n}.out")
     argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", exe, "-c", conf,
             "-s", str(stats), "-a", "127.0.0.1", "-v", "3", "--workers", "1"]
     p = b.procs.start(argv, os.path.join(b.tmp, f"cg-{name}.log"))
@@ -290,7 +293,7 @@ def callgrind_ir(b, exe, name, ports, scenario, n):
         b.procs.stop(p)
         raise Setup(f"{name} under valgrind did not listen")
     _, ratio, pipeline = scenario
-    load = [b.rlbench, "--proto", "memcache", "-c", "1", "--keys", "1000", "--value-size",
+    load = [b.rlbench, "--proto", proto, "-c", "1", "--keys", "1000", "--value-size",
             str(b.a.value_size), "--host", "127.0.0.1", "--port", str(listen), "-P",
             str(pipeline), "--ratio", ratio, "-n", str(n)]
     subprocess.run(load + ["--prefill-only"], capture_output=True, timeout=600)
@@ -317,7 +320,8 @@ def callgrind(b):
     if not shutil.which("valgrind"):
         raise Setup("valgrind not installed")
     scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
-    ports = start_memcached(b, 4)
+    b.start_backends(4)             # memcached, or redis-server with --proto redis
+    ports = b.backend_ports
     exes = [("ringleader", b.ringleader)] + ([("ringleader-before", a.compare)] if a.compare else [])
     n = a.callgrind_requests
     rows = []

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "lib/invariant.h"
+
 #define BUF_STD_SIZE 16384   /* the size pooled buffers start with */
 
 struct buf {
@@ -23,6 +25,7 @@ static inline size_t buf_room(const struct buf *b) { return b->cap - b->wpos; }
 /* Mark n bytes read; resets both positions when the buffer empties. */
 static inline void buf_consume(struct buf *b, size_t n)
 {
+    RL_ASSERT(n <= buf_len(b));
     b->rpos += n;
     if (b->rpos == b->wpos)
         b->rpos = b->wpos = 0;

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "lib/invariant.h"
+
 /*
  * A queue is a circular list through a sentinel `struct qnode` (the head);
  * an element embeds a `struct qnode` and is recovered with QUEUE_DATA.
@@ -40,6 +42,7 @@ static inline int queue_linked(const struct qnode *n)
 
 static inline void queue_insert_tail(struct qnode *head, struct qnode *n)
 {
+    RL_ASSERT(head->next != NULL && !queue_linked(n));    /* an initialised queue; n in none */
     n->prev = head->prev;
     n->next = head;
     head->prev->next = n;
@@ -48,6 +51,7 @@ static inline void queue_insert_tail(struct qnode *head, struct qnode *n)
 
 static inline void queue_insert_head(struct qnode *head, struct qnode *n)
 {
+    RL_ASSERT(head->next != NULL && !queue_linked(n));
     n->next = head->next;
     n->prev = head;
     head->next->prev = n;
@@ -57,6 +61,7 @@ static inline void queue_insert_head(struct qnode *head, struct qnode *n)
 /* Unlink an element (it must be linked); its node is zero afterwards. */
 static inline void queue_remove(struct qnode *n)
 {
+    RL_ASSERT(queue_linked(n) && n->prev->next == n && n->next->prev == n);
     n->prev->next = n->next;
     n->next->prev = n->prev;
     n->next = n->prev = NULL;

@@ -19,8 +19,10 @@
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
+#include "proxy/snapshot.h"
 #include "proxy/stage.h"
 #include "proxy/worker.h"
+#include "stats/hotkeys.h"
 #include "lib/util.h"
 
 /* ------------------------------------------------------------------ messages */
@@ -206,8 +208,8 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     int rc;
     /* stages see the bytes of a whole request (not a fragment, not a session's) */
     int staged = r != NULL && (pool->chain.hooks & STAGE_H_WRITE);
-    int join = how == FORWARD_WHOLE && via == NULL && m->role == MSG_REQUEST &&
-               m->warm == MSG_WARM_NONE && pool->cp->coalesce_gets && ops->joinable != NULL &&
+    int join = pool->cp->coalesce_gets && how == FORWARD_WHOLE && via == NULL &&
+               m->role == MSG_REQUEST && m->warm == MSG_WARM_NONE && ops->joinable != NULL &&
                ops->joinable(req);
     if (join && !staged) {
         rc = join_write(s, ops, m, req, buf);
@@ -260,7 +262,7 @@ static int forward_send(struct client *c, struct wpool *pool, struct stage_req *
     const char *reason = NULL;
 
     if (forward_write(pool, m, srv, NULL, hint, req, r->buf, NULL, 0, FORWARD_WHOLE,
-                      req->body_len, r, &code, &reason) < 0) {
+                      req->body_len, pool->chain.n ? r : NULL, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
         return -1;
     }
@@ -564,6 +566,8 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
 
     if (pool == NULL)
         return;
+    if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
     struct route rt;
     struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf, .rk = rk,
                            .rt = &rt };

@@ -7,12 +7,12 @@
 #include "proxy/stage.h"
 
 /*
- * Every stage, in the order a request meets them. Observers first (they see every
- * request), then what may answer or hold a request, then what notes or marks the route,
- * what rewrites or takes the bytes, and what copies the request last.
+ * Every stage, in the order a request meets them: what may answer or hold a request
+ * first, then what notes or marks the route, what rewrites or takes the bytes, and what
+ * copies the request last. (The hot-key sketch and the counters are observers, not
+ * stages: forward.c feeds them every request.)
  */
 static const struct stage *const stage_table[] = {
-    &stage_hotkeys,         /* counts the key in the hot-key sketch */
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */

@@ -107,7 +107,6 @@ void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg 
 void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent);
 
 /* The stages (each defined in its feature's file). */
-extern const struct stage stage_hotkeys;       /* forward.c: the hot-key sketch */
 extern const struct stage stage_rejoin;        /* rejoin.c */
 extern const struct stage stage_failover_ttl;  /* ttl_cap.c */
 extern const struct stage stage_warmup;        /* warmup.c */

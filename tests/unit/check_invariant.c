@@ -1,0 +1,91 @@
+/* Unit tests for RL_ASSERT (src/lib/invariant.h): a broken invariant aborts where assertions are compiled in, and costs nothing where they are not. */
+#include "config.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include "lib/buf.h"
+#include "lib/invariant.h"
+#include "lib/queue.h"
+
+static int evaluated;
+
+static int side_effect(void)
+{
+    evaluated++;
+    return 0;
+}
+
+#if RL_ASSERTS
+/* Each of these runs in its own process (Check forks) and must die of SIGABRT. */
+START_TEST(test_consume_past_the_end_aborts)
+{
+    struct buf b;
+    buf_init(&b);
+    ck_assert_int_eq(buf_append(&b, "abc", 3), 0);
+    buf_consume(&b, 4);             /* one byte more than the buffer holds */
+}
+END_TEST
+
+START_TEST(test_double_insert_aborts)
+{
+    struct qnode head, n = { NULL, NULL };
+    queue_init(&head);
+    queue_insert_tail(&head, &n);
+    queue_insert_tail(&head, &n);   /* already linked: would corrupt the queue */
+}
+END_TEST
+
+START_TEST(test_remove_unlinked_aborts)
+{
+    struct qnode n = { NULL, NULL };
+    queue_remove(&n);
+}
+END_TEST
+
+START_TEST(test_false_condition_aborts)
+{
+    RL_ASSERT(side_effect() == 1);
+}
+END_TEST
+#else
+START_TEST(test_release_does_not_evaluate)
+{
+    RL_ASSERT(side_effect() == 1);
+    ck_assert_int_eq(evaluated, 0);
+}
+END_TEST
+#endif
+
+START_TEST(test_true_conditions_pass)
+{
+    struct qnode head, n = { NULL, NULL };
+    queue_init(&head);
+    queue_insert_tail(&head, &n);
+    queue_remove(&n);
+    ck_assert(queue_empty(&head));
+    RL_ASSERT(1 + 1 == 2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("invariant");
+    TCase *tc = tcase_create("core");
+#if RL_ASSERTS
+    tcase_add_test_raise_signal(tc, test_consume_past_the_end_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_double_insert_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_remove_unlinked_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_false_condition_aborts, SIGABRT);
+#else
+    tcase_add_test(tc, test_release_does_not_evaluate);
+#endif
+    tcase_add_test(tc, test_true_conditions_pass);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
