@@ -161,63 +161,6 @@ void collapse_free(struct sconn *s)
     s->ctab = NULL;
 }
 
-/* ------------------------------------------------------------------ fan-out */
-
-struct msg *collapse_take(struct msg *leader, int complete)
-{
-    struct msg *first = leader->waiters;
-
-    leader->waiters = NULL;
-    leader->flags &= (uint16_t)~MSG_F_LEADER;
-    for (struct msg *f = first; complete && f != NULL; f = f->waiters) {
-        if ((leader->flags & MSG_F_RSPLOST) ||
-            buf_append(&f->rsp, buf_rptr(&leader->rsp), buf_len(&leader->rsp)) < 0) {
-            f->flags |= MSG_F_RSPLOST;      /* collapse_complete answers it with an error */
-            continue;
-        }
-        f->items = leader->items;
-    }
-    return first;
-}
-
-void collapse_complete(struct worker *w, struct msg *f)
-{
-    while (f != NULL) {
-        struct msg *next = f->waiters;
-        struct client *c = f->client;
-
-        f->waiters = NULL;
-        f->flags &= (uint16_t)~MSG_F_FOLLOWER;
-        if (f->flags & MSG_F_RSPLOST) {
-            f->state = MSG_NEW;
-            msg_fail(w, f, PROTO_ERR_NOMEM, "out of memory");
-        } else {
-            if (c != NULL) {
-                c->held_bytes += buf_len(&f->rsp);
-                if (f->rflags & PROTO_RF_RETRIEVAL) {
-                    STATS_ADD(&c->pool->stats, hits, f->items);
-                    STATS_ADD(&c->pool->stats, misses, f->nkeys > f->items ? f->nkeys - f->items : 0);
-                }
-            }
-            msg_complete(w, f);
-        }
-        f = next;
-    }
-}
-
-void collapse_fail(struct worker *w, struct msg *f, enum proto_err code, const char *reason)
-{
-    while (f != NULL) {
-        struct msg *next = f->waiters;
-
-        f->waiters = NULL;
-        f->flags &= (uint16_t)~MSG_F_FOLLOWER;
-        f->state = MSG_NEW;         /* in no server queue: failed, it is done */
-        msg_fail(w, f, code, reason);
-        f = next;
-    }
-}
-
 /* ------------------------------------------------------------------ the stage */
 
 static int collapse_wanted(const struct conf_pool *cp, const struct conf_global *g)

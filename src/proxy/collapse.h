@@ -50,15 +50,5 @@ void collapse_sent(struct sconn *s);
 void collapse_forget(struct sconn *s, struct msg *m);
 void collapse_free(struct sconn *s);
 
-/*
- * The leader's outcome (msg.c). collapse_take detaches the followers of
- * leader L, copying L's complete reply into each when `complete`; it is
- * called while L is alive, before L is answered (which may free it).
- * collapse_complete / collapse_fail then answer the detached followers.
- */
-struct msg *collapse_take(struct msg *leader, int complete);
-void collapse_complete(struct worker *w, struct msg *followers);
-void collapse_fail(struct worker *w, struct msg *followers, enum proto_err code,
-                   const char *reason);
 
 #endif

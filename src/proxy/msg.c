@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "proxy/client.h"
-#include "proxy/collapse.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
 #include "proxy/worker.h"
@@ -295,6 +294,71 @@ static void msg_answered(struct worker *w, struct msg *m)
     msg_release(w, m);
 }
 
+/* ------------------------------------------------------------------ waiters */
+
+/*
+ * A leader's waiters (collapse.c joins identical gets to one that is sent): the leader's
+ * outcome is theirs. msg_waiters_take detaches the waiters of leader L, copying L's
+ * complete reply into each when `complete`; it is called while L is alive, before L is
+ * answered (which may free it). msg_waiters_complete / _fail then answer them.
+ */
+static struct msg *msg_waiters_take(struct msg *leader, int complete)
+{
+    struct msg *first = leader->waiters;
+
+    leader->waiters = NULL;
+    leader->flags &= (uint16_t)~MSG_F_LEADER;
+    for (struct msg *f = first; complete && f != NULL; f = f->waiters) {
+        if ((leader->flags & MSG_F_RSPLOST) ||
+            buf_append(&f->rsp, buf_rptr(&leader->rsp), buf_len(&leader->rsp)) < 0) {
+            f->flags |= MSG_F_RSPLOST;      /* msg_waiters_complete answers it with an error */
+            continue;
+        }
+        f->items = leader->items;
+    }
+    return first;
+}
+
+static void msg_waiters_complete(struct worker *w, struct msg *f)
+{
+    while (f != NULL) {
+        struct msg *next = f->waiters;
+        struct client *c = f->client;
+
+        f->waiters = NULL;
+        f->flags &= (uint16_t)~MSG_F_FOLLOWER;
+        if (f->flags & MSG_F_RSPLOST) {
+            f->state = MSG_NEW;
+            msg_fail(w, f, PROTO_ERR_NOMEM, "out of memory");
+        } else {
+            if (c != NULL) {
+                c->held_bytes += buf_len(&f->rsp);
+                if (f->rflags & PROTO_RF_RETRIEVAL) {
+                    STATS_ADD(&c->pool->stats, hits, f->items);
+                    STATS_ADD(&c->pool->stats, misses, f->nkeys > f->items ? f->nkeys - f->items : 0);
+                }
+            }
+            msg_complete(w, f);
+        }
+        f = next;
+    }
+}
+
+static void msg_waiters_fail(struct worker *w, struct msg *f, enum proto_err code,
+                             const char *reason)
+{
+    while (f != NULL) {
+        struct msg *next = f->waiters;
+
+        f->waiters = NULL;
+        f->flags &= (uint16_t)~MSG_F_FOLLOWER;
+        f->state = MSG_NEW;         /* in no server queue: failed, it is done */
+        msg_fail(w, f, code, reason);
+        f = next;
+    }
+}
+
+
 /* Tell m's watcher, once, what became of it. */
 static inline void msg_watched(struct worker *w, struct msg *m, int ok)
 {
@@ -312,9 +376,9 @@ static void __attribute__((noinline)) msg_complete_watched(struct worker *w, str
     msg_watched(w, m, 1);
     if (m->flags & MSG_F_LEADER) {
         /* The followers get their copies after m is answered: delivering m may free it. */
-        struct msg *followers = collapse_take(m, 1);
+        struct msg *followers = msg_waiters_take(m, 1);
         msg_answered(w, m);
-        collapse_complete(w, followers);
+        msg_waiters_complete(w, followers);
         return;
     }
     msg_answered(w, m);
@@ -371,9 +435,9 @@ void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *
     m->state = (m->state == MSG_SENT || m->state == MSG_PARKED) ? MSG_ZOMBIE : MSG_DONE;
     msg_watched(w, m, 0);
     if (m->flags & MSG_F_LEADER) {
-        struct msg *followers = collapse_take(m, 0);
+        struct msg *followers = msg_waiters_take(m, 0);
         msg_answered(w, m);
-        collapse_fail(w, followers, code, reason);
+        msg_waiters_fail(w, followers, code, reason);
         return;
     }
     msg_answered(w, m);
