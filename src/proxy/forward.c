@@ -153,30 +153,40 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
         server_probe(pool->servers[rt->probe]);
 }
 
-/*
- * Route a SINGLE or SAME request by its keys rk: the decision in *r->rt. When the route
- * is not the plain one (an event, or a previous owner to warm from), the pool's stages
- * see it; one that changed where the request goes (a write remembered for a server that
- * came back meanwhile) has it routed once more. The decision's side effects are carried
- * out once, for the route taken.
- */
-static inline void forward_route(struct client *c, struct wpool *pool, struct stage_req *r)
+/* The route is not the plain one and the pool has stages that look at routes: they see
+ * it, and one that changed where the request goes (a write remembered for a server that
+ * came back meanwhile) has it routed once more. */
+static void __attribute__((noinline)) forward_route_staged(struct client *c, struct wpool *pool,
+                                                           struct stage_req *r)
 {
     const struct proto_req *req = r->req;
-    struct route *rt = r->rt;
 
-    for (int pass = 0; pass < 2; pass++) {
-        if (req->flags & PROTO_RF_CHANNEL)
-            route_channel(&pool->view, &r->rk[0], rt);     /* PUBLISH: to the owner only */
-        else
-            route_request(&pool->view, &r->rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
-                          (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
-        if (!(pool->chain.hooks & STAGE_H_ROUTED) ||
-            (rt->events == 0 && rt->warm_from == ROUTE_NONE) ||
-            stage_routed(&pool->chain, r) != STAGE_AGAIN)
-            break;
-    }
-    forward_route_effects(c, pool, rt, &r->rk[0]);
+    if (stage_routed(&pool->chain, r) != STAGE_AGAIN)
+        return;
+    route_request(&pool->view, &r->rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                  (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), r->rt);
+    if (r->rt->events != 0 || r->rt->warm_from != ROUTE_NONE)
+        stage_routed(&pool->chain, r);      /* once more, to mark the route taken */
+}
+
+/*
+ * Route a SINGLE or SAME request by its keys rk, into *rt; r is the request as the pool's
+ * stages see it (filled when the pool has any). The decision's side effects are carried
+ * out once, for the route taken.
+ */
+static inline void forward_route(struct client *c, struct wpool *pool,
+                                 const struct proto_req *req, const struct route_key *rk,
+                                 struct route *rt, struct stage_req *r)
+{
+    if (req->flags & PROTO_RF_CHANNEL)
+        route_channel(&pool->view, &rk[0], rt);        /* PUBLISH: to the owner only */
+    else
+        route_request(&pool->view, &rk[0], req->flags, req->kind == PROTO_REQ_SINGLE,
+                      (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
+    if (__builtin_expect((rt->events != 0 || rt->warm_from != ROUTE_NONE) &&
+                         (pool->chain.hooks & STAGE_H_ROUTED), 0))
+        forward_route_staged(c, pool, r);
+    forward_route_effects(c, pool, rt, &rk[0]);
 }
 
 /* ------------------------------------------------------------------ writing */
@@ -253,16 +263,15 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
 
 /* Send one whole request to one server. 0, or -1 when m was answered with an
  * error instead (it may be gone then). */
-static int forward_send(struct client *c, struct wpool *pool, struct stage_req *r,
-                        struct server *srv, uint64_t hint)
+static int forward_send(struct client *c, struct wpool *pool, struct msg *m, struct server *srv,
+                        uint64_t hint, const struct proto_req *req, const char *buf,
+                        struct stage_req *r)
 {
-    struct msg *m = r->m;
-    const struct proto_req *req = r->req;
     enum proto_err code;
     const char *reason = NULL;
 
-    if (forward_write(pool, m, srv, NULL, hint, req, r->buf, NULL, 0, FORWARD_WHOLE,
-                      req->body_len, pool->chain.n ? r : NULL, &code, &reason) < 0) {
+    if (forward_write(pool, m, srv, NULL, hint, req, buf, NULL, 0, FORWARD_WHOLE, req->body_len,
+                      r, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
         return -1;
     }
@@ -569,21 +578,28 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
         hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
     struct route rt;
-    struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf, .rk = rk,
-                           .rt = &rt };
-    if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
-        return;
+    struct stage_req r, *staged = NULL;       /* r is filled for a pool with stages */
+    if (__builtin_expect(pool->chain.n != 0, 0)) {
+        r = (struct stage_req){ .c = c, .pool = pool, .m = m, .req = req, .buf = buf,
+                                .rk = rk, .rt = &rt };
+        staged = &r;
+        if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
+            return;
+    }
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
-    forward_route(c, pool, &r);
+    forward_route(c, pool, req, rk, &rt, staged);
     switch (rt.kind) {
     case ROUTE_SEND: {
-        int sent = forward_send(c, pool, &r, pool->servers[rt.to[0]], rk[0].hash);
+        int sent = forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf,
+                                staged);
         if (pool->chain.hooks & STAGE_H_SENT)
             stage_sent(&pool->chain, &r, sent == 0);    /* m: unless answered (gone) */
         break;
     }
     case ROUTE_COPIES:
+        r = (struct stage_req){ .c = c, .pool = pool, .m = m, .req = req, .buf = buf,
+                                .rk = rk, .rt = &rt, .marks = staged ? r.marks : 0 };
         forward_copies(c, pool, &r);
         if (pool->chain.hooks & STAGE_H_SENT)
             stage_sent(&pool->chain, &r, 0);
