@@ -155,11 +155,22 @@ static void forward_route_effects(struct client *c, struct wpool *pool, const st
 
 /* The route is not the plain one and the pool has stages that look at routes: they see
  * it, and one that changed where the request goes (a write remembered for a server that
- * came back meanwhile) has it routed once more. */
+ * came back meanwhile) has it routed once more. r: the request as the stages see it, or
+ * NULL when the pool's stages look only at routes (then it is built here). */
 static void __attribute__((noinline)) forward_route_staged(struct client *c, struct wpool *pool,
-                                                           struct stage_req *r)
+                                                           struct msg *m,
+                                                           const struct proto_req *req,
+                                                           const char *buf,
+                                                           const struct route_key *rk,
+                                                           struct route *rt, struct stage_req *r)
 {
-    const struct proto_req *req = r->req;
+    struct stage_req here;
+
+    if (r == NULL) {
+        here = (struct stage_req){ .c = c, .pool = pool, .m = m, .req = req, .buf = buf,
+                                   .rk = rk, .rt = rt };
+        r = &here;
+    }
 
     if (stage_routed(&pool->chain, r) != STAGE_AGAIN)
         return;
@@ -170,13 +181,14 @@ static void __attribute__((noinline)) forward_route_staged(struct client *c, str
 }
 
 /*
- * Route a SINGLE or SAME request by its keys rk, into *rt; r is the request as the pool's
- * stages see it (filled when the pool has any). The decision's side effects are carried
- * out once, for the route taken.
+ * Route a SINGLE or SAME request m by its keys rk, into *rt; r is the request as the
+ * pool's stages see it, or NULL. The decision's side effects are carried out once, for
+ * the route taken.
  */
-static inline void forward_route(struct client *c, struct wpool *pool,
-                                 const struct proto_req *req, const struct route_key *rk,
-                                 struct route *rt, struct stage_req *r)
+static inline void forward_route(struct client *c, struct wpool *pool, struct msg *m,
+                                 const struct proto_req *req, const char *buf,
+                                 const struct route_key *rk, struct route *rt,
+                                 struct stage_req *r)
 {
     if (req->flags & PROTO_RF_CHANNEL)
         route_channel(&pool->view, &rk[0], rt);        /* PUBLISH: to the owner only */
@@ -185,7 +197,7 @@ static inline void forward_route(struct client *c, struct wpool *pool,
                       (req->flags & PROTO_RF_NOKEY) != 0, c->w->rr, uv_now(&c->w->loop), rt);
     if (__builtin_expect((rt->events != 0 || rt->warm_from != ROUTE_NONE) &&
                          (pool->chain.hooks & STAGE_H_ROUTED), 0))
-        forward_route_staged(c, pool, r);
+        forward_route_staged(c, pool, m, req, buf, rk, rt, r);
     forward_route_effects(c, pool, rt, &rk[0]);
 }
 
@@ -578,8 +590,9 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
         hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
     struct route rt;
-    struct stage_req r, *staged = NULL;       /* r is filled for a pool with stages */
-    if (__builtin_expect(pool->chain.n != 0, 0)) {
+    /* r is filled for a pool with stages that see more than unusual routes */
+    struct stage_req r, *staged = NULL;
+    if (__builtin_expect(pool->chain.hooks & ~STAGE_H_ROUTED, 0)) {
         r = (struct stage_req){ .c = c, .pool = pool, .m = m, .req = req, .buf = buf,
                                 .rk = rk, .rt = &rt };
         staged = &r;
@@ -588,7 +601,7 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     }
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
-    forward_route(c, pool, req, rk, &rt, staged);
+    forward_route(c, pool, m, req, buf, rk, &rt, staged);
     switch (rt.kind) {
     case ROUTE_SEND: {
         int sent = forward_send(c, pool, m, pool->servers[rt.to[0]], rk[0].hash, req, buf,
