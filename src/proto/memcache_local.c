@@ -8,6 +8,7 @@
 
 #include "lib/buf.h"
 #include "proto/memcache.h"
+#include "proto/memcache_int.h"
 #include "proto/proto.h"
 
 #define LOCAL_ERROR "ERROR\r\n"
@@ -288,7 +289,7 @@ int memcache__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *fra
                         uint32_t nfrag, const struct proto_env *env, struct buf *out)
 {
     if (cmd != MEMCACHE_CMD_STATS && cmd != MEMCACHE_CMD_VERSION)
-        return proto_memcache_ops.merge(cmd, reqbuf, NULL, 0, NULL, frag, nfrag, out);
+        return memcache__merge(cmd, reqbuf, NULL, 0, NULL, frag, nfrag, out);
     size_t mark = out->wpos;
     int rc = cmd == MEMCACHE_CMD_VERSION ? merge_version(frag, nfrag, out)
                                          : merge_stats(reqbuf, frag, nfrag, env, out);

@@ -182,7 +182,7 @@ const struct redis_command *redis_command_lookup(const char *name, size_t len);
 /* The number of commands COMMAND and COMMAND COUNT list (top level, not refused). */
 size_t redis_command_listed(void);
 
-/* Shared by redis.c and redis_local.c. */
+/* Shared by the Redis protocol's files. */
 #define REDIS_CMD_NONE     0xffff   /* req->cmd of a request not in the table */
 
 /* INFO's BROADCAST (REDIS_MERGE_INFO): the reply from the servers' INFO replies frag[] (an

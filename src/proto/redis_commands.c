@@ -19,7 +19,7 @@
  *  - REFUSED: keyless server administration, pub/sub and anything else a
  *    sharding proxy cannot do faithfully;
  *  - REDIS_CMD_SESS(...): transactions, WATCH and blocking commands run on a
- *    connection pinned to their keys' server (proto.h's PROTO_SS_*; redis.c's
+ *    connection pinned to their keys' server (proto.h's PROTO_SS_*; redis_classify.c's
  *    req_session says how);
  *  - KEYS, RANDOMKEY, SCRIPT LOAD/EXISTS/FLUSH: BROADCAST; SCAN: CURSOR, one
  *    server at a time, named by the cursor.

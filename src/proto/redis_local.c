@@ -496,7 +496,7 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
 /* -------------------------------------------------------------- INFO */
 
 /*
- * INFO through the proxy is sent to every server of the pool (a BROADCAST, redis.c's
+ * INFO through the proxy is sent to every server of the pool (a BROADCAST, redis_merge.c's
  * merge_env) and answered here from their replies and the proxy's own numbers: sections as
  * Redis names and orders them, each field either the proxy's (where the proxy is what the
  * client talks to: clients, commands processed, uptime, CPU) or the backends' summed (or
@@ -789,7 +789,7 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         INFO_TRY(buf_appendf(b, "# Cluster\r\ncluster_enabled:%d\r\n", env->cluster ? 1 : 0));
         break;
     case INFO_KEYSPACE: {
-        /* keyspace: redis.c's INFO keyspace merge of the same replies, a bulk string (a
+        /* keyspace: redis_merge.c's INFO keyspace merge of the same replies, a bulk string (a
          * verbatim one for a RESP3 client) */
         const char *body;
         size_t bl;

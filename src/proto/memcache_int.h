@@ -1,0 +1,82 @@
+/* Internals the memcached protocol's files share (memcache_request.c, memcache_reply.c, memcache.c, memcache_local.c): the command table, tokens, the parsers and merge. */
+#ifndef RL_PROTO_MEMCACHE_INT_H
+#define RL_PROTO_MEMCACHE_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/buf.h"
+#include "proto/memcache.h"
+#include "proto/proto.h"
+
+/* How a command's line is laid out (selects the parse handler). */
+enum mc_syntax {
+    MC_SYN_GET,        /* <cmd> <key>* */
+    MC_SYN_GAT,        /* <cmd> <exptime> <key>* */
+    MC_SYN_STORE,      /* <cmd> <key> <flags> <exptime> <bytes> [noreply] */
+    MC_SYN_CAS,        /* cas <key> <flags> <exptime> <bytes> <cas> [noreply] */
+    MC_SYN_DELETE,     /* delete <key> [0] [noreply] */
+    MC_SYN_ARITH,      /* incr|decr <key> <u64> [noreply] */
+    MC_SYN_TOUCH,      /* touch <key> <exptime> [noreply] */
+    MC_SYN_META,       /* mg|md|ma <key> <flag>* */
+    MC_SYN_META_SET,   /* ms <key> <datalen> <flag>* */
+    MC_SYN_MN,
+    MC_SYN_ME,
+    MC_SYN_VERSION,
+    MC_SYN_VERBOSITY,
+    MC_SYN_QUIT,
+    MC_SYN_STATS,
+    MC_SYN_FLUSH
+};
+
+/* Reply lines, as bits: which a command accepts, which quiet mode hides. */
+enum {
+    R_VALUE = 1u << 0, R_END = 1u << 1, R_STORED = 1u << 2, R_NOT_STORED = 1u << 3,
+    R_EXISTS = 1u << 4, R_NOT_FOUND = 1u << 5, R_DELETED = 1u << 6, R_TOUCHED = 1u << 7,
+    R_OK = 1u << 8, R_NUMBER = 1u << 9, R_VERSION = 1u << 10,
+    R_VA = 1u << 11, R_HD = 1u << 12, R_EN = 1u << 13, R_NF = 1u << 14, R_NS = 1u << 15,
+    R_EX = 1u << 16, R_MN = 1u << 17
+};
+
+struct mc_cmd_def {
+    const char *name;
+    uint8_t     len;
+    uint8_t     syntax;      /* enum mc_syntax */
+    uint16_t    rflags;      /* PROTO_RF_* every valid request of it carries */
+    uint32_t    replies;     /* R_* a server may answer (errors always allowed) */
+    uint32_t    quiet_hide;  /* R_* hidden from the client under the meta q flag */
+};
+
+#define STORE_REPLIES (R_STORED | R_NOT_STORED | R_EXISTS | R_NOT_FOUND)
+
+/* The command table (memcache_request.c), indexed by enum memcache_cmd. */
+extern const struct mc_cmd_def memcache__cmds[MEMCACHE_CMD_COUNT];
+
+/* A token of a line: buf[off, off + len). */
+struct mc_tok {
+    uint32_t off;
+    uint32_t len;
+};
+
+/* Tokens and numbers as memcached reads them (memcache_request.c). */
+bool memcache__next(const char *buf, uint32_t *pos, uint32_t end, struct mc_tok *t);
+uint32_t memcache__tokens(const char *buf, uint32_t pos, uint32_t end, struct mc_tok *t,
+                          uint32_t max);
+bool memcache__tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out);
+
+/* proto_ops.parse_req (memcache_request.c). */
+int memcache__parse_req(struct proto_parser *p, const char *buf, size_t len,
+                        struct proto_req *req);
+
+/* proto_ops.parse_rsp, .forward, .frag_write and .merge (memcache_reply.c). */
+int memcache__parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
+                        uint16_t rflags, struct proto_rsp *rsp);
+int memcache__forward(const struct proto_req *req, const char *buf, struct buf *out);
+int memcache__frag_write(const struct proto_req *req, const char *buf, const uint32_t *idx,
+                         uint32_t n, struct buf *out);
+int memcache__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *keys,
+                    uint32_t nkeys, const uint32_t *key_frag, struct buf *const *frag,
+                    uint32_t nfrag, struct buf *out);
+
+#endif

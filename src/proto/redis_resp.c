@@ -1,0 +1,209 @@
+/* RESP replies read and written: numbers, line types, one element's end, bulk and verbatim strings. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/buf.h"
+#include "proto/proto.h"
+#include "proto/redis.h"
+#include "proto/redis_int.h"
+#include "lib/util.h"
+
+/* ---------------------------------------------------------------- RESP */
+
+#define RSP_LINE_MAX  (64u * 1024)   /* +simple / -error / :int / $ / * lines */
+
+/*
+ * Replies are RESP2 or RESP3 (a client that said HELLO 3 has server connections that
+ * did too): every type Redis 7.0 sends is known, and each reply's end is found in place.
+ *
+ *   line types    + simple  - error  : integer  _ null  # boolean  , double  ( big number
+ *   length types  $ bulk ($-1 null)  ! blob error  = verbatim (a "txt:" prefix in its data)
+ *   aggregates    * array (*-1 null)  ~ set  > push  % map (2n elements)
+ *                 | attribute: 2n elements annotating the element that follows it
+ *
+ * Streamed strings and aggregates ($?, *? ...) are in the RESP3 specification but Redis
+ * never sends them; like anything else that is not a reply, they close the connection.
+ */
+
+/* A number as Redis's string2ll reads it, the whole of [s, s+len): see
+ * REDIS_DEC. 0 or -1. */
+int redis__parse_num(const char *s, size_t len, int64_t *out)
+{
+    return util_parse_dec_i64(s, len, REDIS_DEC, out);
+}
+
+/* A line type's payload other than the RESP2 ones the callers read first: "_" empty, "#"
+ * one of t f; doubles and big numbers are passed through unread. */
+int redis__rsp_line_ok(char t, const char *num, size_t numlen)
+{
+    switch (t) {
+    case ',': case '(':
+        return 1;
+    case '_':
+        return numlen == 0;
+    case '#':
+        return numlen == 1 && (num[0] == 't' || num[0] == 'f');
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Skip whole RESP elements from *pos until *pending reaches 0. An aggregate
+ * adds its element count to *pending (a map's and an attribute's are pairs;
+ * an attribute annotates the element after it and is none itself), so nested
+ * aggregates need no stack and a reply claiming 2^31 elements costs nothing
+ * until they arrive.
+ * Returns 1 when *pending is 0, 0 when more bytes are needed (*pos and
+ * *pending describe the elements completed so far), -1 on garbage.
+ */
+int redis__rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
+{
+    size_t at = *pos;
+    uint64_t left = *pending;
+    int rc = 1;
+
+    while (left > 0) {
+        if (at >= len) {
+            rc = 0;
+            break;
+        }
+        int64_t n;
+        size_t eol = redis__rsp_count(buf, len, at, &n);     /* the '\n' */
+        int counted = eol != 0;                         /* n is the line's number */
+        if (!counted) {
+            size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
+            const char *nl = memchr(buf + at, '\n', room);
+            if (nl == NULL) {
+                if (room >= RSP_LINE_MAX)
+                    return -1;
+                rc = 0;
+                break;
+            }
+            eol = (size_t)(nl - buf);
+            if (eol < at + 2 || buf[eol - 1] != '\r')
+                return -1;
+        }
+        const char *num = buf + at + 1;
+        size_t numlen = eol - 1 - at - 1;
+        char t = buf[at];
+        switch (t) {
+        case '+':
+        case '-':
+            at = eol + 1;
+            break;
+        case ':':
+            if (!counted && redis__parse_num(num, numlen, &n) < 0)
+                return -1;
+            at = eol + 1;
+            break;
+        case '$':
+        case '!':
+        case '=':
+            if ((!counted && redis__parse_num(num, numlen, &n) < 0) || n < (t == '$' ? -1 : 0) ||
+                n > (int64_t)REDIS_MAX_BULK)
+                return -1;
+            if (n >= 0) {
+                size_t end = eol + 1 + (size_t)n + 2;
+                if (end > len) {
+                    rc = 0;
+                    goto out;
+                }
+                if (buf[end - 2] != '\r' || buf[end - 1] != '\n')
+                    return -1;
+                at = end;
+            } else {
+                at = eol + 1;
+            }
+            break;
+        case '*':
+        case '~':
+        case '>':
+        case '%':
+        case '|':
+            if ((!counted && redis__parse_num(num, numlen, &n) < 0) || n < (t == '*' ? -1 : 0) ||
+                n > INT32_MAX)
+                return -1;
+            at = eol + 1;
+            if (n > 0)
+                left += (t == '%' || t == '|') ? 2 * (uint64_t)n : (uint64_t)n;
+            if (t == '|')
+                continue;           /* annotates the next element: not one itself */
+            break;
+        default:
+            if (!redis__rsp_line_ok(t, num, numlen))
+                return -1;
+            at = eol + 1;
+            break;
+        }
+        left--;
+    }
+out:
+    *pos = at;
+    *pending = left;
+    return rc;
+}
+
+int redis__rsp_line(const char *buf, size_t len, size_t *eol)
+{
+    size_t room = len < RSP_LINE_MAX ? len : RSP_LINE_MAX;
+    const char *nl = memchr(buf, '\n', room);
+    if (nl == NULL)
+        return room >= RSP_LINE_MAX ? -1 : 0;
+    *eol = (size_t)(nl - buf);
+    if (*eol < 2 || buf[*eol - 1] != '\r')
+        return -1;
+    return 1;
+}
+
+int redis__append_bulk(struct buf *out, const char *s, size_t n)
+{
+    if (buf_appendf(out, "$%zu\r\n", n) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int redis__text(const char *d, size_t len, const char **text, size_t *tlen)
+{
+    size_t eol;
+    int64_t n;
+    if (len == 0 || (d[0] != '$' && d[0] != '=') || redis__rsp_line(d, len, &eol) != 1 ||
+        redis__parse_num(d + 1, eol - 2, &n) < 0 || n < 0 || eol + 1 + (size_t)n + 2 > len)
+        return -1;
+    *text = d + eol + 1;
+    *tlen = (size_t)n;
+    if (d[0] == '=') {
+        if (n < 4)
+            return -1;
+        *text += 4;             /* "txt:" */
+        *tlen -= 4;
+    }
+    return 0;
+}
+
+int redis__append_text(struct buf *out, int verbatim, const char *s, size_t n)
+{
+    if (!verbatim)
+        return redis__append_bulk(out, s, n);
+    if (buf_appendf(out, "=%zu\r\ntxt:", n + 4) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+int64_t redis__element_end(const char *buf, size_t len, size_t pos)
+{
+    uint64_t pending = 1;
+    if (redis__rsp_scan(buf, len, &pos, &pending) != 1)
+        return -1;
+    return (int64_t)pos;
+}
