@@ -108,7 +108,8 @@ void rejoin_log_size(const struct rejoin_log *l, uint32_t *keys, uint64_t *bytes
 /* Whether the set has an entry with REJOIN_E_OWNER. */
 int rejoin_set_has_owner(const struct rejoin_set *s);
 
-/* Add to a set (the journal's replay, the log itself): 1 added, 0 merged, -1 no memory. */
+/* Add to a set (the journal's replay, the log itself): 1 added, 0 merged, -1 no memory.
+ * len may be 0 (Redis's empty key; key may be NULL then): a key like any other. */
 int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t len,
                    struct health *also, unsigned flags);
 

@@ -18,6 +18,11 @@ What each test proves, against real memcached / redis-server processes frozen wi
       when probed, and 0 stale values are read.
   overflow_flushes
       rejoin_log_keys: 50 and 100 writes: the rejoin flushes instead (counted, logged).
+  empty_key_redis, empty_key_journal_redis
+      Redis's empty key, SET twice while its owner is down (and, in the second, journalled
+      and read back by a restarted proxy): remembered once, the proxy does not die (the
+      sanitizer build did), and the key is deleted on the returning owner and on the
+      failover server.
   session_writes_redis
       writes inside transactions (MULTI/EXEC, and WATCH then MULTI/EXEC) while their owner
       is down run on a connection pinned to the failover server; after the rejoin none of
@@ -405,6 +410,88 @@ def journal_survives_restart(env):
         eq(os.path.getsize(path), 0, "the journal is truncated once nothing is pending")
         print("  journal of %d bytes read back by the restarted proxy; 0 stale, %d/50 kept; "
               "truncated after the rejoin" % (size, kept))
+    finally:
+        s.close()
+
+
+def empty_key_setup(glob=None):
+    """A Redis Setup whose victim is the owner of the empty key, which holds b"old" there."""
+    s = Setup("redis", glob=glob)
+    try:
+        with Raw(s.px.addr("p")) as c:
+            eq(c.rd("SET", b"", b"old"), "OK")
+        holders = [i for i, be in enumerate(s.bes) if be.exists_many([b""])]
+        eq(len(holders), 1, "the empty key is on one server")
+        s.victim = holders[0]
+        s.untouched = [b""]         # what wait() reads to bring the victim's probe on
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
+def empty_key_outage_writes(s):
+    """SET "" twice while its owner is down: the second merges into the first's entry."""
+    try:
+        with Raw(s.px.addr("p")) as c:
+            eq(c.rd("SET", b"", b"new1"), "OK", "SET '' while its owner is down")
+            eq(c.rd("SET", b"", b"new2"), "OK", "SET '' again while its owner is down")
+    except (EOFError, OSError) as e:
+        raise AssertionError("the proxy died remembering the empty key (%s):\n%s" % (
+            e, s.px.proc.log_tail(20)))
+    eq(s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"], 1,
+       "the empty key is remembered once")
+
+
+def empty_key_after_rejoin(s):
+    """The empty key written while its owner was away is deleted on it (and on the
+    failover server that took the write): a miss through the proxy, not b"old"."""
+    owner = s.bes[s.victim]
+    eq(owner.exists_many([b""]), set(), "the returning owner still holds the empty key")
+    copies = [i for i, be in enumerate(s.bes) if be.exists_many([b""])]
+    eq(copies, [], "servers still holding the empty key")
+    with Raw(s.px.addr("p")) as c:
+        eq(c.rd("GET", b""), None, "GET '' through the proxy after the rejoin")
+    check(s.px.proc.alive(), "the proxy died invalidating the empty key:\n%s",
+          s.px.proc.log_tail(20))
+
+
+@R.test(ringleader=True)
+def empty_key_redis(env):
+    """Issue 22 item 3: an empty key remembered twice (UBSan: memcpy to NULL)."""
+    s = empty_key_setup()
+    try:
+        s.freeze()
+        empty_key_outage_writes(s)
+        s.thaw()
+        empty_key_after_rejoin(s)
+        eq(s.px.stats()["p"]["rejoin_invalidations"] >= 1, True, "an invalidation was sent")
+        print("  SET '' twice while its owner was down: remembered once, deleted on the owner "
+              "and the failover server when it returned")
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def empty_key_journal_redis(env):
+    """Issue 22 item 3: a journal with an empty key read back at start (UBSan: memcpy to
+    NULL in the replay); the restarted proxy invalidates it like any other key."""
+    path = os.path.join(harness.tmpdir(), "rejoin-empty-%d.journal" % os.getpid())
+    s = empty_key_setup(glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        s.freeze()
+        empty_key_outage_writes(s)
+        time.sleep(0.3)             # the journal is synced every 100 ms
+        s.px.stop()
+        os.kill(s.bes[s.victim].proc.pid, signal.SIGCONT)
+        s.px = s.start_proxy()
+        check(s.px.proc.alive(), "the proxy died reading the journal back")
+        eq(s.state(), "down", "the restarted proxy starts the empty key's owner down")
+        eq(s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"], 1,
+           "the empty key read back from the journal")
+        s.wait("up", 10)
+        empty_key_after_rejoin(s)
+        print("  the empty key journalled, read back at start and deleted on its owner")
     finally:
         s.close()
 

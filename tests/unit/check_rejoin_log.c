@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "health.h"
 #include "rejoin_journal.h"
@@ -174,6 +175,12 @@ static void collect(void *arg, const char *key, size_t len, const char *also, un
     c->n++;
 }
 
+static void add_to_set(void *arg, const char *key, size_t len, const char *also, unsigned flags)
+{
+    (void)also;
+    ck_assert_int_ge(rejoin_set_add(arg, XXH3_64bits(key, len), key, len, NULL, flags), 0);
+}
+
 START_TEST(test_journal_round_trip)
 {
     char path[] = "/tmp/check_rejoin_XXXXXX";
@@ -275,6 +282,73 @@ START_TEST(test_journal_overflow_and_truncate)
 }
 END_TEST
 
+/* Redis allows the empty key: a log, its set and its journal must take it like any other
+ * (a first key of length 0 used to memcpy into the set's NULL key buffer). */
+START_TEST(test_empty_key_is_remembered_and_round_trips)
+{
+    struct health *h = health_new(HEALTH_DOWN);
+    struct rejoin_log *l = rejoin_log_new(h, "p\ta\tx", NULL);
+    ck_assert_int_eq(rejoin_log_add(l, "", 0, NULL, REJOIN_E_OWNER, 10), REJOIN_ADDED);
+    ck_assert_int_eq(rejoin_log_add(l, "", 0, NULL, REJOIN_E_OWNER, 10), REJOIN_MERGED);
+    ck_assert_int_eq(rejoin_log_add(l, "k", 1, NULL, REJOIN_E_OWNER, 10), REJOIN_ADDED);
+    uint32_t keys;
+    uint64_t bytes;
+    rejoin_log_size(l, &keys, &bytes);
+    ck_assert_uint_eq(keys, 2);
+    ck_assert_uint_eq(bytes, 1);
+    struct rejoin_set s;
+    rejoin_log_take(l, &s);
+    ck_assert(set_has(&s, "", NULL, REJOIN_E_OWNER));
+    ck_assert(set_has(&s, "k", NULL, REJOIN_E_OWNER));
+    /* a failed round puts the empty key back into an empty set */
+    rejoin_log_restore(l, &s, 10, 0);
+    rejoin_set_free(&s);
+    rejoin_log_take(l, &s);
+    ck_assert_uint_eq(s.n, 2);
+    rejoin_set_free(&s);
+    /* a set that only ever held empty keys (the journal's replay adds this way) */
+    struct rejoin_set e = { 0 };
+    ck_assert_int_eq(rejoin_set_add(&e, 1, NULL, 0, NULL, REJOIN_E_OWNER), 1);
+    ck_assert_int_eq(rejoin_set_add(&e, 1, "", 0, NULL, REJOIN_E_OWNER), 0);
+    ck_assert_uint_eq(e.n, 1);
+    rejoin_set_free(&e);
+    rejoin_log_free(l);
+
+    /* through the journal: written, read back, replayed as a key of length 0 */
+    char path[] = "/tmp/check_rejoin_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    char err[256];
+    struct rejoin_journal *j = rejoin_journal_open(path, err, sizeof(err));
+    ck_assert_ptr_nonnull(j);
+    l = rejoin_log_new(h, "p\ta\tx", j);
+    ck_assert_int_eq(rejoin_log_add(l, "", 0, NULL, REJOIN_E_OWNER, 10), REJOIN_ADDED);
+    ck_assert_int_eq(rejoin_journal_sync(j), 0);
+    rejoin_journal_close(j);
+    rejoin_log_free(l);
+    j = rejoin_journal_open(path, err, sizeof(err));
+    ck_assert_ptr_nonnull(j);
+    ck_assert_uint_eq(rejoin_journal_pending(j), 1);
+    struct collected c = { 0 };
+    ck_assert_int_eq(rejoin_journal_replay(j, "p\ta\tx", collect, &c), 0);
+    ck_assert_int_eq(c.n, 1);
+    ck_assert_uint_eq(c.lens[0], 0);
+    ck_assert_uint_eq(c.flags[0], REJOIN_E_OWNER);
+    rejoin_journal_close(j);
+    /* the replay's add into a fresh set, as rejoin_store_attach does it */
+    j = rejoin_journal_open(path, err, sizeof(err));
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(rejoin_journal_replay(j, "p\ta\tx", add_to_set, &e), 0);
+    ck_assert_uint_eq(e.n, 1);
+    ck_assert(set_has(&e, "", NULL, REJOIN_E_OWNER));
+    rejoin_set_free(&e);
+    rejoin_journal_close(j);
+    free(h);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(test_journal_open_reports_a_missing_directory)
 {
     char err[256] = "";
@@ -293,6 +367,7 @@ int main(void)
     tcase_add_test(tc, test_up_server_refuses_and_finish_is_atomic);
     tcase_add_test(tc, test_journal_round_trip);
     tcase_add_test(tc, test_journal_overflow_and_truncate);
+    tcase_add_test(tc, test_empty_key_is_remembered_and_round_trips);
     tcase_add_test(tc, test_journal_open_reports_a_missing_directory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
