@@ -230,6 +230,24 @@ int rejoin_log_finish(struct rejoin_log *l, struct rejoin_set *out, int drop_own
     return done;
 }
 
+long rejoin_log_forget(struct rejoin_log *l, int *overflowed)
+{
+    long had = -1;
+
+    uv_mutex_lock(&l->mu);
+    *overflowed = l->overflowed;
+    if (l->set.n > 0 || l->overflowed || l->journalled > 0) {
+        had = (long)l->set.n;
+        rejoin_set_free(&l->set);
+        l->overflowed = 0;
+        rejoin_journal_clear(l->journal, l->ident, l->journalled);
+        l->journalled = 0;
+        rejoin_log_publish(l);
+    }
+    uv_mutex_unlock(&l->mu);
+    return had;
+}
+
 void rejoin_log_size(const struct rejoin_log *l, uint32_t *keys, uint64_t *bytes)
 {
     *keys = atomic_load_explicit(&((struct rejoin_log *)l)->nkeys, memory_order_relaxed);

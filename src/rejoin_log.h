@@ -102,6 +102,12 @@ void rejoin_log_restore(struct rejoin_log *l, const struct rejoin_set *s, uint32
 int rejoin_log_finish(struct rejoin_log *l, struct rejoin_set *out, int drop_owner,
                       uint64_t now_ms);
 
+/* The server is no longer configured: forget every entry and the overflow, and
+ * clear its journal records (they would keep the journal from being truncated).
+ * Its health state is left alone. Returns how many entries it had (-1: none,
+ * and no overflow or journal record either). */
+long rejoin_log_forget(struct rejoin_log *l, int *overflowed);
+
 /* Entries and key bytes now (relaxed atomics: for stats readers). */
 void rejoin_log_size(const struct rejoin_log *l, uint32_t *keys, uint64_t *bytes);
 

@@ -14,6 +14,7 @@
 #include "proxy/cluster.h"
 #include "proxy/proxy.h"
 #include "proxy/registry.h"
+#include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "reload.h"
 #include "ring.h"
@@ -58,6 +59,9 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
     NOTE((o->global.log_file == NULL) != (n->global.log_file == NULL) ||
          (o->global.log_file && strcmp(o->global.log_file, n->global.log_file)),
          "ringleader.log_file");
+    NOTE((o->global.rejoin_log == NULL) != (n->global.rejoin_log == NULL) ||
+         (o->global.rejoin_log && strcmp(o->global.rejoin_log, n->global.rejoin_log)),
+         "ringleader.rejoin_log");
 #undef NOTE
 }
 
@@ -77,6 +81,10 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     notify_reloading();
     struct snapshot *old = atomic_load(&p->current);
     int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
+    if (rc == 0 && rejoin_store_check(p->rejoin, conf->global.rejoin_log, err, errlen) < 0) {
+        conf_free(conf);        /* not a journal: refused now rather than at the next start */
+        rc = -1;
+    }
     struct snapshot *snap = NULL;
     if (rc == 0) {
         conf_lint_log(conf);
@@ -206,6 +214,7 @@ static void reload_ack_cb(uv_async_t *a)
     snapshot_close_listeners(r->old);
     snapshot_unref(r->old);
     r->old = NULL;
+    rejoin_store_prune(p->rejoin, atomic_load(&p->current));   /* removed servers' records */
     if (atomic_load(&p->stopping))
         snapshot_close_listeners(atomic_load(&p->current));
     log_info("reload: every worker runs the new configuration");

@@ -451,6 +451,7 @@ int proxy_run(struct proxy_options *opt)
         goto out_registries;
     }
     atomic_store(&p->current, snap);
+    rejoin_store_prune(p->rejoin, snap);    /* every configured server has its log now */
 
     uv_loop_init(&p->loop);
     p->loop.data = p;
