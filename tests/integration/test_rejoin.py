@@ -18,6 +18,13 @@ What each test proves, against real memcached / redis-server processes frozen wi
       when probed, and 0 stale values are read.
   overflow_flushes
       rejoin_log_keys: 50 and 100 writes: the rejoin flushes instead (counted, logged).
+  journal_refuses_what_is_not_one
+      rejoin_log naming a file that is not a journal: ringleader -t, the start and a
+      reload refuse it, naming the path, and its bytes are left as they were.
+  journal_forgets_removed_servers
+      a journal holding records of servers no longer configured, and a server removed by
+      a reload while its log held keys: their records are forgotten and the journal is
+      its header alone again.
   empty_key_redis, empty_key_journal_redis
       Redis's empty key, SET twice while its owner is down (and, in the second, journalled
       and read back by a restarted proxy): remembered once, the proxy does not die (the
@@ -32,8 +39,11 @@ What each test proves, against real memcached / redis-server processes frozen wi
       owner.
 """
 
+import base64
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -404,10 +414,8 @@ def journal_survives_restart(env):
         eq(wrong, [], "values that are neither old nor new")
         eq(len(stale), 0, "stale reads after a restart with the journal")
         eq(kept, 50, "keys nobody wrote kept")
-        deadline = time.monotonic() + 3
-        while os.path.getsize(path) > 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        eq(os.path.getsize(path), 0, "the journal is truncated once nothing is pending")
+        eq(wait_file(path, JOURNAL_HEADER, 3), JOURNAL_HEADER,
+           "the journal is truncated to its header once nothing is pending")
         print("  journal of %d bytes read back by the restarted proxy; 0 stale, %d/50 kept; "
               "truncated after the rejoin" % (size, kept))
     finally:
@@ -492,6 +500,145 @@ def empty_key_journal_redis(env):
         s.wait("up", 10)
         empty_key_after_rejoin(s)
         print("  the empty key journalled, read back at start and deleted on its owner")
+    finally:
+        s.close()
+
+
+JOURNAL_HEADER = b"ringleader-rejoin-journal\t1\n"
+
+# What a mistyped rejoin_log might name: a configuration file (and bytes that are no text).
+NOT_A_JOURNAL = (b"# the configuration rejoin_log was not meant to name\n"
+                 b"p:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\n" +
+                 bytes(range(256)) + b"\nlast line without a newline")
+
+
+def wait_file(path, want, timeout):
+    """Until the file at path holds exactly want (bytes); returns what it holds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path, "rb") as f:
+            got = f.read()
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+@R.test(ringleader=True)
+def journal_refuses_what_is_not_one(env):
+    """Issue 22 item 7: rejoin_log naming a file that is not a journal truncated it to 0
+    bytes 100 ms after the start. Now ringleader -t and the start refuse it, naming the
+    path, and a reload naming it is refused; the file is left byte for byte."""
+    d = harness.tmpdir()
+    path = os.path.join(d, "not-a-journal-%d.yml" % os.getpid())
+    with open(path, "wb") as f:
+        f.write(NOT_A_JOURNAL)
+    be = Memcached.start()
+    proc = None
+    try:
+        port = harness.free_port()
+        pool = {"listen": "127.0.0.1:%d" % port, "servers": ["%s:1 alpha" % be.hostport()]}
+        conf = os.path.join(d, "refuse-%d.yml" % os.getpid())
+        with open(conf, "w") as f:
+            f.write(ydump({"p": pool, "ringleader": {"rejoin_log": path}}) + "\n")
+        r = subprocess.run([harness.binary("ringleader"), "-t", "-c", conf], capture_output=True,
+                           timeout=60)
+        check(r.returncode != 0 and path.encode() in r.stderr and
+              b"not a rejoin journal" in r.stderr,
+              "ringleader -t on a rejoin_log that is not a journal: exit %d, %r",
+              r.returncode, r.stderr[-400:])
+        # the start: refused (on the version before, it served and truncated the file)
+        proc = harness.Proc("ringleader", [
+            harness.binary("ringleader"), "-c", conf, "-s", str(harness.free_port()),
+            "-a", "127.0.0.1", "--workers", "1", "-v", "5"])
+        deadline = time.monotonic() + 30
+        served = False
+        while proc.alive() and time.monotonic() < deadline and not served:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                served = True
+            except OSError:
+                time.sleep(0.05)
+        if served:
+            time.sleep(0.5)         # the journal's 100 ms sync has run a few times
+        still = proc.alive()
+        rc = proc.stop()
+        out = proc.log_tail(10)
+        eq(wait_file(path, NOT_A_JOURNAL, 0), NOT_A_JOURNAL,
+           "the file rejoin_log names, byte for byte, after the start")
+        check(not served and not still and rc not in (0, None),
+              "the proxy started on a file that is not a journal (exit %r):\n%s", rc, out)
+        check(path in out and "not a rejoin journal" in out, "the refusal names the path:\n%s",
+              out)
+
+        # a reload naming it: refused, the running configuration keeps serving
+        journal = os.path.join(d, "journal-%d" % os.getpid())
+        px = Proxy({"p": {"servers": ["%s:1 alpha" % be.hostport()]}},
+                   glob={"rejoin_log": journal}, dump=lambda doc: ydump(doc) + "\n")
+        try:
+            eq(wait_file(journal, JOURNAL_HEADER, 5), JOURNAL_HEADER,
+               "a new journal holds its header")
+            doc = {"p": px.pools["p"], "ringleader": {"rejoin_log": path}}
+            with open(px.conf_path, "w") as f:
+                f.write(ydump(doc) + "\n")
+            os.kill(px.proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "reload (SIGHUP)" not in open(
+                    px.log_file, errors="replace").read():
+                time.sleep(0.05)
+            log = open(px.log_file, errors="replace").read()
+            check("reload (SIGHUP) refused" in log and path in log,
+                  "a reload naming a file that is not a journal:\n%s", px.log_tail(5))
+            with Raw(px.addr("p")) as c:
+                eq(c.mc_store(b"set", b"k", b"v"), b"STORED\r\n", "still serving")
+            check(px.proc.alive(), "the proxy is up")
+        finally:
+            px.stop()
+        eq(wait_file(path, NOT_A_JOURNAL, 0), NOT_A_JOURNAL,
+           "the file rejoin_log names, byte for byte, after the reload")
+        print("  rejoin_log naming a %d-byte file that is not a journal: ringleader -t, the "
+              "start and a reload refuse it, naming it; left byte for byte" % len(NOT_A_JOURNAL))
+    finally:
+        if proc is not None:
+            proc.stop()
+        be.stop()
+
+
+@R.test(ringleader=True)
+def journal_forgets_removed_servers(env):
+    """Issue 22 item 7: records of servers no longer configured kept the journal from
+    ever being emptied. Read back at a start without them, or held for a server a reload
+    removes, they are forgotten, and the file is its header again."""
+    d = harness.tmpdir()
+    path = os.path.join(d, "journal-removed-%d" % os.getpid())
+    recs = b"".join(b"K\tp\tgone\t127.0.0.1:1\t1\t-\t-\t%s\n" % base64.b64encode(b"k%d" % i)
+                    for i in range(50))
+    with open(path, "wb") as f:
+        f.write(JOURNAL_HEADER + recs + b"O\told-pool\tx\t127.0.0.1:2\n")
+    s = Setup("memcache", glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        got = wait_file(path, JOURNAL_HEADER, 10)
+        eq(got, JOURNAL_HEADER, "the journal once the records of unconfigured servers are "
+           "forgotten (%d bytes)" % len(got))
+        log = open(s.px.log_file, errors="replace").read()
+        check("'gone'" in log and "not configured" in log, "the forgetting is logged:\n%s",
+              s.px.log_tail(10))
+        # a server removed by a reload while its log holds keys
+        s.preload()
+        s.freeze()
+        s.outage_writes()
+        deadline = time.monotonic() + 5
+        while os.path.getsize(path) < 2 * NKEYS * 20 and time.monotonic() < deadline:
+            time.sleep(0.05)        # the journal is synced every 100 ms
+        check(os.path.getsize(path) >= 2 * NKEYS * 20, "the outage's keys journalled")
+        s.pool["servers"] = [x for i, x in enumerate(s.pool["servers"]) if i != s.victim]
+        with open(s.px.conf_path, "w") as f:
+            f.write(ydump({"p": s.pool, "ringleader": s.glob}) + "\n")
+        os.kill(s.px.proc.pid, signal.SIGHUP)
+        got = wait_file(path, JOURNAL_HEADER, 10)
+        eq(got, JOURNAL_HEADER, "the journal after a reload removed the server its records "
+           "were for (%d bytes)" % len(got))
+        print("  records of servers no longer configured forgotten at the start and after a "
+              "reload: the journal is its header again")
     finally:
         s.close()
 
