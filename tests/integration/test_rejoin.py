@@ -21,10 +21,10 @@ What each test proves, against real memcached / redis-server processes frozen wi
   journal_refuses_what_is_not_one
       rejoin_log naming a file that is not a journal: ringleader -t, the start and a
       reload refuse it, naming the path, and its bytes are left as they were.
-  journal_forgets_removed_servers
-      a journal holding records of servers no longer configured, and a server removed by
-      a reload while its log held keys: their records are forgotten and the journal is
-      its header alone again.
+  journal_forgets_unconfigured_servers, journal_forgets_servers_a_reload_removes
+      a journal holding records of servers no longer configured at the start, and a server
+      removed by a reload while its log held keys: their records are forgotten and the
+      journal is its header alone again.
   empty_key_redis, empty_key_journal_redis
       Redis's empty key, SET twice while its owner is down (and, in the second, journalled
       and read back by a restarted proxy): remembered once, the proxy does not die (the
@@ -540,12 +540,6 @@ def journal_refuses_what_is_not_one(env):
         conf = os.path.join(d, "refuse-%d.yml" % os.getpid())
         with open(conf, "w") as f:
             f.write(ydump({"p": pool, "ringleader": {"rejoin_log": path}}) + "\n")
-        r = subprocess.run([harness.binary("ringleader"), "-t", "-c", conf], capture_output=True,
-                           timeout=60)
-        check(r.returncode != 0 and path.encode() in r.stderr and
-              b"not a rejoin journal" in r.stderr,
-              "ringleader -t on a rejoin_log that is not a journal: exit %d, %r",
-              r.returncode, r.stderr[-400:])
         # the start: refused (on the version before, it served and truncated the file)
         proc = harness.Proc("ringleader", [
             harness.binary("ringleader"), "-c", conf, "-s", str(harness.free_port()),
@@ -569,6 +563,13 @@ def journal_refuses_what_is_not_one(env):
               "the proxy started on a file that is not a journal (exit %r):\n%s", rc, out)
         check(path in out and "not a rejoin journal" in out, "the refusal names the path:\n%s",
               out)
+        # ringleader -t says so too
+        r = subprocess.run([harness.binary("ringleader"), "-t", "-c", conf], capture_output=True,
+                           timeout=60)
+        check(r.returncode != 0 and path.encode() in r.stderr and
+              b"not a rejoin journal" in r.stderr,
+              "ringleader -t on a rejoin_log that is not a journal: exit %d, %r",
+              r.returncode, r.stderr[-400:])
 
         # a reload naming it: refused, the running configuration keeps serving
         journal = os.path.join(d, "journal-%d" % os.getpid())
@@ -604,10 +605,10 @@ def journal_refuses_what_is_not_one(env):
 
 
 @R.test(ringleader=True)
-def journal_forgets_removed_servers(env):
+def journal_forgets_unconfigured_servers(env):
     """Issue 22 item 7: records of servers no longer configured kept the journal from
-    ever being emptied. Read back at a start without them, or held for a server a reload
-    removes, they are forgotten, and the file is its header again."""
+    ever being emptied. Read back at a start without them, they are forgotten (logged),
+    and the file is its header again."""
     d = harness.tmpdir()
     path = os.path.join(d, "journal-removed-%d" % os.getpid())
     recs = b"".join(b"K\tp\tgone\t127.0.0.1:1\t1\t-\t-\t%s\n" % base64.b64encode(b"k%d" % i)
@@ -622,7 +623,20 @@ def journal_forgets_removed_servers(env):
         log = open(s.px.log_file, errors="replace").read()
         check("'gone'" in log and "not configured" in log, "the forgetting is logged:\n%s",
               s.px.log_tail(10))
-        # a server removed by a reload while its log holds keys
+        print("  the records of servers not configured at the start forgotten: the journal is "
+              "its header again")
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def journal_forgets_servers_a_reload_removes(env):
+    """Issue 22 item 7: a server removed by a reload while its log holds keys: its records
+    are forgotten once every worker runs the new configuration, and the journal is its
+    header again (they used to stay until the server came back)."""
+    path = os.path.join(harness.tmpdir(), "journal-reload-%d" % os.getpid())
+    s = Setup("memcache", glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
         s.preload()
         s.freeze()
         s.outage_writes()
@@ -637,8 +651,10 @@ def journal_forgets_removed_servers(env):
         got = wait_file(path, JOURNAL_HEADER, 10)
         eq(got, JOURNAL_HEADER, "the journal after a reload removed the server its records "
            "were for (%d bytes)" % len(got))
-        print("  records of servers no longer configured forgotten at the start and after a "
-              "reload: the journal is its header again")
+        check("not configured" in open(s.px.log_file, errors="replace").read(),
+              "the forgetting is logged")
+        print("  the records of a server a reload removed forgotten: the journal is its header "
+              "again")
     finally:
         s.close()
 
