@@ -302,6 +302,8 @@ static int journal_record_valid(const char *line, size_t n)
 enum journal_kind {
     JOURNAL_EMPTY,      /* no byte: adopted, the header written */
     JOURNAL_CURRENT,    /* the header line of this format */
+    JOURNAL_CUT,        /* the magic, then the header line cut short: a crash as it was
+                         * written to an empty file; written again */
     JOURNAL_NEWER,      /* the magic with another version: not ours to read or cut */
     JOURNAL_OLD,        /* no header, every complete line a record: the format before it */
     JOURNAL_FOREIGN     /* anything else: refused, left as it is */
@@ -322,6 +324,8 @@ static enum journal_kind journal_kind(const char *text, size_t len)
                           REJOIN_JOURNAL_VERSION);
         if (nl != NULL && (size_t)(nl - text) == (size_t)wl && memcmp(text, want, (size_t)wl) == 0)
             return JOURNAL_CURRENT;
+        if (nl == NULL && len <= (size_t)wl && memcmp(text, want, len) == 0)
+            return JOURNAL_CUT;
         return JOURNAL_NEWER;
     }
     /* The format before the header: records only, perhaps a last one cut short by a
@@ -574,24 +578,28 @@ static int journal_read(struct rejoin_journal *j, char *err, size_t errlen)
     char hdr[64];
     int hl = snprintf(hdr, sizeof(hdr), "%s\t%d\n", REJOIN_JOURNAL_MAGIC, REJOIN_JOURNAL_VERSION);
     char *text;
-    size_t len;
-    int rc = -1;
+    size_t len, skip = 0;
+    int rc = -1, w;
 
     j->header = (size_t)hl;
     if (journal_slurp(j->fd, j->path, &text, &len, err, errlen) < 0)
         return -1;
-    switch (journal_kind(text, len)) {
-    case JOURNAL_EMPTY: {
-        int w = journal_write_all(j->fd, hdr, (size_t)hl);
+    enum journal_kind kind = journal_kind(text, len);
+    switch (kind) {
+    case JOURNAL_CUT:
+    case JOURNAL_EMPTY:
+        w = kind == JOURNAL_CUT && ftruncate(j->fd, 0) < 0 ? -errno : 0;
+        if (w == 0)
+            w = journal_write_all(j->fd, hdr, (size_t)hl);
         if (w == 0 && fdatasync(j->fd) < 0)
             w = -errno;
         if (w < 0) {
             snprintf(err, errlen, "%s: writing its header: %s", j->path, strerror(-w));
             break;
         }
+        len = 0;
         rc = 0;
         break;
-    }
     case JOURNAL_CURRENT: {
         /* A record a crash cut short would run into the next one appended: cut it
          * (the file is a journal: this code wrote those bytes). */
@@ -602,6 +610,7 @@ static int journal_read(struct rejoin_journal *j, char *err, size_t errlen)
                      strerror(errno));
             break;
         }
+        skip = (size_t)hl;
         rc = 0;
         break;
     }
@@ -610,15 +619,12 @@ static int journal_read(struct rejoin_journal *j, char *err, size_t errlen)
         break;
     case JOURNAL_NEWER:
     case JOURNAL_FOREIGN:
-        journal_refusal(journal_kind(text, len), j->path, err, errlen);
+        journal_refusal(kind, j->path, err, errlen);
         break;
     }
-    if (rc == 0 && len > 0) {
-        size_t skip = journal_kind(text, len) == JOURNAL_CURRENT ? (size_t)hl : 0;
-        if (rejoin_journal_parse(j, text + skip, len - skip) < 0) {
-            snprintf(err, errlen, "%s: out of memory reading it back", j->path);
-            rc = -1;
-        }
+    if (rc == 0 && len > skip && rejoin_journal_parse(j, text + skip, len - skip) < 0) {
+        snprintf(err, errlen, "%s: out of memory reading it back", j->path);
+        rc = -1;
     }
     free(text);
     return rc;

@@ -421,6 +421,14 @@ START_TEST(test_journal_refuses_what_is_not_one)
     rejoin_journal_close(j);
     ck_assert_str_eq(read_file(path, NULL), JOURNAL_HEADER);   /* nothing pending: kept */
     unlink(path);
+    /* the header cut short (a crash as it was written): written again */
+    char cut[] = "/tmp/check_rejoin_XXXXXX";
+    write_file(cut, REJOIN_JOURNAL_MAGIC "\t", strlen(REJOIN_JOURNAL_MAGIC) + 1);
+    j = rejoin_journal_open(cut, err, sizeof(err));
+    ck_assert_ptr_nonnull(j);
+    rejoin_journal_close(j);
+    ck_assert_str_eq(read_file(cut, NULL), JOURNAL_HEADER);
+    unlink(cut);
 }
 END_TEST
 
