@@ -519,7 +519,7 @@ int rejoin_store_attach(struct rejoin_store *st, struct health *h, const struct 
     return 0;
 }
 
-/* "pool\tident\taddr" as the log says it: pool 'p', server 'ident' (addr). */
+/* Say that what was remembered for server `ident` ("pool\tident\taddr") is forgotten. */
 static void rejoin_forgotten(void *arg, const char *ident, size_t keys, int overflowed)
 {
     (void)arg;
@@ -531,9 +531,9 @@ static void rejoin_forgotten(void *arg, const char *ident, size_t keys, int over
         return;
     *server++ = '\0';
     *addr++ = '\0';
-    log_warn("rejoin_log: server '%s' (%s) of pool '%s' is not configured: the %zu key(s)%s "
-             "remembered for its rejoin are forgotten (they would keep the journal from "
-             "being emptied)", server, addr, name, keys, overflowed ? " and more" : "");
+    log_warn("server '%s' (%s) of pool '%s' is no longer configured: the %zu key(s)%s "
+             "remembered for its rejoin are forgotten", server, addr, name, keys,
+             overflowed ? " and more" : "");
 }
 
 /* Whether health record h is one of snap's servers'. */

@@ -621,7 +621,7 @@ def journal_forgets_unconfigured_servers(env):
         eq(got, JOURNAL_HEADER, "the journal once the records of unconfigured servers are "
            "forgotten (%d bytes)" % len(got))
         log = open(s.px.log_file, errors="replace").read()
-        check("'gone'" in log and "not configured" in log, "the forgetting is logged:\n%s",
+        check("'gone'" in log and "no longer configured" in log, "the forgetting is logged:\n%s",
               s.px.log_tail(10))
         print("  the records of servers not configured at the start forgotten: the journal is "
               "its header again")
@@ -651,7 +651,7 @@ def journal_forgets_servers_a_reload_removes(env):
         got = wait_file(path, JOURNAL_HEADER, 10)
         eq(got, JOURNAL_HEADER, "the journal after a reload removed the server its records "
            "were for (%d bytes)" % len(got))
-        check("not configured" in open(s.px.log_file, errors="replace").read(),
+        check("no longer configured" in open(s.px.log_file, errors="replace").read(),
               "the forgetting is logged")
         print("  the records of a server a reload removed forgotten: the journal is its header "
               "again")
