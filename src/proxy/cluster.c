@@ -67,6 +67,9 @@ struct cluster {
                                                while answers still show the old map */
     int                      skip_last;     /* the next round asks another node first */
     uint64_t                 self_logged_ms;/* when a map naming the proxy was last logged */
+    uint64_t                 fail_logged_ms;/* when a failed round was last logged (0: none
+                                               since the last map) */
+    uint32_t                 fail_rounds;   /* failed rounds not logged yet */
     /* any thread */
     atomic_int               wanted;
     atomic_uint_fast64_t     requested[CLUSTER_WHY_COUNT];
@@ -723,7 +726,17 @@ static void cluster_ask_next(struct cluster *cl)
     }
     /* every node and seed failed: ask again when something asks for it, or periodically */
     cl->backoff_ms = RL_MIN(cl->backoff_ms * 2, (uint32_t)CLUSTER_BACKOFF_MAX_MS);
-    log_warn("pool '%s': slot map refresh failed: no node or seed answered", cl->name);
+    /* a cluster that stays unreachable (or keeps naming the proxy) while clients keep
+     * asking fails a round a second: one line a minute, with the count */
+    uint64_t now = util_now_ms() + 1;
+    cl->fail_rounds++;
+    if (cl->fail_logged_ms == 0 || now - cl->fail_logged_ms >= CLUSTER_SELF_LOG_MS) {
+        log_warn("pool '%s': slot map refresh failed: no node or seed gave a usable map "
+                 "(%u round(s) since the last such line; logged at most once a minute)",
+                 cl->name, cl->fail_rounds);
+        cl->fail_logged_ms = now;
+        cl->fail_rounds = 0;
+    }
     if (cl->again) {
         cl->again = 0;
         cluster_schedule(cl);
@@ -763,6 +776,8 @@ static void cluster_fetched(void *arg, struct cluster_map *m, const char *err)
         cluster_ask_next(cl);
         return;
     }
+    cl->fail_logged_ms = 0;
+    cl->fail_rounds = 0;
     int changed = cl->map == NULL || cl->map->checksum != m->checksum;
     snprintf(cl->last_good, sizeof(cl->last_good), "%s", from);
     cluster_note_map(cl, m, from, changed);
