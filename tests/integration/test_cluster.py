@@ -1046,6 +1046,7 @@ def map_naming_the_proxy_is_never_dialled(env):
         check(log.count(b"slot map refresh failed") <= 1, "failed rounds logged %d times",
               log.count(b"slot map refresh failed"))
         check(len(log) < 16384, "the log grew to %d bytes in ~6 s", len(log))
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
     finally:
         node.stop()
 
@@ -1086,6 +1087,7 @@ def redirect_loop_between_two_nodes_ends(env):
             time.sleep(0.1)
         check(time.monotonic() - quiet_since >= 1.5, "map fetches went on: %d", fetches)
         eq(mock_gets(a) + mock_gets(b), 6, "GETs once answered")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
         check(fetches <= 10, "%d map fetches", fetches)
     finally:
         a.stop()

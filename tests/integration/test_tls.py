@@ -690,6 +690,7 @@ def reload_turning_on_tls_closes_plaintext_clients(env):
                  "tls_reload_closed counts the refused certificate")
         check(b"client certificate refused by the new ca" in open(px.log_file, "rb").read(),
               "the log says why")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
     finally:
         px.stop()
 
