@@ -26,6 +26,8 @@ One proxy runs every pool below; the rotation tests start their own.
                           the connection closes: tls_reload_closed); a TLS client with a
                           certificate works; a reload that changes the ca closes the TLS
                           client the new ca refuses, one that changes nothing keeps it
+  reload_..._blocked_client  a plaintext Redis client blocked in BLPOP, a subscriber and an
+                          idle one: all three closed by the reload that turns tls on
   test_conf_finds_errors  ringleader -t: unreadable file, key/cert mismatch, expired, with
                           file:line:column
   clean_exit              the proxy exits 0 (under ASan: no leak)
@@ -690,6 +692,47 @@ def reload_turning_on_tls_closes_plaintext_clients(env):
                  "tls_reload_closed counts the refused certificate")
         check(b"client certificate refused by the new ca" in open(px.log_file, "rb").read(),
               "the log says why")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
+    finally:
+        px.stop()
+
+
+@R.test(ringleader=True)
+def reload_turning_on_tls_closes_a_blocked_client(env):
+    """A plaintext Redis client blocked in BLPOP (its pinned connection waiting), one
+    subscribed, one mid-pipeline: each is closed by the reload that turns tls on, at once,
+    and the proxy exits cleanly."""
+    c = env.certs
+    admin = free_port()
+    pools = {"rb": {"timeout": 3000, "redis": True,
+                    "servers": ["%s:1 a" % env.rd_plain.hostport()]}}
+    px = Proxy(pools, dump=dump, glob={"admin": "127.0.0.1:%d" % admin})
+    addr = px.addr("rb")
+    try:
+        blocked = Raw(addr)
+        blocked.send(resp_encode("BLPOP", unique("blk").decode(), "0"))
+        sub = Raw(addr)
+        eq(sub.rd("SUBSCRIBE", "revoked-ch")[0], b"subscribe", "subscribed")
+        idle = Raw(addr)
+        eq(idle.rd("PING"), "PONG", "PING before the reload")
+        wait_for(lambda: px.stats()["rb"]["blocked_clients"] == 1, "the BLPOP is blocked")
+        pools["rb"]["tls"] = {"cert": c.proxy[0], "key": c.proxy[1]}
+        with open(px.conf_path, "w") as f:
+            f.write(dump(dict(pools, ringleader={"admin": "127.0.0.1:%d" % admin})))
+        status, body = http(admin, "POST", "/reload")
+        eq(status, 200, "POST /reload: %s" % body)
+        check(blocked.closed(5), "the blocked client was not closed")
+        check(sub.closed(5), "the subscriber was not closed")
+        idle.send(resp_encode("PING"))
+        check(idle.closed(5), "the idle client was still served")
+        for r in (blocked, sub, idle):
+            r.close()
+        st = wait_for(lambda: (lambda s: s if s["rb"]["tls_reload_closed"] == 3 else None)(
+            px.stats()), "tls_reload_closed counts the three")
+        eq(st["rb"]["blocked_clients"], 0, "blocked_clients")
+        eq(st["rb"]["client_connections"], 0, "client_connections")
+        with TlsRaw(addr, env.ctx()) as t:
+            eq(t.rd("PING"), "PONG", "a TLS client after the reload")
         eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
     finally:
         px.stop()
