@@ -464,19 +464,21 @@ int cluster_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
     struct conf_pool *cp = &conf->pools[pool];
     struct cluster *cl = cluster_get(p->clusters, cp->name);
 
-    if (cl == NULL || cluster_configure(cl, cp) < 0) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    for (uint32_t i = 0; i < cl->nseeds; i++) {
+    /* before the record takes these seeds: a refused configuration leaves it as it was */
+    for (uint32_t i = 0; i < cp->nservers; i++) {
         char which[200];
         if (cp->servers[i].addr.host != NULL &&
             cluster_is_self(p, conf, cp->servers[i].addr.host, cp->servers[i].addr.port, which,
                             sizeof(which))) {
             snprintf(err, errlen, "pool '%s': seed %s is this proxy itself (%s): a cluster "
-                     "pool's seeds must be the cluster's nodes", cp->name, cl->seeds[i], which);
+                     "pool's seeds must be the cluster's nodes", cp->name,
+                     cp->servers[i].addr.text, which);
             return -1;
         }
+    }
+    if (cl == NULL || cluster_configure(cl, cp) < 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
     }
     if (cl->map == NULL && !cl->tried_sync) {
         /* the first map of these seeds: now, so that the first request routes right */

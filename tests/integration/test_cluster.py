@@ -47,6 +47,7 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -55,7 +56,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, RespError, Runner, Skip, binary, check, eq,  # noqa: E402
-                     free_port, http, resp_encode, tmpdir, unique)
+                     free_port, http, resp_encode, tmpdir, unique, yaml_dump)
 from mock_backend import MockBackend, garbage  # noqa: E402
 from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, keyslot,  # noqa: E402
                              slots_map, tags_for_slots)
@@ -998,6 +999,19 @@ def get_error(px, key):
     raise AssertionError("GET %r answered %r, not an error" % (key, got))
 
 
+def refresh_error_with(px, text, timeout=10):
+    """The stats once the pool's cluster_refresh_error holds text (the next refresh may
+    come up to 1 s after the request that asked for it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = px.stats()
+        if text in st["cl"]["cluster_refresh_error"] or time.monotonic() > deadline:
+            check(text in st["cl"]["cluster_refresh_error"], "%r not in %r", text,
+                  st["cl"]["cluster_refresh_error"])
+            return st
+        time.sleep(0.05)
+
+
 @R.test(ringleader=True)
 def map_naming_the_proxy_is_never_dialled(env):
     lport = free_port()
@@ -1036,10 +1050,26 @@ def map_naming_the_proxy_is_never_dialled(env):
         # the stats port is the proxy too
         node.on_key(b"SLOTS", garbage(slots_reply((0, 16383, px.stats_port))))
         err = get_error(px, key)
-        st = px.stats()
-        check("the stats port" in st["cl"]["cluster_refresh_error"],
-              st["cl"]["cluster_refresh_error"])
+        st = refresh_error_with(px, "the stats port")
         eq(st["total_connections"] - accepted0, 3, "connections accepted")
+        # a name is compared by its addresses: localhost is 127.0.0.1, the pool's listener
+        node.on_key(b"SLOTS", garbage(b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\nlocalhost\r\n"
+                                      b":%d\r\n" % lport))
+        err = get_error(px, key)
+        st = refresh_error_with(px, "node localhost:%d, which is this proxy (pool 'cl'" % lport)
+        eq(st["total_connections"] - accepted0, 4, "connections accepted")
+        # a seed that is the proxy itself fails the reload, which says which seed
+        px.pools["cl"]["servers"] = ["%s:1" % node.hostport(), "127.0.0.1:%d:1" % lport]
+        with open(px.conf_path, "w") as f:
+            f.write(yaml_dump(px.pools))
+        os.kill(px.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while px.stats()["cl"]["last_reload"] in ("", "ok") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check("seed 127.0.0.1:%d is this proxy itself" % lport in px.stats()["cl"]["last_reload"],
+              px.stats()["cl"]["last_reload"])
+        time.sleep(1.5)         # a periodic refresh (cluster_refresh: 1) asks the old seeds
+        eq(px.stats()["total_connections"] - accepted0, 4, "connections accepted")
         log = open(px.log_file, "rb").read()
         # logged once a minute, not per fetch
         eq(log.count(b"which is this proxy"), 1, "log lines about the map")
