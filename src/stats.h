@@ -74,6 +74,7 @@ struct buf;
     ACTION(pubsub_messages,     COUNTER, "# pub/sub messages delivered to subscribed clients") \
     ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     ACTION(pubsub_dropped,      COUNTER, "# shard channels a Redis Cluster node unsubscribed (its slot moved away): the client got sunsubscribe") \
+    ACTION(tls_reload_closed,   COUNTER, "# clients closed by a reload's tls: plaintext on a pool now TLS-only, or a certificate client_auth no longer admits") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \

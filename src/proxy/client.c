@@ -691,8 +691,31 @@ static void client_parser_conf(struct client *c)
         c->parser.flags |= PROTO_PF_CLUSTER;
 }
 
+/*
+ * A reload made the pool's listener refuse what this client is (plaintext on a pool now
+ * TLS-only, or a certificate client_auth no longer admits): as a new connection would be,
+ * it is closed, after the replies to what it had already asked (its bytes not yet parsed
+ * are dropped, nothing more is read). A half-streamed body or a blocking command closes
+ * it at once. Called while the worker walks its clients: closed at the next flush.
+ */
+static void client_revoke(struct client *c, const char *why)
+{
+    STATS_ADD(&c->pool->stats, tls_reload_closed, 1);
+    log_info("pool '%s': client %s closed by the reload: %s", c->pool->cp->name, c->pc.peer,
+             why);
+    c->eof = 1;
+    conn_read_stop(&c->conn);
+    buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));
+    if (c->in == CLIENT_IN_STREAM || session_blocked(c)) {
+        c->closing = 1;
+        client_drop_msgs(c);
+    }
+    worker_mark_client(c->w, c);
+}
+
 void client_refresh(struct client *c)
 {
+    const char *why = NULL;
     const struct conf_pool *cp = c->pool->cp;
     int had = c->pc.auth != NULL;
     int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
@@ -711,6 +734,8 @@ void client_refresh(struct client *c)
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
     pubsub_refresh(c);
+    if (!c->eof && !c->closing && !tls_client_admitted(&c->conn, c->pool->tls, &why))
+        client_revoke(c, why);
 }
 
 /* "ip:port" of a TCP peer into out. */

@@ -21,6 +21,13 @@ One proxy runs every pool below; the rotation tests start their own.
   real_clients            redis-cli --tls, redis-py ssl=True, pymemcache tls_context
   rotation_by_sighup      new connections present the new serial, old ones keep working;
                           a certificate that does not match its key fails the reload
+  reload_turning_on_tls   a reload that turns on tls + client_auth closes the connected
+                          plaintext client (its next request gets no reply, is not run,
+                          the connection closes: tls_reload_closed); a TLS client with a
+                          certificate works; a reload that changes the ca closes the TLS
+                          client the new ca refuses, one that changes nothing keeps it
+  reload_..._blocked_client  a plaintext Redis client blocked in BLPOP, a subscriber and an
+                          idle one: all three closed by the reload that turns tls on
   test_conf_finds_errors  ringleader -t: unreadable file, key/cert mismatch, expired, with
                           file:line:column
   clean_exit              the proxy exits 0 (under ASan: no leak)
@@ -38,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proc, Proxy, Raw, Runner, Skip, StartError, binary, check, eq,  # noqa: E402
-                     free_port, mc_values_len, resp_encode, sanitized, tmpdir, unique,
+                     free_port, http, mc_values_len, resp_encode, sanitized, tmpdir, unique,
                      yaml_scalar, _start_with_retry)
 
 R = Runner("test_tls", per_test_timeout=60, total_timeout=240)
@@ -622,6 +629,111 @@ def rotation_by_sighup(env):
         certs = {x["key"]: x for x in st["rot"]["tls_certs"]}
         check(certs["tls.cert"]["not_after"] > time.time() + 20 * 86400,
               "tls_certs shows the expiry: %r" % st["rot"]["tls_certs"])
+    finally:
+        px.stop()
+
+
+@R.test(ringleader=True)
+def reload_turning_on_tls_closes_plaintext_clients(env):
+    c = env.certs
+    admin = free_port()
+    pools = {"up": {"timeout": 3000, "servers": ["%s:1 a" % env.mc_plain.hostport()]}}
+    px = Proxy(pools, dump=dump, glob={"admin": "127.0.0.1:%d" % admin}, verbosity=6)
+    addr = px.addr("up")
+
+    def reload_with(tls):
+        if tls is None:
+            pools["up"].pop("tls", None)
+        else:
+            pools["up"]["tls"] = tls
+        with open(px.conf_path, "w") as f:
+            f.write(dump(dict(pools, ringleader={"admin": "127.0.0.1:%d" % admin})))
+        status, body = http(admin, "POST", "/reload")
+        eq(status, 200, "POST /reload: %s" % body)
+
+    try:
+        plain = Raw(addr)
+        eq(plain.mc(b"version")[:8], b"VERSION ", "plaintext before the reload")
+        auth = {"cert": c.proxy[0], "key": c.proxy[1], "ca": c.ca, "client_auth": True}
+        reload_with(auth)
+        # a new plaintext client is refused, as it was before this fix
+        with Raw(addr, timeout=5) as late:
+            late.send(b"version\r\n")
+            check(late.closed(5), "a new plaintext client was served")
+        # the connected one: its next request is not run and gets no reply
+        k = unique(b"revoked")
+        plain.send(b"set %s 0 0 1\r\nx\r\n" % k)
+        check(plain.closed(5), "the plaintext client was still served after the reload")
+        eq(bytes(plain.buf), b"", "bytes sent to the revoked client")
+        plain.close()
+        st = wait_for(lambda: (lambda s: s if s["up"]["tls_reload_closed"] >= 1 else None)(
+            px.stats()), "tls_reload_closed counts it")
+        eq(st["up"]["tls_reload_closed"], 1, "tls_reload_closed")
+        check(b"closed by the reload: plaintext" in open(px.log_file, "rb").read(),
+              "the log says why")
+        # a TLS client with a certificate of the CA works, and the set above never ran
+        good = TlsRaw(addr, env.ctx(c.client))
+        eq(good.mc_get(b"get", k), [], "the revoked client's set was not run")
+        eq(good.mc(b"version")[:8], b"VERSION ", "a TLS client with a valid certificate")
+        # a reload that changes nothing about client_auth keeps it
+        reload_with(dict(auth))
+        eq(good.mc(b"version")[:8], b"VERSION ", "kept by a reload with the same ca")
+        eq(px.stats()["up"]["tls_reload_closed"], 1, "tls_reload_closed after the same ca")
+        # a ca that did not sign its certificate: closed at its next request
+        reload_with(dict(auth, ca=c.evil_ca))
+        try:
+            good.send(b"version\r\n")
+            check(good.closed(5), "a TLS client the new ca refuses was still served")
+            eq(bytes(good.buf), b"", "bytes sent to the refused TLS client")
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            pass                # closed: the send found it so
+        good.close()
+        wait_for(lambda: px.stats()["up"]["tls_reload_closed"] == 2,
+                 "tls_reload_closed counts the refused certificate")
+        check(b"client certificate refused by the new ca" in open(px.log_file, "rb").read(),
+              "the log says why")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
+    finally:
+        px.stop()
+
+
+@R.test(ringleader=True)
+def reload_turning_on_tls_closes_a_blocked_client(env):
+    """A plaintext Redis client blocked in BLPOP (its pinned connection waiting), one
+    subscribed, one mid-pipeline: each is closed by the reload that turns tls on, at once,
+    and the proxy exits cleanly."""
+    c = env.certs
+    admin = free_port()
+    pools = {"rb": {"timeout": 3000, "redis": True,
+                    "servers": ["%s:1 a" % env.rd_plain.hostport()]}}
+    px = Proxy(pools, dump=dump, glob={"admin": "127.0.0.1:%d" % admin})
+    addr = px.addr("rb")
+    try:
+        blocked = Raw(addr)
+        blocked.send(resp_encode("BLPOP", unique("blk").decode(), "0"))
+        sub = Raw(addr)
+        eq(sub.rd("SUBSCRIBE", "revoked-ch")[0], b"subscribe", "subscribed")
+        idle = Raw(addr)
+        eq(idle.rd("PING"), "PONG", "PING before the reload")
+        wait_for(lambda: px.stats()["rb"]["blocked_clients"] == 1, "the BLPOP is blocked")
+        pools["rb"]["tls"] = {"cert": c.proxy[0], "key": c.proxy[1]}
+        with open(px.conf_path, "w") as f:
+            f.write(dump(dict(pools, ringleader={"admin": "127.0.0.1:%d" % admin})))
+        status, body = http(admin, "POST", "/reload")
+        eq(status, 200, "POST /reload: %s" % body)
+        check(blocked.closed(5), "the blocked client was not closed")
+        check(sub.closed(5), "the subscriber was not closed")
+        idle.send(resp_encode("PING"))
+        check(idle.closed(5), "the idle client was still served")
+        for r in (blocked, sub, idle):
+            r.close()
+        st = wait_for(lambda: (lambda s: s if s["rb"]["tls_reload_closed"] == 3 else None)(
+            px.stats()), "tls_reload_closed counts the three")
+        eq(st["rb"]["blocked_clients"], 0, "blocked_clients")
+        eq(st["rb"]["client_connections"], 0, "client_connections")
+        with TlsRaw(addr, env.ctx()) as t:
+            eq(t.rd("PING"), "PONG", "a TLS client after the reload")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
     finally:
         px.stop()
 
