@@ -16,6 +16,7 @@
 #include "proxy/session.h"
 #include "proxy/worker.h"
 #include "stats.h"
+#include "util.h"
 
 #define SESSION_HELD_MAX (1024u * 1024)   /* request bytes a deferred atomic part may hold */
 
@@ -196,6 +197,51 @@ static int session_send_held(struct session *sess)
 
 /* ------------------------------------------------------------------ sending */
 
+/*
+ * The client switched protocols (HELLO 2 / 3, answered by the proxy) since its pin
+ * last spoke for it: the pin switches too before the next request, or that request's
+ * reply would come in the old protocol (a WATCH outlives the switch; the protocol
+ * refuses a switch inside the atomic part, where the server would queue it). The
+ * switch's reply is swallowed; a reset pin is kept in the protocol it speaks now. 0,
+ * or -ENOMEM with nothing written.
+ */
+static int session_variant(struct session *sess)
+{
+    struct client *c = sess->c;
+    struct sconn *s = sess->s;
+    uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;
+    const struct proto_ops *ops = sess->pool->ops;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+
+    if (s->variant == variant || ops->sess_variant == NULL)
+        return 0;
+    int n = ops->sess_variant(variant, out);
+    if (n < 0)
+        return -ENOMEM;
+    struct msg *d[2];
+    if (n > (int)RL_ARRAY_SIZE(d))
+        goto undo;
+    for (int i = 0; i < n; i++) {
+        if ((d[i] = msg_get(c->w)) == NULL) {
+            while (i-- > 0)
+                msg_put(c->w, d[i]);
+            goto undo;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        d[i]->role = MSG_DISCARD;
+        d[i]->cmd = ops->probe_cmd;
+        d[i]->req_bytes = i == 0 ? buf_len(out) - before : 0;
+        sconn_enqueue(s, d[i]);
+    }
+    s->variant = variant;
+    return 0;
+undo:
+    out->wpos = out->rpos + before;
+    return -ENOMEM;
+}
+
 /* A blocking request's deadline: its own timeout plus the pool's as a margin, none
  * for one that blocks for ever (or on a pool without timeouts). */
 static void session_deadline(struct client *c, struct msg *m, const struct proto_req *req)
@@ -218,6 +264,10 @@ static int session_send(struct session *sess, struct msg *m, const struct proto_
     enum proto_err code;
     const char *reason = NULL;
 
+    if (session_variant(sess) < 0) {
+        forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
+        return -1;
+    }
     if (forward_write(sess->pool, m, sess->srv, sess->s, 0, req, buf, NULL, 0, FORWARD_WHOLE,
                       req->body_len, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);

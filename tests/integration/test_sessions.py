@@ -443,5 +443,107 @@ def keyspace_across_the_pool(env):
         eq(scan_all(env.proxy.addr()), [])
 
 
+# ---------------------------------------------------------------- HELLO while pinned
+
+def resp_end(b, pos):
+    """The end of the one RESP2/RESP3 value at b[pos:], or None when it is incomplete."""
+    pending = 1
+    while pending:
+        i = b.find(b"\r\n", pos)
+        if i < 0:
+            return None
+        t = b[pos:pos + 1]
+        line = bytes(b[pos + 1:i])
+        pos = i + 2
+        if t in (b"$", b"!", b"="):
+            n = int(line)
+            if n >= 0:
+                if len(b) < pos + n + 2:
+                    return None
+                pos += n + 2
+        elif t in (b"*", b"~", b">"):
+            pending += max(int(line), 0)
+        elif t in (b"%", b"|"):
+            pending += 2 * int(line)
+            if t == b"|":
+                continue
+        pending -= 1
+    return pos
+
+
+def hello_normalized(reply):
+    """HELLO's reply with what differs by design (server, version, id) blanked."""
+    if not reply.startswith((b"%7", b"*14")):
+        return reply
+    out = reply
+    for field in (b"server", b"version", b"id"):
+        key = b"$%d\r\n%s\r\n" % (len(field), field)
+        i = out.find(key)
+        if i >= 0:
+            j = i + len(key)
+            out = out[:j] + b"<x>" + out[resp_end(out, j):]
+    return out
+
+
+def raw_replies(addr, script, pipelined):
+    """script's replies on a new connection to addr, each as the bytes received."""
+    with Raw(addr, timeout=10) as c:
+        def one():
+            return hello_normalized(bytes(c.read_until(lambda b: resp_end(b, 0))))
+        if pipelined:
+            c.send(b"".join(resp_encode(*cmd) for cmd in script))
+            return [one() for _ in script]
+        out = []
+        for cmd in script:
+            c.send(resp_encode(*cmd))
+            out.append(one())
+        return out
+
+
+@R.test
+def hello_while_pinned_switches_the_pin(env):
+    """WATCH pins a connection; HELLO 3 (or 2) switches the client's protocol: what the
+    pin answers afterwards (a read through the pin, the queued commands, EXEC's array)
+    is in the new protocol, byte for byte what one redis-server sends."""
+    k = tagged("hp%d" % os.getpid())
+    h, z, s = k("h"), k("z"), k("s")
+    body = [["HGETALL", h], ["ZRANGE", z, "0", "-1", "WITHSCORES"], ["SMEMBERS", s],
+            ["HGET", h, "nope"]]
+    setup = [["HSET", h, "a", "1", "b", "2"], ["ZADD", z, "1.5", "m"], ["SADD", s, "x"]]
+    scripts = {
+        "2->3 inside WATCH": setup + [["WATCH", h], ["HGETALL", h], ["HELLO", "3"]] + body +
+                             [["MULTI"]] + body + [["EXEC"]] + body,
+        "3->2 inside WATCH": [["HELLO", "3"]] + setup + [["WATCH", h], ["HGETALL", h],
+                             ["HELLO", "2"]] + body + [["MULTI"]] + body + [["EXEC"]] + body,
+        "2->3->2 inside WATCH": setup + [["WATCH", h, z], ["HELLO", "3"], ["HGETALL", h],
+                                ["HELLO", "2"], ["MULTI"]] + body + [["EXEC"], ["HELLO", "3"]] +
+                                body,
+    }
+    for what, script in scripts.items():
+        for pipelined in (True, False):
+            got = raw_replies(env.proxy.addr(), script, pipelined)
+            want = raw_replies(env.direct.addr, script, pipelined)
+            for i, (a, b) in enumerate(zip(got, want)):
+                check(a == b, "%s (%s): step %d %r differs:\n proxy  %r\n direct %r",
+                      what, "pipelined" if pipelined else "one by one", i, script[i], a, b)
+            eq(len(got), len(want))
+            for addr in (env.proxy.addr(), env.direct.addr):
+                run(addr, [["DEL", h, z, s]], True)
+    # A pin reset for the next client speaks RESP2 again: a RESP2 client's WATCH now
+    # gets RESP2 replies (the reset pin of the 3->2 session is reused).
+    eq(run(env.proxy.addr(), setup + [["WATCH", h], ["HGETALL", h], ["UNWATCH"]], False)[-2],
+       [b"a", b"1", b"b", b"2"])
+    run(env.proxy.addr(), [["DEL", h, z, s]], True)
+    # Inside MULTI Redis would queue HELLO and switch at EXEC: the proxy refuses a switch
+    # there (documented), as an error Redis gives while queueing: EXEC aborts.
+    with Raw(env.proxy.addr(), timeout=10) as c:
+        eq(c.rd("MULTI"), "OK")
+        r = c.rd("HELLO", "3")
+        check(isinstance(r, RespError) and "inside MULTI" in str(r), "HELLO 3 in MULTI: %r", r)
+        eq(c.rd("HSET", h, "a", "1"), "QUEUED")
+        eq(c.rd("EXEC"), ABORT)
+        eq(c.rd("HGETALL", h), [])
+
+
 if __name__ == "__main__":
     R.main(Env)
