@@ -694,6 +694,7 @@ static void client_parser_conf(struct client *c)
 void client_refresh(struct client *c)
 {
     const struct conf_pool *cp = c->pool->cp;
+    uint32_t was_cluster = c->parser.flags & PROTO_PF_CLUSTER;
     int had = c->pc.auth != NULL;
     int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
@@ -710,7 +711,9 @@ void client_refresh(struct client *c)
         else
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
-    pubsub_refresh(c);
+    int kind_changed = (c->parser.flags & PROTO_PF_CLUSTER) != was_cluster;
+    pubsub_refresh(c, kind_changed);
+    session_refresh(c, kind_changed);
 }
 
 /* "ip:port" of a TCP peer into out. */

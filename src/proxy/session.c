@@ -730,6 +730,62 @@ int session_pin_lost(struct client *c, struct sconn *s)
     return 1;
 }
 
+/* Whether sess holds state on a server the reloaded pool no longer places it on. */
+static int session_moved(const struct session *sess, int kind_changed)
+{
+    if (sess->s == NULL)
+        return 0;                       /* DEFERRED: nothing on a server yet */
+    return kind_changed || sess->srv->removed || (sess->owner != NULL && sess->owner->removed);
+}
+
+int session_refresh(struct client *c, int kind_changed)
+{
+    struct qnode *n, *tmp;
+    uint32_t lost = 0;
+    const char *label = NULL;
+
+    if (c->closing || c->nsessions == 0)
+        return 0;
+    QUEUE_FOREACH_SAFE(n, tmp, &c->sessions) {
+        struct session *sess = QUEUE_DATA(n, struct session, link);
+        if (!session_moved(sess, kind_changed))
+            continue;
+        struct sconn *s = sess->s;
+        label = sess->srv->label;
+        sess->s = NULL;
+        session_free(sess);
+        /* its requests in flight there (a blocked BLPOP) are answered with the error now;
+         * client_pin_lost finds no session of it any more */
+        sconn_close(s, kind_changed ? "the pool changed kind (reload)"
+                                    : "server removed from the pool (reload)", 0);
+        lost++;
+    }
+    if (lost == 0)
+        return 0;
+    STATS_ADD(&c->pool->stats, sessions_lost, lost);
+    log_notice("pool '%s': client %s closed: a reload %s (server '%s'), and its session "
+               "there (WATCH, MULTI or blocked command) with it", c->pool->cp->name, c->pc.peer,
+               kind_changed ? "changed the pool's kind" : "removed its server", label);
+    /* Everything it is owed is written first (a close marker behind it, no extra reply:
+     * a client that waits for nothing must not read one), then the close; nothing more
+     * is read. Not closed here: the reload walks the clients. */
+    struct msg *m = msg_get(c->w);
+    if (m != NULL) {
+        m->role = MSG_REQUEST;
+        m->state = MSG_DONE;
+        m->client = c;
+        m->flags |= MSG_F_CLOSE;
+        queue_insert_tail(&c->msgs, &m->cq);
+        c->nmsgs++;
+    } else {
+        c->closing = 1;
+    }
+    c->eof = 1;
+    conn_read_stop(&c->conn);
+    client_advance(c);
+    return 1;
+}
+
 int session_blocked(const struct client *c)
 {
     struct qnode *n;
