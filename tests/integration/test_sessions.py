@@ -545,5 +545,69 @@ def hello_while_pinned_switches_the_pin(env):
         eq(c.rd("HGETALL", h), [])
 
 
+# ---------------------------------------------------------------- ready pinned connections
+
+def client_entries(be):
+    """The backend's CLIENT LIST as dicts."""
+    with be.client() as c:
+        text = c.rd("CLIENT", "LIST").decode()
+    return [dict(f.split("=", 1) for f in line.split(" ") if "=" in f)
+            for line in text.splitlines() if line]
+
+
+@R.test
+def blocking_command_goes_out_on_a_ready_pin(env):
+    """Once a server is in use, pinned connections to it are open and reset ahead of
+    demand (stats ready_pins): a client's first BLPOP is written at once on one of them,
+    a connection the server accepted before the BLPOP was sent (its CLIENT ID is lower
+    than that of a connection made just before), so a push another client sends right
+    after it cannot overtake it on a shared connection. Then the two BRPOPLPUSH of
+    Redis's own 'multiple blocked clients' test, sent just before the LPUSH, are served
+    in the order they were sent."""
+    px = env.another(workers=1)
+    k = tagged(unique("rp").decode())
+    key = k("l")
+    with Raw(px.addr(), timeout=10) as c:          # the server comes into use
+        eq(c.rd("SET", key, "x"), "OK")
+    be = next(b for b in env.backends if b.exists_many([key]))
+    name = "abcd"[env.backends.index(be)]
+    run(px.addr(), [["DEL", key]], True)
+    wait_until(lambda: px.stats()["rd"][name]["ready_pins"] >= 2, 10, "two ready pins")
+    with be.client() as d:
+        mark = d.rd("CLIENT", "ID")           # every connection made before it has a lower id
+    a = Raw(px.addr(), timeout=10)
+    try:
+        a.send(resp_encode("BLPOP", key, "0"))
+        wait_until(lambda: any(e.get("cmd") == "blpop" for e in client_entries(be)), 10,
+                   "the BLPOP blocked on its server")
+        blocked = [e for e in client_entries(be) if e.get("cmd") == "blpop"]
+        eq(len(blocked), 1, "blocked clients")
+        check(int(blocked[0]["id"]) < mark, "the BLPOP went out on connection id %s, made "
+              "after it was sent (ids before it are < %d)" % (blocked[0]["id"], mark))
+        eq(run(px.addr(), [["LPUSH", key, "v"]], True), [1])
+        eq(a.read_resp(), [key.encode(), b"v"])
+    finally:
+        a.close()
+    # a taken ready pin is replaced; a reset one is kept: ready again for the next client
+    wait_until(lambda: px.stats()["rd"][name]["ready_pins"] >= 2, 10, "ready pins again")
+    # Redis's 'BRPOPLPUSH with multiple blocked clients', each command sent without
+    # waiting: the first blocked client is served first
+    t1, t2 = k("t1"), k("t2")
+    eq(run(px.addr(), [["DEL", key, t1, t2], ["SET", t1, "nolist"]], True), [0, "OK"])
+    rd1, rd2 = Raw(px.addr(), timeout=10), Raw(px.addr(), timeout=10)
+    try:
+        rd1.send(resp_encode("BRPOPLPUSH", key, t1, "0"))
+        rd2.send(resp_encode("BRPOPLPUSH", key, t2, "0"))
+        wait_until(lambda: backend_blocked(env) >= 2, 10, "both blocked")
+        eq(run(px.addr(), [["LPUSH", key, "foo"]], True), [1])
+        r1 = rd1.read_resp()
+        check(isinstance(r1, RespError) and str(r1).startswith("WRONGTYPE"), "rd1: %r" % r1)
+        eq(rd2.read_resp(), b"foo")
+        eq(run(px.addr(), [["LINDEX", t2, "0"], ["DEL", t1, t2]], True), [b"foo", 2])
+    finally:
+        rd1.close()
+        rd2.close()
+
+
 if __name__ == "__main__":
     R.main(Env)
