@@ -174,13 +174,6 @@ static int local_hello(struct proto_client *c, struct proto_parser *p, const str
     }
     if (!(p->flags & PROTO_PF_AUTHED))
         return buf_append_str(out, HELLO_NOAUTH);
-    /* Inside MULTI Redis queues HELLO and switches at EXEC, whose replies then come in
-     * two protocols; the proxy answers HELLO itself, so it refuses the switch there
-     * rather than give the queued commands' replies in the wrong one. */
-    if ((p->flags & PROTO_PF_ATOMIC) && ver != 0 &&
-        (ver == 3) != ((p->flags & PROTO_PF_VARIANT) != 0))
-        return buf_append_str(out, "-ERR HELLO cannot change the protocol inside MULTI "
-                                   "through ringleader; send it before MULTI or after EXEC\r\n");
     if (ver == 3)
         p->flags |= PROTO_PF_VARIANT;
     else if (ver == 2)
