@@ -509,7 +509,8 @@ static __attribute__((noinline)) struct sconn *server_pick_open(struct server *s
         *reason = "connect failed";
         return NULL;
     }
-    server_pins_ready(srv, s->variant);    /* the server is in use: sessions may follow */
+    if (srv->pool->pins_seen)
+        server_pins_ready(srv, s->variant);    /* the server is in use: sessions may follow */
     return s;
 }
 
@@ -586,10 +587,12 @@ static uint32_t server_idle_count(const struct server *srv, uint8_t variant)
  * MULTI's first key) is written at once, in the round that read it, not after a
  * connect and AUTH/SELECT while a request another client sent later overtakes it on a
  * shared connection. Only for a protocol whose pins are reset and reused and that has
- * sessions (Redis), for a server in use (called when a shared connection opens and
- * when a pin is taken), not in the reconnect back-off, and while the server's pinned
- * connections over every worker are under half of max_pinned: ready ones never take
- * the bound from the clients that need a pin. Counted in the ready_pins gauge.
+ * sessions (Redis), in a pool whose clients took pins already (a cache-only pool pays
+ * no extra connection), for a server in use (called when a shared connection opens,
+ * when a pin is taken, and for every server in use at the pool's first pin), not in
+ * the reconnect back-off, and while the server's pinned connections over every worker
+ * are under half of max_pinned: ready ones never take the bound from the clients that
+ * need a pin. Counted in the ready_pins gauge.
  */
 static void server_pins_ready(struct server *srv, uint8_t variant)
 {
@@ -617,11 +620,30 @@ static void server_pins_ready(struct server *srv, uint8_t variant)
     }
 }
 
+/* The pool's first pin: every server of it in use (a shared connection of variant
+ * open) gets its ready pins. */
+static void server_pool_ready(struct wpool *pool, uint8_t variant)
+{
+    pool->pins_seen = 1;
+    for (uint32_t i = 0; i < pool->nservers; i++) {
+        struct server *srv = pool->servers[i];
+        for (uint32_t k = 0; k < srv->nconns; k++) {
+            if (srv->conns[variant * srv->nconns + k] != NULL) {
+                server_pins_ready(srv, variant);
+                break;
+            }
+        }
+    }
+}
+
 struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
 {
     uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
     struct qnode *n;
     struct sconn *s = NULL;
+
+    if (!srv->pool->pins_seen)
+        server_pool_ready(srv->pool, variant);
 
     QUEUE_FOREACH(n, &srv->idle_pins) {
         struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);

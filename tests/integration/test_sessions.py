@@ -557,8 +557,8 @@ def client_entries(be):
 
 @R.test
 def blocking_command_goes_out_on_a_ready_pin(env):
-    """Once a server is in use, pinned connections to it are open and reset ahead of
-    demand (stats ready_pins): a client's first BLPOP is written at once on one of them,
+    """Once a server is in use in a pool whose clients use sessions, pinned connections
+    to it are open and reset ahead of demand (stats ready_pins): a client's first BLPOP is written at once on one of them,
     a connection the server accepted before the BLPOP was sent (its CLIENT ID is lower
     than that of a connection made just before), so a push another client sends right
     after it cannot overtake it on a shared connection. Then the two BRPOPLPUSH of
@@ -572,6 +572,17 @@ def blocking_command_goes_out_on_a_ready_pin(env):
     be = next(b for b in env.backends if b.exists_many([key]))
     name = "abcd"[env.backends.index(be)]
     run(px.addr(), [["DEL", key]], True)
+    # the pool's first session, on another server: from now on the servers in use keep
+    # ready pins (a pool that never pins pays no extra connection)
+    for i in range(200):
+        other = "{o%d-%d}w" % (os.getpid(), i)
+        run(px.addr(), [["SET", other, "1"]], True)
+        elsewhere = not be.exists_many([other])
+        run(px.addr(), [["DEL", other]], True)
+        if elsewhere:
+            break
+    check(elsewhere, "no key on another server")
+    eq(run(px.addr(), [["WATCH", other], ["UNWATCH"]], False), ["OK", "OK"])
     wait_until(lambda: px.stats()["rd"][name]["ready_pins"] >= 2, 10, "two ready pins")
     with be.client() as d:
         mark = d.rd("CLIENT", "ID")           # every connection made before it has a lower id
