@@ -359,6 +359,8 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
         return;
     }
     worker_mark_sconn(srv->w, s);
+    if (!s->is_pin && srv->pool->pins_seen)
+        server_pins_ready(srv, s->variant);    /* in use and reachable: sessions may follow */
 }
 
 static void sconn_start_connect(struct sconn *s, const struct sockaddr *sa)
@@ -509,8 +511,6 @@ static __attribute__((noinline)) struct sconn *server_pick_open(struct server *s
         *reason = "connect failed";
         return NULL;
     }
-    if (srv->pool->pins_seen)
-        server_pins_ready(srv, s->variant);    /* the server is in use: sessions may follow */
     return s;
 }
 
@@ -588,8 +588,8 @@ static uint32_t server_idle_count(const struct server *srv, uint8_t variant)
  * connect and AUTH/SELECT while a request another client sent later overtakes it on a
  * shared connection. Only for a protocol whose pins are reset and reused and that has
  * sessions (Redis), in a pool whose clients took pins already (a cache-only pool pays
- * no extra connection), for a server in use (called when a shared connection opens,
- * when a pin is taken, and for every server in use at the pool's first pin), not in
+ * no extra connection), for a server in use and up (called when a shared connection
+ * connects, when a pin is taken, and for every connected server at the pool's first pin), not in
  * the reconnect back-off, and while the server's pinned connections over every worker
  * are under half of max_pinned: ready ones never take the bound from the clients that
  * need a pin. Counted in the ready_pins gauge.
@@ -600,8 +600,8 @@ static void server_pins_ready(struct server *srv, uint8_t variant)
     uint32_t max = srv->pool->cp->max_pinned;
 
     if (ops->pin_reset == NULL || ops->sess_begun == NULL || srv->removed ||
-        srv->health == NULL)
-        return;
+        srv->health == NULL || !health_up(srv->health))
+        return;                         /* a down server's probe is not followed by more */
     for (uint32_t have = server_idle_count(srv, variant); have < SERVER_READY_PINS; have++) {
         if (uv_now(&srv->w->loop) < srv->retry_at_ms)
             return;
@@ -621,14 +621,15 @@ static void server_pins_ready(struct server *srv, uint8_t variant)
 }
 
 /* The pool's first pin: every server of it in use (a shared connection of variant
- * open) gets its ready pins. */
+ * connected) gets its ready pins. */
 static void server_pool_ready(struct wpool *pool, uint8_t variant)
 {
     pool->pins_seen = 1;
     for (uint32_t i = 0; i < pool->nservers; i++) {
         struct server *srv = pool->servers[i];
         for (uint32_t k = 0; k < srv->nconns; k++) {
-            if (srv->conns[variant * srv->nconns + k] != NULL) {
+            const struct sconn *sc = srv->conns[variant * srv->nconns + k];
+            if (sc != NULL && sc->state == SCONN_CONNECTED) {
                 server_pins_ready(srv, variant);
                 break;
             }
