@@ -735,6 +735,9 @@ static int session_moved(const struct session *sess, int kind_changed)
 {
     if (sess->s == NULL)
         return 0;                       /* DEFERRED: nothing on a server yet */
+    if (sess->state == SESSION_ENDING && sess->hold != SESSION_HOLD_BLOCK)
+        return 0;                       /* its EXEC is on its way: it ends by itself, and
+                                           the pin of a removed server is closed then */
     return kind_changed || sess->srv->removed || (sess->owner != NULL && sess->owner->removed);
 }
 
