@@ -620,5 +620,25 @@ def blocking_command_goes_out_on_a_ready_pin(env):
         rd2.close()
 
 
+@R.test
+def own_requests_never_overtake_a_blocking_one(env):
+    """A client pipelines BLPOP of an empty list with a short timeout, then its own RPUSH
+    of that list and an LRANGE: as on one redis-server the BLPOP times out first (nil)
+    and the value stays, with a ready pin and without one (a pool that never pinned
+    keeps none, and max_pinned 1 would not let it: the first BLPOP waits for a new
+    connection, and the RPUSH behind it waits too)."""
+    k = tagged(unique("ord").decode())
+    script = [["SET", k("s"), "1"], ["BLPOP", k("l"), "0.3"], ["RPUSH", k("l"), "x"],
+              ["LRANGE", k("l"), "0", "-1"], ["DEL", k("l"), k("s")]]
+    want = run(env.direct.addr, script, True)
+    eq(want, ["OK", None, 1, [b"x"], 2])
+    for extra in ({}, {"max_pinned": 1}):
+        px = env.another(workers=1, **extra)
+        if not extra:                   # the pool pins now: ready pins from here on
+            run(px.addr(), [["WATCH", k("w")], ["UNWATCH"]], False)
+        for _ in range(3):
+            eq(run(px.addr(), script, True), want, "pipelined, %r" % (extra,))
+
+
 if __name__ == "__main__":
     R.main(Env)
