@@ -19,7 +19,10 @@ leak, exit status 0 on SIGTERM and (sanitizer build) no ASan/LSan/UBSan report.
 
 Also: the moved fraction logged and printed by `ringleader-ring --diff` for a 5th equal
 server under ketama; `watch: true` and an atomic rename; a removed pool's listener and
-clients; the time a 1,000-server ketama reload takes (printed, asserted < 2 s).
+clients; the time a 1,000-server ketama reload takes (printed, asserted < 2 s); a reload
+from plain to redis_cluster and back, and one removing a server, close every client whose
+state (pattern or channel subscription, WATCH, BLPOP 0) was pinned to a server the pool
+no longer places it on, after what it is owed (sessions_lost, pubsub_closed).
 
 Environment: see harness.py. RL_RELOADS=N changes the number of reloads (default 100).
 """

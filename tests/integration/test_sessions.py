@@ -15,6 +15,13 @@ applied, as Redis Cluster answers). Also:
       client's GET/SET stays where it was.
   keyspace_across_the_pool        SCAN (MATCH, COUNT, TYPE) yields every key once, KEYS,
       DBSIZE, RANDOMKEY, SCRIPT LOAD/EXISTS/FLUSH, equal to one server holding them all.
+  hello_while_pinned_switches_the_pin  HELLO 3 / HELLO 2 while WATCH holds a pin: the
+      replies through it and EXEC's are in the new protocol, byte for byte as direct.
+  blocking_command_goes_out_on_a_ready_pin  a first BLPOP goes out on a connection the
+      server had before it was sent (stats ready_pins); upstream's BRPOPLPUSH with
+      multiple blocked clients.
+  own_requests_never_overtake_a_blocking_one  BLPOP 0.3; RPUSH; LRANGE pipelined, with
+      and without a ready pin, as direct.
 """
 
 import os
