@@ -589,10 +589,10 @@ static uint32_t server_idle_count(const struct server *srv, uint8_t variant)
  * shared connection. Only for a protocol whose pins are reset and reused and that has
  * sessions (Redis), in a pool whose clients took pins already (a cache-only pool pays
  * no extra connection), for a server in use and up (called when a shared connection
- * connects, when a pin is taken, and for every connected server at the pool's first pin), not in
- * the reconnect back-off, and while the server's pinned connections over every worker
- * are under half of max_pinned: ready ones never take the bound from the clients that
- * need a pin. Counted in the ready_pins gauge.
+ * connects, when a pin is taken, and for every connected server at the pool's first
+ * pin), not in the reconnect back-off, and while the server's pinned connections over
+ * every worker are under half of max_pinned: ready ones never take the bound from the
+ * clients that need a pin. Counted in the ready_pins gauge.
  */
 static void server_pins_ready(struct server *srv, uint8_t variant)
 {
