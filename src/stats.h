@@ -98,6 +98,7 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    ACTION(ready_pins,          GAUGE,   "# of those idle, reset or opened ahead, for the next session") \
     ACTION(rejoin_log_keys,     GAUGE,   "# keys remembered for this server's rejoin (shared by the workers)") \
     ACTION(rejoin_log_bytes,    GAUGE,   "bytes of the keys remembered for this server's rejoin") \
     STATS_TLS_CODEC(ACTION)                                                                 \

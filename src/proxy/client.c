@@ -717,6 +717,7 @@ void client_refresh(struct client *c)
 {
     const char *why = NULL;
     const struct conf_pool *cp = c->pool->cp;
+    uint32_t was_cluster = c->parser.flags & PROTO_PF_CLUSTER;
     int had = c->pc.auth != NULL;
     int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
@@ -733,7 +734,9 @@ void client_refresh(struct client *c)
         else
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
-    pubsub_refresh(c);
+    int kind_changed = (c->parser.flags & PROTO_PF_CLUSTER) != was_cluster;
+    pubsub_refresh(c, kind_changed);
+    session_refresh(c, kind_changed);
     if (!c->eof && !c->closing && !tls_client_admitted(&c->conn, c->pool->tls, &why))
         client_revoke(c, why);
 }

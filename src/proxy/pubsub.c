@@ -875,14 +875,21 @@ static int pool_has_server(const struct wpool *pool, const struct server *srv)
  * whose slot left its node is ended by that node itself (`sunsubscribe`, which
  * pubsub_dropped passes on), so it too needs only its node to stay.
  */
-static int pubsub_placed(struct client *c)
+static int pubsub_placed(struct client *c, int kind_changed)
 {
     struct pubsub *ps = c->pubsub;
     struct wpool *pool = c->pool;
     const struct pubsub_set *sets[2] = { &ps->channels, &ps->shards };
     int cluster = pool->view.cluster != NULL;
 
-    if (cluster && ps->npatterns > 0 && ps->patsrv != NULL && !pool_has_server(pool, ps->patsrv))
+    /* Plain and cluster pools place subscriptions differently (a pattern is on every
+     * server of a plain pool, on one node of a cluster): none stays right across. */
+    if (kind_changed)
+        return 0;
+    for (uint32_t i = 0; i < ps->npins; i++)
+        if (ps->pins[i].srv->removed)
+            return 0;
+    if (cluster && ps->npatterns > 0 && (ps->patsrv == NULL || !pool_has_server(pool, ps->patsrv)))
         return 0;
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; i < sets[k]->cap; i++) {
@@ -909,9 +916,9 @@ static int pubsub_placed(struct client *c)
     return 1;
 }
 
-void pubsub_refresh(struct client *c)
+void pubsub_refresh(struct client *c, int kind_changed)
 {
-    if (c->pubsub == NULL || c->closing || pubsub_placed(c))
+    if (c->pubsub == NULL || c->closing || pubsub_placed(c, kind_changed))
         return;
     STATS_ADD(&c->pool->stats, pubsub_closed, 1);
     log_notice("pool '%s': subscriber %s closed: a reload moved its channels (it may "

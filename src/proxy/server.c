@@ -26,8 +26,10 @@
 #define SCONN_READ_CHUNK     16384
 #define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
 #define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
+#define SERVER_READY_PINS    2             /* ... of them opened ahead of demand, per variant */
 
 static void sconn_process(struct sconn *s);
+static void server_pins_ready(struct server *srv, uint8_t variant);
 static void sconn_timer_cb(uv_timer_t *t);
 
 /* ------------------------------------------------------------------ health */
@@ -357,6 +359,8 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
         return;
     }
     worker_mark_sconn(srv->w, s);
+    if (!s->is_pin && srv->pool->pins_seen)
+        server_pins_ready(srv, s->variant);    /* in use and reachable: sessions may follow */
 }
 
 static void sconn_start_connect(struct sconn *s, const struct sockaddr *sa)
@@ -560,11 +564,87 @@ void server_preconnect(struct server *srv)
 
 /* ------------------------------------------------------------------ pinned connections */
 
+static void server_idle_push(struct server *srv, struct sconn *s)
+{
+    queue_insert_tail(&srv->idle_pins, &s->pin_link);
+    srv->nidle_pins++;
+    STATS_ADD(&srv->stats, ready_pins, 1);
+}
+
+static uint32_t server_idle_count(const struct server *srv, uint8_t variant)
+{
+    const struct qnode *n;
+    uint32_t k = 0;
+
+    QUEUE_FOREACH(n, &srv->idle_pins)
+        k += QUEUE_DATA(n, const struct sconn, pin_link)->variant == variant;
+    return k;
+}
+
+/*
+ * Keep SERVER_READY_PINS idle pinned connections of `variant` open (connected, hello
+ * sent) ahead of demand, so that a session's first request (a blocking command, WATCH,
+ * MULTI's first key) is written at once, in the round that read it, not after a
+ * connect and AUTH/SELECT while a request another client sent later overtakes it on a
+ * shared connection. Only for a protocol whose pins are reset and reused and that has
+ * sessions (Redis), in a pool whose clients took pins already (a cache-only pool pays
+ * no extra connection), for a server in use and up (called when a shared connection
+ * connects, when a pin is taken, and for every connected server at the pool's first
+ * pin), not in the reconnect back-off, and while the server's pinned connections over
+ * every worker are under half of max_pinned: ready ones never take the bound from the
+ * clients that need a pin. Counted in the ready_pins gauge.
+ */
+static void server_pins_ready(struct server *srv, uint8_t variant)
+{
+    const struct proto_ops *ops = srv->pool->ops;
+    uint32_t max = srv->pool->cp->max_pinned;
+
+    if (ops->pin_reset == NULL || ops->sess_begun == NULL || srv->removed ||
+        srv->health == NULL || !health_up(srv->health))
+        return;                         /* a down server's probe is not followed by more */
+    for (uint32_t have = server_idle_count(srv, variant); have < SERVER_READY_PINS; have++) {
+        if (uv_now(&srv->w->loop) < srv->retry_at_ms)
+            return;
+        if (atomic_fetch_add(&srv->health->pinned, 1) >= max / 2) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            return;
+        }
+        struct sconn *s = sconn_open(srv, SCONN_PIN_SLOT, variant);
+        if (s == NULL) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            return;
+        }
+        if (s->state == SCONN_CLOSING)
+            return;                     /* its close gave the count back */
+        server_idle_push(srv, s);
+    }
+}
+
+/* The pool's first pin: every server of it in use (a shared connection of variant
+ * connected) gets its ready pins. */
+static void server_pool_ready(struct wpool *pool, uint8_t variant)
+{
+    pool->pins_seen = 1;
+    for (uint32_t i = 0; i < pool->nservers; i++) {
+        struct server *srv = pool->servers[i];
+        for (uint32_t k = 0; k < srv->nconns; k++) {
+            const struct sconn *sc = srv->conns[variant * srv->nconns + k];
+            if (sc != NULL && sc->state == SCONN_CONNECTED) {
+                server_pins_ready(srv, variant);
+                break;
+            }
+        }
+    }
+}
+
 struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
 {
     uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
     struct qnode *n;
     struct sconn *s = NULL;
+
+    if (!srv->pool->pins_seen)
+        server_pool_ready(srv->pool, variant);
 
     QUEUE_FOREACH(n, &srv->idle_pins) {
         struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);
@@ -576,6 +656,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
     if (s != NULL) {
         queue_remove(&s->pin_link);
         srv->nidle_pins--;
+        STATS_ADD(&srv->stats, ready_pins, -1);
     } else {
         uint32_t max = srv->pool->cp->max_pinned;
         if (atomic_fetch_add(&srv->health->pinned, 1) >= max) {
@@ -603,6 +684,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
     s->pinned = c;
     queue_insert_tail(&srv->pins, &s->pin_link);
     queue_insert_tail(&c->pins, &s->client_link);
+    server_pins_ready(srv, variant);    /* for the next client's session */
     return s;
 }
 
@@ -619,8 +701,7 @@ void sconn_unpin(struct sconn *s, int keep)
      * replies are absorbed (they are orphans by now) before the reset's. */
     if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
         sconn_hello(s, 1) == 0) {
-        queue_insert_tail(&srv->idle_pins, &s->pin_link);
-        srv->nidle_pins++;
+        server_idle_push(srv, s);
         worker_mark_sconn(srv->w, s);
         return;
     }
@@ -1122,6 +1203,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     } else if (queue_linked(&s->pin_link)) {    /* an idle pinned connection */
         queue_remove(&s->pin_link);
         srv->nidle_pins--;
+        STATS_ADD(&srv->stats, ready_pins, -1);
     }
     if (s->is_pin) {
         atomic_fetch_sub(&srv->health->pinned, 1);
