@@ -11,11 +11,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
-                     free_port, server_lines, tmpdir)
+                     free_port, ring_owners, server_lines, tmpdir)
 
 R = Runner("test_admin", per_test_timeout=45, total_timeout=150)
 
@@ -255,6 +256,28 @@ def health_answers_under_100_stalled_connections(env):
     finally:
         for s in stalled:
             s.close()
+
+
+@R.test(ringleader=True)
+def ring_answers_any_key_bytes_as_the_stats_show_them(env):
+    """Issue 22 item 8: /ring takes any key bytes (%FF, NUL, a long binary key); JSON strings
+    are UTF-8, so the key is shown as the hot keys show one ("\\xHH" and key_hex), with the
+    owner that ringleader-ring computes from the same bytes."""
+    keys = [b"\xff", b"a\x00b\xc3(", b"\x80" * 300, "caf\u00e9".encode()]
+    own = ring_owners(env.proxy.conf_path, "cache", keys)
+    for k in keys:
+        st, headers, body = env.get("/ring?pool=cache&key=" + urllib.parse.quote(k, safe=""))
+        eq(st, 200, "/ring of %r: %r" % (k[:8], body[:200]))
+        check(headers["Content-Type"].startswith("application/json"), "JSON")
+        doc = json.loads(body)
+        eq(doc["owner"], own[k], "owner of %r" % k[:8])
+        printable = k == "caf\u00e9".encode()
+        if printable:
+            eq((doc["key"], "key_hex" in doc), ("caf\u00e9", False), "a printable key as it is")
+        else:
+            eq(bytes.fromhex(doc["key_hex"]), k, "key_hex is the exact bytes")
+            check("\\x" in doc["key"], "the shown key escapes bytes: %r" % doc["key"][:40])
+    eq(json.loads(env.get("/ring?pool=cache&key=%FF")[2])["key"], "\\xff", "%FF shown as \\xff")
 
 
 R.main(Env)
