@@ -491,6 +491,7 @@ static int admin_config(void *ctx, struct buf *out)
     json_object_set_new(g, "stats_listen", json_string(p->stats_effective));
     json_object_set_new(g, "admin", addr_json(&c->global.admin_listen));
     json_object_set_new(g, "admin_token", c->global.admin_token ? json_string("********") : json_null());
+    json_object_set_new(g, "admin_hosts", c->global.admin_hosts ? json_string(c->global.admin_hosts) : json_null());
     json_object_set_new(g, "watch", json_boolean(c->global.watch));
     json_object_set_new(g, "zone", c->global.zone ? json_string(c->global.zone) : json_null());
     json_object_set_new(root, "ringleader", g);
@@ -552,12 +553,12 @@ static const struct admin_ops observe_admin_ops = {
     .reload = admin_reload,
 };
 
-int observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
-                        size_t errlen)
+int observe_admin_start(struct proxy *p, const char *addr, const char *token,
+                        const char *hosts, char *err, size_t errlen)
 {
     if (addr == NULL)
         return 0;
-    p->admin = admin_start(addr, token, &observe_admin_ops, p, err, errlen);
+    p->admin = admin_start(addr, token, hosts, &observe_admin_ops, p, err, errlen);
     return p->admin ? 0 : -EINVAL;
 }
 
