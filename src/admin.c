@@ -2,7 +2,6 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <ctype.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>

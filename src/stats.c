@@ -249,14 +249,13 @@ static int json_server(json_t *pool, const struct stats_view_server *s)
 int stats_key_json(struct json_t *obj, const char *key, size_t len)
 {
     char stack[KEY_TEXT_MAX], *text = stack;
-    int rc = -ENOMEM;
 
     /* keys of the hot-key table fit the stack; /ring's may be as long as a query string */
     if (len > HOTKEYS_KEY_MAX && (text = malloc(4 * len + 1)) == NULL)
         return -ENOMEM;
     int printable = stats_key_display(key, len, text,
                                       len > HOTKEYS_KEY_MAX ? 4 * len + 1 : sizeof(stack));
-    rc = jset(obj, "key", json_string(text));
+    int rc = jset(obj, "key", json_string(text));
     if (rc == 0 && !printable) {
         hex_encode(key, len, text);        /* 2 * len + 1 bytes: fits */
         rc = jset(obj, "key_hex", json_string(text));

@@ -455,6 +455,7 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
     json_object_set_new(j, "pool", json_string(cp->name));
     /* any bytes may be asked for: shown as the stats show keys (JSON strings are UTF-8) */
     if (stats_key_json(j, key, keylen) < 0) {
+        json_decref(list);
         json_decref(j);
         snapshot_unref(s);
         return 500;
