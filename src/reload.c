@@ -55,6 +55,9 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
     NOTE((o->global.admin_token == NULL) != (n->global.admin_token == NULL) ||
          (o->global.admin_token && strcmp(o->global.admin_token, n->global.admin_token)),
          "ringleader.admin_token");
+    NOTE((o->global.admin_hosts == NULL) != (n->global.admin_hosts == NULL) ||
+         (o->global.admin_hosts && strcmp(o->global.admin_hosts, n->global.admin_hosts)),
+         "ringleader.admin_hosts");
     NOTE(o->global.watch != n->global.watch, "ringleader.watch");
     NOTE((o->global.log_file == NULL) != (n->global.log_file == NULL) ||
          (o->global.log_file && strcmp(o->global.log_file, n->global.log_file)),

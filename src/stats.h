@@ -10,6 +10,7 @@
 #include "hotkeys.h"
 
 struct buf;
+struct json_t;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
@@ -307,5 +308,12 @@ void stats_describe(FILE *f);
  * suffice) and returns 1 when the key was printable, 0 when it was shown escaped.
  */
 int stats_key_display(const char *key, size_t len, char *out, size_t outlen);
+
+/*
+ * Set obj's "key" (and "key_hex" when the key is not printable) to key (len bytes, any
+ * bytes) by the rule above: the one encoding of key bytes in every JSON document (the
+ * hot keys, the admin endpoint's /ring). Returns 0 or -ENOMEM (obj may then hold "key").
+ */
+int stats_key_json(struct json_t *obj, const char *key, size_t len);
 
 #endif

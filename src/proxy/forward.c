@@ -611,7 +611,7 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     if (pool == NULL)
         return;
     if (c->w->snap->conf->global.hot_keys)
-        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
     struct route rt;

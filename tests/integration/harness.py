@@ -664,8 +664,8 @@ def server_lines(backends, names=None, weights=None):
 
 def http(port, method, path, timeout=10):
     """(status, body text) of one request to 127.0.0.1:port (the admin endpoint)."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=b"" if method == "POST" else None, method=method)
+    # no body, so no Content-Type (urllib would add a form's): as `curl -X POST` sends it
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, r.read().decode("utf-8", "replace")
