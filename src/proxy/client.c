@@ -104,13 +104,24 @@ static size_t client_pending_bytes(const struct client *c)
     return conn_output(&c->conn) + c->held_bytes;
 }
 
+/*
+ * A large value streaming from s to a client that reads it slowly is held back at the
+ * server (its connection not read) once the client's output passes half its limit, when
+ * that costs nobody else (s is the client's own pinned connection), or when buffering
+ * it does cost: the proxy is past half its memory_limit. Below that a shared connection
+ * goes on (other clients' replies behind the value are not delayed) and the value is
+ * buffered, as nutcracker buffers it.
+ */
 void client_stream_check(struct client *c, struct sconn *s)
 {
-    if (c->holding == NULL && s != NULL &&
-        conn_output(&c->conn) > c->w->proxy->client_output_limit / 2) {
-        c->holding = s;
-        sconn_hold(s, c);
-    }
+    if (c->holding != NULL || s == NULL ||
+        conn_output(&c->conn) <= c->w->proxy->client_output_limit / 2)
+        return;
+    client_mem_sync(c, 0);
+    if (!s->is_pin && (uint64_t)proxy_memory(c) <= client_memory_limit(c) / 2)
+        return;
+    c->holding = s;
+    sconn_hold(s, c);
 }
 
 void client_hold_lost(struct client *c, struct sconn *s)
@@ -276,11 +287,23 @@ static void client_on_written(struct conn *conn, int status)
  * to it holds its server connection instead (client_stream_check), and what it holds
  * otherwise is bounded by client_output_limit and its requests in flight.
  */
+/* When c's output last moved: a write completed or began, or the bytes libuv still has
+ * to write for it went down (a large write goes out in parts). */
+static uint64_t client_written_ms(struct client *c, uint64_t now)
+{
+    size_t q = c->conn.writing ? uv_stream_get_write_queue_size(&c->conn.h.stream) : 0;
+    if (q != c->write_queue_seen) {
+        c->write_queue_seen = q;
+        c->written_ms = now;
+    }
+    return c->written_ms;
+}
+
 static int client_stuck_over_memory(struct client *c, uint64_t now)
 {
     if (!c->conn.writing || client_pending_bytes(c) <= c->w->proxy->client_output_limit ||
         (uint64_t)proxy_memory(c) <= client_memory_limit(c) ||
-        now - c->written_ms < CLIENT_STUCK_MS)
+        now - client_written_ms(c, now) < CLIENT_STUCK_MS)
         return 0;
     STATS_ADD(&c->pool->stats, memory_refused, 1);
     log_warn("pool '%s': client %s closed: %zu reply bytes unread, nothing written for %u ms, "
@@ -729,7 +752,7 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
     if (client_stuck_over_memory(c, now_ms))
         return;
     if (c->holding != NULL && !c->holding->is_pin && c->conn.writing &&
-        now_ms - c->written_ms >= CLIENT_HOLD_MAX_MS) {
+        now_ms - client_written_ms(c, now_ms) >= CLIENT_HOLD_MAX_MS) {
         /* Its value is cut, but the other clients whose replies wait behind it on that
          * connection are not held hostage by a client that stopped reading. */
         STATS_ADD(&c->pool->stats, client_timeouts, 1);

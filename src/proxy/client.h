@@ -42,7 +42,8 @@ struct client {
     size_t              mem_reported;   /* bytes this client counts in the proxy's memory use */
     struct sconn       *holding;        /* a server connection stopped until this client's
                                            output drains (sconn_hold), or NULL */
-    uint64_t            written_ms;     /* its output last went out (a write completed) */
+    uint64_t            written_ms;     /* its output last moved (client_written_ms) */
+    size_t              write_queue_seen; /* libuv's write queue size then */
     enum client_in      in;
     uint64_t            swallow;        /* SWALLOW: body bytes still to drop */
     uint64_t            stream_left;    /* STREAM: body bytes still to copy */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "health.h"
 #include "log.h"
@@ -795,6 +796,9 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
         sconn_arm(s, timeout > 0 ? (uint64_t)timeout : 1000);
         return;
     }
+    int unread = 0;
+    if (s->conn.fd >= 0 && ioctl(s->conn.fd, FIONREAD, &unread) == 0 && unread > 0)
+        s->progress_ms = now;   /* it answered: the proxy has not read it yet (a busy loop) */
     n = queue_first(&s->sent);
     struct msg *m = n ? QUEUE_DATA(n, struct msg, sq) : NULL;
     /* A server that has sat on a timed-out request for 4 timeouts is hung:
