@@ -224,10 +224,17 @@ static void msg_merge_frags(struct msg *p, struct client *c)
     struct buf **bufs = (struct buf **)(void *)(p->frags + p->nfrag);
     uint64_t items = 0;
 
+    size_t total = 0;
     for (uint32_t i = 0; i < p->nfrag; i++) {
         bufs[i] = &p->frags[i]->rsp;
         items += p->frags[i]->items;
+        total += buf_len(bufs[i]);
     }
+    /* The merged reply is about the fragments' size: one allocation, instead of doubling
+     * (a copy and fresh pages each time) through a large multi-get's megabytes. Without
+     * the memory the merge fails on its own. */
+    if (total > BUF_STD_SIZE)
+        (void)buf_reserve(&p->rsp, total);
     int rc;
     if (p->key_frag == NULL && ops->merge_env != NULL) {
         /* a broadcast whose reply mixes the servers' with the proxy's own (INFO) */
