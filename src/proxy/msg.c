@@ -133,6 +133,12 @@ void msg_charge(struct msg *m)
     if (c == NULL)
         return;
     size_t cost = m->rsp.cap + m->req.cap + m->reqcopy.cap;
+    if (msg_child(m))
+        cost += sizeof(*m);     /* a queued message's own struct is counted per message */
+    if (m->frags != NULL)       /* a parent's arrays (msg_put frees them) */
+        cost += (size_t)m->nfrag * (sizeof(struct msg *) + sizeof(struct buf *)) +
+                (m->key_frag != NULL ? (size_t)m->nkeys * (sizeof(uint32_t) +
+                                                            sizeof(struct proto_key)) : 0);
     if (cost == m->charged)
         return;
     c->held_cost = c->held_cost - RL_MIN(c->held_cost, m->charged) + cost;

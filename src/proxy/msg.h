@@ -159,8 +159,9 @@ void msg_release(struct worker *w, struct msg *m);
 /*
  * What a client makes the proxy hold counts at what it costs (memory_limit): a message
  * in its queue (or a fragment or copy of one) is charged the capacity of its buffers
- * (reply, kept request, request header copy) in the client's held_cost; its struct is
- * counted per queued message. msg_charge brings m's charge up to date after its buffers
+ * (reply, kept request, request header copy), a parent its fragment and key arrays, a
+ * fragment its struct, in the client's held_cost; a queued message's struct is counted
+ * per queued message (client_held_memory). msg_charge brings m's charge up to date after its buffers
  * changed; msg_uncharge takes it back when m leaves the client (delivered, detached).
  */
 void msg_charge(struct msg *m);
