@@ -120,8 +120,8 @@ void client_stream_check(struct client *c, struct sconn *s)
     client_mem_sync(c, 0);
     if (!s->is_pin && (uint64_t)proxy_memory(c) <= client_memory_limit(c) / 2)
         return;
-    c->holding = s;
-    sconn_hold(s, c);
+    if (sconn_hold(s, c))
+        c->holding = s;
 }
 
 void client_hold_lost(struct client *c, struct sconn *s)
@@ -280,13 +280,6 @@ static void client_on_written(struct conn *conn, int status)
     client_maybe_finish(c);
 }
 
-/*
- * A client that holds large unread replies while the proxy is over memory_limit, and
- * has written nothing out for CLIENT_STUCK_MS: it is why the proxy is out of memory, and
- * it is closed (1). A client that reads, however slowly, is not: a large value streaming
- * to it holds its server connection instead (client_stream_check), and what it holds
- * otherwise is bounded by client_output_limit and its requests in flight.
- */
 /* When c's output last moved: a write completed or began, or the bytes libuv still has
  * to write for it went down (a large write goes out in parts). */
 static uint64_t client_written_ms(struct client *c, uint64_t now)
@@ -298,6 +291,14 @@ static uint64_t client_written_ms(struct client *c, uint64_t now)
     }
     return c->written_ms;
 }
+
+/*
+ * A client that holds large unread replies while the proxy is over memory_limit, and
+ * whose output has not moved for CLIENT_STUCK_MS: it is why the proxy is out of memory,
+ * and it is closed (1). A client that reads, however slowly, is not: a large value
+ * streaming to it holds its server connection instead (client_stream_check), and what it
+ * holds otherwise is bounded by client_output_limit and its requests in flight.
+ */
 
 static int client_stuck_over_memory(struct client *c, uint64_t now)
 {

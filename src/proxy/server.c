@@ -1133,12 +1133,13 @@ void sconn_flush(struct sconn *s)
 
 /* ------------------------------------------------------------------ backpressure */
 
-void sconn_hold(struct sconn *s, struct client *c)
+int sconn_hold(struct sconn *s, struct client *c)
 {
     if (s->held_by != NULL || s->state != SCONN_CONNECTED)
-        return;
+        return 0;
     s->held_by = c;
     conn_read_stop(&s->conn);   /* what the input holds already is still processed */
+    return 1;
 }
 
 void sconn_release_hold(struct sconn *s)

@@ -161,9 +161,10 @@ void sconn_flush(struct sconn *s);
 /*
  * Backpressure to the server: a large value streaming to client c has filled c's output,
  * so s reads nothing more until c has written it out (sconn_release_hold). What s carries
- * for other clients waits meanwhile; no request on s times out while it does.
+ * for other clients waits meanwhile; no request on s times out while it does. 1: held
+ * for c; 0: not (held already for another client, or not connected).
  */
-void sconn_hold(struct sconn *s, struct client *c);
+int  sconn_hold(struct sconn *s, struct client *c);
 void sconn_release_hold(struct sconn *s);
 
 /* Close (failing the requests in flight with reason). */
