@@ -54,6 +54,7 @@ void forward_retract(struct client *c, struct msg *m)
 {
     STATS_ADD(&c->pool->stats, requests, -1);
     if (m->client != NULL) {
+        msg_uncharge(m);
         queue_remove(&m->cq);
         c->nmsgs--;
         m->client = NULL;

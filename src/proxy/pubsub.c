@@ -670,6 +670,15 @@ static int pubsub_over_limit(struct client *c)
     uint64_t now = uv_now(&c->w->loop);
     int over = g->pubsub_output_limit > 0 && pending > g->pubsub_output_limit;
 
+    if (!over && client_memory_over(c)) {
+        /* Messages it does not read are what puts the proxy over memory_limit. */
+        STATS_ADD(&c->pool->stats, memory_refused, 1);
+        log_warn("pool '%s': subscriber %s closed: %" PRIu64 " bytes of messages unread and "
+                 "memory_limit reached", c->pool->cp->name, c->pc.peer, pending);
+        client_close(c);
+        return 1;
+    }
+
     if (!over && g->pubsub_output_soft_limit > 0 && pending > g->pubsub_output_soft_limit) {
         if (ps->soft_since_ms == 0)
             ps->soft_since_ms = now;
@@ -710,21 +719,36 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
         }
         worker_mark_client(c->w, c);
     } else {
-        struct msg *pm = msg_get(c->w);
-        if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
-            if (pm != NULL)
-                msg_put(c->w, pm);
-            client_close(c);
-            return;
-        }
-        pm->role = MSG_REQUEST;
-        pm->state = MSG_DONE;
-        pm->client = c;
-        c->held_bytes += buf_len(&pm->rsp);
         /* just before the request it precedes (inserting at a node's tail puts it before
-         * that node), else at the end */
-        queue_insert_tail(before != NULL ? &before->cq : &c->msgs, &pm->cq);
-        c->nmsgs++;
+         * that node), else at the end; into the messages already waiting there, if any
+         * (a flood behind one blocked request is one buffer, not a message per push) */
+        struct qnode *at = before != NULL ? &before->cq : &c->msgs;
+        struct msg *pm = at->prev != &c->msgs ? QUEUE_DATA(at->prev, struct msg, cq) : NULL;
+        if (pm != NULL && (pm->flags & MSG_F_PUSHES) && pm->state == MSG_DONE) {
+            size_t had = buf_len(&pm->rsp);
+            if (stream_write(c, push, p, n, &pm->rsp) < 0) {
+                client_close(c);
+                return;
+            }
+            c->held_bytes += buf_len(&pm->rsp) - had;
+            msg_charge(pm);
+        } else {
+            pm = msg_get(c->w);
+            if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
+                if (pm != NULL)
+                    msg_put(c->w, pm);
+                client_close(c);
+                return;
+            }
+            pm->role = MSG_REQUEST;
+            pm->state = MSG_DONE;
+            pm->flags |= MSG_F_PUSHES;
+            pm->client = c;
+            c->held_bytes += buf_len(&pm->rsp);
+            queue_insert_tail(at, &pm->cq);
+            c->nmsgs++;
+            msg_charge(pm);
+        }
     }
     pubsub_over_limit(c);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "health.h"
 #include "log.h"
@@ -24,6 +25,8 @@
 #define SCONN_BACKOFF_MIN_MS 50
 #define SCONN_BACKOFF_MAX_MS 2000
 #define SCONN_READ_CHUNK     16384
+#define SCONN_READ_BODY      (128 * 1024)  /* read room inside a large value: fewer, larger
+                                              reads (the input buffer stays under CONN_BUF_KEEP) */
 #define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
 #define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
 #define SERVER_READY_PINS    2             /* ... of them opened ahead of demand, per variant */
@@ -230,6 +233,7 @@ static void sconn_on_read(struct conn *c, ssize_t nread)
     struct sconn *s = CONN_OWNER(c, struct sconn, conn);
 
     if (nread > 0) {
+        s->progress_ms = uv_now(&s->server->w->loop);     /* the server is answering */
         sconn_process(s);
         if (s->state == SCONN_CONNECTED && buf_len(&c->ibuf) == 0 && c->ibuf.cap > CONN_BUF_KEEP)
             buf_free(&c->ibuf);
@@ -847,6 +851,19 @@ static void sconn_timer_cb(uv_timer_t *t)
     worker_flush(w);            /* the errors go out now, not at the next I/O event */
 }
 
+/*
+ * When m times out: `timeout` after it was sent, or after the last reply bytes s read,
+ * whichever is later. A server answers in order, so while it sends a reply (a large value,
+ * another request's reply ahead of m's) it is making progress on m too: the timeout is
+ * for a server that stops answering (as memcached's proxy times out a connection that
+ * stops sending), not for a reply in progress. A probe keeps its own deadline.
+ */
+static inline uint64_t sconn_due(const struct sconn *s, const struct msg *m, int timeout)
+{
+    uint64_t alive = timeout > 0 ? s->progress_ms + (uint64_t)timeout : 0;
+    return m->role == MSG_PROBE ? m->deadline_ms : RL_MAX(m->deadline_ms, alive);
+}
+
 /* The timer's work: fail what is overdue, close a hung connection, re-arm. */
 static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
 {
@@ -854,12 +871,21 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
     struct worker *w = srv->w;
     struct qnode *n;
 
+    if (s->held_by != NULL) {
+        /* The proxy stopped reading (backpressure): the server is not late, the client
+         * is slow. Nothing times out until reading resumes. */
+        sconn_arm(s, timeout > 0 ? (uint64_t)timeout : 1000);
+        return;
+    }
+    int unread = 0;
+    if (s->conn.fd >= 0 && ioctl(s->conn.fd, FIONREAD, &unread) == 0 && unread > 0)
+        s->progress_ms = now;   /* it answered: the proxy has not read it yet (a busy loop) */
     n = queue_first(&s->sent);
     struct msg *m = n ? QUEUE_DATA(n, struct msg, sq) : NULL;
     /* A server that has sat on a timed-out request for 4 timeouts is hung:
      * close it so the requests behind it fail fast instead of piling up. */
     if (m != NULL && m->state == MSG_ZOMBIE && timeout > 0 &&
-        m->deadline_ms + 3u * (uint64_t)timeout <= now) {
+        sconn_due(s, m, timeout) + 3u * (uint64_t)timeout <= now) {
         sconn_close(s, "server hung after a timeout", 1);
         return;
     }
@@ -874,7 +900,7 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
         }
         if (m->state == MSG_ZOMBIE || m->role >= MSG_HELLO || m->deadline_ms == 0)
             continue;
-        if (m->deadline_ms > now)
+        if (sconn_due(s, m, timeout) > now)
             break;
         STATS_ADD(&srv->stats, server_timedout, 1);
         if (s->pinned != NULL) {
@@ -892,7 +918,8 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
     uint64_t next = timeout > 0 ? (uint64_t)timeout : 1000;
     if (n != NULL) {
         m = QUEUE_DATA(n, struct msg, sq);
-        next = m->deadline_ms > now ? m->deadline_ms - now : 1;
+        uint64_t due = sconn_due(s, m, timeout);
+        next = due > now ? due - now : 1;
     }
     sconn_arm(s, next);         /* the next deadline, or the zombie at the head again */
 }
@@ -1066,6 +1093,7 @@ static void sconn_process(struct sconn *s)
             if (s->body_left > 0)
                 continue;
             s->rx = SCONN_RX_UNIT;
+            s->conn.chunk = SCONN_READ_CHUNK;
             struct msg *done = s->cur;
             int join_end = s->body_join_end;
             s->cur = NULL;
@@ -1152,6 +1180,8 @@ static void sconn_process(struct sconn *s)
             s->body_big = (uint8_t)big;
             s->body_final = join_end || (rsp.flags & PROTO_SF_FINAL) != 0;
             s->body_join_end = (uint8_t)join_end;
+            if (big)
+                s->conn.chunk = SCONN_READ_BODY;
             continue;
         }
         if (join_end)
@@ -1182,6 +1212,31 @@ void sconn_flush(struct sconn *s)
         client_pin_writable(s->pinned, s);
 }
 
+/* ------------------------------------------------------------------ backpressure */
+
+int sconn_hold(struct sconn *s, struct client *c)
+{
+    if (s->held_by != NULL || s->state != SCONN_CONNECTED)
+        return 0;
+    s->held_by = c;
+    conn_read_stop(&s->conn);   /* what the input holds already is still processed */
+    return 1;
+}
+
+void sconn_release_hold(struct sconn *s)
+{
+    if (s->held_by == NULL)
+        return;
+    s->held_by = NULL;
+    if (s->state != SCONN_CONNECTED)
+        return;
+    /* The wait was the client's: the server's time starts again now. */
+    s->progress_ms = uv_now(&s->server->w->loop);
+    int rc = conn_read_start(&s->conn);
+    if (rc < 0)
+        sconn_close(s, uv_strerror(rc), 1);
+}
+
 /* ------------------------------------------------------------------ close */
 
 void sconn_close(struct sconn *s, const char *reason, int is_error)
@@ -1195,6 +1250,10 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     s->state = SCONN_CLOSING;
     if (s->slot != SCONN_PIN_SLOT && srv->conns[s->slot] == s)
         srv->conns[s->slot] = NULL;
+    if (s->held_by != NULL) {
+        client_hold_lost(s->held_by, s);
+        s->held_by = NULL;
+    }
     struct client *holder = s->pinned;
     if (holder != NULL) {
         queue_remove(&s->client_link);

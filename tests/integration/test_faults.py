@@ -637,6 +637,96 @@ def pipeline_with_a_slow_server_keeps_order(env):
 
 # ---------------------------------------------------------------- backpressure
 
+class TrickleServer:
+    """A memcached stand-in that answers `get k` with a value of `size` bytes sent in
+    `pieces` parts `gap` seconds apart: a server that is slow to send a reply but never
+    silent for long (a real one under load, which cannot be produced on demand)."""
+
+    def __init__(self, size, pieces, gap):
+        rng = random.Random(size)
+        self.value = bytes(rng.getrandbits(8) for _ in range(256)) * (size // 256)
+        self.pieces, self.gap = pieces, gap
+        self.ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(8)
+        self.port = self.ls.getsockname()[1]
+        self.stop_ev = threading.Event()
+        self.conns = []
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        self.ls.settimeout(0.2)
+        while not self.stop_ev.is_set():
+            try:
+                s, _ = self.ls.accept()
+            except (socket.timeout, OSError):
+                continue
+            self.conns.append(s)
+            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
+
+    def serve(self, s):
+        buf = b""
+        s.settimeout(0.2)
+        while not self.stop_ev.is_set():
+            try:
+                data = s.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            while b"\r\n" in buf:
+                line, buf = buf.split(b"\r\n", 1)
+                parts = line.split()
+                if not parts or parts[0] != b"get":
+                    s.sendall(b"ERROR\r\n")
+                    continue
+                for k in parts[1:]:
+                    s.sendall(b"VALUE %s 0 %d\r\n" % (k, len(self.value)))
+                    step = len(self.value) // self.pieces + 1
+                    for off in range(0, len(self.value), step):
+                        if self.stop_ev.wait(self.gap):
+                            return
+                        s.sendall(self.value[off:off + step])
+                    s.sendall(b"\r\n")
+                s.sendall(b"END\r\n")
+
+    def close(self):
+        self.stop_ev.set()
+        self.ls.close()
+        for s in self.conns:
+            s.close()
+
+
+@R.test
+def value_arriving_slowly_is_not_a_timeout(env):
+    """A server sends a 1 MB value in 8 parts 150 ms apart (1.2 s in all) through a pool
+    with timeout 300 ms: the client gets the value whole (the server is answering all
+    along; the timeout is for a server that falls silent), no timeout is counted, the
+    server is not marked down (silent_server_times_out_* show a silent one still does)."""
+    srv = TrickleServer(1 << 20, 8, 0.15)
+    proxy = GProxy({"p": {"timeout": TIMEOUT_MS, "auto_eject_hosts": True,
+                          "server_failure_limit": 1,
+                          "servers": ["127.0.0.1:%d:1 trickle" % srv.port]}})
+    env.proxies.append(proxy)
+    try:
+        with proxy.client(timeout=10) as c:
+            for i in range(2):
+                c.send(b"get slow%d\r\n" % i)
+                r = mc_one(c, timeout=10)
+                want = b"VALUE slow%d 0 %d\r\n" % (i, len(srv.value)) + srv.value + b"\r\nEND\r\n"
+                check(r == want, "the slowly sent value, whole: got %d bytes %r...", len(r), r[:40])
+        st = proxy.stats()["p"]
+        eq(st["trickle"]["server_timedout"], 0, "server_timedout")
+        eq(st["server_ejects"], 0, "server_ejects")
+    finally:
+        srv.close()
+        proxy.stop()
+
+
 def rss_kb(pid):
     with open("/proc/%d/status" % pid) as fh:
         for line in fh:
