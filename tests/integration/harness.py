@@ -12,6 +12,8 @@ Environment
   RL_REDIS_PROXY_ADDR=host:port    the same for the redis test files
   top_builddir / top_srcdir        set by `make check`; else build/release under the tree
   RL_TEST_VERBOSE=1                print each test's name and time
+  RL_TEST_SLOW=N                   multiply every bound against a hang by N (default 3 for
+                                   the sanitizer build, else 1; see patience())
 
 Every process started here is stopped by its PID (SIGTERM, then SIGKILL) in a finally
 block and again at exit, whatever happened. Every wait has a timeout.
@@ -78,6 +80,25 @@ def sanitized():
         except (OSError, Skip):
             _sanitized.append(False)
     return _sanitized[0]
+
+
+def slow_factor():
+    """How much slower than an idle machine this run may be: RL_TEST_SLOW when set, else 3
+    for the sanitizer build (ASan+UBSan on a loaded 2-core machine), else 1."""
+    v = os.environ.get("RL_TEST_SLOW")
+    if v:
+        try:
+            return max(1.0, float(v))
+        except ValueError:
+            pass
+    return 3.0 if sanitized() else 1.0
+
+
+def patience(seconds):
+    """A bound against a hang, scaled by slow_factor(). Tests assert on outcomes (bytes,
+    counts, order); a wall-clock bound only says the work did not hang, so it must hold on
+    the slowest machine the suite runs on."""
+    return seconds * slow_factor()
 
 
 def parse_addr(text):
@@ -175,6 +196,7 @@ class Proc:
 
     def wait_listening(self, port, timeout=START_TIMEOUT):
         """Wait until 127.0.0.1:port accepts a connection while this process lives."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
@@ -232,7 +254,7 @@ class Raw:
     def __init__(self, addr, timeout=IO_TIMEOUT):
         self.addr = addr
         self.timeout = timeout
-        self.sock = socket.create_connection(addr, timeout)
+        self.sock = socket.create_connection(addr, patience(timeout))   # sendall's bound too
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
         self.eof = False
@@ -269,8 +291,9 @@ class Raw:
 
     def read_until(self, pred, timeout=None):
         """pred(buf) returns how many bytes make one complete unit (or None when more are
-        needed). Returns those bytes and keeps the rest buffered."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        needed). Returns those bytes and keeps the rest buffered. The timeout is a bound
+        against a hang, scaled by patience()."""
+        deadline = time.monotonic() + patience(timeout or self.timeout)
         while True:
             n = pred(self.buf)
             if n is not None:
@@ -289,7 +312,7 @@ class Raw:
         t = threading.Thread(target=self.send, args=(data,), daemon=True)
         t.start()
         got = self.read_exact(len(want), timeout=timeout)
-        t.join(10)
+        t.join(patience(10))
         if got != want:
             i = next(j for j in range(len(want)) if got[j] != want[j])
             raise AssertionError("pipeline reply differs at byte %d: got %r want %r" % (
@@ -303,8 +326,9 @@ class Raw:
         return self.read_until(pred, timeout)
 
     def closed(self, timeout=2.0):
-        """True when the peer closes within timeout with nothing more to read."""
-        deadline = time.monotonic() + timeout
+        """True when the peer closes within timeout (scaled by patience()) with nothing more
+        to read."""
+        deadline = time.monotonic() + patience(timeout)
         try:
             while True:
                 self._fill(deadline)
@@ -628,7 +652,7 @@ def ydump(obj, indent=0):
 
 def wait_stopped(pid, timeout=5.0):
     """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         with open("/proc/%d/stat" % pid) as f:
             if f.read().rsplit(")", 1)[1].split()[0] == "T":
@@ -667,7 +691,7 @@ def http(port, method, path, timeout=10):
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
                                  data=b"" if method == "POST" else None, method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=patience(timeout)) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
@@ -678,7 +702,7 @@ def read_stats(port, timeout=5):
     with Raw(("127.0.0.1", port)) as c:
         try:
             while True:
-                c._fill(time.monotonic() + timeout)
+                c._fill(time.monotonic() + patience(timeout))
         except EOFError:
             pass
         return json.loads(bytes(c.buf))
@@ -957,6 +981,9 @@ class Runner:
         Exits the process with 0, 1 or 77."""
         argv = sys.argv[1:] if argv is None else argv
         passed = failed = skipped = 0
+        # Both budgets are bounds against a hang, not speed targets: scaled by patience().
+        self.per_test_timeout = int(patience(self.per_test_timeout))
+        self.total_timeout = int(patience(self.total_timeout))
 
         def on_alarm(signum, frame):
             raise TimeoutError("test took longer than %ds" % self.per_test_timeout)
