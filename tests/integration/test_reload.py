@@ -42,6 +42,7 @@ from harness import (PROXY_KIND, Memcached, Proc, Raw, Redis, Runner,  # noqa: E
                      tmpdir,
                      yaml_dump, yaml_scalar, ring_owners)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_reload", per_test_timeout=170, total_timeout=420)
 RELOADS = int(os.environ.get("RL_RELOADS", "100"))
 WORKERS = 2
@@ -101,6 +102,7 @@ class LogWatch:
     def wait_for(self, pattern, timeout, start=0):
         """Index of the first line at or after `start` matching pattern, within timeout."""
         rx = re.compile(pattern)
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         i = start
         while True:
@@ -853,7 +855,7 @@ def hundred_reloads(env, px, glob, guard):
             else:
                 px.hup()
             px.log.wait_for(r"reload \((SIGHUP|admin)\) refused", 5, mark)
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + patience(5)
             while True:
                 st = px.stats()
                 lr = st["mc"]["last_reload"]
@@ -901,7 +903,7 @@ def hundred_reloads(env, px, glob, guard):
             eq((status, body.strip()), (200, "reloaded"), "POST /reload")
         else:
             px.hup()
-        deadline = t0 + 5
+        deadline = t0 + patience(5)
         while True:
             st = px.stats()
             got = {p: (st[p]["epoch"], st[p]["ring_checksum"]) for p in target if p in st}
@@ -1088,7 +1090,7 @@ def watch_reloads_once_on_an_atomic_rename(env):
         st = px.stats()["mc"]
         if st["ring_checksum"] == want:
             break
-        check(time.monotonic() - t0 < 5.0, "no reload within 5 s of the rename (stats %r)"
+        check(time.monotonic() - t0 < patience(5.0), "no reload within 5 s of the rename (stats %r)"
               % {k: st[k] for k in ("epoch", "ring_checksum", "reloads")})
         time.sleep(0.01)
     took = time.monotonic() - t0
@@ -1237,7 +1239,7 @@ def reload_of_a_1000_server_ketama_pool_is_fast(env):
         polls += 1
         if st["epoch"] == 2:
             break
-        check(time.monotonic() - t0 < 5.0, "1,000-server reload not visible within 5 s")
+        check(time.monotonic() - t0 < patience(5.0), "1,000-server reload not visible within 5 s")
     took = time.monotonic() - t0
     i = px.log.wait_for(r"reload: every worker runs the new configuration", 5, mark)
     pub = [(n, re.search(r"published in ([0-9.]+) ms", ln))
@@ -1251,7 +1253,9 @@ def reload_of_a_1000_server_ketama_pool_is_fast(env):
             float(m_pub.group(1)), switch_ms, 1000 * took, polls, line[6], line[7]))
     eq(st["ring_checksum"], want, "checksum")
     eq(line[4:6], (1, 1), "servers added/removed")
-    check(took < 2.0, "took %.2fs" % took)
+    # an O(n^2) rebuild of 1,000 ketama servers takes many seconds; the bound tells that
+    # apart from the milliseconds this takes, and is scaled for the sanitizer build
+    check(took < patience(2.0), "took %.2fs" % took)
     finish_checked(env, px, "exit")
 
 
