@@ -37,6 +37,7 @@ import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, check, eq,  # noqa: E402
                      ring_owners, wait_stopped, ydump)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_rejoin", per_test_timeout=60, total_timeout=200)
 
 RETRY_MS = 400
@@ -129,6 +130,7 @@ class Setup:
 
     def wait(self, state, timeout):
         """Poke the victim's keys (its probe is due only when asked for) until its state."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         k = self.untouched[0]
         while time.monotonic() < deadline:
@@ -385,7 +387,11 @@ def journal_survives_restart(env):
         s.preload()
         s.freeze()
         s.outage_writes()
-        time.sleep(0.3)             # the journal is synced every 100 ms
+        # the journal is synced every 100 ms: polled (bounded), not a fixed sleep
+        deadline = time.monotonic() + patience(3)
+        while (not os.path.exists(path) or os.path.getsize(path) <= 2 * NKEYS * 20) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
         s.px.stop()
         size = os.path.getsize(path)
         check(size > 2 * NKEYS * 20, "journal holds the keys (%d bytes)", size)
@@ -399,7 +405,7 @@ def journal_survives_restart(env):
         eq(wrong, [], "values that are neither old nor new")
         eq(len(stale), 0, "stale reads after a restart with the journal")
         eq(kept, 50, "keys nobody wrote kept")
-        deadline = time.monotonic() + 3
+        deadline = time.monotonic() + patience(3)
         while os.path.getsize(path) > 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         eq(os.path.getsize(path), 0, "the journal is truncated once nothing is pending")
