@@ -169,7 +169,7 @@ def chromium_draws_every_pool_and_server_and_a_screenshot_is_taken(env):
     try:
         dev.open(env.base + "/")
         # Traffic while the page reads /stats twice (every 2 s), so that rates show.
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + patience(15)
         drawn = None
         while time.monotonic() < deadline:
             env.traffic(100)

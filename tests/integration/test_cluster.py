@@ -52,6 +52,7 @@ from harness import (Proxy, Raw, RespError, Runner, Skip, binary, check, eq,  # 
 from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, keyslot,  # noqa: E402
                              slots_map, tags_for_slots)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_cluster", per_test_timeout=90, total_timeout=420)
 
 
@@ -385,7 +386,7 @@ def reload_and_refetch(env):
     """POST /reload, then the pool's stats once a map fetch followed it (stats are
     published once a second)."""
     before = pool_stats(env)["cluster_refreshes"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while True:
         # 409 while the workers adopt the snapshot before (a map the last fetch found)
         st, body = http(env.proxy.admin_port, "POST", "/reload")
@@ -393,7 +394,7 @@ def reload_and_refetch(env):
             break
         time.sleep(0.05)
     eq(st, 200, body)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while time.monotonic() < deadline:
         after = pool_stats(env)
         if after["cluster_refreshes"] > before:
@@ -447,7 +448,7 @@ def raw_reply(node, *args):
     with socket.create_connection(node.addr, timeout=10) as sk:
         sk.sendall(resp_encode(*args) + resp_encode("QUIT"))
         data = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(10)
         while time.monotonic() < deadline:
             d = sk.recv(1 << 16)
             if not d:
@@ -593,7 +594,7 @@ def slot_migrated_by_hand(env):
     after = pool_stats(env)
     check(after["cluster_ask"] > before["cluster_ask"], "ASK followed: %r", after["cluster_ask"])
     check(after["cluster_tryagain"] > before["cluster_tryagain"], "TRYAGAIN retried")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + patience(10)
     while time.monotonic() < deadline:
         r = ring(env, keys[0])
         if r["owner"] == dst.hostport():
@@ -687,7 +688,7 @@ class Traffic:
             t.join(10)
 
     def wait_ops(self, n, timeout=20):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         start = self.ops
         while self.ops < start + n and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -756,7 +757,7 @@ def manual_failover_under_traffic(env):
         tr.wait_ops(200)
         t0 = time.monotonic()
         eq(replica.cmd("CLUSTER", "FAILOVER"), "OK")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience(20)
         while time.monotonic() < deadline and replica.info("replication").get("role") != "master":
             time.sleep(0.05)
         eq(replica.info("replication").get("role"), "master", "promoted")
@@ -821,7 +822,7 @@ def master_killed(env):
         victim.kill9()
         # the cluster promotes a replica (seen from a live node), the proxy follows
         others = [n for n in cl.live()]
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience(30)
         promoted = recovered = None
         while time.monotonic() < deadline:
             time.sleep(0.05)
@@ -891,7 +892,7 @@ def replicas_serve_reads(env):
         # a replica that has just synced is "loading" in CLUSTER SHARDS until the cluster
         # bus carries its offset; the proxy refreshes every second while one is, so the
         # next refresh after the nodes say "online" makes them readable
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + patience(15)
         while b"loading" in raw_reply(env.cl.live()[0], "CLUSTER", "SHARDS") and \
                 time.monotonic() < deadline:
             time.sleep(0.1)

@@ -259,7 +259,7 @@ def messages_keep_their_place_among_replies(env):
         for i in range(200):
             c.send("SET", "%s:k" % p, "%d" % i)
             c.send("GET", "%s:k" % p)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience(20)
         while (len(replies) < 400 or sum(len(v) for v in seen.values()) < n) and time.monotonic() < deadline:
             r = c.read()
             if r.startswith(b">3\r\n$7\r\nmessage\r\n"):
