@@ -204,14 +204,48 @@ class Proc:
                     self.name, self.popen.returncode, port, self.log_tail()))
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
-                # It answers; make sure it is ours and did not just die on a bind error.
+                # It answers; make sure it is ours and did not just die on a bind error
+                # (a loaded machine may take longer than any fixed pause to let it die).
                 time.sleep(0.02)
+                ours = listener_is(self.pid, port)
+                if ours is False:
+                    raise StartError("127.0.0.1:%d is another program's; %s did not get it" % (
+                        port, self.name))
                 if self.alive():
                     return
             except OSError:
                 time.sleep(0.02)
         raise StartError("%s not listening on %d after %.0fs:\n%s" % (
             self.name, port, timeout, self.log_tail()))
+
+
+def listener_is(pid, port):
+    """Whether the sockets listening on 127.0.0.1:port (or the wildcard) are all pid's:
+    True, False when one is another process's (a parallel test program took the port
+    between free_port() and the bind), None when /proc cannot tell."""
+    inodes = set()
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                ip, _, p = fields[1].partition(":")
+                if fields[3] == "0A" and int(p, 16) == port and ip in ("0100007F", "00000000"):
+                    inodes.add(fields[9])
+        if not inodes:
+            return None
+        fd_dir = "/proc/%d/fd" % pid
+        mine = set()
+        for fd in os.listdir(fd_dir):
+            try:
+                link = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                mine.add(link[8:-1])
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return inodes <= mine
 
 
 def stop_all():
