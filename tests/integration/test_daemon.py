@@ -77,7 +77,7 @@ class Env:
     def run(self, *args, umask=0o077, env=None):
         """Run ringleader in the foreground of a child with that umask; (status, stderr)."""
         r = subprocess.run([binary("ringleader")] + list(args), capture_output=True,
-                           timeout=15, preexec_fn=lambda: os.umask(umask), env=env)
+                           timeout=patience(15), preexec_fn=lambda: os.umask(umask), env=env)
         return r.returncode, r.stderr.decode("utf-8", "replace")
 
     def daemon(self, conf, pidfile, log, stats=None):
