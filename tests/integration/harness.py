@@ -1004,9 +1004,14 @@ class Runner:
         self.total_timeout = total_timeout
         self.verbose = bool(os.environ.get("RL_TEST_VERBOSE"))
 
-    def test(self, fn=None, ringleader=False, external=False, nutcracker_reason=None):
+    def test(self, fn=None, ringleader=False, external=False, nutcracker_reason=None,
+             timeout=None):
+        """timeout: this test's own budget in seconds instead of per_test_timeout (a test
+        that moves a lot of bytes); scaled by patience() like the rest."""
         def deco(f):
             self.tests.append((f, ringleader, external, nutcracker_reason))
+            if timeout:
+                f.rl_timeout = timeout
             return f
         return deco(fn) if fn is not None else deco
 
@@ -1016,11 +1021,11 @@ class Runner:
         argv = sys.argv[1:] if argv is None else argv
         passed = failed = skipped = 0
         # Both budgets are bounds against a hang, not speed targets: scaled by patience().
-        self.per_test_timeout = int(patience(self.per_test_timeout))
-        self.total_timeout = int(patience(self.total_timeout))
+        total_timeout = int(patience(self.total_timeout))
+        budget = [0]
 
         def on_alarm(signum, frame):
-            raise TimeoutError("test took longer than %ds" % self.per_test_timeout)
+            raise TimeoutError("test took longer than %ds" % budget[0])
         signal.signal(signal.SIGALRM, on_alarm)
         env = None
         try:
@@ -1038,7 +1043,7 @@ class Runner:
                 return SKIP
             # the budget is the tests' (setup is bounded by its own waits, and may queue
             # for a resource another program holds)
-            deadline = time.monotonic() + self.total_timeout
+            deadline = time.monotonic() + total_timeout
             for f, rl_only, ext_ok, why in self.tests:
                 tname = f.__name__
                 if argv and not any(a in tname for a in argv):
@@ -1053,10 +1058,11 @@ class Runner:
                     continue
                 if time.monotonic() > deadline:
                     failed += 1
-                    print("FAIL %s: file time budget of %ds spent" % (tname, self.total_timeout))
+                    print("FAIL %s: file time budget of %ds spent" % (tname, total_timeout))
                     continue
                 t0 = time.monotonic()
-                signal.alarm(self.per_test_timeout)
+                budget[0] = int(patience(getattr(f, "rl_timeout", self.per_test_timeout)))
+                signal.alarm(budget[0])
                 try:
                     f(env)
                     passed += 1
