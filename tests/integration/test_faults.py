@@ -270,6 +270,20 @@ def reset(f):
             time.sleep(0.1)
 
 
+def get_settled(f, c, k, what, timeout=3):
+    """f.get(c, k) until it is k's value, bounded: on a loaded machine the reconnect to
+    the mock (Python threads) can take longer than the pool's 300 ms timeout, and a
+    timeout error meanwhile is not the fault under test. Any other reply, or a timeout
+    past the bound (a proxy that did not recover), fails."""
+    deadline = time.monotonic() + patience(timeout)
+    while True:
+        r = f.get(c, k)
+        if r == f.want(k) or not f.is_error(r, "timeout") or time.monotonic() >= deadline:
+            eq(r, f.want(k), what)
+            return
+        time.sleep(0.05)
+
+
 # ---------------------------------------------------------------- a broken reply
 
 def fault_then_recover(f, action):
@@ -292,7 +306,7 @@ def fault_then_recover(f, action):
         # The same client connection is still usable, for healthy and faulty server alike.
         for x in h[:2]:
             eq(f.get(c, x), f.want(x), "healthy key after the fault")
-        eq(f.get(c, k), f.want(k), "the broken server's key after the fault")
+        get_settled(f, c, k, "the broken server's key after the fault")
         check(f.mock_conn_of_last(k) != conn, "the proxy did not reconnect")
         check(quiet(c), "extra bytes after the replies: %r", bytes(c.buf))
         time.sleep(0.05)
@@ -308,7 +322,7 @@ def fault_then_recover(f, action):
         eq(got[0], f.want(h[0]), "pipelined reply before the fault")
         check(f.is_error(got[1]), "pipelined faulty reply %r", got[1])
         eq(got[2], f.want(h[1]), "pipelined reply after the fault")
-        eq(f.get(c, k), f.want(k), "recovered after the pipelined fault")
+        get_settled(f, c, k, "recovered after the pipelined fault")
     return r
 
 
@@ -646,7 +660,7 @@ def rss_kb(pid):
     return 0
 
 
-@R.test
+@R.test(timeout=120)     # 800 MB through the proxy: its own budget, not the file's 40 s
 def backpressure_bounds_memory_of_a_client_that_does_not_read(env):
     mc = [Memcached.start() for _ in range(2)]
     limit = 1 << 20
