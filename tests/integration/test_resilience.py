@@ -176,6 +176,7 @@ class Churn:
         self.unsure = set()        # keys whose last set got an error: value unknown
         self.errors = []           # (time, key, what)
         self.ops = 0
+        self.passes = [0] * nthreads    # times each thread went over all its keys
         self.go = threading.Event()
         self.go.set()
         self.stop_ = threading.Event()
@@ -249,8 +250,19 @@ class Churn:
                         else:
                             self.last[k] = v    # the set was acknowledged
                         self.errors.append((time.monotonic(), k, res))
+            self.passes[i] += 1
         if c is not None:
             c.close()
+
+    def wait_passes(self, n=2, timeout=20):
+        """Until every thread has gone n more times over its keys (bounded): then every
+        key was set again since the call, however slow the machine; a fixed sleep is a
+        guess at the rate."""
+        start = list(self.passes)
+        deadline = time.monotonic() + patience(timeout)
+        while any(p < s + n for p, s in zip(self.passes, start)):
+            check(time.monotonic() < deadline, "churn passes %r, from %r" % (self.passes, start))
+            time.sleep(0.02)
 
     def pause(self):
         self.go.clear()
@@ -321,12 +333,12 @@ def kill_and_restart(kind):
     churn = Churn(px.addr("p"), keys, nthreads=3, redis=(kind == "redis"))
     churn.start()
     try:
-        time.sleep(0.8)
+        churn.wait_passes(1)      # every key holds a value before the kill
         check(not churn.errors, "errors before any kill: %r", churn.errors[:3])
         t_kill = time.monotonic()
         kill(bes[vi])
         down_after = px.wait_state("p", victim, "down", 5)
-        time.sleep(0.6)
+        churn.wait_passes()       # every key set again while the victim is down
         churn.pause()
         # While down: the victim's keys are on their second choice; the others untouched.
         live = {lab: be for lab, be in by_label.items() if lab != victim}
@@ -346,7 +358,7 @@ def kill_and_restart(kind):
         by_label[victim] = bes[vi]
         up_after = px.wait_state("p", victim, "up", 10)
         t_up = time.monotonic()
-        time.sleep(0.8)
+        churn.wait_passes()       # every key set again since it came back
         churn.pause()
         check_placement({victim: bes[vi]}, labels, vkeys, {k: victim for k in vkeys},
                         churn.last, churn.unsure, "victim's keys after it came back")
