@@ -149,8 +149,9 @@ def stalled_clients_are_bounded(env):
             if not sanitized():
                 check(peak < 200 * 1024, "proxy RSS peaked at %d kB" % peak)
             # a victim stuck behind the stalled clients would never be served (they stall
-            # for good); a bound against that hang, not a latency target
-            check(worst < patience(2.0), "a victim waited %.2f s" % worst)
+            # for good); a bound against that hang, not a latency target (1.9 s was seen in
+            # the release build under load 30, against the 1 s this once asserted)
+            check(worst < patience(4.0), "a victim waited %.2f s" % worst)
             if streaming:
                 eq(streamed, 32, "stalled requests streamed to their servers")
             else:
