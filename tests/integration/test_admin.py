@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
                      free_port, ring_owners, server_lines, tmpdir)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_admin", per_test_timeout=45, total_timeout=150)
 ADMIN_NAME = "Ringleader-Admin.test"     # the one name admin_hosts lists besides another
 
@@ -172,7 +173,7 @@ def chromium_draws_every_pool_and_server_and_a_screenshot_is_taken(env):
     try:
         dev.open(env.base + "/")
         # Traffic while the page reads /stats twice (every 2 s), so that rates show.
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + patience(15)
         drawn = None
         while time.monotonic() < deadline:
             env.traffic(100)
@@ -237,12 +238,14 @@ def health_answers_under_100_stalled_connections(env):
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")     # half a request, then nothing
             stalled.append(s)
         t0 = time.monotonic()
-        st, _, body = env.get("/health", timeout=2)
+        st, _, body = env.get("/health", timeout=4)
         took = time.monotonic() - t0
         eq((st, body), (200, b"ok\n"), "/health")
-        check(took < 1.0, "/health took %.2fs beside 100 stalled connections" % took)
+        # Not a speed target: an endpoint blocked by the stalled ones would answer only
+        # when the idle timeout (5 s) closes them; anything under that is the outcome.
+        check(took < 4.0, "/health took %.2fs beside 100 stalled connections" % took)
         # The stalled ones are closed by the idle timeout (5 s), every one of them.
-        deadline = time.monotonic() + 12
+        deadline = time.monotonic() + 5 + patience(7)
         open_ = list(stalled)
         while open_ and time.monotonic() < deadline:
             for s in list(open_):

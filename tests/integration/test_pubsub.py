@@ -13,6 +13,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, Redis, RedisPoolEnv, Runner, Skip, check,  # noqa: E402
                      eq, owners, resp_encode, sanitized, server_lines, unique, NAMES)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_pubsub", per_test_timeout=40, total_timeout=150)
 
 
@@ -258,7 +259,7 @@ def messages_keep_their_place_among_replies(env):
         for i in range(200):
             c.send("SET", "%s:k" % p, "%d" % i)
             c.send("GET", "%s:k" % p)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience(20)
         while (len(replies) < 400 or sum(len(v) for v in seen.values()) < n) and time.monotonic() < deadline:
             r = c.read()
             if r.startswith(b">3\r\n$7\r\nmessage\r\n"):
@@ -298,7 +299,7 @@ def reset_and_hello_while_subscribed(env):
     # the subscription is gone from the server soon after (RESET is answered at once)
     pub = Conn(env.paddr)
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + patience(5)
         while pub.cmd("PUBLISH", p + ":a", "x") != b":0\r\n" and time.monotonic() < deadline:
             time.sleep(0.05)
         eq(pub.cmd("PUBLISH", p + ":a", "x"), b":0\r\n")
@@ -475,11 +476,17 @@ def subscriber_that_does_not_read_is_closed(env):
     other = Conn(proxy.addr())
     try:
         slow.sendall(resp_encode("SUBSCRIBE", p))
-        time.sleep(0.3)
+        # the confirmation, not a fixed sleep: the publishes must find the subscriber
+        slow.settimeout(patience(5))
+        confirm = b""
+        while not confirm.endswith(b":1\r\n"):
+            more = slow.recv(100)
+            check(more, "closed before the SUBSCRIBE confirmation: %r" % confirm)
+            confirm += more
         big = b"x" * 65536
         for _ in range(200):                  # 13 MB for a reader that takes none of it
             pub.cmd("PUBLISH", p, big)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(10)
         closed = 0
         while time.monotonic() < deadline:
             st = proxy.stats()["rdlim"]
@@ -666,7 +673,7 @@ def info_counts_the_pools_channels_and_patterns(env):
             sub.read()
             sub.send("SSUBSCRIBE", "{%s}x" % p)
             sub.read()
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + patience(5)
             while True:                 # other tests' subscribers may still be going away
                 d = [a - b for a, b in zip(counts(obs), before)]
                 if d == [3, 1, 1] or time.monotonic() > deadline:

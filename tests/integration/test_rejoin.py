@@ -52,6 +52,7 @@ import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, check, eq,  # noqa: E402
                      ring_owners, wait_stopped, ydump)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_rejoin", per_test_timeout=60, total_timeout=200)
 
 RETRY_MS = 400
@@ -144,6 +145,7 @@ class Setup:
 
     def wait(self, state, timeout):
         """Poke the victim's keys (its probe is due only when asked for) until its state."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         k = self.untouched[0]
         while time.monotonic() < deadline:
@@ -400,7 +402,11 @@ def journal_survives_restart(env):
         s.preload()
         s.freeze()
         s.outage_writes()
-        time.sleep(0.3)             # the journal is synced every 100 ms
+        # the journal is synced every 100 ms: polled (bounded), not a fixed sleep
+        deadline = time.monotonic() + patience(3)
+        while (not os.path.exists(path) or os.path.getsize(path) <= 2 * NKEYS * 20) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
         s.px.stop()
         size = os.path.getsize(path)
         check(size > 2 * NKEYS * 20, "journal holds the keys (%d bytes)", size)
@@ -513,8 +519,9 @@ NOT_A_JOURNAL = (b"# the configuration rejoin_log was not meant to name\n"
 
 
 def wait_file(path, want, timeout):
-    """Until the file at path holds exactly want (bytes); returns what it holds."""
-    deadline = time.monotonic() + timeout
+    """Until the file at path holds exactly want (bytes), for at most patience(timeout)
+    seconds; returns what it holds."""
+    deadline = time.monotonic() + patience(timeout)
     while True:
         with open(path, "rb") as f:
             got = f.read()

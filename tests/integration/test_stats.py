@@ -18,6 +18,7 @@ from harness import (NAMES, PROXY_KIND, TOP_SRCDIR, Memcached, Proc, Raw, Redis,
 
 from cluster_harness import CLUSTER_ONLY_FIELDS  # noqa: E402
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_stats", per_test_timeout=40, total_timeout=150)
 
 REDIS_AUTH = "pw-redis-s3cret"
@@ -216,6 +217,7 @@ def values_len(b):
 
 def wait_for(fn, what, timeout=5.0):
     """Poll fn() (bounded) until it returns a true value; returns it."""
+    timeout = patience(timeout)
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
