@@ -16,6 +16,7 @@
 #include "control/proxy.h"
 #include "proxy/tls.h"
 #include "stats/stats.h"
+#include "state/rejoin_journal.h"
 
 #define RL_DEFAULT_CONF "conf/ringleader.yml"
 
@@ -173,8 +174,11 @@ int main(int argc, char **argv)
         struct conf *conf = NULL;
         char err[8192];
         /* The TLS files are read too (tls_conf_check): what a start or a reload would refuse. */
+        /* And rejoin_log: a file that is not a journal is refused, not overwritten. */
         if (conf_load(opt.conf_path, &conf, err, sizeof(err)) < 0 ||
-            tls_conf_check(conf, err, sizeof(err)) < 0) {
+            tls_conf_check(conf, err, sizeof(err)) < 0 ||
+            (conf->global.rejoin_log != NULL &&
+             rejoin_journal_check(conf->global.rejoin_log, err, sizeof(err)) < 0)) {
             conf_free(conf);
             fprintf(stderr, "ringleader: configuration file '%s' is invalid:\n", opt.conf_path);
             for (char *line = strtok(err, "\n"); line != NULL; line = strtok(NULL, "\n"))

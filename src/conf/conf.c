@@ -173,6 +173,7 @@ void conf_free(struct conf *conf)
     conf_addr_free(&conf->global.stats_listen);
     conf_addr_free(&conf->global.admin_listen);
     free(conf->global.admin_token);
+    free(conf->global.admin_hosts);
     free(conf->global.log_file);
     free(conf->global.zone);
     free(conf->global.rejoin_log);

@@ -149,6 +149,8 @@ struct conf_global {
     int      stats_interval_ms;   /* 30000 (-i) */
     struct conf_addr admin_listen;  /* default none (text NULL) */
     char    *admin_token;         /* NULL: POSTs allowed without a token */
+    char    *admin_hosts;         /* names the admin endpoint answers to besides addresses
+                                     and localhost, separated by spaces; NULL: none */
     char    *log_file;            /* NULL: stderr */
     int      log_level;           /* 5 (LOG_NOTICE) like nutcracker's default */
     int      watch;               /* reload when the file changes */

@@ -106,6 +106,8 @@ const char *conf__set_string(struct conf_ctx *c, const struct conf_command *cmd,
                              yaml_node_t *node, void *obj);
 const char *conf__set_word(struct conf_ctx *c, const struct conf_command *cmd,
                            yaml_node_t *node, void *obj);
+const char *conf__set_words(struct conf_ctx *c, const struct conf_command *cmd,
+                            yaml_node_t *node, void *obj);
 const char *conf__set_enum(struct conf_ctx *c, const struct conf_command *cmd,
                            yaml_node_t *node, void *obj);
 const char *conf__set_hash(struct conf_ctx *c, const struct conf_command *cmd,

@@ -137,6 +137,7 @@ static const struct conf_command conf_global_commands[] = {
     { "stats_interval",      conf__set_int,    G(stats_interval_ms), 1, INT32_MAX, NULL, 0 },
     { "admin",               conf__set_local_addr, G(admin_listen), 0, 0, NULL, 0 },
     { "admin_token",         conf__set_string, G(admin_token), 0, 0, NULL, 0 },
+    { "admin_hosts",         conf__set_words,  G(admin_hosts), 0, 0, NULL, 0 },
     { "log_file",            conf__set_string, G(log_file), 0, 0, NULL, 0 },
     { "log_level",           conf__set_int,    G(log_level), 0, 11, NULL, 0 },
     { "watch",               conf__set_bool,   G(watch), 0, 0, NULL, 0 },

@@ -385,6 +385,48 @@ const char *conf__set_word(struct conf_ctx *c, const struct conf_command *cmd,
     return conf__set_string(c, cmd, node, obj);
 }
 
+/* Append the word of scalar node w to *field (words separated by a space; *used its length). */
+static const char *conf__append_word(struct conf_ctx *c, yaml_node_t *w, char **field, size_t *used)
+{
+    size_t n;
+    const char *t = w ? conf__scalar(c, w, &n, 0) : NULL;
+
+    if (t == NULL)
+        return w ? c->why : conf__why(c, "a list item is missing");
+    if (conf__has_space(t, n))
+        return conf__why(c, "'%.*s' must not contain spaces", (int)RL_MIN(n, 64), t);
+    char *grown = realloc(*field, *used + n + 2);
+    if (grown == NULL)
+        return conf__enomem;
+    *field = grown;
+    if (*used > 0)
+        grown[(*used)++] = ' ';
+    memcpy(grown + *used, t, n);
+    *used += n;
+    grown[*used] = '\0';
+    return NULL;
+}
+
+/* A list of words ([a, b], or one word) stored as one string, the words separated by a space. */
+const char *conf__set_words(struct conf_ctx *c, const struct conf_command *cmd,
+                                   yaml_node_t *node, void *obj)
+{
+    char **field = (char **)((char *)obj + cmd->offset);
+    const char *why = NULL;
+    size_t used = 0;
+
+    if (node->type != YAML_SCALAR_NODE && node->type != YAML_SEQUENCE_NODE)
+        return conf__why(c, "expected a list of names, found %s", conf__node_kind(node));
+    free(*field);
+    *field = NULL;
+    if (node->type == YAML_SCALAR_NODE)
+        return conf__append_word(c, node, field, &used);
+    for (yaml_node_item_t *it = node->data.sequence.items.start;
+         why == NULL && it < node->data.sequence.items.top; it++)
+        why = conf__append_word(c, yaml_document_get_node(&c->doc, *it), field, &used);
+    return why;
+}
+
 static const char *conf__word_at(const void *arg, int i);
 static int conf__count(const char *const *names);
 

@@ -1,4 +1,4 @@
-/* Admin HTTP endpoint on libmicrohttpd: routing, bearer-token check, one-line errors; bodies come from the core's callbacks. */
+/* Admin HTTP endpoint on libmicrohttpd: Host and cross-site checks, routing, bearer token, one-line errors; bodies come from the core's callbacks. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -35,6 +35,8 @@ struct admin {
     const struct admin_ops *ops;
     void                   *ctx;
     char                   *token;         /* NULL: no token required */
+    char                   *hosts;         /* names allowed in Host besides addresses and
+                                              localhost, separated by spaces; NULL: none */
     uint16_t                port;
 };
 
@@ -130,6 +132,124 @@ static int admin_authorized(const struct admin *a, struct MHD_Connection *c)
     return token_equal(h, len, a->token);
 }
 
+/* ---- who may ask: Host and Origin (DNS rebinding, cross-site requests)
+ *
+ * A page on a hostile site can make the browser send requests here: by rebinding its own
+ * name to 127.0.0.1 (then it reads the answers as same-origin) or by submitting a form
+ * (then it cannot read, but a POST acts). Rebinding needs a name the attacker owns, and the
+ * browser puts that name in Host; so Host must be an IP address (nobody else can serve a page
+ * from this endpoint's address), localhost (browsers resolve it to loopback themselves) or a
+ * name the operator listed in admin_hosts. The port is not compared: port forwards and
+ * published container ports change it without changing who can reach the endpoint. A
+ * browser always sends Host; a request without one (HTTP/1.0) is not a browser's. A form
+ * can only send the three content types below and cannot send Authorization, so a POST with
+ * one of them needs the token; and a cross-site Origin is refused outright. */
+
+/* 1 when the host part of "host[:port]" or "[v6][:port]" (len bytes) may be served. */
+static int admin_host_allowed(const struct admin *a, const char *h, size_t len)
+{
+    char name[256];
+    const char *port = NULL;
+
+    if (len == 0 || len >= sizeof(name))
+        return 0;
+    if (h[0] == '[') {                         /* an IPv6 literal, nothing else is bracketed */
+        const char *close = memchr(h, ']', len);
+        if (close == NULL || (size_t)(close - h) - 1 >= sizeof(name))
+            return 0;
+        memcpy(name, h + 1, (size_t)(close - h) - 1);
+        name[close - h - 1] = '\0';
+        if (close + 1 < h + len && close[1] != ':')
+            return 0;
+        port = close + 1 < h + len ? close + 2 : NULL;
+        struct in6_addr a6;
+        if (inet_pton(AF_INET6, name, &a6) != 1)
+            return 0;
+    } else {
+        const char *colon = memchr(h, ':', len);
+        size_t nlen = colon ? (size_t)(colon - h) : len;
+        memcpy(name, h, nlen);
+        name[nlen] = '\0';
+        port = colon ? colon + 1 : NULL;
+    }
+    if (port != NULL) {                        /* digits only: "host:" or "host:x" is no Host */
+        size_t plen = len - (size_t)(port - h);
+        if (plen == 0 || plen > 5 || strspn(port, "0123456789") < plen)
+            return 0;
+    }
+    if (h[0] == '[')
+        return 1;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, name, &a4) == 1 || strcasecmp(name, "localhost") == 0)
+        return 1;
+    size_t nlen = strlen(name);
+    for (const char *l = nlen == 0 ? NULL : a->hosts; l != NULL && *l != '\0';) {
+        size_t wl = strcspn(l, " ");
+        if (wl == nlen && strncasecmp(l, name, nlen) == 0)
+            return 1;
+        l += wl;
+        l += strspn(l, " ");
+    }
+    return 0;
+}
+
+/* 1 when the Origin header (if any) is this endpoint: http(s)://<an allowed host>. */
+static int admin_origin_allowed(const struct admin *a, struct MHD_Connection *c)
+{
+    const char *o = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    if (o == NULL)
+        return 1;
+    if (strncasecmp(o, "http://", 7) == 0)
+        o += 7;
+    else if (strncasecmp(o, "https://", 8) == 0)
+        o += 8;
+    else
+        return 0;                              /* "null" (a sandboxed or file page), other schemes */
+    size_t len = strlen(o);
+    if (len > 0 && o[len - 1] == '/')
+        len--;
+    return admin_host_allowed(a, o, len);
+}
+
+/* 1 when the request carries a content type that an HTML form (or a fetch without a CORS
+ * preflight) can send: its media type, parameters and case aside. */
+static int admin_form_content(struct MHD_Connection *c)
+{
+    static const char *const form[] = { "application/x-www-form-urlencoded",
+                                         "multipart/form-data", "text/plain" };
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (ct == NULL)
+        return 0;
+    ct += strspn(ct, " \t");
+    size_t len = strcspn(ct, ";");
+    while (len > 0 && (ct[len - 1] == ' ' || ct[len - 1] == '\t'))
+        len--;
+    for (size_t i = 0; i < sizeof(form) / sizeof(form[0]); i++)
+        if (strlen(form[i]) == len && strncasecmp(ct, form[i], len) == 0)
+            return 1;
+    return 0;
+}
+
+/* Answer a request that may not be served here (0 when it may): 421 for a foreign Host,
+ * 403 for a cross-site Origin. */
+static int admin_refuse_foreign(const struct admin *a, struct MHD_Connection *c,
+                                const char *version, enum MHD_Result *ret)
+{
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    int http10 = strcmp(version, MHD_HTTP_VERSION_1_0) == 0;
+    if (host == NULL ? !http10 : !admin_host_allowed(a, host, strlen(host))) {
+        *ret = admin_error(c, 421, NULL, NULL, "misdirected request: Host must be an IP address, "
+                           "localhost or a name listed in admin_hosts");
+        return 1;
+    }
+    if (!admin_origin_allowed(a, c)) {
+        *ret = admin_error(c, 403, NULL, NULL, "forbidden: a cross-site request (Origin is not "
+                           "this endpoint)");
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- routing */
 
 enum admin_route { R_NONE, R_PAGE, R_METRICS, R_STATS, R_HEALTH, R_RING, R_CONFIG, R_RELOAD };
@@ -158,7 +278,11 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *c, const c
 {
     struct admin *a = cls;
     size_t r;
+    enum MHD_Result refused;
 
+    /* First, on the headers: nothing is read, routed or run for a foreign page. */
+    if (*req_cls == NULL && admin_refuse_foreign(a, c, version, &refused))
+        return refused;
     for (r = 0; r < sizeof(admin_routes) / sizeof(admin_routes[0]); r++)
         if (strcmp(url, admin_routes[r].path) == 0)
             break;
@@ -241,6 +365,9 @@ static enum MHD_Result admin_handle(void *cls, struct MHD_Connection *c, const c
         if (!admin_authorized(a, c))
             return admin_error(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"ringleader\"",
                                "unauthorized: send Authorization: Bearer <admin_token>");
+        if (a->token == NULL && admin_form_content(c))
+            return admin_error(c, 403, NULL, NULL, "forbidden: a form's content type (send no "
+                               "body or no Content-Type, or set admin_token and send it)");
         if (ops->reload == NULL)
             break;
         return admin_reply(c, ops->reload(a->ctx, &b), CT_TEXT, &b);
@@ -312,8 +439,8 @@ static int admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char 
     return 0;
 }
 
-struct admin *admin_start(const char *addr, const char *token, const struct admin_ops *ops,
-                          void *ctx, char *err, size_t errlen)
+struct admin *admin_start(const char *addr, const char *token, const char *hosts,
+                          const struct admin_ops *ops, void *ctx, char *err, size_t errlen)
 {
     char dummy[1];
     if (err == NULL || errlen == 0) {
@@ -332,6 +459,8 @@ struct admin *admin_start(const char *addr, const char *token, const struct admi
     a->ops = ops;
     a->ctx = ctx;
     if (token && *token && (a->token = strdup(token)) == NULL)
+        goto nomem;
+    if (hosts && *hosts && (a->hosts = strdup(hosts)) == NULL)
         goto nomem;
 
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
@@ -355,8 +484,10 @@ struct admin *admin_start(const char *addr, const char *token, const struct admi
 nomem:
     snprintf(err, errlen, "admin: out of memory");
 fail:
-    if (a)
+    if (a) {
         free(a->token);
+        free(a->hosts);
+    }
     free(a);
     return NULL;
 }
@@ -372,5 +503,6 @@ void admin_stop(struct admin *a)
         return;
     MHD_stop_daemon(a->daemon);
     free(a->token);
+    free(a->hosts);
     free(a);
 }

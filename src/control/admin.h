@@ -45,17 +45,25 @@ struct admin_ops {
  *                                                             <token>" when a token is set
  * A known path with another method gets 405 and an Allow header, an unknown path 404, a bad
  * or missing token 401 (with WWW-Authenticate: Bearer). Error bodies are one line of text.
+ *
+ * Before any of that, for every path: a Host that is not an IP address, localhost or one of
+ * the allowed names (admin_start's hosts; any port) gets 421, and so does an HTTP/1.1
+ * request without Host (DNS rebinding); an Origin header that is not http(s):// such a host
+ * gets 403. Without a token, a POST whose Content-Type is one an HTML form can send
+ * (application/x-www-form-urlencoded, multipart/form-data, text/plain) gets 403 (cross-site
+ * forms); curl -X POST sends none. docs/admin.md says why.
  */
 
 /*
  * Listen on addr ("host:port", "[v6]:port", ":port" meaning 127.0.0.1; port 0 picks a free
  * one, see admin_port) and serve on libmicrohttpd's threads (a small pool: the callbacks
- * may run on two threads at once). token: NULL or "" for none
- * (copied). ops and ctx must outlive the server. Returns the server, or NULL with a reason
+ * may run on two threads at once). token: NULL or "" for none (copied). hosts: names
+ * allowed in Host besides IP addresses and localhost, separated by spaces, compared
+ * without case (NULL or "" for none; copied). ops and ctx must outlive the server. Returns the server, or NULL with a reason
  * in err (errlen bytes, always NUL-terminated when errlen > 0).
  */
-struct admin *admin_start(const char *addr, const char *token, const struct admin_ops *ops,
-                          void *ctx, char *err, size_t errlen);
+struct admin *admin_start(const char *addr, const char *token, const char *hosts,
+                          const struct admin_ops *ops, void *ctx, char *err, size_t errlen);
 
 /* The TCP port actually bound. */
 uint16_t admin_port(const struct admin *a);

@@ -2,10 +2,16 @@
 #include "config.h"
 
 #include <errno.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "placement/cluster_map.h"
 #include "conf/conf.h"
@@ -27,6 +33,8 @@
 #define CLUSTER_FETCH_MAX_MS     1000    /* one node's answer, at most */
 #define CLUSTER_PUBLISH_RETRY_MS 10      /* a reload is being adopted: publish after it */
 #define CLUSTER_BUILD_RETRY_MS   1000    /* a snapshot could not be built (no memory) */
+#define CLUSTER_SELF_LOG_MS      60000   /* a map naming the proxy: logged once a minute */
+#define CLUSTER_SELF_ADDRS       8       /* addresses of one name compared */
 
 struct cluster {
     struct qnode             link;
@@ -58,6 +66,10 @@ struct cluster {
                                                failing, a sunsubscribe ...): refreshes left
                                                while answers still show the old map */
     int                      skip_last;     /* the next round asks another node first */
+    uint64_t                 self_logged_ms;/* when a map naming the proxy was last logged */
+    uint64_t                 fail_logged_ms;/* when a failed round was last logged (0: none
+                                               since the last map) */
+    uint32_t                 fail_rounds;   /* failed rounds not logged yet */
     /* any thread */
     atomic_int               wanted;
     atomic_uint_fast64_t     requested[CLUSTER_WHY_COUNT];
@@ -76,6 +88,7 @@ struct cluster_registry {
 };
 
 static void cluster_start_round(struct cluster *cl);
+static void cluster_note_error(struct cluster *cl, const char *err);
 static void cluster_schedule(struct cluster *cl);
 static void cluster_publish_timer_cb(uv_timer_t *t);
 
@@ -189,6 +202,186 @@ static void cluster_hello(const struct cluster *cl, struct proto_hello *h)
     h->password = cl->password;
 }
 
+/* ------------------------------------------------------------------ the proxy itself */
+
+/*
+ * A slot map (or a seed) that names one of the proxy's own listening sockets would make
+ * the proxy its own node: each request sent there comes back as a client's, is routed by
+ * the same map, and goes round without end (a misconfigured or hostile node can announce
+ * any address). Such an address is never dialled: a map naming it is refused as a failed
+ * fetch, a seed naming it fails the configuration.
+ */
+
+/* An IP address, v4-mapped v6 folded to v4, to compare. */
+struct cluster_ip {
+    int           family;         /* AF_INET, AF_INET6 */
+    unsigned char a[16];
+};
+
+static void cluster_ip_from_sa(const struct sockaddr *sa, struct cluster_ip *ip)
+{
+    memset(ip, 0, sizeof(*ip));
+    if (sa->sa_family == AF_INET) {
+        ip->family = AF_INET;
+        memcpy(ip->a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a6)) {
+            ip->family = AF_INET;
+            memcpy(ip->a, &a6->s6_addr[12], 4);
+        } else {
+            ip->family = AF_INET6;
+            memcpy(ip->a, a6, 16);
+        }
+    }
+}
+
+/* The addresses of host (an IP literal, or a name resolved now: the caller asks only
+ * for hosts sharing a port with a listener). Returns how many (0: none). */
+static int cluster_resolve(const char *host, struct cluster_ip *out, int max)
+{
+    struct addrinfo hints, *res = NULL, *ai;
+    int n = 0;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0) {
+        hints.ai_flags = 0;
+        if (getaddrinfo(host, NULL, &hints, &res) != 0)
+            return 0;
+    }
+    for (ai = res; ai != NULL && n < max; ai = ai->ai_next)
+        if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6)
+            cluster_ip_from_sa(ai->ai_addr, &out[n++]);
+    freeaddrinfo(res);
+    return n;
+}
+
+static int cluster_ip_unspecified(const struct cluster_ip *ip)
+{
+    static const unsigned char zero[16];
+    return memcmp(ip->a, zero, ip->family == AF_INET ? 4 : 16) == 0;
+}
+
+/* Whether a connection to ip stays on this host: loopback (all of 127.0.0.0/8 reaches
+ * the loopback interface), the unspecified address, or an address of an interface. */
+static int cluster_ip_local(const struct cluster_ip *ip)
+{
+    struct ifaddrs *ifs = NULL, *i;
+    int local = 0;
+
+    if (cluster_ip_unspecified(ip) || (ip->family == AF_INET && ip->a[0] == 127) ||
+        (ip->family == AF_INET6 && IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)ip->a)))
+        return 1;
+    if (getifaddrs(&ifs) != 0)
+        return 0;
+    for (i = ifs; i != NULL && !local; i = i->ifa_next) {
+        struct cluster_ip a;
+        if (i->ifa_addr == NULL ||
+            (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
+            continue;
+        cluster_ip_from_sa(i->ifa_addr, &a);
+        local = a.family == ip->family && memcmp(a.a, ip->a, a.family == AF_INET ? 4 : 16) == 0;
+    }
+    freeifaddrs(ifs);
+    return local;
+}
+
+/* Whether the listener lhost:port takes a connection to the node host's addresses
+ * (node, *nn of them, resolved on first need: *nn < 0 until then). */
+static int cluster_listener_takes(const char *lhost, const char *host, struct cluster_ip *node,
+                                  int *nn)
+{
+    struct cluster_ip l[CLUSTER_SELF_ADDRS];
+    int nl;
+
+    if (strcasecmp(lhost, host) == 0)
+        return 1;
+    if (*nn < 0)
+        *nn = cluster_resolve(host, node, CLUSTER_SELF_ADDRS);
+    nl = cluster_resolve(lhost, l, CLUSTER_SELF_ADDRS);
+    for (int i = 0; i < nl; i++)
+        for (int j = 0; j < *nn; j++) {
+            if (cluster_ip_unspecified(&l[i])) {
+                /* a wildcard listener takes every local address (a v6 one the v4 ones
+                 * too, unless v6only: taken as yes, the safe side) */
+                if ((l[i].family == AF_INET6 || node[j].family == AF_INET) &&
+                    cluster_ip_local(&node[j]))
+                    return 1;
+            } else if (l[i].family == node[j].family &&
+                       memcmp(l[i].a, node[j].a, l[i].family == AF_INET ? 4 : 16) == 0) {
+                return 1;
+            }
+        }
+    return 0;
+}
+
+/*
+ * Whether host:port is one of the proxy's own listening sockets under conf: a pool's
+ * `listen`, the admin port, the stats port. With the listener's address into `which`
+ * ("pool 'x' 127.0.0.1:22121"). Names are resolved only for a listener's port.
+ */
+static int cluster_is_self(const struct proxy *p, const struct conf *conf, const char *host,
+                           uint16_t port, char *which, size_t wlen)
+{
+    struct cluster_ip node[CLUSTER_SELF_ADDRS];
+    int nn = -1;
+    const struct conf_addr *sl = &conf->global.stats_listen, *al = &conf->global.admin_listen;
+    const char *shost = p->opt.stats_addr ? p->opt.stats_addr : (sl->host ? sl->host : "127.0.0.1");
+    int sport = p->opt.stats_port ? p->opt.stats_port : (sl->port ? sl->port : 22222);
+
+    for (uint32_t i = 0; i < conf->npools; i++) {
+        const struct conf_addr *la = &conf->pools[i].listen;
+        if (la->host != NULL && la->port == port &&
+            cluster_listener_takes(la->host, host, node, &nn)) {
+            snprintf(which, wlen, "pool '%s' listen %s", conf->pools[i].name, la->text);
+            return 1;
+        }
+    }
+    if (al->text != NULL && al->host != NULL && al->port == port &&
+        cluster_listener_takes(al->host, host, node, &nn)) {
+        snprintf(which, wlen, "the admin port %s", al->text);
+        return 1;
+    }
+    if (sport == port && cluster_listener_takes(shost, host, node, &nn)) {
+        snprintf(which, wlen, "the stats port %s:%d", shost, sport);
+        return 1;
+    }
+    return 0;
+}
+
+/* The first node of m that is the proxy itself (CLUSTER_NONE: none), with the reason
+ * into err. */
+static uint32_t cluster_map_self(const struct cluster *cl, const struct conf *conf,
+                                 const struct cluster_map *m, char *err, size_t errlen)
+{
+    char which[200];
+    for (uint32_t i = 0; i < m->nnodes; i++)
+        if (cluster_is_self(cl->reg->p, conf, m->nodes[i].host, m->nodes[i].port, which,
+                            sizeof(which))) {
+            snprintf(err, errlen, "the slot map names node %.200s, which is this proxy (%.150s): "
+                     "map refused", m->nodes[i].addr, which);
+            return i;
+        }
+    return CLUSTER_NONE;
+}
+
+/* A map naming the proxy was refused: counted (cluster_refresh_errors, the reason in
+ * cluster_refresh_error), logged at most once a minute per pool. */
+static void cluster_note_self(struct cluster *cl, const char *from, const char *err)
+{
+    uint64_t now = util_now_ms() + 1;     /* 0 means never: the first is logged */
+    cluster_note_error(cl, err);
+    if (cl->self_logged_ms == 0 || now - cl->self_logged_ms >= CLUSTER_SELF_LOG_MS) {
+        cl->self_logged_ms = now;
+        log_warn("pool '%s': slot map from %s: %s (a node announcing this proxy's address "
+                 "would make it send requests to itself; logged once a minute)", cl->name,
+                 from, err);
+    }
+}
+
 /* ------------------------------------------------------------------ stats */
 
 static void cluster_note_map(struct cluster *cl, const struct cluster_map *m, const char *from,
@@ -271,6 +464,18 @@ int cluster_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
     struct conf_pool *cp = &conf->pools[pool];
     struct cluster *cl = cluster_get(p->clusters, cp->name);
 
+    /* before the record takes these seeds: a refused configuration leaves it as it was */
+    for (uint32_t i = 0; i < cp->nservers; i++) {
+        char which[200];
+        if (cp->servers[i].addr.host != NULL &&
+            cluster_is_self(p, conf, cp->servers[i].addr.host, cp->servers[i].addr.port, which,
+                            sizeof(which))) {
+            snprintf(err, errlen, "pool '%s': seed %s is this proxy itself (%s): a cluster "
+                     "pool's seeds must be the cluster's nodes", cp->name,
+                     cp->servers[i].addr.text, which);
+            return -1;
+        }
+    }
     if (cl == NULL || cluster_configure(cl, cp) < 0) {
         snprintf(err, errlen, "out of memory");
         return -1;
@@ -286,7 +491,13 @@ int cluster_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
         cluster_hello(cl, &h);
         cl->tried_sync = 1;
         if (cluster_fetch_sync(sp->ops, &h, &tls, (const char *const *)cl->seeds, cl->nseeds,
-                               cl->fetch_ms, &m, &from, ferr, sizeof(ferr)) == 0) {
+                               cl->fetch_ms, &m, &from, ferr, sizeof(ferr)) == 0 &&
+            cluster_map_self(cl, conf, m, ferr, sizeof(ferr)) != CLUSTER_NONE) {
+            cluster_map_free(m);
+            cluster_note_self(cl, cl->seeds[from], ferr);
+            log_warn("pool '%s': the seeds serve as nodes until a refresh brings a map "
+                     "without this proxy in it", cp->name);
+        } else if (m != NULL) {
             cl->map = m;
             snprintf(cl->last_good, sizeof(cl->last_good), "%s", cl->seeds[from]);
             cluster_note_map(cl, m, cl->seeds[from], 1);
@@ -297,6 +508,16 @@ int cluster_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
             cluster_note_error(cl, ferr);
             log_warn("pool '%s': no seed gave a slot map (%s); the seeds serve as nodes "
                      "until a refresh succeeds", cp->name, ferr);
+        }
+    }
+    if (cl->map != NULL) {
+        /* a reload may have added a listener at one of the map's nodes */
+        char serr[512];
+        if (cluster_map_self(cl, conf, cl->map, serr, sizeof(serr)) != CLUSTER_NONE) {
+            cluster_note_self(cl, "the map in use", serr);
+            cluster_map_free(cl->map);
+            cl->map = NULL;
+            cl->last_good[0] = '\0';
         }
     }
     sp->cluster = cl;
@@ -507,7 +728,17 @@ static void cluster_ask_next(struct cluster *cl)
     }
     /* every node and seed failed: ask again when something asks for it, or periodically */
     cl->backoff_ms = RL_MIN(cl->backoff_ms * 2, (uint32_t)CLUSTER_BACKOFF_MAX_MS);
-    log_warn("pool '%s': slot map refresh failed: no node or seed answered", cl->name);
+    /* a cluster that stays unreachable (or keeps naming the proxy) while clients keep
+     * asking fails a round a second: one line a minute, with the count */
+    uint64_t now = util_now_ms() + 1;
+    cl->fail_rounds++;
+    if (cl->fail_logged_ms == 0 || now - cl->fail_logged_ms >= CLUSTER_SELF_LOG_MS) {
+        log_warn("pool '%s': slot map refresh failed: no node or seed gave a usable map "
+                 "(%u round(s) since the last such line; logged at most once a minute)",
+                 cl->name, cl->fail_rounds);
+        cl->fail_logged_ms = now;
+        cl->fail_rounds = 0;
+    }
     if (cl->again) {
         cl->again = 0;
         cluster_schedule(cl);
@@ -537,6 +768,18 @@ static void cluster_fetched(void *arg, struct cluster_map *m, const char *err)
         cluster_ask_next(cl);
         return;
     }
+    const struct snapshot *cur = atomic_load(&cl->reg->p->hub.current);
+    char serr[512];
+    if (cur != NULL && cluster_map_self(cl, cur->conf, m, serr, sizeof(serr)) != CLUSTER_NONE) {
+        /* never dialled: as a fetch that failed, the next candidate is asked */
+        cluster_map_free(m);
+        cluster_note_self(cl, from, serr);
+        cl->cand_i++;
+        cluster_ask_next(cl);
+        return;
+    }
+    cl->fail_logged_ms = 0;
+    cl->fail_rounds = 0;
     int changed = cl->map == NULL || cl->map->checksum != m->checksum;
     snprintf(cl->last_good, sizeof(cl->last_good), "%s", from);
     cluster_note_map(cl, m, from, changed);

@@ -63,6 +63,16 @@ static void observe_cluster(struct cluster *cl, struct stats_view_pool *vp)
     snprintf(vp->cluster.refresh_error, sizeof(vp->cluster.refresh_error), "%s", st.last_error);
 }
 
+/* A hot key's owner in ring r: from its bytes when the sketch holds them all, else from
+ * the placement hash recorded with it (the bytes held are a prefix, which another server
+ * may own). Computed now, so a reload that moves the key names its new owner. */
+static uint32_t hot_key_owner(const struct ring *r, const struct hotkeys_entry *e)
+{
+    if (!e->cut)
+        return ring_owner(r, e->key, e->len);
+    return r->nservers == 1 ? 0 : dist_lookup(&r->dist, e->place);   /* as route_key_place */
+}
+
 int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
 {
     const struct conf *conf = snap->conf;
@@ -207,7 +217,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
                 continue;
             struct stats_hot_key *hk = &vp->hot_keys[vp->nhot_keys++];
             hk->entry = top[j];
-            uint32_t owner = ring_owner(snap->pools[i].ring, top[j].key, top[j].len);
+            uint32_t owner = hot_key_owner(snap->pools[i].ring, &top[j]);
             hk->owner = conf->pools[i].servers[owner].label;
         }
     }
@@ -443,7 +453,13 @@ static int admin_ring(void *ctx, const char *pool, const char *key, size_t keyle
     }
     json_t *j = json_object();
     json_object_set_new(j, "pool", json_string(cp->name));
-    json_object_set_new(j, "key", json_stringn_nocheck(key, keylen));
+    /* any bytes may be asked for: shown as the stats show keys (JSON strings are UTF-8) */
+    if (stats_key_json(j, key, keylen) < 0) {
+        json_decref(list);
+        json_decref(j);
+        snapshot_unref(s);
+        return 500;
+    }
     json_object_set_new(j, "owner", json_string(cp->servers[pref[0]].label));
     json_object_set_new(j, "preference", list);
     json_object_set_new(j, "epoch", json_integer((json_int_t)r->epoch));
@@ -476,6 +492,7 @@ static int admin_config(void *ctx, struct buf *out)
     json_object_set_new(g, "stats_listen", json_string(p->stats_effective));
     json_object_set_new(g, "admin", addr_json(&c->global.admin_listen));
     json_object_set_new(g, "admin_token", c->global.admin_token ? json_string("********") : json_null());
+    json_object_set_new(g, "admin_hosts", c->global.admin_hosts ? json_string(c->global.admin_hosts) : json_null());
     json_object_set_new(g, "watch", json_boolean(c->global.watch));
     json_object_set_new(g, "zone", c->global.zone ? json_string(c->global.zone) : json_null());
     json_object_set_new(root, "ringleader", g);
@@ -537,12 +554,12 @@ static const struct admin_ops observe_admin_ops = {
     .reload = admin_reload,
 };
 
-int observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
-                        size_t errlen)
+int observe_admin_start(struct proxy *p, const char *addr, const char *token,
+                        const char *hosts, char *err, size_t errlen)
 {
     if (addr == NULL)
         return 0;
-    p->admin = admin_start(addr, token, &observe_admin_ops, p, err, errlen);
+    p->admin = admin_start(addr, token, hosts, &observe_admin_ops, p, err, errlen);
     return p->admin ? 0 : -EINVAL;
 }
 

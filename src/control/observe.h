@@ -25,9 +25,10 @@ int  observe_stats_listen(struct proxy *p, const char *host, int port, char *err
 void observe_stats_close(struct proxy *p);
 
 /* The admin HTTP endpoint (its own thread) when addr is not NULL; the
- * reload it asks for runs on the main loop. 0 or -errno with a reason. */
-int  observe_admin_start(struct proxy *p, const char *addr, const char *token, char *err,
-                         size_t errlen);
+ * reload it asks for runs on the main loop. hosts: admin_hosts (admin_start).
+ * 0 or -errno with a reason. */
+int  observe_admin_start(struct proxy *p, const char *addr, const char *token,
+                         const char *hosts, char *err, size_t errlen);
 void observe_admin_stop(struct proxy *p);   /* main loop still running */
 
 #endif

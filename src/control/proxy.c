@@ -326,7 +326,8 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
         return -1;
     }
     const struct conf_addr *al = &conf->global.admin_listen;
-    if (observe_admin_start(p, al->text, conf->global.admin_token, err, sizeof(err)) < 0) {
+    if (observe_admin_start(p, al->text, conf->global.admin_token, conf->global.admin_hosts,
+                            err, sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
         log_error("admin endpoint: %s", err);
         return -1;
@@ -438,6 +439,7 @@ int proxy_run(struct proxy_options *opt)
         goto out_registries;
     }
     atomic_store(&p->hub.current, snap);
+    rejoin_store_prune(p->rejoin, snap);    /* every configured server has its log now */
 
     uv_loop_init(&p->loop);
     p->loop.data = p;

@@ -14,6 +14,7 @@
 #include "control/cluster.h"
 #include "control/proxy.h"
 #include "state/registry.h"
+#include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
 #include "placement/ring.h"
@@ -54,10 +55,16 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
     NOTE((o->global.admin_token == NULL) != (n->global.admin_token == NULL) ||
          (o->global.admin_token && strcmp(o->global.admin_token, n->global.admin_token)),
          "ringleader.admin_token");
+    NOTE((o->global.admin_hosts == NULL) != (n->global.admin_hosts == NULL) ||
+         (o->global.admin_hosts && strcmp(o->global.admin_hosts, n->global.admin_hosts)),
+         "ringleader.admin_hosts");
     NOTE(o->global.watch != n->global.watch, "ringleader.watch");
     NOTE((o->global.log_file == NULL) != (n->global.log_file == NULL) ||
          (o->global.log_file && strcmp(o->global.log_file, n->global.log_file)),
          "ringleader.log_file");
+    NOTE((o->global.rejoin_log == NULL) != (n->global.rejoin_log == NULL) ||
+         (o->global.rejoin_log && strcmp(o->global.rejoin_log, n->global.rejoin_log)),
+         "ringleader.rejoin_log");
 #undef NOTE
 }
 
@@ -77,6 +84,10 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     notify_reloading();
     struct snapshot *old = atomic_load(&p->hub.current);
     int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
+    if (rc == 0 && rejoin_store_check(p->rejoin, conf->global.rejoin_log, err, errlen) < 0) {
+        conf_free(conf);        /* not a journal: refused now rather than at the next start */
+        rc = -1;
+    }
     struct snapshot *snap = NULL;
     if (rc == 0) {
         conf_lint_log(conf);
@@ -206,6 +217,7 @@ static void reload_ack_cb(uv_async_t *a)
     snapshot_close_listeners(r->old);
     snapshot_unref(r->old);
     r->old = NULL;
+    rejoin_store_prune(p->rejoin, atomic_load(&p->hub.current));   /* removed servers' records */
     if (atomic_load(&p->stopping))
         snapshot_close_listeners(atomic_load(&p->hub.current));
     log_info("reload: every worker runs the new configuration");

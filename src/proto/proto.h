@@ -446,6 +446,11 @@ struct proto_ops {
     const char *sess_begun;
     const char *sess_queued;
     int (*sess_abort)(struct buf *out);
+    /* Optional: write what switches a connection that holds a session (WATCH) to
+     * protocol `variant` without ending it (Redis HELLO 2 / HELLO 3), so that a pinned
+     * connection speaks its client's protocol; returns the replies to swallow, or
+     * -ENOMEM. */
+    int (*sess_variant)(uint8_t variant, struct buf *out);
 
     /* Warm-up after a reload (all NULL: the protocol has none). warmable:
      * whether a miss of request cmd may be retried on the key's previous

@@ -370,6 +370,14 @@ static int redis_sess_abort(struct buf *out)
     return buf_append_str(out, "*1\r\n$7\r\nDISCARD\r\n") < 0 ? -ENOMEM : 1;
 }
 
+/* A client that holds a pinned connection switched protocols (HELLO 2 / 3 outside
+ * MULTI): the connection switches too, keeping its WATCHes; its reply is swallowed. */
+static int redis_sess_variant(uint8_t variant, struct buf *out)
+{
+    return buf_append_str(out, variant ? "*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n"
+                                       : "*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n") < 0 ? -ENOMEM : 1;
+}
+
 /* on_down: miss. A read of a down server's key answers nil (RESP3's null to a RESP3
  * client); a write is refused (storing it elsewhere would lose it when the server is back). */
 static int redis_miss_reply(uint16_t cmd, uint16_t rflags, struct buf *out)
@@ -491,6 +499,7 @@ const struct proto_ops proto_redis_ops = {
     .sess_begun = "+OK\r\n",
     .sess_queued = "+QUEUED\r\n",
     .sess_abort = redis_sess_abort,
+    .sess_variant = redis_sess_variant,
     .sub_write = redis_sub_write,
     .sub_reply = redis_sub_reply,
     .sub_dropped = redis_sub_dropped,

@@ -26,6 +26,10 @@
 #define CLIENT_MEM_HOLD_MIN (64u * 1024)   /* over memory_limit, a client holding more is refused */
 #define CLIENT_STREAM_AHEAD (1024u * 1024) /* streamed body bytes queued to the server at most */
 #define CLIENT_HOLD_INPUT   (1024u * 1024) /* input read ahead of a held request at most */
+#define CLIENT_STUCK_MS     1000           /* over memory_limit, a client that wrote nothing out
+                                              this long while holding large replies is closed */
+#define CLIENT_HOLD_MAX_MS  10000          /* ... and one that holds a shared server connection
+                                              stopped (its other clients wait) this long */
 
 static void client_process(struct client *c);
 
@@ -47,10 +51,17 @@ static int64_t proxy_memory(const struct client *c)
     return atomic_load_explicit(&c->w->hub->mem_used, memory_order_relaxed);
 }
 
-/* What the client holds: its buffers and the replies waiting in its queue. */
+size_t client_held_memory(const struct client *c)
+{
+    return (size_t)c->nmsgs * sizeof(struct msg) + c->held_cost;
+}
+
+/* What the client makes the proxy hold, at what it costs (the buffers' capacity, not the
+ * bytes in them; each queued message's struct): its connection's buffers, its messages
+ * (their replies and request copies: msg_charge) and its subscriptions. */
 static size_t client_mem_usage(const struct client *c)
 {
-    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + c->held_bytes +
+    return c->conn.ibuf.cap + c->conn.obuf.cap + c->conn.wbuf.cap + client_held_memory(c) +
            (c->pubsub != NULL ? pubsub_memory(c) : 0);
 }
 
@@ -77,6 +88,11 @@ static int client_mem_over(struct client *c, size_t more)
            client_mem_usage(c) + more >= CLIENT_MEM_HOLD_MIN;
 }
 
+int client_memory_over(struct client *c)
+{
+    return client_mem_over(c, 0);
+}
+
 /* ------------------------------------------------------------------ output */
 
 int client_write_bytes(struct client *c, const char *p, size_t n)
@@ -92,6 +108,44 @@ int client_write_bytes(struct client *c, const char *p, size_t n)
 static size_t client_pending_bytes(const struct client *c)
 {
     return conn_output(&c->conn) + c->held_bytes;
+}
+
+/*
+ * A large value streaming from s to a client that reads it slowly is held back at the
+ * server (its connection not read) once the client's output passes half its limit, when
+ * that costs nobody else (s is the client's own pinned connection), or when buffering
+ * it does cost: the proxy is past half its memory_limit. Below that a shared connection
+ * goes on (other clients' replies behind the value are not delayed) and the value is
+ * buffered, as nutcracker buffers it.
+ */
+void client_stream_check(struct client *c, struct sconn *s)
+{
+    if (c->holding != NULL || s == NULL ||
+        conn_output(&c->conn) <= client_output_limit(c) / 2)
+        return;
+    client_mem_sync(c, 0);
+    if (!s->is_pin && (uint64_t)proxy_memory(c) <= client_memory_limit(c) / 2)
+        return;
+    if (sconn_hold(s, c))
+        c->holding = s;
+}
+
+void client_hold_lost(struct client *c, struct sconn *s)
+{
+    if (c->holding == s)
+        c->holding = NULL;
+}
+
+/* The server connection c's output stopped reads again once most of it is written (or
+ * with `now`, as c goes). */
+static void client_hold_check(struct client *c, int now)
+{
+    struct sconn *s = c->holding;
+
+    if (s == NULL || (!now && conn_output(&c->conn) > client_output_limit(c) / 4))
+        return;
+    c->holding = NULL;
+    sconn_release_hold(s);
 }
 
 static void client_on_close(uv_handle_t *h)
@@ -117,6 +171,7 @@ static void client_drop_msgs(struct client *c)
         msg_release(c->w, m);
     }
     c->nmsgs = 0;
+    c->held_cost = 0;       /* what the dropped messages' children hold is nobody's now */
 }
 
 void client_close(struct client *c)
@@ -133,11 +188,13 @@ void client_close(struct client *c)
     /* A pinned connection is closed with the client: a command blocked there
      * must not complete for nobody. */
     session_client_closed(c);
+    client_hold_check(c, 1);        /* the rest of the value is read for nobody */
     while ((n = queue_first(&c->pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
     pubsub_free(c);
     client_drop_msgs(c);
     c->held_bytes = 0;
+    c->held_cost = 0;
     queue_remove(&c->link);
     atomic_fetch_sub(&c->pool->view.shared->clients, 1);
     STATS_ADD(&c->pool->stats, client_connections, -1);
@@ -219,6 +276,8 @@ static void client_on_written(struct conn *conn, int status)
         return;
     }
     c->active_ms = uv_now(&c->w->loop);
+    c->written_ms = c->active_ms;
+    client_hold_check(c, 0);
     if (buf_len(&conn->obuf) > 0 || conn_transport_output(conn) > 0) {
         client_flush(c);
         return;
@@ -227,26 +286,55 @@ static void client_on_written(struct conn *conn, int status)
     client_maybe_finish(c);
 }
 
+/* When c's output last moved: a write completed or began, or the bytes libuv still has
+ * to write for it went down (a large write goes out in parts). */
+static uint64_t client_written_ms(struct client *c, uint64_t now)
+{
+    size_t q = c->conn.writing ? uv_stream_get_write_queue_size(&c->conn.h.stream) : 0;
+    if (q != c->write_queue_seen) {
+        c->write_queue_seen = q;
+        c->written_ms = now;
+    }
+    return c->written_ms;
+}
+
+/*
+ * A client that holds large unread replies while the proxy is over memory_limit, and
+ * whose output has not moved for CLIENT_STUCK_MS: it is why the proxy is out of memory,
+ * and it is closed (1). A client that reads, however slowly, is not: a large value
+ * streaming to it holds its server connection instead (client_stream_check), and what it
+ * holds otherwise is bounded by client_output_limit and its requests in flight.
+ */
+
+static int client_stuck_over_memory(struct client *c, uint64_t now)
+{
+    if (!c->conn.writing || client_pending_bytes(c) <= client_output_limit(c) ||
+        (uint64_t)proxy_memory(c) <= client_memory_limit(c) ||
+        now - client_written_ms(c, now) < CLIENT_STUCK_MS)
+        return 0;
+    STATS_ADD(&c->pool->stats, memory_refused, 1);
+    log_warn("pool '%s': client %s closed: %zu reply bytes unread, nothing written for %u ms, "
+             "and memory_limit reached", c->pool->cp->name, c->pc.peer, client_pending_bytes(c),
+             (unsigned)(now - c->written_ms));
+    client_close(c);
+    return 1;
+}
+
 void client_flush(struct client *c)
 {
     if (conn_closing(&c->conn))
         return;
+    if (!c->conn.writing)
+        c->written_ms = uv_now(&c->w->loop);    /* its output starts going out now */
     if (conn_flush(&c->conn) < 0) {
         STATS_ADD(&c->pool->stats, client_err, 1);
         client_close(c);
         return;
     }
     client_mem_sync(c, 0);
-    if (c->conn.writing && client_pending_bytes(c) > client_output_limit(c) &&
-        (uint64_t)proxy_memory(c) > client_memory_limit(c)) {
-        /* A client that does not read while large replies stream to it: the
-         * proxy is out of memory_limit, and this client is why. */
-        STATS_ADD(&c->pool->stats, memory_refused, 1);
-        log_warn("pool '%s': client %s closed: %zu reply bytes unread and memory_limit reached",
-                 c->pool->cp->name, c->pc.peer, client_pending_bytes(c));
-        client_close(c);
+    client_hold_check(c, 0);
+    if (client_stuck_over_memory(c, uv_now(&c->w->loop)))
         return;
-    }
     if (!c->conn.writing) {
         client_check_resume(c);
         client_maybe_finish(c);
@@ -272,6 +360,7 @@ void client_advance(struct client *c)
                 c->closing = 1;
             worker_mark_client(w, c);
         }
+        msg_uncharge(m);
         queue_remove(n);
         c->nmsgs--;
         m->client = NULL;
@@ -286,6 +375,8 @@ void client_advance(struct client *c)
         if (c->closing)
             break;
     }
+    if (queue_empty(&c->msgs))
+        c->held_cost = 0;           /* nothing is held: no charge can be left over */
     if (c->paused)
         worker_mark_client(w, c);   /* the flush decides whether to read again */
     if (c->closing) {
@@ -664,6 +755,20 @@ void client_check_timeouts(struct client *c, uint64_t now_ms)
         client_close(c);
         return;
     }
+    client_mem_sync(c, 0);
+    if (client_stuck_over_memory(c, now_ms))
+        return;
+    if (c->holding != NULL && !c->holding->is_pin && c->conn.writing &&
+        now_ms - client_written_ms(c, now_ms) >= CLIENT_HOLD_MAX_MS) {
+        /* Its value is cut, but the other clients whose replies wait behind it on that
+         * connection are not held hostage by a client that stopped reading. */
+        STATS_ADD(&c->pool->stats, client_timeouts, 1);
+        log_warn("pool '%s': client %s closed: it read nothing for %u ms while a server "
+                 "connection waited for it", c->pool->cp->name, c->pc.peer,
+                 (unsigned)(now_ms - c->written_ms));
+        client_close(c);
+        return;
+    }
     if (g->client_timeout_s > 0 && queue_empty(&c->msgs) && c->in == CLIENT_IN_PARSE &&
         !(c->parser.flags & PROTO_PF_SUBSCRIBED) &&     /* as Redis: subscribers wait */
         now_ms - c->active_ms >= (uint64_t)g->client_timeout_s * 1000u) {
@@ -697,9 +802,33 @@ static void client_parser_conf(struct client *c)
         c->parser.flags |= PROTO_PF_CLUSTER;
 }
 
+/*
+ * A reload made the pool's listener refuse what this client is (plaintext on a pool now
+ * TLS-only, or a certificate client_auth no longer admits): as a new connection would be,
+ * it is closed, after the replies to what it had already asked (its bytes not yet parsed
+ * are dropped, nothing more is read). A half-streamed body or a blocking command closes
+ * it at once. Called while the worker walks its clients: closed at the next flush.
+ */
+static void client_revoke(struct client *c, const char *why)
+{
+    STATS_ADD(&c->pool->stats, tls_reload_closed, 1);
+    log_info("pool '%s': client %s closed by the reload: %s", c->pool->cp->name, c->pc.peer,
+             why);
+    c->eof = 1;
+    conn_read_stop(&c->conn);
+    buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));
+    if (c->in == CLIENT_IN_STREAM || session_blocked(c)) {
+        c->closing = 1;
+        client_drop_msgs(c);
+    }
+    worker_mark_client(c->w, c);
+}
+
 void client_refresh(struct client *c)
 {
+    const char *why = NULL;
     const struct conf_pool *cp = c->pool->cp;
+    uint32_t was_cluster = c->parser.flags & PROTO_PF_CLUSTER;
     int had = c->pc.auth != NULL;
     int changed = (c->pc.auth == NULL) != (cp->redis_auth == NULL) ||
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
@@ -716,7 +845,11 @@ void client_refresh(struct client *c)
         else
             c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
-    pubsub_refresh(c);
+    int kind_changed = (c->parser.flags & PROTO_PF_CLUSTER) != was_cluster;
+    pubsub_refresh(c, kind_changed);
+    session_refresh(c, kind_changed);
+    if (!c->eof && !c->closing && !tls_client_admitted(&c->conn, c->pool->tls, &why))
+        client_revoke(c, why);
 }
 
 /* "ip:port" of a TCP peer into out. */
@@ -773,6 +906,7 @@ void client_accept(struct listener *l)
     w->curr_connections++;
     w->total_connections++;
     c->active_ms = uv_now(&w->loop);
+    c->written_ms = c->active_ms;
     STATS_ADD(&pool->stats, client_connections, 1);
     if (tls_is(&c->conn))
         STATS_ADD(&pool->stats, tls_connections, 1);

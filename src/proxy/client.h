@@ -38,7 +38,12 @@ struct client {
     uint32_t            nsessions;
     uint32_t            nmsgs;
     size_t              held_bytes;     /* reply bytes waiting in queued msgs */
+    size_t              held_cost;      /* what its messages' buffers hold (msg.charged) */
     size_t              mem_reported;   /* bytes this client counts in the proxy's memory use */
+    struct sconn       *holding;        /* a server connection stopped until this client's
+                                           output drains (sconn_hold), or NULL */
+    uint64_t            written_ms;     /* its output last moved (client_written_ms) */
+    size_t              write_queue_seen; /* libuv's write queue size then */
     enum client_in      in;
     uint64_t            swallow;        /* SWALLOW: body bytes still to drop */
     uint64_t            stream_left;    /* STREAM: body bytes still to copy */
@@ -64,6 +69,21 @@ void client_advance(struct client *c);
 
 /* Append reply bytes for the client's first message directly (streaming). */
 int  client_write_bytes(struct client *c, const char *p, size_t n);
+
+/* Reply bytes of a large value streamed from s into c's output: when that output is past
+ * half its limit, s stops reading until c has written most of it (backpressure to the
+ * server instead of buffering a slow reader's value, or cutting it). */
+void client_stream_check(struct client *c, struct sconn *s);
+
+/* s, which c's output held stopped, closed. */
+void client_hold_lost(struct client *c, struct sconn *s);
+
+/* What c's queued messages hold, struct and buffers (what counts toward memory_limit). */
+size_t client_held_memory(const struct client *c);
+
+/* Whether the proxy is over memory_limit with c holding a large part of it (then c is the
+ * one to refuse or close: small clients stay served). Brings the proxy's count up to date. */
+int  client_memory_over(struct client *c);
 
 /* Flush output (the worker's flush). */
 void client_flush(struct client *c);

@@ -52,6 +52,7 @@ void forward_retract(struct client *c, struct msg *m)
 {
     STATS_ADD(&c->pool->stats, requests, -1);
     if (m->client != NULL) {
+        msg_uncharge(m);
         queue_remove(&m->cq);
         c->nmsgs--;
         m->client = NULL;
@@ -588,7 +589,7 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
     if (pool == NULL)
         return;
     if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
-        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, uv_now(&c->w->loop));
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     struct route rt;
     /* r is filled for a pool with stages that see more than unusual routes */
     struct stage_req r, *staged = NULL;

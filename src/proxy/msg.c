@@ -113,6 +113,45 @@ void msg_release(struct worker *w, struct msg *m)
     msg_put(w, m);
 }
 
+/* ------------------------------------------------------------------ memory */
+
+/* The client whose held_cost m's buffers count in: its own, or its parent's (NULL: none,
+ * e.g. the proxy's own requests, or a client that went away). */
+static inline struct client *msg_payer(const struct msg *m)
+{
+    if (m->role == MSG_REQUEST)
+        return m->client;
+    if (msg_child(m) && m->parent != NULL && m->parent->role == MSG_REQUEST)
+        return m->parent->client;
+    return NULL;
+}
+
+void msg_charge(struct msg *m)
+{
+    struct client *c = msg_payer(m);
+    if (c == NULL)
+        return;
+    size_t cost = m->rsp.cap + m->req.cap + m->reqcopy.cap;
+    if (msg_child(m))
+        cost += sizeof(*m);     /* a queued message's own struct is counted per message */
+    if (m->frags != NULL)       /* a parent's arrays (msg_put frees them) */
+        cost += (size_t)m->nfrag * (sizeof(struct msg *) + sizeof(struct buf *)) +
+                (m->key_frag != NULL ? (size_t)m->nkeys * (sizeof(uint32_t) +
+                                                            sizeof(struct proto_key)) : 0);
+    if (cost == m->charged)
+        return;
+    c->held_cost = c->held_cost - RL_MIN(c->held_cost, m->charged) + cost;
+    m->charged = cost;
+}
+
+void msg_uncharge(struct msg *m)
+{
+    struct client *c = msg_payer(m);
+    if (c != NULL)
+        c->held_cost -= RL_MIN(c->held_cost, m->charged);
+    m->charged = 0;
+}
+
 /* ------------------------------------------------------------------ replies */
 
 void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
@@ -128,6 +167,7 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
         /* a fragment or a copy: its parent merges or picks */
         if (m->parent != NULL && buf_append(&m->rsp, p, n) < 0)
             m->flags |= MSG_F_ERROR;
+        msg_charge(m);
         return;
     }
     struct client *c = m->client;
@@ -137,6 +177,7 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
             m->flags |= MSG_F_RSPLOST;
         else if (c != NULL)
             c->held_bytes += n;
+        msg_charge(m);
         return;
     }
     if (c == NULL || c->closing)
@@ -154,10 +195,12 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
         }
         m->flags |= MSG_F_STREAMED;
         client_write_bytes(c, p, n);
+        client_stream_check(c, m->sconn);   /* a slow reader holds the server back */
         return;
     }
     if (buf_append(&m->rsp, p, n) == 0)
         c->held_bytes += n;
+    msg_charge(m);
 }
 
 /* Copies of one request: the client gets the first copy (in preference
@@ -186,10 +229,17 @@ static void msg_merge_frags(struct msg *p, struct client *c)
     struct buf **bufs = (struct buf **)(void *)(p->frags + p->nfrag);
     uint64_t items = 0;
 
+    size_t total = 0;
     for (uint32_t i = 0; i < p->nfrag; i++) {
         bufs[i] = &p->frags[i]->rsp;
         items += p->frags[i]->items;
+        total += buf_len(bufs[i]);
     }
+    /* The merged reply is about the fragments' size: one allocation, instead of doubling
+     * (a copy and fresh pages each time) through a large multi-get's megabytes. Without
+     * the memory the merge fails on its own. */
+    if (total > BUF_STD_SIZE)
+        (void)buf_reserve(&p->rsp, total);
     int rc;
     if (p->key_frag == NULL && ops->merge_env != NULL) {
         /* a broadcast whose reply mixes the servers' with the proxy's own (INFO) */
@@ -251,12 +301,14 @@ static void msg_parent_done(struct worker *w, struct msg *p)
         struct msg *f = p->frags[i];
         if (f == NULL)
             continue;           /* an all-async copy already detached */
+        msg_uncharge(f);
         p->frags[i] = NULL;
         f->parent = NULL;
         msg_release(w, f);
     }
     p->state = MSG_DONE;
     c->held_bytes += buf_len(&p->rsp);
+    msg_charge(p);
     client_advance(c);
 }
 
@@ -276,6 +328,7 @@ static void msg_answered(struct worker *w, struct msg *m)
             for (uint32_t i = 0; i < p->nfrag; i++) {
                 struct msg *f = p->frags[i];
                 if (f != NULL && f != m && (f->state == MSG_SENT || f->state == MSG_NEW)) {
+                    msg_uncharge(f);
                     f->parent = NULL;
                     p->frags[i] = NULL;
                 }
@@ -283,11 +336,13 @@ static void msg_answered(struct worker *w, struct msg *m)
             msg_parent_done(w, p);
             return;
         }
+        msg_charge(m);
         if (--p->nfrag_pending == 0)
             msg_parent_done(w, p);
         return;
     }
     if (m->client != NULL) {
+        msg_charge(m);
         client_advance(m->client);
         return;
     }

@@ -83,6 +83,9 @@ enum msg_warm {
                                   fragments (pub/sub confirmations): they need only succeed;
                                   one that fails ends the client (its state is not the
                                   servers' any more) with that failure as the last reply */
+#define MSG_F_PUSHES   0x4000  /* pub/sub messages waiting for their turn in the client's
+                                  queue (pubsub.c): the next ones due at the same place
+                                  join its buffer instead of taking a message each */
 
 struct msg;
 struct worker;
@@ -141,6 +144,7 @@ struct msg {
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
     struct msg_watch *watch;    /* told of the outcome, or NULL */
     struct msg    *waiters;     /* collapse: a leader's first follower; a follower's next */
+    size_t         charged;     /* its buffers' capacity as counted in its client's held_cost */
 };
 
 struct msg *msg_get(struct worker *w);
@@ -151,6 +155,17 @@ void msg_put(struct worker *w, struct msg *m);
 /* Free m if nothing holds it any more (see above); a parent takes its
  * detached children with it. */
 void msg_release(struct worker *w, struct msg *m);
+
+/*
+ * What a client makes the proxy hold counts at what it costs (memory_limit): a message
+ * in its queue (or a fragment or copy of one) is charged the capacity of its buffers
+ * (reply, kept request, request header copy), a parent its fragment and key arrays, a
+ * fragment its struct, in the client's held_cost; a queued message's struct is counted
+ * per queued message (client_held_memory). msg_charge brings m's charge up to date after its buffers
+ * changed; msg_uncharge takes it back when m leaves the client (delivered, detached).
+ */
+void msg_charge(struct msg *m);
+void msg_uncharge(struct msg *m);
 
 /* Reply bytes p[0..n) of m arrived from its server (n may be part of a
  * unit). `big`: the unit is a large value, which streams to the client when

@@ -671,6 +671,15 @@ static int pubsub_over_limit(struct client *c)
     uint64_t now = uv_now(&c->w->loop);
     int over = g->pubsub_output_limit > 0 && pending > g->pubsub_output_limit;
 
+    if (!over && client_memory_over(c)) {
+        /* Messages it does not read are what puts the proxy over memory_limit. */
+        STATS_ADD(&c->pool->stats, memory_refused, 1);
+        log_warn("pool '%s': subscriber %s closed: %" PRIu64 " bytes of messages unread and "
+                 "memory_limit reached", c->pool->cp->name, c->pc.peer, pending);
+        client_close(c);
+        return 1;
+    }
+
     if (!over && g->pubsub_output_soft_limit > 0 && pending > g->pubsub_output_soft_limit) {
         if (ps->soft_since_ms == 0)
             ps->soft_since_ms = now;
@@ -711,21 +720,36 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
         }
         worker_mark_client(c->w, c);
     } else {
-        struct msg *pm = msg_get(c->w);
-        if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
-            if (pm != NULL)
-                msg_put(c->w, pm);
-            client_close(c);
-            return;
-        }
-        pm->role = MSG_REQUEST;
-        pm->state = MSG_DONE;
-        pm->client = c;
-        c->held_bytes += buf_len(&pm->rsp);
         /* just before the request it precedes (inserting at a node's tail puts it before
-         * that node), else at the end */
-        queue_insert_tail(before != NULL ? &before->cq : &c->msgs, &pm->cq);
-        c->nmsgs++;
+         * that node), else at the end; into the messages already waiting there, if any
+         * (a flood behind one blocked request is one buffer, not a message per push) */
+        struct qnode *at = before != NULL ? &before->cq : &c->msgs;
+        struct msg *pm = at->prev != &c->msgs ? QUEUE_DATA(at->prev, struct msg, cq) : NULL;
+        if (pm != NULL && (pm->flags & MSG_F_PUSHES) && pm->state == MSG_DONE) {
+            size_t had = buf_len(&pm->rsp);
+            if (stream_write(c, push, p, n, &pm->rsp) < 0) {
+                client_close(c);
+                return;
+            }
+            c->held_bytes += buf_len(&pm->rsp) - had;
+            msg_charge(pm);
+        } else {
+            pm = msg_get(c->w);
+            if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
+                if (pm != NULL)
+                    msg_put(c->w, pm);
+                client_close(c);
+                return;
+            }
+            pm->role = MSG_REQUEST;
+            pm->state = MSG_DONE;
+            pm->flags |= MSG_F_PUSHES;
+            pm->client = c;
+            c->held_bytes += buf_len(&pm->rsp);
+            queue_insert_tail(at, &pm->cq);
+            c->nmsgs++;
+            msg_charge(pm);
+        }
     }
     pubsub_over_limit(c);
 }
@@ -876,14 +900,21 @@ static int pool_has_server(const struct wpool *pool, const struct server *srv)
  * whose slot left its node is ended by that node itself (`sunsubscribe`, which
  * pubsub_dropped passes on), so it too needs only its node to stay.
  */
-static int pubsub_placed(struct client *c)
+static int pubsub_placed(struct client *c, int kind_changed)
 {
     struct pubsub *ps = c->pubsub;
     struct wpool *pool = c->pool;
     const struct pubsub_set *sets[2] = { &ps->channels, &ps->shards };
     int cluster = pool->view.cluster != NULL;
 
-    if (cluster && ps->npatterns > 0 && ps->patsrv != NULL && !pool_has_server(pool, ps->patsrv))
+    /* Plain and cluster pools place subscriptions differently (a pattern is on every
+     * server of a plain pool, on one node of a cluster): none stays right across. */
+    if (kind_changed)
+        return 0;
+    for (uint32_t i = 0; i < ps->npins; i++)
+        if (ps->pins[i].srv->removed)
+            return 0;
+    if (cluster && ps->npatterns > 0 && (ps->patsrv == NULL || !pool_has_server(pool, ps->patsrv)))
         return 0;
     for (int k = 0; k < 2; k++)
         for (uint32_t i = 0; i < sets[k]->cap; i++) {
@@ -910,9 +941,9 @@ static int pubsub_placed(struct client *c)
     return 1;
 }
 
-void pubsub_refresh(struct client *c)
+void pubsub_refresh(struct client *c, int kind_changed)
 {
-    if (c->pubsub == NULL || c->closing || pubsub_placed(c))
+    if (c->pubsub == NULL || c->closing || pubsub_placed(c, kind_changed))
         return;
     STATS_ADD(&c->pool->stats, pubsub_closed, 1);
     log_notice("pool '%s': subscriber %s closed: a reload moved its channels (it may "

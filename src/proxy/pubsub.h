@@ -65,10 +65,12 @@ void pubsub_reset(struct client *c);
 /* c closes (its pins were let go first): free what it kept. */
 void pubsub_free(struct client *c);
 
-/* A reload changed c's pool: a client whose channels have another owner now, or whose
- * patterns' servers changed, is closed once its output is written (it resubscribes where
- * the channels are now, as after a dropped connection). */
-void pubsub_refresh(struct client *c);
+/* A reload changed c's pool: a client whose channels have another owner now, whose
+ * patterns' servers changed, that holds a subscription connection to a server the pool
+ * no longer has, or whose pool changed kind (kind_changed: plain to cluster or back) is
+ * closed once its output is written (it resubscribes where the channels are now, as
+ * after a dropped connection); counted in pubsub_closed. */
+void pubsub_refresh(struct client *c, int kind_changed);
 
 /* The bytes c's subscriptions hold (counted in its memory). */
 size_t pubsub_memory(const struct client *c);

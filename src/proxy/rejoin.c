@@ -11,6 +11,7 @@
 #include "lib/log.h"
 #include "proxy/msg.h"
 #include "state/registry.h"
+#include "proxy/snapshot.h"
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
@@ -410,6 +411,7 @@ struct rejoin_store {
     uv_timer_t             timer;       /* syncs the journal (main loop) */
     struct rejoin_journal *journal;     /* NULL: no rejoin_log */
     struct rejoin_log     *logs;        /* every log, freed at close */
+    char                  *path;        /* the journal's (rejoin_log at start), or NULL */
     int                    started;     /* the timer is initialised */
 };
 
@@ -427,7 +429,13 @@ struct rejoin_store *rejoin_store_open(const char *path, char *err, size_t errle
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    if (path != NULL && (st->path = strdup(path)) == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(st);
+        return NULL;
+    }
     if (path != NULL && (st->journal = rejoin_journal_open(path, err, errlen)) == NULL) {
+        free(st->path);
         free(st);
         return NULL;
     }
@@ -512,6 +520,61 @@ int rejoin_store_attach(struct rejoin_store *st, struct health *h, const struct 
     return 0;
 }
 
+/* Say that what was remembered for server `ident` ("pool\tident\taddr") is forgotten. */
+static void rejoin_forgotten(void *arg, const char *ident, size_t keys, int overflowed)
+{
+    (void)arg;
+    char name[1024];
+    snprintf(name, sizeof(name), "%s", ident);
+    char *server = strchr(name, '\t');
+    char *addr = server != NULL ? strchr(server + 1, '\t') : NULL;
+    if (addr == NULL)
+        return;
+    *server++ = '\0';
+    *addr++ = '\0';
+    log_warn("server '%s' (%s) of pool '%s' is no longer configured: the %zu key(s)%s "
+             "remembered for its rejoin are forgotten", server, addr, name, keys,
+             overflowed ? " and more" : "");
+}
+
+/* Whether health record h is one of snap's servers'. */
+static int rejoin_configured(const struct snapshot *snap, const struct health *h)
+{
+    for (uint32_t i = 0; i < snap->conf->npools; i++)
+        for (uint32_t k = 0; k < snap->conf->pools[i].nservers; k++)
+            if (snap->pools[i].health[k] == h)
+                return 1;
+    return 0;
+}
+
+void rejoin_store_prune(struct rejoin_store *st, const struct snapshot *snap)
+{
+    if (st == NULL || snap == NULL)
+        return;
+    for (struct rejoin_log *l = st->logs; l != NULL; l = l->next) {
+        if (rejoin_configured(snap, l->h))
+            continue;
+        int over = 0;
+        long had = rejoin_log_forget(l, &over);
+        if (had >= 0)
+            rejoin_forgotten(NULL, l->ident, (size_t)had, over);
+    }
+    rejoin_journal_forget(st->journal, rejoin_forgotten, NULL);
+}
+
+int rejoin_store_check(const struct rejoin_store *st, const char *path, char *err,
+                       size_t errlen)
+{
+    char why[1024];
+
+    if (path == NULL || (st != NULL && st->path != NULL && strcmp(st->path, path) == 0))
+        return 0;
+    if (rejoin_journal_check(path, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(err, errlen, "rejoin_log: %s (a restart would refuse it)", why);
+    return -1;
+}
+
 static void rejoin_store_closed(uv_handle_t *h)
 {
     free(h->data);
@@ -530,6 +593,8 @@ void rejoin_store_close(struct rejoin_store *st)
         rejoin_log_free(l);
     }
     st->logs = NULL;
+    free(st->path);
+    st->path = NULL;
     if (st->started)
         uv_close((uv_handle_t *)&st->timer, rejoin_store_closed);
     else

@@ -77,6 +77,24 @@ void rejoin_store_start(struct rejoin_store *st, uv_loop_t *loop);
 int  rejoin_store_attach(struct rejoin_store *st, struct health *h, const struct conf_pool *cp,
                          const struct conf_server *cs, struct registry *healths);
 
+struct snapshot;
+
+/*
+ * Every server of snapshot `snap` is attached (the start, and a reload every
+ * worker has adopted): what the journal read back for servers that are not in
+ * it, and the logs of servers a reload removed, are forgotten (logged), so that
+ * they do not keep the journal from being emptied. A server configured again
+ * later starts with nothing remembered (writes made while it was not configured
+ * were not remembered either).
+ */
+void rejoin_store_prune(struct rejoin_store *st, const struct snapshot *snap);
+
+/* What a reload's configuration names as rejoin_log (path, or NULL), checked:
+ * the journal open already is fine (it is read at start only), another file must
+ * be one a restart would adopt (rejoin_journal_check). 0, or -1 with err. */
+int  rejoin_store_check(const struct rejoin_store *st, const char *path, char *err,
+                        size_t errlen);
+
 /* After the workers are gone: sync the journal, free every log (then the loop
  * runs once more to close the timer). */
 void rejoin_store_close(struct rejoin_store *st);

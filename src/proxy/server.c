@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #include "state/health.h"
 #include "lib/log.h"
@@ -25,10 +26,14 @@
 #define SCONN_BACKOFF_MIN_MS 50
 #define SCONN_BACKOFF_MAX_MS 2000
 #define SCONN_READ_CHUNK     16384
+#define SCONN_READ_BODY      (128 * 1024)  /* read room inside a large value: fewer, larger
+                                              reads (the input buffer stays under CONN_BUF_KEEP) */
 #define SCONN_STREAM_MIN     (64 * 1024)   /* reply values above this stream to the client */
 #define SERVER_IDLE_PINS_MAX 8             /* reset pinned connections kept per server and worker */
+#define SERVER_READY_PINS    2             /* ... of them opened ahead of demand, per variant */
 
 static void sconn_process(struct sconn *s);
+static void server_pins_ready(struct server *srv, uint8_t variant);
 static void sconn_timer_cb(uv_timer_t *t);
 
 /* ------------------------------------------------------------------ health */
@@ -229,6 +234,7 @@ static void sconn_on_read(struct conn *c, ssize_t nread)
     struct sconn *s = CONN_OWNER(c, struct sconn, conn);
 
     if (nread > 0) {
+        s->progress_ms = uv_now(&s->server->w->loop);     /* the server is answering */
         sconn_process(s);
         if (s->state == SCONN_CONNECTED && buf_len(&c->ibuf) == 0 && c->ibuf.cap > CONN_BUF_KEEP)
             buf_free(&c->ibuf);
@@ -358,6 +364,8 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
         return;
     }
     worker_mark_sconn(srv->w, s);
+    if (!s->is_pin && srv->pool->pins_seen)
+        server_pins_ready(srv, s->variant);    /* in use and reachable: sessions may follow */
 }
 
 static void sconn_start_connect(struct sconn *s, const struct sockaddr *sa)
@@ -561,11 +569,87 @@ void server_preconnect(struct server *srv)
 
 /* ------------------------------------------------------------------ pinned connections */
 
+static void server_idle_push(struct server *srv, struct sconn *s)
+{
+    queue_insert_tail(&srv->idle_pins, &s->pin_link);
+    srv->nidle_pins++;
+    STATS_ADD(&srv->stats, ready_pins, 1);
+}
+
+static uint32_t server_idle_count(const struct server *srv, uint8_t variant)
+{
+    const struct qnode *n;
+    uint32_t k = 0;
+
+    QUEUE_FOREACH(n, &srv->idle_pins)
+        k += QUEUE_DATA(n, const struct sconn, pin_link)->variant == variant;
+    return k;
+}
+
+/*
+ * Keep SERVER_READY_PINS idle pinned connections of `variant` open (connected, hello
+ * sent) ahead of demand, so that a session's first request (a blocking command, WATCH,
+ * MULTI's first key) is written at once, in the round that read it, not after a
+ * connect and AUTH/SELECT while a request another client sent later overtakes it on a
+ * shared connection. Only for a protocol whose pins are reset and reused and that has
+ * sessions (Redis), in a pool whose clients took pins already (a cache-only pool pays
+ * no extra connection), for a server in use and up (called when a shared connection
+ * connects, when a pin is taken, and for every connected server at the pool's first
+ * pin), not in the reconnect back-off, and while the server's pinned connections over
+ * every worker are under half of max_pinned: ready ones never take the bound from the
+ * clients that need a pin. Counted in the ready_pins gauge.
+ */
+static void server_pins_ready(struct server *srv, uint8_t variant)
+{
+    const struct proto_ops *ops = srv->pool->ops;
+    uint32_t max = srv->pool->cp->max_pinned;
+
+    if (ops->pin_reset == NULL || ops->sess_begun == NULL || srv->removed ||
+        srv->health == NULL || !health_up(srv->health))
+        return;                         /* a down server's probe is not followed by more */
+    for (uint32_t have = server_idle_count(srv, variant); have < SERVER_READY_PINS; have++) {
+        if (uv_now(&srv->w->loop) < srv->retry_at_ms)
+            return;
+        if (atomic_fetch_add(&srv->health->pinned, 1) >= max / 2) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            return;
+        }
+        struct sconn *s = sconn_open(srv, SCONN_PIN_SLOT, variant);
+        if (s == NULL) {
+            atomic_fetch_sub(&srv->health->pinned, 1);
+            return;
+        }
+        if (s->state == SCONN_CLOSING)
+            return;                     /* its close gave the count back */
+        server_idle_push(srv, s);
+    }
+}
+
+/* The pool's first pin: every server of it in use (a shared connection of variant
+ * connected) gets its ready pins. */
+static void server_pool_ready(struct wpool *pool, uint8_t variant)
+{
+    pool->pins_seen = 1;
+    for (uint32_t i = 0; i < pool->nservers; i++) {
+        struct server *srv = pool->servers[i];
+        for (uint32_t k = 0; k < srv->nconns; k++) {
+            const struct sconn *sc = srv->conns[variant * srv->nconns + k];
+            if (sc != NULL && sc->state == SCONN_CONNECTED) {
+                server_pins_ready(srv, variant);
+                break;
+            }
+        }
+    }
+}
+
 struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
 {
     uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
     struct qnode *n;
     struct sconn *s = NULL;
+
+    if (!srv->pool->pins_seen)
+        server_pool_ready(srv->pool, variant);
 
     QUEUE_FOREACH(n, &srv->idle_pins) {
         struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);
@@ -577,6 +661,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
     if (s != NULL) {
         queue_remove(&s->pin_link);
         srv->nidle_pins--;
+        STATS_ADD(&srv->stats, ready_pins, -1);
     } else {
         uint32_t max = srv->pool->cp->max_pinned;
         if (atomic_fetch_add(&srv->health->pinned, 1) >= max) {
@@ -604,6 +689,7 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
     s->pinned = c;
     queue_insert_tail(&srv->pins, &s->pin_link);
     queue_insert_tail(&c->pins, &s->client_link);
+    server_pins_ready(srv, variant);    /* for the next client's session */
     return s;
 }
 
@@ -620,8 +706,7 @@ void sconn_unpin(struct sconn *s, int keep)
      * replies are absorbed (they are orphans by now) before the reset's. */
     if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
         sconn_hello(s, 1) == 0) {
-        queue_insert_tail(&srv->idle_pins, &s->pin_link);
-        srv->nidle_pins++;
+        server_idle_push(srv, s);
         worker_mark_sconn(srv->w, s);
         return;
     }
@@ -767,6 +852,19 @@ static void sconn_timer_cb(uv_timer_t *t)
     worker_flush(w);            /* the errors go out now, not at the next I/O event */
 }
 
+/*
+ * When m times out: `timeout` after it was sent, or after the last reply bytes s read,
+ * whichever is later. A server answers in order, so while it sends a reply (a large value,
+ * another request's reply ahead of m's) it is making progress on m too: the timeout is
+ * for a server that stops answering (as memcached's proxy times out a connection that
+ * stops sending), not for a reply in progress. A probe keeps its own deadline.
+ */
+static inline uint64_t sconn_due(const struct sconn *s, const struct msg *m, int timeout)
+{
+    uint64_t alive = timeout > 0 ? s->progress_ms + (uint64_t)timeout : 0;
+    return m->role == MSG_PROBE ? m->deadline_ms : RL_MAX(m->deadline_ms, alive);
+}
+
 /* The timer's work: fail what is overdue, close a hung connection, re-arm. */
 static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
 {
@@ -774,12 +872,21 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
     struct worker *w = srv->w;
     struct qnode *n;
 
+    if (s->held_by != NULL) {
+        /* The proxy stopped reading (backpressure): the server is not late, the client
+         * is slow. Nothing times out until reading resumes. */
+        sconn_arm(s, timeout > 0 ? (uint64_t)timeout : 1000);
+        return;
+    }
+    int unread = 0;
+    if (s->conn.fd >= 0 && ioctl(s->conn.fd, FIONREAD, &unread) == 0 && unread > 0)
+        s->progress_ms = now;   /* it answered: the proxy has not read it yet (a busy loop) */
     n = queue_first(&s->sent);
     struct msg *m = n ? QUEUE_DATA(n, struct msg, sq) : NULL;
     /* A server that has sat on a timed-out request for 4 timeouts is hung:
      * close it so the requests behind it fail fast instead of piling up. */
     if (m != NULL && m->state == MSG_ZOMBIE && timeout > 0 &&
-        m->deadline_ms + 3u * (uint64_t)timeout <= now) {
+        sconn_due(s, m, timeout) + 3u * (uint64_t)timeout <= now) {
         sconn_close(s, "server hung after a timeout", 1);
         return;
     }
@@ -794,7 +901,7 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
         }
         if (m->state == MSG_ZOMBIE || m->role >= MSG_HELLO || m->deadline_ms == 0)
             continue;
-        if (m->deadline_ms > now)
+        if (sconn_due(s, m, timeout) > now)
             break;
         STATS_ADD(&srv->stats, server_timedout, 1);
         if (s->pinned != NULL) {
@@ -812,7 +919,8 @@ static void sconn_timeouts(struct sconn *s, uint64_t now, int timeout)
     uint64_t next = timeout > 0 ? (uint64_t)timeout : 1000;
     if (n != NULL) {
         m = QUEUE_DATA(n, struct msg, sq);
-        next = m->deadline_ms > now ? m->deadline_ms - now : 1;
+        uint64_t due = sconn_due(s, m, timeout);
+        next = due > now ? due - now : 1;
     }
     sconn_arm(s, next);         /* the next deadline, or the zombie at the head again */
 }
@@ -986,6 +1094,7 @@ static void sconn_process(struct sconn *s)
             if (s->body_left > 0)
                 continue;
             s->rx = SCONN_RX_UNIT;
+            s->conn.chunk = SCONN_READ_CHUNK;
             struct msg *done = s->cur;
             int join_end = s->body_join_end;
             s->cur = NULL;
@@ -1072,6 +1181,8 @@ static void sconn_process(struct sconn *s)
             s->body_big = (uint8_t)big;
             s->body_final = join_end || (rsp.flags & PROTO_SF_FINAL) != 0;
             s->body_join_end = (uint8_t)join_end;
+            if (big)
+                s->conn.chunk = SCONN_READ_BODY;
             continue;
         }
         if (join_end)
@@ -1102,6 +1213,31 @@ void sconn_flush(struct sconn *s)
         client_pin_writable(s->pinned, s);
 }
 
+/* ------------------------------------------------------------------ backpressure */
+
+int sconn_hold(struct sconn *s, struct client *c)
+{
+    if (s->held_by != NULL || s->state != SCONN_CONNECTED)
+        return 0;
+    s->held_by = c;
+    conn_read_stop(&s->conn);   /* what the input holds already is still processed */
+    return 1;
+}
+
+void sconn_release_hold(struct sconn *s)
+{
+    if (s->held_by == NULL)
+        return;
+    s->held_by = NULL;
+    if (s->state != SCONN_CONNECTED)
+        return;
+    /* The wait was the client's: the server's time starts again now. */
+    s->progress_ms = uv_now(&s->server->w->loop);
+    int rc = conn_read_start(&s->conn);
+    if (rc < 0)
+        sconn_close(s, uv_strerror(rc), 1);
+}
+
 /* ------------------------------------------------------------------ close */
 
 void sconn_close(struct sconn *s, const char *reason, int is_error)
@@ -1115,6 +1251,10 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     s->state = SCONN_CLOSING;
     if (s->slot != SCONN_PIN_SLOT && srv->conns[s->slot] == s)
         srv->conns[s->slot] = NULL;
+    if (s->held_by != NULL) {
+        client_hold_lost(s->held_by, s);
+        s->held_by = NULL;
+    }
     struct client *holder = s->pinned;
     if (holder != NULL) {
         queue_remove(&s->client_link);
@@ -1123,6 +1263,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     } else if (queue_linked(&s->pin_link)) {    /* an idle pinned connection */
         queue_remove(&s->pin_link);
         srv->nidle_pins--;
+        STATS_ADD(&srv->stats, ready_pins, -1);
     }
     if (s->is_pin) {
         atomic_fetch_sub(&srv->health->pinned, 1);

@@ -68,6 +68,10 @@ struct sconn {
     uint8_t            body_final;      /* the unit ends the reply */
     uint8_t            body_big;        /* the unit is a large value: stream it */
     uint8_t            body_join_end;   /* after this body, end a joined get's reply */
+    /* timeouts and backpressure (a request times out after `timeout` without reply bytes) */
+    uint64_t           progress_ms;     /* when reply bytes last arrived */
+    struct client     *held_by;         /* reading stopped until this client, which a large
+                                           value streams to, has written out its output */
     /* pinned connections */
     struct client     *pinned;          /* the client holding it, or NULL (shared / idle) */
     struct qnode       pin_link;        /* server's pins or idle_pins */
@@ -153,6 +157,15 @@ void sconn_unqueue(struct sconn *s, struct msg *m);
 
 /* Write what is in the connection's output (the worker's flush). */
 void sconn_flush(struct sconn *s);
+
+/*
+ * Backpressure to the server: a large value streaming to client c has filled c's output,
+ * so s reads nothing more until c has written it out (sconn_release_hold). What s carries
+ * for other clients waits meanwhile; no request on s times out while it does. 1: held
+ * for c; 0: not (held already for another client, or not connected).
+ */
+int  sconn_hold(struct sconn *s, struct client *c);
+void sconn_release_hold(struct sconn *s);
 
 /* Close (failing the requests in flight with reason). */
 void sconn_close(struct sconn *s, const char *reason, int is_error);

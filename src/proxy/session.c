@@ -16,6 +16,7 @@
 #include "proxy/session.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
+#include "lib/util.h"
 
 #define SESSION_HELD_MAX (1024u * 1024)   /* request bytes a deferred atomic part may hold */
 
@@ -196,6 +197,51 @@ static int session_send_held(struct session *sess)
 
 /* ------------------------------------------------------------------ sending */
 
+/*
+ * The client switched protocols (HELLO 2 / 3, answered by the proxy) since its pin
+ * last spoke for it: the pin switches too before the next request, or that request's
+ * reply would come in the old protocol (a WATCH outlives the switch; the protocol
+ * refuses a switch inside the atomic part, where the server would queue it). The
+ * switch's reply is swallowed; a reset pin is kept in the protocol it speaks now. 0,
+ * or -ENOMEM with nothing written.
+ */
+static int session_variant(struct session *sess)
+{
+    struct client *c = sess->c;
+    struct sconn *s = sess->s;
+    uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;
+    const struct proto_ops *ops = sess->pool->ops;
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+
+    if (s->variant == variant || ops->sess_variant == NULL)
+        return 0;
+    int n = ops->sess_variant(variant, out);
+    if (n < 0)
+        return -ENOMEM;
+    struct msg *d[2];
+    if (n > (int)RL_ARRAY_SIZE(d))
+        goto undo;
+    for (int i = 0; i < n; i++) {
+        if ((d[i] = msg_get(c->w)) == NULL) {
+            while (i-- > 0)
+                msg_put(c->w, d[i]);
+            goto undo;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        d[i]->role = MSG_DISCARD;
+        d[i]->cmd = ops->probe_cmd;
+        d[i]->req_bytes = i == 0 ? buf_len(out) - before : 0;
+        sconn_enqueue(s, d[i]);
+    }
+    s->variant = variant;
+    return 0;
+undo:
+    out->wpos = out->rpos + before;
+    return -ENOMEM;
+}
+
 /* A blocking request's deadline: its own timeout plus the pool's as a margin, none
  * for one that blocks for ever (or on a pool without timeouts). */
 static void session_deadline(struct client *c, struct msg *m, const struct proto_req *req)
@@ -218,6 +264,10 @@ static int session_send(struct session *sess, struct msg *m, const struct proto_
     enum proto_err code;
     const char *reason = NULL;
 
+    if (session_variant(sess) < 0) {
+        forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
+        return -1;
+    }
     if (forward_write(sess->pool, m, sess->srv, sess->s, 0, req, buf, NULL, 0, FORWARD_WHOLE,
                       req->body_len, NULL, &code, &reason) < 0) {
         forward_refuse(c, m, code, reason);
@@ -677,6 +727,65 @@ int session_pin_lost(struct client *c, struct sconn *s)
         conn_read_stop(&c->conn);
         worker_mark_client(c->w, c);
     }
+    return 1;
+}
+
+/* Whether sess holds state on a server the reloaded pool no longer places it on. */
+static int session_moved(const struct session *sess, int kind_changed)
+{
+    if (sess->s == NULL)
+        return 0;                       /* DEFERRED: nothing on a server yet */
+    if (sess->state == SESSION_ENDING && sess->hold != SESSION_HOLD_BLOCK)
+        return 0;                       /* its EXEC is on its way: it ends by itself, and
+                                           the pin of a removed server is closed then */
+    return kind_changed || sess->srv->removed || (sess->owner != NULL && sess->owner->removed);
+}
+
+int session_refresh(struct client *c, int kind_changed)
+{
+    struct qnode *n, *tmp;
+    uint32_t lost = 0;
+    const char *label = NULL;
+
+    if (c->closing || c->nsessions == 0)
+        return 0;
+    QUEUE_FOREACH_SAFE(n, tmp, &c->sessions) {
+        struct session *sess = QUEUE_DATA(n, struct session, link);
+        if (!session_moved(sess, kind_changed))
+            continue;
+        struct sconn *s = sess->s;
+        label = sess->srv->label;
+        sess->s = NULL;
+        session_free(sess);
+        /* its requests in flight there (a blocked BLPOP) are answered with the error now;
+         * client_pin_lost finds no session of it any more */
+        sconn_close(s, kind_changed ? "the pool changed kind (reload)"
+                                    : "server removed from the pool (reload)", 0);
+        lost++;
+    }
+    if (lost == 0)
+        return 0;
+    STATS_ADD(&c->pool->stats, sessions_lost, lost);
+    log_notice("pool '%s': client %s closed: a reload %s (server '%s'), and its session "
+               "there (WATCH, MULTI or blocked command) with it", c->pool->cp->name, c->pc.peer,
+               kind_changed ? "changed the pool's kind" : "removed its server", label);
+    /* Everything it is owed is written first (a close marker behind it, no extra reply:
+     * a client that waits for nothing must not read one), then the close; nothing more
+     * is read. Not closed here: the reload walks the clients. */
+    struct msg *m = msg_get(c->w);
+    if (m != NULL) {
+        m->role = MSG_REQUEST;
+        m->state = MSG_DONE;
+        m->client = c;
+        m->flags |= MSG_F_CLOSE;
+        queue_insert_tail(&c->msgs, &m->cq);
+        c->nmsgs++;
+    } else {
+        c->closing = 1;
+    }
+    c->eof = 1;
+    conn_read_stop(&c->conn);
+    client_advance(c);
     return 1;
 }
 

@@ -111,6 +111,18 @@ int session_pin_lost(struct client *c, struct sconn *s);
 /* Whether c waits for a blocking request (its EOF then closes it at once). */
 int session_blocked(const struct client *c);
 
+/*
+ * A reload changed c's pool: a session pinned to a server that left the pool (its pin's
+ * server or its keys' owner), or to any server when the pool changed kind (kind_changed:
+ * plain to cluster or back, where keys have other owners), has lost what the client
+ * holds there (its WATCH, its queued commands, its blocked command); one whose last
+ * request (EXEC, UNWATCH) is in flight ends by itself and is left alone. Its pin is closed
+ * (a request in flight there, a blocked one, gets the protocol's error), and the client
+ * is closed once everything it is owed is written, as a dropped direct connection would
+ * be; counted in sessions_lost, logged. 1 when c is being closed so, else 0.
+ */
+int session_refresh(struct client *c, int kind_changed);
+
 /* c closes: forget its sessions (its pins are closed by the caller). */
 void session_client_closed(struct client *c);
 

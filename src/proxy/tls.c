@@ -12,6 +12,7 @@
 
 #include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -34,11 +35,16 @@
 
 #define TLS_READ_ROOM  16384        /* plaintext room reserved in ibuf per SSL_read */
 #define TLS_ENCODE_MAX (256u << 10) /* plaintext encrypted per encode: tx stays bounded */
+#define TLS_AUTH_SUM   32           /* SHA-256 of what admits a client certificate */
+#define TLS_CA_READ_MAX (16u << 20) /* a CA file larger than this: its first bytes summed */
 
 struct tls_ctx {
     SSL_CTX             *ssl;
     enum tls_role        role;
     int                  verify;        /* connect: verify the server's certificate */
+    int                  client_auth;   /* accept: a client certificate is required */
+    unsigned char        auth_sum[TLS_AUTH_SUM];   /* accept: client_auth and the ca file's
+                                                      bytes: equal sums admit alike */
     struct tls_cert_info certs[TLS_CTX_FILES_MAX];
     size_t               ncerts;
 };
@@ -60,6 +66,8 @@ struct tls_conn {
     enum tls_fail       why;
     uint8_t             role;
     uint8_t             resumed;
+    unsigned char       auth_sum[TLS_AUTH_SUM];    /* accept: the rules its certificate
+                                                      was (or is being) checked under */
     char                detail[160];    /* OpenSSL's words for the failure */
 };
 
@@ -284,6 +292,37 @@ void tls_session_clear(struct tls_session *s)
     s->ctx = NULL;
 }
 
+/* The sum of what admits a client (accept contexts): client_auth, and the bytes of the
+ * ca file (a reload that rewrites the file under the same name changes it). */
+static void tls_auth_sum(const struct conf_tls *t, unsigned char out[TLS_AUTH_SUM])
+{
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    unsigned char flag = t->client_auth ? 1 : 0, chunk[16384];
+    unsigned int n = 0;
+    size_t total = 0;
+
+    memset(out, 0, TLS_AUTH_SUM);
+    out[0] = flag;                  /* without memory: the flag alone tells them apart */
+    if (md == NULL)
+        return;
+    if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 || EVP_DigestUpdate(md, &flag, 1) != 1)
+        goto out;
+    FILE *f = t->client_auth && t->ca != NULL ? fopen(t->ca, "rb") : NULL;
+    if (f != NULL) {
+        size_t k;
+        while (total < TLS_CA_READ_MAX && (k = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+            EVP_DigestUpdate(md, chunk, k);
+            total += k;
+        }
+        fclose(f);
+    }
+    if (EVP_DigestFinal_ex(md, out, &n) != 1)
+        memset(out + 1, 0, TLS_AUTH_SUM - 1);
+out:
+    EVP_MD_CTX_free(md);
+    ERR_clear_error();
+}
+
 struct tls_ctx *tls_ctx_build(const char *file, const char *pool, const struct conf_tls *t,
                               enum tls_role role, char *err, size_t errlen)
 {
@@ -354,6 +393,8 @@ struct tls_ctx *tls_ctx_build(const char *file, const char *pool, const struct c
         SSL_CTX_set_session_cache_mode(ctx->ssl, SSL_SESS_CACHE_OFF);
         SSL_CTX_set_num_tickets(ctx->ssl, 1);
         SSL_CTX_set_options(ctx->ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
+        ctx->client_auth = t->client_auth;
+        tls_auth_sum(t, ctx->auth_sum);
         if (t->client_auth) {
             STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->ca);
             if (names != NULL)
@@ -683,6 +724,7 @@ int tls_attach(struct conn *c, const struct tls_ctx *ctx, const char *peer,
     t->deadline_ms = deadline_ms;
     if (ctx->role == TLS_ROLE_ACCEPT) {
         SSL_set_accept_state(t->ssl);
+        memcpy(t->auth_sum, ctx->auth_sum, TLS_AUTH_SUM);
     } else {
         SSL_set_connect_state(t->ssl);
         if (peer != NULL && peer[0] != '\0') {
@@ -710,4 +752,51 @@ fail_conn:
     ERR_clear_error();
     free(t);
     return -ENOMEM;
+}
+
+int tls_client_admitted(struct conn *c, const struct tls_ctx *ctx, const char **why)
+{
+    struct tls_conn *t;
+    X509_STORE_CTX *sc;
+    int ok;
+
+    *why = NULL;
+    if (ctx == NULL)
+        return 1;                   /* the pool takes plaintext now: TLS is still fine */
+    if (!tls_is(c)) {
+        *why = "plaintext, and the listener now takes TLS only";
+        return 0;
+    }
+    t = c->tpd;
+    if (!ctx->client_auth || memcmp(t->auth_sum, ctx->auth_sum, TLS_AUTH_SUM) == 0)
+        return 1;                   /* nothing asked, or asked as before */
+    if (t->state != TLS_OPEN) {
+        *why = "its handshake began under the previous tls settings";
+        return 0;
+    }
+    X509 *leaf = SSL_get0_peer_certificate(t->ssl);
+    if (leaf == NULL) {
+        *why = "no client certificate, and client_auth now requires one";
+        return 0;
+    }
+    sc = X509_STORE_CTX_new();
+    if (sc == NULL || X509_STORE_CTX_init(sc, SSL_CTX_get_cert_store(ctx->ssl), leaf,
+                                          SSL_get_peer_cert_chain(t->ssl)) != 1) {
+        X509_STORE_CTX_free(sc);
+        ERR_clear_error();
+        *why = "out of memory checking its client certificate";
+        return 0;
+    }
+    X509_STORE_CTX_set_default(sc, "ssl_client");
+    ok = X509_verify_cert(sc) == 1;
+    if (!ok) {
+        snprintf(t->detail, sizeof(t->detail), "client certificate refused by the new ca: %s",
+                 X509_verify_cert_error_string(X509_STORE_CTX_get_error(sc)));
+        *why = t->detail;
+    } else {
+        memcpy(t->auth_sum, ctx->auth_sum, TLS_AUTH_SUM);  /* checked: not again */
+    }
+    X509_STORE_CTX_free(sc);
+    ERR_clear_error();
+    return ok;
 }

@@ -94,6 +94,17 @@ int tls_attach(struct conn *c, const struct tls_ctx *ctx, const char *peer,
  * verify failed") in *reason and OpenSSL's own words in *detail. */
 enum tls_fail tls_failure(const struct conn *c, const char **reason, const char **detail);
 
+/*
+ * Whether client connection c (accepted by a pool, plaintext or TLS) may stay connected
+ * now that a reload gave its pool the listener context ctx (NULL: the pool takes
+ * plaintext). 1 yes; 0 no, with the reason in *why (static text, or text kept in c's
+ * transport until it is released): a plaintext client of a pool that now takes TLS only;
+ * under client_auth whose ca or setting changed, a client without a certificate or with
+ * one the new ca refuses, or still handshaking under the previous settings. A client
+ * already checked under the same client_auth and ca bytes is not checked again.
+ */
+int tls_client_admitted(struct conn *c, const struct tls_ctx *ctx, const char **why);
+
 /* Whether the finished handshake resumed a session. */
 int  tls_resumed(const struct conn *c);
 

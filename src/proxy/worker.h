@@ -66,6 +66,8 @@ struct wpool {
     uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
     struct stage_chain       chain;      /* the stages its requests pass (stage.h) */
     struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
+    uint8_t                  pins_seen;  /* a client took a pinned connection here: the
+                                            servers in use keep ready ones (server.c) */
 };
 
 struct worker {

@@ -6,8 +6,13 @@
 #include <stdint.h>
 
 /*
- * The file is text, one record a line, fields separated by one tab:
+ * The file is text, one record a line, fields separated by one tab, after a
+ * header line that says what it is (written when the proxy adopts a new or empty
+ * file; a non-empty file without it is refused and left untouched, except a
+ * journal of the format before it, every complete line a record, which is
+ * rewritten with it):
  *
+ *   ringleader-rejoin-journal <version>                            the header (1)
  *   K <pool> <ident> <addr> <flags> <also ident or -> <key, base64>   a key remembered
  *   O <pool> <ident> <addr>                                         the log overflowed
  *   C <pool> <ident> <addr>                                         the server rejoined:
@@ -18,16 +23,26 @@
  * buffer under the journal's mutex (the rejoin log's mutex is held then, so
  * records of one server are in the order its log saw them); the main loop
  * writes the buffer and fdatasync()s it every REJOIN_JOURNAL_SYNC_MS. When no
- * server has a record left the file is truncated. A line cut short by a crash
- * is ignored when the file is read back.
+ * server has a record left the file is truncated to its header. A line cut
+ * short by a crash is cut off when the file is read back. Records of servers
+ * no longer configured are forgotten (rejoin_journal_forget) so that they do
+ * not keep the file from being truncated.
  */
-#define REJOIN_JOURNAL_SYNC_MS 100
+#define REJOIN_JOURNAL_SYNC_MS  100
+#define REJOIN_JOURNAL_MAGIC    "ringleader-rejoin-journal"
+#define REJOIN_JOURNAL_VERSION  1
 
 struct rejoin_journal;
 
 /* Open (creating) the journal at path and read back what it holds. NULL with a
- * reason in err (the directory is missing, the file is not readable ...). */
+ * reason in err naming path (the directory is missing, the file is not readable,
+ * it is not a journal: then it is left as it was). */
 struct rejoin_journal *rejoin_journal_open(const char *path, char *err, size_t errlen);
+
+/* What rejoin_journal_open would refuse, without creating or changing anything
+ * (`ringleader -t`, a reload naming another path): 0 (no file yet, an empty one,
+ * a journal), or -1 with the reason in err. */
+int rejoin_journal_check(const char *path, char *err, size_t errlen);
 
 /* Write what is buffered, fdatasync it, truncate the file when nothing is
  * pending (the main loop's timer, and the close). 0 or -errno (logged). */
@@ -51,7 +66,13 @@ typedef void (*rejoin_replay_fn)(void *arg, const char *key, size_t len, const c
 int  rejoin_journal_replay(struct rejoin_journal *j, const char *ident, rejoin_replay_fn fn,
                            void *arg);
 
-/* Read journal text: what rejoin_journal_open does with the file, for the tests. The
+/* Forget what the file held for servers no replay asked for (no longer configured:
+ * called once every configured server is attached): a C record each, logged with
+ * fn(arg, ident, keys, overflowed). Returns how many servers. */
+typedef void (*rejoin_forget_fn)(void *arg, const char *ident, size_t keys, int overflowed);
+size_t rejoin_journal_forget(struct rejoin_journal *j, rejoin_forget_fn fn, void *arg);
+
+/* Read journal records (after the header): what rejoin_journal_open does with the file, for the tests. The
  * pending records are kept in j (opened on /dev/null or a scratch file). 0 or -ENOMEM. */
 int  rejoin_journal_parse(struct rejoin_journal *j, const char *text, size_t len);
 

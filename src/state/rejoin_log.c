@@ -63,7 +63,7 @@ int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t 
     for (; s->slot[j] != 0; j = (j + 1) & (s->nslot - 1)) {
         struct rejoin_entry *e = &s->e[s->slot[j] - 1];
         if (e->hash == hash && e->also == also && e->len == len &&
-            memcmp(s->keys + e->off, key, len) == 0) {
+            (len == 0 || memcmp(s->keys + e->off, key, len) == 0)) {
             e->flags |= (uint8_t)flags;
             return 0;
         }
@@ -76,7 +76,10 @@ int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t 
         s->e = e;
         s->cap = cap;
     }
-    if (s->kcap - s->klen < len) {
+    /* The key buffer exists once the set has an entry, even one of empty keys only
+     * (Redis has the empty key): keys + off is then always a valid pointer, and a key
+     * of length 0 (which may come as NULL) is never handed to memcpy or memcmp. */
+    if (s->keys == NULL || s->kcap - s->klen < len) {
         size_t cap = s->kcap ? s->kcap : 4096;
         while (cap - s->klen < len)
             cap *= 2;
@@ -86,7 +89,8 @@ int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t 
         s->keys = k;
         s->kcap = cap;
     }
-    memcpy(s->keys + s->klen, key, len);
+    if (len > 0)
+        memcpy(s->keys + s->klen, key, len);
     s->e[s->n] = (struct rejoin_entry){ .hash = hash, .also = also, .off = (uint32_t)s->klen,
                                         .len = (uint16_t)len, .flags = (uint8_t)flags };
     s->klen += len;
@@ -224,6 +228,24 @@ int rejoin_log_finish(struct rejoin_log *l, struct rejoin_set *out, int drop_own
     }
     uv_mutex_unlock(&l->mu);
     return done;
+}
+
+long rejoin_log_forget(struct rejoin_log *l, int *overflowed)
+{
+    long had = -1;
+
+    uv_mutex_lock(&l->mu);
+    *overflowed = l->overflowed;
+    if (l->set.n > 0 || l->overflowed || l->journalled > 0) {
+        had = (long)l->set.n;
+        rejoin_set_free(&l->set);
+        l->overflowed = 0;
+        rejoin_journal_clear(l->journal, l->ident, l->journalled);
+        l->journalled = 0;
+        rejoin_log_publish(l);
+    }
+    uv_mutex_unlock(&l->mu);
+    return had;
 }
 
 void rejoin_log_size(const struct rejoin_log *l, uint32_t *keys, uint64_t *bytes)

@@ -102,13 +102,20 @@ void rejoin_log_restore(struct rejoin_log *l, const struct rejoin_set *s, uint32
 int rejoin_log_finish(struct rejoin_log *l, struct rejoin_set *out, int drop_owner,
                       uint64_t now_ms);
 
+/* The server is no longer configured: forget every entry and the overflow, and
+ * clear its journal records (they would keep the journal from being truncated).
+ * Its health state is left alone. Returns how many entries it had (-1: none,
+ * and no overflow or journal record either). */
+long rejoin_log_forget(struct rejoin_log *l, int *overflowed);
+
 /* Entries and key bytes now (relaxed atomics: for stats readers). */
 void rejoin_log_size(const struct rejoin_log *l, uint32_t *keys, uint64_t *bytes);
 
 /* Whether the set has an entry with REJOIN_E_OWNER. */
 int rejoin_set_has_owner(const struct rejoin_set *s);
 
-/* Add to a set (the journal's replay, the log itself): 1 added, 0 merged, -1 no memory. */
+/* Add to a set (the journal's replay, the log itself): 1 added, 0 merged, -1 no memory.
+ * len may be 0 (Redis's empty key; key may be NULL then): a key like any other. */
 int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t len,
                    struct health *also, unsigned flags);
 

@@ -16,7 +16,27 @@
 
 _Static_assert((HOTKEYS_GROUPS & HK_GMASK) == 0, "the group count must be a power of two");
 _Static_assert(HOTKEYS_GROUPS * 8 >= 4 * HOTKEYS_CAPACITY, "keep the index at most 1/4 full");
-_Static_assert(HOTKEYS_CAPACITY < 255 && HOTKEYS_KEY_MAX <= 255, "uint8_t fields");
+_Static_assert(HOTKEYS_CAPACITY < 255 && HOTKEYS_KEY_MAX < 255, "uint8_t fields");
+
+/* A cut key's sketch hash is its kept bytes' hash xor place times an odd constant: one
+ * hash per place (multiplying by an odd number is a bijection), so cut keys that route
+ * apart are told apart by the hash compare alone. */
+#define HK_PLACE_MIX 0x9E3779B97F4A7C15ULL
+
+/* Bytes held for a counter length (HOTKEYS_KEY_MAX + 1 marks a cut key). */
+static inline size_t key_held(size_t klen)
+{
+    return klen > HOTKEYS_KEY_MAX ? HOTKEYS_KEY_MAX : klen;
+}
+
+/* The sketch hash of a key; *klen becomes its counter length (see key_held). */
+static inline uint64_t key_hash(const char *key, size_t *klen, uint64_t place)
+{
+    if (__builtin_expect(*klen <= HOTKEYS_KEY_MAX, 1))
+        return XXH3_64bits(key, *klen);
+    *klen = HOTKEYS_KEY_MAX + 1;
+    return XXH3_64bits(key, HOTKEYS_KEY_MAX) ^ (place * HK_PLACE_MIX);
+}
 
 static void gen_clear(struct hotkeys_gen *g)
 {
@@ -160,7 +180,7 @@ static inline int counter_is(const struct hotkeys_gen *g, unsigned ci, uint64_t 
                              const char *key, size_t len)
 {
     const struct hotkeys_counter *c = &g->c[ci];
-    return c->hash == h && c->len == len && memcmp(c->key, key, len) == 0;
+    return c->hash == h && c->len == len && memcmp(c->key, key, key_held(len)) == 0;
 }
 
 static inline int group_find(const struct hotkeys_gen *g, unsigned gi, uint64_t h, uint8_t t,
@@ -244,14 +264,13 @@ static inline void key_copy(char *dst, const char *src, size_t len)
     }
 }
 
-void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now_ms)
+void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t place,
+                   uint64_t now_ms)
 {
     if (now_ms >= hk->cur_start_ms + hk->window_ms)
         hk_rotate(hk, now_ms);
     struct hotkeys_gen *g = &hk->gen[hk->cur];
-    if (len > HOTKEYS_KEY_MAX)
-        len = HOTKEYS_KEY_MAX;
-    uint64_t h = XXH3_64bits(key, len);
+    uint64_t h = key_hash(key, &len, place);
     int found = index_find(g, h, key, len);
     struct hotkeys_counter *c;
     uint8_t ci;
@@ -265,8 +284,9 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
         c = &g->c[ci];
         c->error = 0;
         c->hash = h;
+        c->place = place;
         c->len = (uint8_t)len;
-        key_copy(c->key, key, len);
+        key_copy(c->key, key, key_held(len));
         index_insert(g, ci, h);
         order_append(g, ci);
         return;
@@ -278,8 +298,9 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
     index_insert(g, ci, h);
     c->error = counter_count(g, c);
     c->hash = h;
+    c->place = place;
     c->len = (uint8_t)len;
-    key_copy(c->key, key, len);
+    key_copy(c->key, key, key_held(len));
     order_increment(g, ci);
 }
 
@@ -288,6 +309,15 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now
 static uint64_t gen_floor(const struct hotkeys_gen *g)
 {
     return g->n == HOTKEYS_CAPACITY ? counter_count(g, &g->c[g->order[g->n - 1]]) : 0;
+}
+
+/* An entry's key, from its counter. */
+static void entry_fill(struct hotkeys_entry *e, const struct hotkeys_counter *c)
+{
+    e->len = (uint32_t)key_held(c->len);
+    e->cut = c->len > HOTKEYS_KEY_MAX;
+    e->place = c->place;
+    memcpy(e->key, c->key, e->len);
 }
 
 void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapshot *snap)
@@ -312,8 +342,7 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
             e->count += fprev;
             e->error += fprev;
         }
-        e->len = c->len;
-        memcpy(e->key, c->key, c->len);
+        entry_fill(e, c);
     }
     for (uint32_t i = 0; i < prev->n; i++) {
         const struct hotkeys_counter *c = &prev->c[i];
@@ -322,8 +351,7 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
         struct hotkeys_entry *e = &snap->e[n++];
         e->count = counter_count(prev, c) + fcur;
         e->error = c->error + fcur;
-        e->len = c->len;
-        memcpy(e->key, c->key, c->len);
+        entry_fill(e, c);
     }
     snap->n = n;
 }
@@ -373,18 +401,17 @@ static int gen_verify(const struct hotkeys_gen *g)
     return 0;
 }
 
-void hotkeys_key_groups(const char *key, size_t len, unsigned *first, unsigned *second)
+void hotkeys_key_groups(const char *key, size_t len, uint64_t place, unsigned *first,
+                        unsigned *second)
 {
-    uint64_t h = XXH3_64bits(key, len > HOTKEYS_KEY_MAX ? HOTKEYS_KEY_MAX : len);
+    uint64_t h = key_hash(key, &len, place);
     *first = group_a(h);
     *second = group_b(h);
 }
 
-int hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len)
+int hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len, uint64_t place)
 {
-    if (len > HOTKEYS_KEY_MAX)
-        len = HOTKEYS_KEY_MAX;
-    uint64_t h = XXH3_64bits(key, len);
+    uint64_t h = key_hash(key, &len, place);
     for (unsigned gen = 0; gen < 2; gen++) {
         const struct hotkeys_gen *g = &hk->gen[gen];
         for (uint32_t i = 0; i < g->nspill; i++)
@@ -406,15 +433,26 @@ struct hk_item {
     uint64_t floor;
 };
 
-static int item_cmp_key(const void *a, const void *b)
+/* Keys in byte order, a cut key after the whole one it starts with; cut keys with the
+ * same bytes by placement hash (they are one key only when both agree). */
+static int entry_cmp_key(const struct hotkeys_entry *x, const struct hotkeys_entry *y)
 {
-    const struct hotkeys_entry *x = ((const struct hk_item *)a)->e;
-    const struct hotkeys_entry *y = ((const struct hk_item *)b)->e;
     size_t m = x->len < y->len ? x->len : y->len;
     int r = memcmp(x->key, y->key, m);
     if (r)
         return r;
-    return (x->len > y->len) - (x->len < y->len);
+    if (x->len != y->len)
+        return x->len > y->len ? 1 : -1;
+    if (x->cut != y->cut)
+        return x->cut ? 1 : -1;
+    if (x->cut && x->place != y->place)
+        return x->place > y->place ? 1 : -1;
+    return 0;
+}
+
+static int item_cmp_key(const void *a, const void *b)
+{
+    return entry_cmp_key(((const struct hk_item *)a)->e, ((const struct hk_item *)b)->e);
 }
 
 static int entry_cmp_rank(const void *a, const void *b)
@@ -422,11 +460,7 @@ static int entry_cmp_rank(const void *a, const void *b)
     const struct hotkeys_entry *x = a, *y = b;
     if (x->count != y->count)
         return x->count > y->count ? -1 : 1;
-    size_t m = x->len < y->len ? x->len : y->len;
-    int r = memcmp(x->key, y->key, m);
-    if (r)
-        return r;
-    return (x->len > y->len) - (x->len < y->len);
+    return entry_cmp_key(x, y);
 }
 
 int hotkeys_merge(const struct hotkeys_snapshot *const *snaps, size_t n,
@@ -468,6 +502,8 @@ int hotkeys_merge(const struct hotkeys_snapshot *const *snaps, size_t n,
         e->count = cnt + (floors - present_floors);
         e->error = err + (floors - present_floors);
         e->len = items[i].e->len;
+        e->cut = items[i].e->cut;
+        e->place = items[i].e->place;
         memcpy(e->key, items[i].e->key, e->len);
         i = j;
     }

@@ -13,7 +13,11 @@
  * and a key not monitored was seen at most min-count times. Any key seen more than
  * N / HOTKEYS_CAPACITY times in N touches is monitored.
  *
- * Keys are truncated to HOTKEYS_KEY_MAX bytes: keys sharing those first bytes are one key.
+ * A key longer than HOTKEYS_KEY_MAX bytes is kept as its first HOTKEYS_KEY_MAX bytes, marked
+ * cut, with its placement hash (the hash the pool's ring places the whole key by): two cut
+ * keys are one key when they share those bytes and that hash, and then they share an owner.
+ * The reader names the owner of a cut key from its placement hash, never from the bytes
+ * kept (their owner is another server's as often as not).
  *
  * Sliding window: two generations of counters. Touches go to the current one; every
  * window_ms it becomes the previous one and a fresh current one starts (after a silence
@@ -45,7 +49,8 @@
 struct hotkeys_counter {
     uint64_t hash;
     uint64_t error;
-    uint8_t  len;                  /* <= HOTKEYS_KEY_MAX */
+    uint64_t place;                /* the whole key's placement hash */
+    uint8_t  len;                  /* <= HOTKEYS_KEY_MAX bytes held, HOTKEYS_KEY_MAX + 1: cut */
     char     key[HOTKEYS_KEY_MAX];
 };
 
@@ -91,7 +96,9 @@ struct hotkeys {
 struct hotkeys_entry {
     uint64_t count;
     uint64_t error;
-    uint32_t len;
+    uint64_t place;     /* the placement hash given to hotkeys_touch (the last one seen) */
+    uint32_t len;       /* bytes in key[] */
+    uint32_t cut;       /* 1: the key was longer than len; its owner is place's, not key[]'s */
     char     key[HOTKEYS_KEY_MAX];
 };
 
@@ -105,9 +112,12 @@ struct hotkeys_snapshot {
 /* Start empty with a window of window_ms (> 0) beginning at now_ms. */
 void hotkeys_init(struct hotkeys *hk, uint64_t window_ms, uint64_t now_ms);
 
-/* Count one request for key (len bytes, any bytes; truncated to HOTKEYS_KEY_MAX).
+/* Count one request for key (len bytes, any bytes; cut to HOTKEYS_KEY_MAX, see above).
+ * place: the key's placement hash in its pool (ring_key_hash of the whole key: the
+ * request path has it already), kept for the reader to name a cut key's owner.
  * now_ms is the caller's clock (the loop's cached time), non-decreasing. */
-void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t now_ms);
+void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t place,
+                   uint64_t now_ms);
 
 /* Fill snap with every monitored key of the window ending at now_ms (current plus
  * previous generation, per the rule above), unsorted. Owner only (it may rotate). */
@@ -118,10 +128,11 @@ void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapsh
  * every counter); else a negative line number of the broken rule. For tests. */
 int hotkeys_verify(const struct hotkeys *hk);
 
-/* The two index groups of a key (after truncation), and 1 if some generation keeps it in
- * its spill list. For tests that crowd the index. */
-void hotkeys_key_groups(const char *key, size_t len, unsigned *first, unsigned *second);
-int  hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len);
+/* The two index groups of a key (and place, as hotkeys_touch), and 1 if some generation
+ * keeps it in its spill list. For tests that crowd the index. */
+void hotkeys_key_groups(const char *key, size_t len, uint64_t place, unsigned *first,
+                        unsigned *second);
+int  hotkeys_spilled(const struct hotkeys *hk, const char *key, size_t len, uint64_t place);
 
 /*
  * Merge n workers' snapshots into the k (<= HOTKEYS_TOP is typical) keys with the largest

@@ -246,6 +246,25 @@ static int json_server(json_t *pool, const struct stats_view_server *s)
     return jset(pool, name_text(s->name, tmp), o);
 }
 
+int stats_key_json(struct json_t *obj, const char *key, size_t len)
+{
+    char stack[KEY_TEXT_MAX], *text = stack;
+
+    /* keys of the hot-key table fit the stack; /ring's may be as long as a query string */
+    if (len > HOTKEYS_KEY_MAX && (text = malloc(4 * len + 1)) == NULL)
+        return -ENOMEM;
+    int printable = stats_key_display(key, len, text,
+                                      len > HOTKEYS_KEY_MAX ? 4 * len + 1 : sizeof(stack));
+    int rc = jset(obj, "key", json_string(text));
+    if (rc == 0 && !printable) {
+        hex_encode(key, len, text);        /* 2 * len + 1 bytes: fits */
+        rc = jset(obj, "key_hex", json_string(text));
+    }
+    if (text != stack)
+        free(text);
+    return rc;
+}
+
 static json_t *json_hot_keys(const struct stats_view_pool *p)
 {
     json_t *a = json_array();
@@ -253,18 +272,11 @@ static json_t *json_hot_keys(const struct stats_view_pool *p)
         return NULL;
     for (size_t i = 0; i < p->nhot_keys; i++) {
         const struct stats_hot_key *h = &p->hot_keys[i];
-        char text[KEY_TEXT_MAX], hex[2 * HOTKEYS_KEY_MAX + 1];
-        int printable = stats_key_display(h->entry.key, h->entry.len, text, sizeof(text));
         json_t *o = json_object();
         if (o == NULL || json_array_append_new(a, o) < 0)
             goto fail;
-        if (jset(o, "key", json_string(text)) < 0)
+        if (stats_key_json(o, h->entry.key, h->entry.len) < 0)
             goto fail;
-        if (!printable) {
-            hex_encode(h->entry.key, h->entry.len, hex);
-            if (jset(o, "key_hex", json_string(hex)) < 0)
-                goto fail;
-        }
         if (jset(o, "count", json_integer((json_int_t)h->entry.count)) < 0 ||
             jset(o, "error", json_integer((json_int_t)h->entry.error)) < 0 ||
             jset(o, "owner", h->owner ? jstr(h->owner) : json_null()) < 0)

@@ -10,6 +10,7 @@
 #include "stats/hotkeys.h"
 
 struct buf;
+struct json_t;
 
 /* ACTION(name, type, description); type is COUNTER (only grows), GAUGE, or TIMESTAMP.
  * The first block is twemproxy's, field for field. */
@@ -74,6 +75,7 @@ struct buf;
     ACTION(pubsub_messages,     COUNTER, "# pub/sub messages delivered to subscribed clients") \
     ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     ACTION(pubsub_dropped,      COUNTER, "# shard channels a Redis Cluster node unsubscribed (its slot moved away): the client got sunsubscribe") \
+    ACTION(tls_reload_closed,   COUNTER, "# clients closed by a reload's tls: plaintext on a pool now TLS-only, or a certificate client_auth no longer admits") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
@@ -97,6 +99,7 @@ struct buf;
     ACTION(in_flight_peak,      GAUGE,   "# most requests in flight at once (bounded-loads pools)") \
     ACTION(joined_gets,         COUNTER, "# single-key gets sent inside another get's command") \
     ACTION(pinned_connections,  GAUGE,   "# connections pinned to a client or kept reset for the next") \
+    ACTION(ready_pins,          GAUGE,   "# of those idle, reset or opened ahead, for the next session") \
     ACTION(rejoin_log_keys,     GAUGE,   "# keys remembered for this server's rejoin (shared by the workers)") \
     ACTION(rejoin_log_bytes,    GAUGE,   "bytes of the keys remembered for this server's rejoin") \
     STATS_TLS_CODEC(ACTION)                                                                 \
@@ -305,5 +308,12 @@ void stats_describe(FILE *f);
  * suffice) and returns 1 when the key was printable, 0 when it was shown escaped.
  */
 int stats_key_display(const char *key, size_t len, char *out, size_t outlen);
+
+/*
+ * Set obj's "key" (and "key_hex" when the key is not printable) to key (len bytes, any
+ * bytes) by the rule above: the one encoding of key bytes in every JSON document (the
+ * hot keys, the admin endpoint's /ring). Returns 0 or -ENOMEM (obj may then hold "key").
+ */
+int stats_key_json(struct json_t *obj, const char *key, size_t len);
 
 #endif

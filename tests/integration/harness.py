@@ -12,6 +12,8 @@ Environment
   RL_REDIS_PROXY_ADDR=host:port    the same for the redis test files
   top_builddir / top_srcdir        set by `make check`; else build/release under the tree
   RL_TEST_VERBOSE=1                print each test's name and time
+  RL_TEST_SLOW=N                   multiply every bound against a hang by N (default 3 for
+                                   the sanitizer build, else 1; see patience())
 
 Every process started here is stopped by its PID (SIGTERM, then SIGKILL) in a finally
 block and again at exit, whatever happened. Every wait has a timeout.
@@ -78,6 +80,25 @@ def sanitized():
         except (OSError, Skip):
             _sanitized.append(False)
     return _sanitized[0]
+
+
+def slow_factor():
+    """How much slower than an idle machine this run may be: RL_TEST_SLOW when set, else 3
+    for the sanitizer build (ASan+UBSan on a loaded 2-core machine), else 1."""
+    v = os.environ.get("RL_TEST_SLOW")
+    if v:
+        try:
+            return max(1.0, float(v))
+        except ValueError:
+            pass
+    return 3.0 if sanitized() else 1.0
+
+
+def patience(seconds):
+    """A bound against a hang, scaled by slow_factor(). Tests assert on outcomes (bytes,
+    counts, order); a wall-clock bound only says the work did not hang, so it must hold on
+    the slowest machine the suite runs on."""
+    return seconds * slow_factor()
 
 
 def parse_addr(text):
@@ -175,6 +196,7 @@ class Proc:
 
     def wait_listening(self, port, timeout=START_TIMEOUT):
         """Wait until 127.0.0.1:port accepts a connection while this process lives."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
@@ -182,14 +204,48 @@ class Proc:
                     self.name, self.popen.returncode, port, self.log_tail()))
             try:
                 socket.create_connection(("127.0.0.1", port), 0.2).close()
-                # It answers; make sure it is ours and did not just die on a bind error.
+                # It answers; make sure it is ours and did not just die on a bind error
+                # (a loaded machine may take longer than any fixed pause to let it die).
                 time.sleep(0.02)
+                ours = listener_is(self.pid, port)
+                if ours is False:
+                    raise StartError("127.0.0.1:%d is another program's; %s did not get it" % (
+                        port, self.name))
                 if self.alive():
                     return
             except OSError:
                 time.sleep(0.02)
         raise StartError("%s not listening on %d after %.0fs:\n%s" % (
             self.name, port, timeout, self.log_tail()))
+
+
+def listener_is(pid, port):
+    """Whether the sockets listening on 127.0.0.1:port (or the wildcard) are all pid's:
+    True, False when one is another process's (a parallel test program took the port
+    between free_port() and the bind), None when /proc cannot tell."""
+    inodes = set()
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                fields = line.split()
+                ip, _, p = fields[1].partition(":")
+                if fields[3] == "0A" and int(p, 16) == port and ip in ("0100007F", "00000000"):
+                    inodes.add(fields[9])
+        if not inodes:
+            return None
+        fd_dir = "/proc/%d/fd" % pid
+        mine = set()
+        for fd in os.listdir(fd_dir):
+            try:
+                link = os.readlink(os.path.join(fd_dir, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                mine.add(link[8:-1])
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+    return inodes <= mine
 
 
 def stop_all():
@@ -232,7 +288,7 @@ class Raw:
     def __init__(self, addr, timeout=IO_TIMEOUT):
         self.addr = addr
         self.timeout = timeout
-        self.sock = socket.create_connection(addr, timeout)
+        self.sock = socket.create_connection(addr, patience(timeout))   # sendall's bound too
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buf = bytearray()
         self.eof = False
@@ -269,8 +325,9 @@ class Raw:
 
     def read_until(self, pred, timeout=None):
         """pred(buf) returns how many bytes make one complete unit (or None when more are
-        needed). Returns those bytes and keeps the rest buffered."""
-        deadline = time.monotonic() + (timeout or self.timeout)
+        needed). Returns those bytes and keeps the rest buffered. The timeout is a bound
+        against a hang, scaled by patience()."""
+        deadline = time.monotonic() + patience(timeout or self.timeout)
         while True:
             n = pred(self.buf)
             if n is not None:
@@ -289,7 +346,7 @@ class Raw:
         t = threading.Thread(target=self.send, args=(data,), daemon=True)
         t.start()
         got = self.read_exact(len(want), timeout=timeout)
-        t.join(10)
+        t.join(patience(10))
         if got != want:
             i = next(j for j in range(len(want)) if got[j] != want[j])
             raise AssertionError("pipeline reply differs at byte %d: got %r want %r" % (
@@ -303,8 +360,9 @@ class Raw:
         return self.read_until(pred, timeout)
 
     def closed(self, timeout=2.0):
-        """True when the peer closes within timeout with nothing more to read."""
-        deadline = time.monotonic() + timeout
+        """True when the peer closes within timeout (scaled by patience()) with nothing more
+        to read."""
+        deadline = time.monotonic() + patience(timeout)
         try:
             while True:
                 self._fill(deadline)
@@ -628,7 +686,7 @@ def ydump(obj, indent=0):
 
 def wait_stopped(pid, timeout=5.0):
     """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         with open("/proc/%d/stat" % pid) as f:
             if f.read().rsplit(")", 1)[1].split()[0] == "T":
@@ -664,10 +722,10 @@ def server_lines(backends, names=None, weights=None):
 
 def http(port, method, path, timeout=10):
     """(status, body text) of one request to 127.0.0.1:port (the admin endpoint)."""
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path),
-                                 data=b"" if method == "POST" else None, method=method)
+    # no body, so no Content-Type (urllib would add a form's): as `curl -X POST` sends it
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port, path), method=method)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
+        with urllib.request.urlopen(req, timeout=patience(timeout)) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode("utf-8", "replace")
@@ -678,7 +736,7 @@ def read_stats(port, timeout=5):
     with Raw(("127.0.0.1", port)) as c:
         try:
             while True:
-                c._fill(time.monotonic() + timeout)
+                c._fill(time.monotonic() + patience(timeout))
         except EOFError:
             pass
         return json.loads(bytes(c.buf))
@@ -946,9 +1004,14 @@ class Runner:
         self.total_timeout = total_timeout
         self.verbose = bool(os.environ.get("RL_TEST_VERBOSE"))
 
-    def test(self, fn=None, ringleader=False, external=False, nutcracker_reason=None):
+    def test(self, fn=None, ringleader=False, external=False, nutcracker_reason=None,
+             timeout=None):
+        """timeout: this test's own budget in seconds instead of per_test_timeout (a test
+        that moves a lot of bytes); scaled by patience() like the rest."""
         def deco(f):
             self.tests.append((f, ringleader, external, nutcracker_reason))
+            if timeout:
+                f.rl_timeout = timeout
             return f
         return deco(fn) if fn is not None else deco
 
@@ -957,9 +1020,12 @@ class Runner:
         Exits the process with 0, 1 or 77."""
         argv = sys.argv[1:] if argv is None else argv
         passed = failed = skipped = 0
+        # Both budgets are bounds against a hang, not speed targets: scaled by patience().
+        total_timeout = int(patience(self.total_timeout))
+        budget = [0]
 
         def on_alarm(signum, frame):
-            raise TimeoutError("test took longer than %ds" % self.per_test_timeout)
+            raise TimeoutError("test took longer than %ds" % budget[0])
         signal.signal(signal.SIGALRM, on_alarm)
         env = None
         try:
@@ -977,7 +1043,7 @@ class Runner:
                 return SKIP
             # the budget is the tests' (setup is bounded by its own waits, and may queue
             # for a resource another program holds)
-            deadline = time.monotonic() + self.total_timeout
+            deadline = time.monotonic() + total_timeout
             for f, rl_only, ext_ok, why in self.tests:
                 tname = f.__name__
                 if argv and not any(a in tname for a in argv):
@@ -992,10 +1058,11 @@ class Runner:
                     continue
                 if time.monotonic() > deadline:
                     failed += 1
-                    print("FAIL %s: file time budget of %ds spent" % (tname, self.total_timeout))
+                    print("FAIL %s: file time budget of %ds spent" % (tname, total_timeout))
                     continue
                 t0 = time.monotonic()
-                signal.alarm(self.per_test_timeout)
+                budget[0] = int(patience(getattr(f, "rl_timeout", self.per_test_timeout)))
+                signal.alarm(budget[0])
                 try:
                     f(env)
                     passed += 1

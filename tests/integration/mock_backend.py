@@ -34,6 +34,7 @@ the end of a `with` block) ends every thread within about a second. stdlib only.
 """
 
 import socket
+import sys
 import threading
 import time
 
@@ -213,8 +214,10 @@ class MockBackend:
         return any(c == conn and e == "eof" for _t, c, e in self.events())
 
     def wait_for(self, pred, timeout=3.0):
-        """Poll pred() until true or timeout; returns its last value."""
-        deadline = time.monotonic() + timeout
+        """Poll pred() until true or timeout (a bound against a hang, scaled by the
+        harness's patience() when it is loaded); returns its last value."""
+        patience = getattr(sys.modules.get("harness"), "patience", None)
+        deadline = time.monotonic() + (patience(timeout) if patience else timeout)
         while True:
             v = pred()
             if v or time.monotonic() >= deadline:

@@ -1,6 +1,7 @@
 """test_admin.py: the status page (GET /) in headless Chromium names every pool and server, has no external asset, and a screenshot is taken; /health answers under 100 stalled connections."""
 
 import base64
+import http.client
 import fcntl
 import json
 import os
@@ -11,13 +12,16 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
-                     free_port, server_lines, tmpdir)
+                     free_port, ring_owners, server_lines, tmpdir)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_admin", per_test_timeout=45, total_timeout=150)
+ADMIN_NAME = "Ringleader-Admin.test"     # the one name admin_hosts lists besides another
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -123,7 +127,8 @@ class Env(ProxyEnv):
                       "servers": server_lines(self.mc, NAMES[:3], weights=[1, 2, 3])},
             "sessions": {"redis": True, "hash": "fnv1a_64", "distribution": "ketama",
                          "servers": server_lines(self.rd, ["redis-a", "redis-b"])},
-        }, glob={"admin": "127.0.0.1:%d" % self.admin_port})
+        }, glob={"admin": "127.0.0.1:%d" % self.admin_port,
+                 "admin_hosts": [ADMIN_NAME, "second.name.test"]})
         self.base = "http://127.0.0.1:%d" % self.admin_port
 
     def get(self, path, timeout=5):
@@ -168,7 +173,7 @@ def chromium_draws_every_pool_and_server_and_a_screenshot_is_taken(env):
     try:
         dev.open(env.base + "/")
         # Traffic while the page reads /stats twice (every 2 s), so that rates show.
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + patience(15)
         drawn = None
         while time.monotonic() < deadline:
             env.traffic(100)
@@ -233,12 +238,14 @@ def health_answers_under_100_stalled_connections(env):
             s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")     # half a request, then nothing
             stalled.append(s)
         t0 = time.monotonic()
-        st, _, body = env.get("/health", timeout=2)
+        st, _, body = env.get("/health", timeout=4)
         took = time.monotonic() - t0
         eq((st, body), (200, b"ok\n"), "/health")
-        check(took < 1.0, "/health took %.2fs beside 100 stalled connections" % took)
+        # Not a speed target: an endpoint blocked by the stalled ones would answer only
+        # when the idle timeout (5 s) closes them; anything under that is the outcome.
+        check(took < 4.0, "/health took %.2fs beside 100 stalled connections" % took)
         # The stalled ones are closed by the idle timeout (5 s), every one of them.
-        deadline = time.monotonic() + 12
+        deadline = time.monotonic() + 5 + patience(7)
         open_ = list(stalled)
         while open_ and time.monotonic() < deadline:
             for s in list(open_):
@@ -255,6 +262,134 @@ def health_answers_under_100_stalled_connections(env):
     finally:
         for s in stalled:
             s.close()
+
+
+@R.test(ringleader=True)
+def ring_answers_any_key_bytes_as_the_stats_show_them(env):
+    """Issue 22 item 8: /ring takes any key bytes (%FF, NUL, a long binary key); JSON strings
+    are UTF-8, so the key is shown as the hot keys show one ("\\xHH" and key_hex), with the
+    owner that ringleader-ring computes from the same bytes."""
+    keys = [b"\xff", b"a\x00b\xc3(", b"\x80" * 300, "caf\u00e9".encode()]
+    own = ring_owners(env.proxy.conf_path, "cache", keys)
+    for k in keys:
+        st, headers, body = env.get("/ring?pool=cache&key=" + urllib.parse.quote(k, safe=""))
+        eq(st, 200, "/ring of %r: %r" % (k[:8], body[:200]))
+        check(headers["Content-Type"].startswith("application/json"), "JSON")
+        doc = json.loads(body)
+        eq(doc["owner"], own[k], "owner of %r" % k[:8])
+        printable = k == "caf\u00e9".encode()
+        if printable:
+            eq((doc["key"], "key_hex" in doc), ("caf\u00e9", False), "a printable key as it is")
+        else:
+            eq(bytes.fromhex(doc["key_hex"]), k, "key_hex is the exact bytes")
+            check("\\x" in doc["key"], "the shown key escapes bytes: %r" % doc["key"][:40])
+    eq(json.loads(env.get("/ring?pool=cache&key=%FF")[2])["key"], "\\xff", "%FF shown as \\xff")
+
+
+def ask(port, method, path, host=None, headers=None, body=None):
+    """(status, body bytes) of one request with exactly this Host (None: the address)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        h = dict(headers or {})
+        h["Host"] = host if host is not None else "127.0.0.1:%d" % port
+        c.request(method, path, body=body, headers=h)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def last_reload(env):
+    return json.loads(env.get("/stats")[2])["cache"]["last_reload"]
+
+
+# Issue 22 item 10: a page on another site reaches the admin endpoint through the browser,
+# by DNS rebinding (its own name resolved to 127.0.0.1: Host carries that name) or by a form.
+
+@R.test(ringleader=True)
+def a_foreign_host_gets_421_and_no_data(env):
+    """Host must be an address, localhost or a name of admin_hosts (any port): every path,
+    every method; the answer holds nothing of the proxy's."""
+    before = last_reload(env)
+    for host in ("rebind.attacker.test:%d" % env.admin_port, "rebind.attacker.test",
+                 "127.0.0.1.attacker.test", "localhost.attacker.test", "ringleader-admin",
+                 "second.name.test.attacker.test"):
+        for path in ("/stats", "/config", "/metrics", "/ring?pool=cache&key=k", "/", "/health"):
+            st, body = ask(env.admin_port, "GET", path, host)
+            eq(st, 421, "GET %s with Host %s: %r" % (path, host, body[:100]))
+            check(b"cache" not in body and b"alpha" not in body and b"<html" not in body,
+                  "nothing leaks: %r" % body)
+        st, body = ask(env.admin_port, "POST", "/reload", host)
+        eq(st, 421, "POST /reload with Host %s" % host)
+    eq(last_reload(env), before, "no reload ran for a foreign Host")
+
+
+@R.test(ringleader=True)
+def addresses_localhost_and_admin_hosts_are_served(env):
+    """What operators and scrapers send: the address (Prometheus target host:port), another
+    address or port (a port forward), localhost (an ssh tunnel), a listed name, any case."""
+    port = env.admin_port
+    for host in ("127.0.0.1:%d" % port, "127.0.0.1:8080", "localhost:%d" % port, "LocalHost",
+                 "[::1]:%d" % port, "10.9.8.7:%d" % port, ADMIN_NAME.lower() + ":%d" % port,
+                 ADMIN_NAME.upper(), "second.name.test"):
+        st, body = ask(port, "GET", "/stats", host)
+        eq(st, 200, "GET /stats with Host %s: %r" % (host, body[:100]))
+        check("cache" in json.loads(body), "the document")
+        st, body = ask(port, "GET", "/metrics", host)
+        eq(st, 200, "GET /metrics with Host %s" % host)
+
+
+@R.test(ringleader=True)
+def cross_site_forms_and_origins_cannot_reload(env):
+    """Without admin_token: a POST with a form's content type is refused (403), so is any
+    request with a foreign Origin; curl -X POST (no content type) reloads."""
+    port = env.admin_port
+    before = last_reload(env)
+    for ctype, body in (("application/x-www-form-urlencoded", b"a=b"),
+                        ("multipart/form-data; boundary=xyz", b"--xyz--\r\n"),
+                        ("text/plain;charset=UTF-8", b"hello")):
+        st, text = ask(port, "POST", "/reload", headers={"Content-Type": ctype}, body=body)
+        eq(st, 403, "POST /reload as a form (%s): %r" % (ctype, text))
+        check(b"admin_token" in text, "the refusal says what to do: %r" % text)
+    for origin in ("http://attacker.test", "null", "https://127.0.0.1.attacker.test"):
+        st, text = ask(port, "POST", "/reload", headers={"Origin": origin})
+        eq(st, 403, "POST /reload from Origin %s: %r" % (origin, text))
+        st, text = ask(port, "GET", "/config", headers={"Origin": origin})
+        eq(st, 403, "GET /config from Origin %s" % origin)
+        check(b"cache" not in text, "nothing leaks: %r" % text)
+    eq(last_reload(env), before, "no reload ran for a form or a foreign Origin")
+    # what curl -X POST sends (no body, no type), and the endpoint's own origin
+    r = subprocess.run(["curl", "-sS", "-X", "POST", "-w", "\n%{http_code}",
+                        "http://127.0.0.1:%d/reload" % port], capture_output=True, timeout=30) \
+        if shutil.which("curl") else None
+    if r is not None:
+        eq(r.stdout.decode().split("\n")[-1], "200", "curl -X POST /reload: %r" % r.stdout)
+    st, text = ask(port, "POST", "/reload", headers={"Origin": "http://127.0.0.1:%d" % port})
+    eq(st, 200, "POST /reload with the endpoint's own Origin: %r" % text)
+    st, text = ask(port, "POST", "/reload", headers={"Content-Type": "application/json"}, body=b"{}")
+    eq(st, 200, "POST /reload with a JSON body: %r" % text)
+    eq(last_reload(env), "ok", "the reloads ran")
+
+
+@R.test(ringleader=True)
+def with_a_token_a_form_post_needs_the_token(env):
+    """With admin_token, the token decides: a form's POST without it gets 401, with it 200."""
+    port = free_port()
+    token = "tok-%d" % os.getpid()
+    p = Proxy({"cache": {"servers": server_lines(env.mc[:1], NAMES[:1])}},
+              glob={"admin": "127.0.0.1:%d" % port, "admin_token": token})
+    try:
+        p.proc.wait_listening(port)
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        st, text = ask(port, "POST", "/reload", headers=form, body=b"a=b")
+        eq(st, 401, "a form's POST without the token: %r" % text)
+        st, text = ask(port, "POST", "/reload", headers=dict(form, Authorization="Bearer " + token),
+                       body=b"a=b")
+        eq(st, 200, "a POST with the token: %r" % text)
+        st, text = ask(port, "POST", "/reload", "evil.test", {"Authorization": "Bearer " + token})
+        eq(st, 421, "the token does not make a foreign Host good")
+    finally:
+        p.proc.stop()
 
 
 R.main(Env)

@@ -32,6 +32,13 @@
   replicas_serve_reads             read_from: any-live sends reads to replicas too (READONLY on
       their connections) and writes only to masters; a WATCH/MULTI transaction and a
       BLPOP still run on the slot's master.
+  map_naming_the_proxy_is_never_dialled   (mock nodes, no cluster needed) a node whose
+      CLUSTER SLOTS names the proxy's own listen address, then its stats port: the map is
+      refused (cluster_refresh_errors, the reason), the proxy accepts 0 connections from
+      itself, the client gets the node's MOVED at its deadline, a later GET does the same.
+  redirect_loop_between_two_nodes_ends    (mock nodes) two nodes sending each other's MOVED
+      for a key: 6 GETs in all (the request and 5 redirects), the client gets the last MOVED,
+      cluster_redirect_limit counts it, and nothing more is sent once it is answered.
 
 Set RL_CLUSTER_SKIP_SLOW=1 to leave out the three tests that move the cluster under load.
 """
@@ -40,6 +47,7 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -48,16 +56,25 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, RespError, Runner, Skip, binary, check, eq,  # noqa: E402
-                     free_port, http, resp_encode, tmpdir, unique)
+                     free_port, http, resp_encode, tmpdir, unique, yaml_dump)
+from mock_backend import MockBackend, garbage  # noqa: E402
 from cluster_harness import (CLUSTER_ONLY_FIELDS, RedisCluster, key_in_slot, keyslot,  # noqa: E402
                              slots_map, tags_for_slots)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_cluster", per_test_timeout=90, total_timeout=420)
+MOCK_ONLY = ("map_naming_the_proxy_is_never_dialled", "redirect_loop_between_two_nodes_ends")
 
 
 
 class Env:
     def __init__(self):
+        self.cl = None
+        self.proxy = None
+        self.proxies = []
+        argv = sys.argv[1:]
+        if argv and all(any(a in t for t in MOCK_ONLY) for a in argv):
+            return              # only tests on mock nodes: no cluster to start
         if subprocess.run(["which", "redis-cli"], capture_output=True).returncode != 0:
             raise Skip("redis-cli not installed")
         self.cl = RedisCluster.start()
@@ -76,12 +93,13 @@ class Env:
         return px
 
     def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail(40)
+        return "--- proxy log tail:\n" + (self.proxies[-1].log_tail(40) if self.proxies else "")
 
     def close(self):
         for p in self.proxies:
             p.stop()
-        self.cl.stop()
+        if self.cl is not None:
+            self.cl.stop()
 
 
 def owner_cmd(env, key, *args):
@@ -385,7 +403,7 @@ def reload_and_refetch(env):
     """POST /reload, then the pool's stats once a map fetch followed it (stats are
     published once a second)."""
     before = pool_stats(env)["cluster_refreshes"]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while True:
         # 409 while the workers adopt the snapshot before (a map the last fetch found)
         st, body = http(env.proxy.admin_port, "POST", "/reload")
@@ -393,7 +411,7 @@ def reload_and_refetch(env):
             break
         time.sleep(0.05)
     eq(st, 200, body)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while time.monotonic() < deadline:
         after = pool_stats(env)
         if after["cluster_refreshes"] > before:
@@ -447,7 +465,7 @@ def raw_reply(node, *args):
     with socket.create_connection(node.addr, timeout=10) as sk:
         sk.sendall(resp_encode(*args) + resp_encode("QUIT"))
         data = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(10)
         while time.monotonic() < deadline:
             d = sk.recv(1 << 16)
             if not d:
@@ -541,7 +559,12 @@ def slot_migrated_by_hand(env):
         slot += 1
     keys = [key_in_slot(slot, "mig%d-" % i) for i in range(5)]
     keys += ["{%s}%d" % (keys[0], i) for i in range(40)]
+    # The MGET across the split is retried until its request's deadline (the pool's
+    # timeout); the rest of the migration must fit in that, however loaded the machine:
+    # its own proxy with a deadline well past it.
+    patient = env.start_proxy(timeout=int(1000 * patience(20)))
     before = pool_stats(env)
+    before_patient = pool_stats(env, patient)
     with env.proxy.client("cl") as c:
         for k in keys:
             eq(c.rd("SET", k, "old:" + k), "OK")
@@ -563,7 +586,7 @@ def slot_migrated_by_hand(env):
                 out = {}
 
                 def mget():
-                    with env.proxy.client("cl") as c2:
+                    with patient.client("cl", timeout=30) as c2:
                         out["r"] = c2.rd("MGET", mv, st)
                 t = threading.Thread(target=mget, daemon=True)
                 t.start()
@@ -581,7 +604,7 @@ def slot_migrated_by_hand(env):
         src = cl.by_addr(src_addr)
         moved = cl.migrate_slot(slot, dst, batch=8, between=between)
         for t, out, mv, st in pending:
-            t.join(10)
+            t.join(patience(30))
             eq(out.get("r"), [("old:" + mv).encode(), ("old:" + st).encode()], "MGET retried")
         check(moved >= len(keys), "moved %d keys", moved)
         cl.wait_ok()
@@ -592,8 +615,10 @@ def slot_migrated_by_hand(env):
             eq(dst.cmd("EXISTS", k), 1, "written to the importing node")
     after = pool_stats(env)
     check(after["cluster_ask"] > before["cluster_ask"], "ASK followed: %r", after["cluster_ask"])
-    check(after["cluster_tryagain"] > before["cluster_tryagain"], "TRYAGAIN retried")
-    deadline = time.monotonic() + 10
+    check(after["cluster_tryagain"] > before["cluster_tryagain"] or
+          pool_stats(env, patient)["cluster_tryagain"] > before_patient["cluster_tryagain"],
+          "TRYAGAIN retried")
+    deadline = time.monotonic() + patience(10)
     while time.monotonic() < deadline:
         r = ring(env, keys[0])
         if r["owner"] == dst.hostport():
@@ -687,7 +712,7 @@ class Traffic:
             t.join(10)
 
     def wait_ops(self, n, timeout=20):
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + patience(timeout)
         start = self.ops
         while self.ops < start + n and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -756,7 +781,7 @@ def manual_failover_under_traffic(env):
         tr.wait_ops(200)
         t0 = time.monotonic()
         eq(replica.cmd("CLUSTER", "FAILOVER"), "OK")
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience(20)
         while time.monotonic() < deadline and replica.info("replication").get("role") != "master":
             time.sleep(0.05)
         eq(replica.info("replication").get("role"), "master", "promoted")
@@ -821,7 +846,7 @@ def master_killed(env):
         victim.kill9()
         # the cluster promotes a replica (seen from a live node), the proxy follows
         others = [n for n in cl.live()]
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + patience(30)
         promoted = recovered = None
         while time.monotonic() < deadline:
             time.sleep(0.05)
@@ -839,7 +864,9 @@ def master_killed(env):
         check(promoted is not None, "the cluster promoted no replica")
         check(recovered is not None, "errors went on: %r", errs["mine"][-3:])
         n = ops["mine"]
-        time.sleep(0.5)
+        wait_more = time.monotonic() + patience(5)    # polled: a loaded machine is slow
+        while ops["mine"] <= n and time.monotonic() < wait_more:
+            time.sleep(0.05)
         check(ops["mine"] > n, "the victim's slots are served again")
     finally:
         stop.set()
@@ -891,7 +918,7 @@ def replicas_serve_reads(env):
         # a replica that has just synced is "loading" in CLUSTER SHARDS until the cluster
         # bus carries its offset; the proxy refreshes every second while one is, so the
         # next refresh after the nodes say "online" makes them readable
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + patience(15)
         while b"loading" in raw_reply(env.cl.live()[0], "CLUSTER", "SHARDS") and \
                 time.monotonic() < deadline:
             time.sleep(0.1)
@@ -938,6 +965,173 @@ def proxy_exits_cleanly(env):
     px = env.proxy
     env.proxies.remove(px)
     eq(px.stop(), 0, "exit status; log:\n%s" % px.log_tail(30))
+
+
+# ---------------------------------------------------------------- nodes that misbehave (mocks)
+
+def _bulk(b):
+    return b"$%d\r\n%s\r\n" % (len(b), b)
+
+
+def mock_node(slots_reply):
+    """A mock Redis Cluster node: CLUSTER INFO ok, CLUSTER SHARDS unknown (Redis 6), CLUSTER
+    SLOTS answered with slots_reply (a real node cannot be made to name another address)."""
+    m = MockBackend.start(protocol="redis")
+    m.on_key(b"INFO", garbage(_bulk(b"cluster_state:ok\r\ncluster_current_epoch:1\r\n")))
+    m.on_key(b"SHARDS", garbage(b"-ERR unknown subcommand 'shards'. Try CLUSTER HELP.\r\n"))
+    m.on_key(b"SLOTS", garbage(slots_reply))
+    return m
+
+
+def slots_reply(*ranges):
+    """CLUSTER SLOTS for [(lo, hi, port)], every node at 127.0.0.1."""
+    out = b"*%d\r\n" % len(ranges)
+    for lo, hi, port in ranges:
+        out += b"*3\r\n:%d\r\n:%d\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n" % (lo, hi, port)
+    return out
+
+
+def mock_gets(m):
+    return sum(1 for r in m.requests() if r.cmd == b"get")
+
+
+def mock_fetches(m):
+    """Map fetches (each is CLUSTER INFO + SHARDS, then INFO + SLOTS: counted by SLOTS)."""
+    return sum(1 for r in m.requests() if r.args[:2] == [b"CLUSTER", b"SLOTS"])
+
+
+def get_error(px, key):
+    """GET key through a new client: its error reply (the test fails on any other)."""
+    with px.client("cl") as c:
+        got = c.rd("GET", key, timeout=10)
+    if isinstance(got, RespError):
+        return str(got)
+    raise AssertionError("GET %r answered %r, not an error" % (key, got))
+
+
+def refresh_error_with(px, text, timeout=10):
+    """The stats once the pool's cluster_refresh_error holds text (the next refresh may
+    come up to 1 s after the request that asked for it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st = px.stats()
+        if text in st["cl"]["cluster_refresh_error"] or time.monotonic() > deadline:
+            check(text in st["cl"]["cluster_refresh_error"], "%r not in %r", text,
+                  st["cl"]["cluster_refresh_error"])
+            return st
+        time.sleep(0.05)
+
+
+@R.test(ringleader=True)
+def map_naming_the_proxy_is_never_dialled(env):
+    lport = free_port()
+    key = "selfkey"
+    node = mock_node(slots_reply((0, 16383, lport)))
+    try:
+        # the node also sends the key to the proxy's address, as a hostile node could
+        node.on_key(key, garbage(b"-MOVED %d 127.0.0.1:%d\r\n" % (keyslot(key), lport)))
+        px = Proxy({"cl": {"redis_cluster": True, "timeout": 1000, "cluster_refresh": 1,
+                           "listen": "127.0.0.1:%d" % lport,
+                           "servers": ["%s:1" % node.hostport()]}}, workers=2)
+        env.proxies.append(px)
+        accepted0 = px.stats()["total_connections"]
+        err = get_error(px, key)
+        check(err.startswith("MOVED %d 127.0.0.1:%d" % (keyslot(key), lport)), err)
+        time.sleep(2.5)         # on a proxy that dials itself, thousands of hops by now
+        st = px.stats()
+        # one connection accepted: the test's client; none from the proxy itself
+        eq(st["total_connections"] - accepted0, 1, "connections accepted")
+        eq(st["cl"]["client_connections"], 0, "clients open")
+        eq(mock_gets(node), 1, "GETs the node received")
+        check(st["cl"]["cluster_refresh_errors"] >= 1, "no refresh error counted")
+        check("which is this proxy" in st["cl"]["cluster_refresh_error"],
+              st["cl"]["cluster_refresh_error"])
+        eq(st["cl"]["requests"], 1, "requests")
+        # a later GET: the same answer, still nothing dialled
+        err = get_error(px, key)
+        check(err.startswith("MOVED"), err)
+        time.sleep(1.0)
+        st = px.stats()
+        eq(st["total_connections"] - accepted0, 2, "connections accepted")
+        eq(st["cl"]["requests"], 2, "requests")
+        eq(mock_gets(node), 2, "GETs the node received")
+        # refreshes are spaced (1 s apart at most once failing), not a storm
+        check(mock_fetches(node) <= 12, "%d map fetches in ~5 s", mock_fetches(node))
+        # the stats port is the proxy too
+        node.on_key(b"SLOTS", garbage(slots_reply((0, 16383, px.stats_port))))
+        err = get_error(px, key)
+        st = refresh_error_with(px, "the stats port")
+        eq(st["total_connections"] - accepted0, 3, "connections accepted")
+        # a name is compared by its addresses: localhost is 127.0.0.1, the pool's listener
+        node.on_key(b"SLOTS", garbage(b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\nlocalhost\r\n"
+                                      b":%d\r\n" % lport))
+        err = get_error(px, key)
+        st = refresh_error_with(px, "node localhost:%d, which is this proxy (pool 'cl'" % lport)
+        eq(st["total_connections"] - accepted0, 4, "connections accepted")
+        # a seed that is the proxy itself fails the reload, which says which seed
+        px.pools["cl"]["servers"] = ["%s:1" % node.hostport(), "127.0.0.1:%d:1" % lport]
+        with open(px.conf_path, "w") as f:
+            f.write(yaml_dump(px.pools))
+        os.kill(px.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while px.stats()["cl"]["last_reload"] in ("", "ok") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        check("seed 127.0.0.1:%d is this proxy itself" % lport in px.stats()["cl"]["last_reload"],
+              px.stats()["cl"]["last_reload"])
+        time.sleep(1.5)         # a periodic refresh (cluster_refresh: 1) asks the old seeds
+        eq(px.stats()["total_connections"] - accepted0, 4, "connections accepted")
+        log = open(px.log_file, "rb").read()
+        # logged once a minute, not per fetch
+        eq(log.count(b"which is this proxy"), 1, "log lines about the map")
+        check(log.count(b"slot map refresh failed") <= 1, "failed rounds logged %d times",
+              log.count(b"slot map refresh failed"))
+        check(len(log) < 16384, "the log grew to %d bytes in ~6 s", len(log))
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
+    finally:
+        node.stop()
+
+
+@R.test(ringleader=True)
+def redirect_loop_between_two_nodes_ends(env):
+    a = MockBackend.start(protocol="redis")
+    b = MockBackend.start(protocol="redis")
+    key = "loopkey"
+    slot = keyslot(key)
+    try:
+        for m in (a, b):
+            reply = slots_reply((0, 8191, a.port), (8192, 16383, b.port))
+            m.on_key(b"INFO", garbage(_bulk(b"cluster_state:ok\r\ncluster_current_epoch:1\r\n")))
+            m.on_key(b"SHARDS", garbage(b"-ERR unknown subcommand 'shards'. Try CLUSTER HELP.\r\n"))
+            m.on_key(b"SLOTS", garbage(reply))
+        a.on_key(key, garbage(b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, b.port)))
+        b.on_key(key, garbage(b"-MOVED %d 127.0.0.1:%d\r\n" % (slot, a.port)))
+        px = Proxy({"cl": {"redis_cluster": True, "timeout": 2000, "cluster_refresh": 30,
+                           "servers": ["%s:1" % a.hostport()]}}, workers=2)
+        env.proxies.append(px)
+        err = get_error(px, key)
+        check(err.startswith("MOVED %d 127.0.0.1:" % slot), err)
+        eq(mock_gets(a) + mock_gets(b), 6, "GETs: the request and 5 redirects")
+        st = px.stats()["cl"]
+        eq(st["cluster_redirect_limit"], 1, "cluster_redirect_limit")
+        eq(st["cluster_moved"], 6, "cluster_moved")
+        # the MOVEDs asked for refreshes: a few more (CLUSTER_EVIDENCE_TRIES, spaced 100 ms
+        # doubling to 1 s), then none while nothing asks (cluster_refresh: 30): quiet for
+        # 1.5 s within 10 s
+        fetches, quiet_since, deadline = -1, 0, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            n = mock_fetches(a) + mock_fetches(b)
+            if n != fetches:
+                fetches, quiet_since = n, time.monotonic()
+            elif time.monotonic() - quiet_since >= 1.5:
+                break
+            time.sleep(0.1)
+        check(time.monotonic() - quiet_since >= 1.5, "map fetches went on: %d", fetches)
+        eq(mock_gets(a) + mock_gets(b), 6, "GETs once answered")
+        eq(px.stop(), 0, "the proxy's exit status (under ASan a leak makes it non-zero)")
+        check(fetches <= 10, "%d map fetches", fetches)
+    finally:
+        a.stop()
+        b.stop()
 
 
 if __name__ == "__main__":

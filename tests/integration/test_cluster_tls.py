@@ -32,6 +32,7 @@ from harness import Proxy, RespError, Runner, Skip, check, eq, free_port, http  
 from cluster_harness import NodeTls, RedisCluster, key_in_slot, keyslot  # noqa: E402
 from test_tls import Certs, TlsRaw, client_ctx, dump  # noqa: E402
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_cluster_tls", per_test_timeout=40, total_timeout=120)
 
 
@@ -152,7 +153,7 @@ def moved_after_slot_moves(env):
             eq(dst.cmd("GET", k), ("m:" + k).encode(), "on the new owner")
         eq(c.rd("SET", keys[0], "new"), "OK")
         eq(dst.cmd("GET", keys[0]), b"new")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + patience(10)
     r = None
     while time.monotonic() < deadline:
         stc, body = http(env.admin, "GET", "/ring?pool=cl&key=%s" % keys[-1])

@@ -12,6 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (TOP_BUILDDIR, Memcached, Proc, Raw, Runner, Skip, binary, check, eq,  # noqa: E402
                      free_port, tmpdir, yaml_dump)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_daemon", per_test_timeout=30, total_timeout=120)
 
 _daemons = []     # pids of detached proxies (not our children): stopped by pid at the end
@@ -23,7 +24,7 @@ def stop_pid(pid, timeout=5.0):
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         try:
             os.kill(pid, 0)
@@ -45,7 +46,7 @@ def proc_field(pid, name):
 
 
 def wait_gone(path, timeout=5.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline and os.path.lexists(path):
         time.sleep(0.02)
     return not os.path.lexists(path)
@@ -76,7 +77,7 @@ class Env:
     def run(self, *args, umask=0o077, env=None):
         """Run ringleader in the foreground of a child with that umask; (status, stderr)."""
         r = subprocess.run([binary("ringleader")] + list(args), capture_output=True,
-                           timeout=15, preexec_fn=lambda: os.umask(umask), env=env)
+                           timeout=patience(15), preexec_fn=lambda: os.umask(umask), env=env)
         return r.returncode, r.stderr.decode("utf-8", "replace")
 
     def daemon(self, conf, pidfile, log, stats=None):
@@ -113,7 +114,7 @@ def d_returns_once_serving_with_umask_022_and_a_0644_pid_file(env):
     # get 022: the log reopened by SIGUSR1 after a rotation.
     os.rename(log, log + ".1")
     os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while time.monotonic() < deadline and not os.path.exists(log):
         time.sleep(0.02)
     eq(stat.S_IMODE(os.stat(log).st_mode), 0o644, "a log file the daemon creates")

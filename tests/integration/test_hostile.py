@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Memcached, Proxy, Raw, Redis, RespError, Runner, Skip,  # noqa: E402
                      check, eq, resp_encode, server_lines, stop_all)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_hostile", per_test_timeout=60, total_timeout=150)
 VICTIM_WAIT = 3.0     # seconds a victim waits for one reply (pool timeout is 2 s)
 REPLY_WAIT = 2.0      # seconds an attacker waits for the replies to one case
@@ -92,7 +93,7 @@ class Victims:
     def __exit__(self, *exc):
         self.stop_ev.set()
         for t in self.threads:
-            t.join(VICTIM_WAIT * 3)
+            t.join(patience(VICTIM_WAIT * 3))
 
     def _run(self, i):
         rnd = random.Random(SEED * 100 + i)
@@ -140,7 +141,7 @@ def exchange(addr, data, sentinel, closes=False):
     with Raw(addr, timeout=REPLY_WAIT) as c:
         c.send(data)
         if closes:
-            deadline = time.monotonic() + REPLY_WAIT
+            deadline = time.monotonic() + patience(REPLY_WAIT)
             try:
                 while True:
                     c._fill(deadline)
@@ -328,7 +329,7 @@ def memcache_binary_closes_at_once(env):
         t0 = time.monotonic()
         c.send(b"\x80\x01\x00\x03")
         check(c.closed(timeout=1.0), "binary request: the connection stays open")
-        check(time.monotonic() - t0 < 1.0, "binary request closed late")
+        check(time.monotonic() - t0 < patience(1.0), "binary request closed late")
         eq(bytes(c.buf), b"")
 
 
@@ -395,7 +396,7 @@ def exchange_any(addr, data, sentinel):
     Returns (replies, closed)."""
     with Raw(addr, timeout=REPLY_WAIT) as c:
         c.send(data + b"PING\r\n")
-        deadline = time.monotonic() + REPLY_WAIT
+        deadline = time.monotonic() + patience(REPLY_WAIT)
         try:
             while not bytes(c.buf).endswith(sentinel):
                 c._fill(deadline)

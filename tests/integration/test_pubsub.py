@@ -11,8 +11,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, Redis, RedisPoolEnv, Runner, Skip, check,  # noqa: E402
-                     eq, resp_encode, server_lines, unique, NAMES)
+                     eq, owners, resp_encode, sanitized, server_lines, unique, NAMES)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_pubsub", per_test_timeout=40, total_timeout=150)
 
 
@@ -258,7 +259,7 @@ def messages_keep_their_place_among_replies(env):
         for i in range(200):
             c.send("SET", "%s:k" % p, "%d" % i)
             c.send("GET", "%s:k" % p)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + patience(20)
         while (len(replies) < 400 or sum(len(v) for v in seen.values()) < n) and time.monotonic() < deadline:
             r = c.read()
             if r.startswith(b">3\r\n$7\r\nmessage\r\n"):
@@ -298,7 +299,7 @@ def reset_and_hello_while_subscribed(env):
     # the subscription is gone from the server soon after (RESET is answered at once)
     pub = Conn(env.paddr)
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + patience(5)
         while pub.cmd("PUBLISH", p + ":a", "x") != b":0\r\n" and time.monotonic() < deadline:
             time.sleep(0.05)
         eq(pub.cmd("PUBLISH", p + ":a", "x"), b":0\r\n")
@@ -475,11 +476,17 @@ def subscriber_that_does_not_read_is_closed(env):
     other = Conn(proxy.addr())
     try:
         slow.sendall(resp_encode("SUBSCRIBE", p))
-        time.sleep(0.3)
+        # the confirmation, not a fixed sleep: the publishes must find the subscriber
+        slow.settimeout(patience(5))
+        confirm = b""
+        while not confirm.endswith(b":1\r\n"):
+            more = slow.recv(100)
+            check(more, "closed before the SUBSCRIBE confirmation: %r" % confirm)
+            confirm += more
         big = b"x" * 65536
         for _ in range(200):                  # 13 MB for a reader that takes none of it
             pub.cmd("PUBLISH", p, big)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(10)
         closed = 0
         while time.monotonic() < deadline:
             st = proxy.stats()["rdlim"]
@@ -494,6 +501,153 @@ def subscriber_that_does_not_read_is_closed(env):
         slow.close()
         pub.close()
         other.close()
+        proxy.stop()
+
+
+def rss_kb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def publish_flood(addr, channel, n, batch=2000):
+    """PUBLISH channel x, n times, pipelined in batches (each batch's replies read)."""
+    s = socket.create_connection(addr, 10)
+    s.settimeout(10)
+    try:
+        one = resp_encode("PUBLISH", channel, "x")
+        for done in range(0, n, batch):
+            k = min(batch, n - done)
+            s.sendall(one * k)
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < k and time.monotonic() < deadline:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return done + got
+                got += chunk.count(b"\r\n")
+    finally:
+        s.close()
+    return n
+
+
+def messages_taken(proxy, pool, n, deadline_s=20):
+    """Wait (bounded) until the proxy has taken n messages from its servers (stats
+    pubsub_messages), or closed someone over a limit; returns the pool's stats."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        st = proxy.stats()[pool]
+        if (st["pubsub_messages"] >= n or st["memory_refused"] or st["pubsub_closed"] or
+                time.monotonic() > deadline):
+            return st
+        time.sleep(0.05)
+
+
+def list_apart(env, proxy, channel):
+    """A list name whose server is not channel's: messages then wait behind the BLPOP's
+    reply (on the channel's own connection they would precede it, as Redis sends them)."""
+    c = Conn(proxy.addr())
+    try:
+        cands = ["%s-l%d" % (channel, i) for i in range(32)]
+        for k in [channel] + cands:
+            c.cmd("SET", k, "1")
+        own = owners(env.backends, [channel] + cands)
+        for k in [channel] + cands:
+            c.cmd("DEL", k)
+    finally:
+        c.close()
+    for k in cands:
+        if own[k.encode()] != own[channel.encode()]:
+            return k
+    raise AssertionError("no list name off the channel's server in 32 tries")
+
+
+def blocked_subscriber(proxy, channel, lst):
+    """A RESP3 client subscribed to channel that then waits in BLPOP lst 0."""
+    sub = Conn(proxy.addr(), timeout=30)
+    check(sub.cmd("HELLO", "3").startswith(b"%7\r\n"), "HELLO 3")
+    sub.cmd("SUBSCRIBE", channel)
+    sub.send("BLPOP", lst, "0")
+    check(sub.quiet(0.3), "BLPOP blocks")
+    return sub
+
+
+@R.test(ringleader=True)
+def messages_behind_a_blocked_reply_are_held_at_cost(env):
+    """A RESP3 subscriber blocked in BLPOP while 30,000 messages arrive for it: they wait
+    behind the BLPOP's reply, held in one buffer (not a request and a 16 KiB buffer each:
+    the proxy's RSS grows by little, within memory_limit 16 MiB), and all of them follow
+    the BLPOP's reply in order once it comes."""
+    n = 30000
+    proxy = Proxy({"rdflood": {**env.pool(), "timeout": 0}}, glob={"memory_limit": 16 << 20})
+    ch = unique(b"flood").decode()
+    sub = None
+    try:
+        lst = list_apart(env, proxy, ch)
+        sub = blocked_subscriber(proxy, ch, lst)
+        base = rss_kb(proxy.proc.pid)
+        eq(publish_flood(proxy.addr(), ch, n), n, "messages published")
+        st = messages_taken(proxy, "rdflood", n)
+        grew = (rss_kb(proxy.proc.pid) - base) / 1024.0
+        print("  %d messages behind a blocked BLPOP: proxy RSS grew by %.1f MB" % (n, grew))
+        # (ASan's shadow memory and quarantine add to the sanitizer build's RSS: a looser
+        # bound there, still far below a request and a buffer per message, 200 MB)
+        check(grew < 16 + (48 if sanitized() else 16),
+              "proxy RSS grew by %.1f MB (memory_limit 16 MiB)" % grew)
+        eq(st["pubsub_closed"] + st["memory_refused"], 0, "nothing closed under the limits")
+        pusher = Conn(proxy.addr())
+        try:
+            eq(pusher.cmd("LPUSH", lst, "go"), b":1\r\n", "LPUSH")
+        finally:
+            pusher.close()
+        eq(sub.read(30), b"*2\r\n$%d\r\n%s\r\n$2\r\ngo\r\n" % (len(lst), lst.encode()),
+           "the BLPOP reply first")
+        msg = b">3\r\n$7\r\nmessage\r\n$%d\r\n%s\r\n$1\r\nx\r\n" % (len(ch), ch.encode())
+        want = msg * n
+        got = sub.raw.read_until(lambda b: len(want) if len(b) >= len(want) else None, 30)
+        eq(len(got), len(want), "bytes of the messages")
+        check(got == want, "every message, in order")
+    finally:
+        if sub is not None:
+            sub.close()
+        proxy.stop()
+
+
+@R.test(ringleader=True)
+def message_flood_past_memory_limit_closes_the_subscriber(env):
+    """The same, 60,000 messages with memory_limit 1 MiB and no pub/sub output limits: the
+    subscriber is closed when its messages put the proxy over memory_limit (stats
+    memory_refused), the proxy's RSS stays bounded, other clients are served."""
+    n = 60000
+    proxy = Proxy({"rdflood": {**env.pool(), "timeout": 0}},
+                  glob={"memory_limit": 1 << 20, "pubsub_output_limit": 0,
+                        "pubsub_output_soft_limit": 0})
+    ch = unique(b"flood").decode()
+    sub = None
+    try:
+        lst = list_apart(env, proxy, ch)
+        sub = blocked_subscriber(proxy, ch, lst)
+        base = rss_kb(proxy.proc.pid)
+        publish_flood(proxy.addr(), ch, n)
+        messages_taken(proxy, "rdflood", n)
+        grew = (rss_kb(proxy.proc.pid) - base) / 1024.0
+        st = proxy.stats()["rdflood"]
+        print("  %d messages for a blocked subscriber, memory_limit 1 MiB: RSS grew by %.1f MB, "
+              "memory_refused %d" % (n, grew, st["memory_refused"]))
+        check(grew < 1 + (48 if sanitized() else 16),
+              "proxy RSS grew by %.1f MB (memory_limit 1 MiB)" % grew)
+        check(st["memory_refused"] >= 1, "the subscriber was refused over memory_limit")
+        check(sub.raw.closed(5), "the subscriber's connection is closed")
+        other = Conn(proxy.addr())
+        try:
+            eq(other.cmd("PING"), b"+PONG\r\n", "other clients served")
+        finally:
+            other.close()
+    finally:
+        if sub is not None:
+            sub.close()
         proxy.stop()
 
 
@@ -519,7 +673,7 @@ def info_counts_the_pools_channels_and_patterns(env):
             sub.read()
             sub.send("SSUBSCRIBE", "{%s}x" % p)
             sub.read()
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + patience(5)
             while True:                 # other tests' subscribers may still be going away
                 d = [a - b for a, b in zip(counts(obs), before)]
                 if d == [3, 1, 1] or time.monotonic() > deadline:

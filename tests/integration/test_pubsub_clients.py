@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (TOP_SRCDIR, Redis, RedisPoolEnv, Runner, Skip, check, eq,  # noqa: E402
                      unique)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_pubsub_clients", per_test_timeout=60, total_timeout=150)
 CLIENTS = os.path.join(TOP_SRCDIR, "tests", "clients")
 
@@ -144,7 +145,7 @@ def redis_py_reconnects_and_resubscribes(env):
     eq(ps.get_message(timeout=5)["type"], "subscribe")
     # drop the listener's connection under it, as the proxy does when a server is lost
     ps.connection.disconnect()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + patience(10)
     m = None
     while (m is None or m["type"] != "subscribe") and time.monotonic() < deadline:
         m = ps.get_message(timeout=0.5)   # redis-py reconnects and resubscribes here

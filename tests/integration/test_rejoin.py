@@ -18,6 +18,18 @@ What each test proves, against real memcached / redis-server processes frozen wi
       when probed, and 0 stale values are read.
   overflow_flushes
       rejoin_log_keys: 50 and 100 writes: the rejoin flushes instead (counted, logged).
+  journal_refuses_what_is_not_one
+      rejoin_log naming a file that is not a journal: ringleader -t, the start and a
+      reload refuse it, naming the path, and its bytes are left as they were.
+  journal_forgets_unconfigured_servers, journal_forgets_servers_a_reload_removes
+      a journal holding records of servers no longer configured at the start, and a server
+      removed by a reload while its log held keys: their records are forgotten and the
+      journal is its header alone again.
+  empty_key_redis, empty_key_journal_redis
+      Redis's empty key, SET twice while its owner is down (and, in the second, journalled
+      and read back by a restarted proxy): remembered once, the proxy does not die (the
+      sanitizer build did), and the key is deleted on the returning owner and on the
+      failover server.
   session_writes_redis
       writes inside transactions (MULTI/EXEC, and WATCH then MULTI/EXEC) while their owner
       is down run on a connection pinned to the failover server; after the rejoin none of
@@ -27,8 +39,11 @@ What each test proves, against real memcached / redis-server processes frozen wi
       owner.
 """
 
+import base64
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
 
@@ -37,6 +52,7 @@ import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, check, eq,  # noqa: E402
                      ring_owners, wait_stopped, ydump)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_rejoin", per_test_timeout=60, total_timeout=200)
 
 RETRY_MS = 400
@@ -129,6 +145,7 @@ class Setup:
 
     def wait(self, state, timeout):
         """Poke the victim's keys (its probe is due only when asked for) until its state."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         k = self.untouched[0]
         while time.monotonic() < deadline:
@@ -385,7 +402,11 @@ def journal_survives_restart(env):
         s.preload()
         s.freeze()
         s.outage_writes()
-        time.sleep(0.3)             # the journal is synced every 100 ms
+        # the journal is synced every 100 ms: polled (bounded), not a fixed sleep
+        deadline = time.monotonic() + patience(3)
+        while (not os.path.exists(path) or os.path.getsize(path) <= 2 * NKEYS * 20) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
         s.px.stop()
         size = os.path.getsize(path)
         check(size > 2 * NKEYS * 20, "journal holds the keys (%d bytes)", size)
@@ -399,12 +420,248 @@ def journal_survives_restart(env):
         eq(wrong, [], "values that are neither old nor new")
         eq(len(stale), 0, "stale reads after a restart with the journal")
         eq(kept, 50, "keys nobody wrote kept")
-        deadline = time.monotonic() + 3
-        while os.path.getsize(path) > 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        eq(os.path.getsize(path), 0, "the journal is truncated once nothing is pending")
+        eq(wait_file(path, JOURNAL_HEADER, 3), JOURNAL_HEADER,
+           "the journal is truncated to its header once nothing is pending")
         print("  journal of %d bytes read back by the restarted proxy; 0 stale, %d/50 kept; "
               "truncated after the rejoin" % (size, kept))
+    finally:
+        s.close()
+
+
+def empty_key_setup(glob=None):
+    """A Redis Setup whose victim is the owner of the empty key, which holds b"old" there."""
+    s = Setup("redis", glob=glob)
+    try:
+        with Raw(s.px.addr("p")) as c:
+            eq(c.rd("SET", b"", b"old"), "OK")
+        holders = [i for i, be in enumerate(s.bes) if be.exists_many([b""])]
+        eq(len(holders), 1, "the empty key is on one server")
+        s.victim = holders[0]
+        s.untouched = [b""]         # what wait() reads to bring the victim's probe on
+        return s
+    except BaseException:
+        s.close()
+        raise
+
+
+def empty_key_outage_writes(s):
+    """SET "" twice while its owner is down: the second merges into the first's entry."""
+    try:
+        with Raw(s.px.addr("p")) as c:
+            eq(c.rd("SET", b"", b"new1"), "OK", "SET '' while its owner is down")
+            eq(c.rd("SET", b"", b"new2"), "OK", "SET '' again while its owner is down")
+    except (EOFError, OSError) as e:
+        raise AssertionError("the proxy died remembering the empty key (%s):\n%s" % (
+            e, s.px.proc.log_tail(20)))
+    eq(s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"], 1,
+       "the empty key is remembered once")
+
+
+def empty_key_after_rejoin(s):
+    """The empty key written while its owner was away is deleted on it (and on the
+    failover server that took the write): a miss through the proxy, not b"old"."""
+    owner = s.bes[s.victim]
+    eq(owner.exists_many([b""]), set(), "the returning owner still holds the empty key")
+    copies = [i for i, be in enumerate(s.bes) if be.exists_many([b""])]
+    eq(copies, [], "servers still holding the empty key")
+    with Raw(s.px.addr("p")) as c:
+        eq(c.rd("GET", b""), None, "GET '' through the proxy after the rejoin")
+    check(s.px.proc.alive(), "the proxy died invalidating the empty key:\n%s",
+          s.px.proc.log_tail(20))
+
+
+@R.test(ringleader=True)
+def empty_key_redis(env):
+    """Issue 22 item 3: an empty key remembered twice (UBSan: memcpy to NULL)."""
+    s = empty_key_setup()
+    try:
+        s.freeze()
+        empty_key_outage_writes(s)
+        s.thaw()
+        empty_key_after_rejoin(s)
+        eq(s.px.stats()["p"]["rejoin_invalidations"] >= 1, True, "an invalidation was sent")
+        print("  SET '' twice while its owner was down: remembered once, deleted on the owner "
+              "and the failover server when it returned")
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def empty_key_journal_redis(env):
+    """Issue 22 item 3: a journal with an empty key read back at start (UBSan: memcpy to
+    NULL in the replay); the restarted proxy invalidates it like any other key."""
+    path = os.path.join(harness.tmpdir(), "rejoin-empty-%d.journal" % os.getpid())
+    s = empty_key_setup(glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        s.freeze()
+        empty_key_outage_writes(s)
+        time.sleep(0.3)             # the journal is synced every 100 ms
+        s.px.stop()
+        os.kill(s.bes[s.victim].proc.pid, signal.SIGCONT)
+        s.px = s.start_proxy()
+        check(s.px.proc.alive(), "the proxy died reading the journal back")
+        eq(s.state(), "down", "the restarted proxy starts the empty key's owner down")
+        eq(s.px.stats()["p"][s.labels[s.victim]]["rejoin_log_keys"], 1,
+           "the empty key read back from the journal")
+        s.wait("up", 10)
+        empty_key_after_rejoin(s)
+        print("  the empty key journalled, read back at start and deleted on its owner")
+    finally:
+        s.close()
+
+
+JOURNAL_HEADER = b"ringleader-rejoin-journal\t1\n"
+
+# What a mistyped rejoin_log might name: a configuration file (and bytes that are no text).
+NOT_A_JOURNAL = (b"# the configuration rejoin_log was not meant to name\n"
+                 b"p:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\n" +
+                 bytes(range(256)) + b"\nlast line without a newline")
+
+
+def wait_file(path, want, timeout):
+    """Until the file at path holds exactly want (bytes), for at most patience(timeout)
+    seconds; returns what it holds."""
+    deadline = time.monotonic() + patience(timeout)
+    while True:
+        with open(path, "rb") as f:
+            got = f.read()
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+@R.test(ringleader=True)
+def journal_refuses_what_is_not_one(env):
+    """Issue 22 item 7: rejoin_log naming a file that is not a journal truncated it to 0
+    bytes 100 ms after the start. Now ringleader -t and the start refuse it, naming the
+    path, and a reload naming it is refused; the file is left byte for byte."""
+    d = harness.tmpdir()
+    path = os.path.join(d, "not-a-journal-%d.yml" % os.getpid())
+    with open(path, "wb") as f:
+        f.write(NOT_A_JOURNAL)
+    be = Memcached.start()
+    proc = None
+    try:
+        port = harness.free_port()
+        pool = {"listen": "127.0.0.1:%d" % port, "servers": ["%s:1 alpha" % be.hostport()]}
+        conf = os.path.join(d, "refuse-%d.yml" % os.getpid())
+        with open(conf, "w") as f:
+            f.write(ydump({"p": pool, "ringleader": {"rejoin_log": path}}) + "\n")
+        # the start: refused (on the version before, it served and truncated the file)
+        proc = harness.Proc("ringleader", [
+            harness.binary("ringleader"), "-c", conf, "-s", str(harness.free_port()),
+            "-a", "127.0.0.1", "--workers", "1", "-v", "5"])
+        deadline = time.monotonic() + 30
+        served = False
+        while proc.alive() and time.monotonic() < deadline and not served:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                served = True
+            except OSError:
+                time.sleep(0.05)
+        if served:
+            time.sleep(0.5)         # the journal's 100 ms sync has run a few times
+        still = proc.alive()
+        rc = proc.stop()
+        out = proc.log_tail(10)
+        eq(wait_file(path, NOT_A_JOURNAL, 0), NOT_A_JOURNAL,
+           "the file rejoin_log names, byte for byte, after the start")
+        check(not served and not still and rc not in (0, None),
+              "the proxy started on a file that is not a journal (exit %r):\n%s", rc, out)
+        check(path in out and "not a rejoin journal" in out, "the refusal names the path:\n%s",
+              out)
+        # ringleader -t says so too
+        r = subprocess.run([harness.binary("ringleader"), "-t", "-c", conf], capture_output=True,
+                           timeout=60)
+        check(r.returncode != 0 and path.encode() in r.stderr and
+              b"not a rejoin journal" in r.stderr,
+              "ringleader -t on a rejoin_log that is not a journal: exit %d, %r",
+              r.returncode, r.stderr[-400:])
+
+        # a reload naming it: refused, the running configuration keeps serving
+        journal = os.path.join(d, "journal-%d" % os.getpid())
+        px = Proxy({"p": {"servers": ["%s:1 alpha" % be.hostport()]}},
+                   glob={"rejoin_log": journal}, dump=lambda doc: ydump(doc) + "\n")
+        try:
+            eq(wait_file(journal, JOURNAL_HEADER, 5), JOURNAL_HEADER,
+               "a new journal holds its header")
+            doc = {"p": px.pools["p"], "ringleader": {"rejoin_log": path}}
+            with open(px.conf_path, "w") as f:
+                f.write(ydump(doc) + "\n")
+            os.kill(px.proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and "reload (SIGHUP)" not in open(
+                    px.log_file, errors="replace").read():
+                time.sleep(0.05)
+            log = open(px.log_file, errors="replace").read()
+            check("reload (SIGHUP) refused" in log and path in log,
+                  "a reload naming a file that is not a journal:\n%s", px.log_tail(5))
+            with Raw(px.addr("p")) as c:
+                eq(c.mc_store(b"set", b"k", b"v"), b"STORED\r\n", "still serving")
+            check(px.proc.alive(), "the proxy is up")
+        finally:
+            px.stop()
+        eq(wait_file(path, NOT_A_JOURNAL, 0), NOT_A_JOURNAL,
+           "the file rejoin_log names, byte for byte, after the reload")
+        print("  rejoin_log naming a %d-byte file that is not a journal: ringleader -t, the "
+              "start and a reload refuse it, naming it; left byte for byte" % len(NOT_A_JOURNAL))
+    finally:
+        if proc is not None:
+            proc.stop()
+        be.stop()
+
+
+@R.test(ringleader=True)
+def journal_forgets_unconfigured_servers(env):
+    """Issue 22 item 7: records of servers no longer configured kept the journal from
+    ever being emptied. Read back at a start without them, they are forgotten (logged),
+    and the file is its header again."""
+    d = harness.tmpdir()
+    path = os.path.join(d, "journal-removed-%d" % os.getpid())
+    recs = b"".join(b"K\tp\tgone\t127.0.0.1:1\t1\t-\t-\t%s\n" % base64.b64encode(b"k%d" % i)
+                    for i in range(50))
+    with open(path, "wb") as f:
+        f.write(JOURNAL_HEADER + recs + b"O\told-pool\tx\t127.0.0.1:2\n")
+    s = Setup("memcache", glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        got = wait_file(path, JOURNAL_HEADER, 10)
+        eq(got, JOURNAL_HEADER, "the journal once the records of unconfigured servers are "
+           "forgotten (%d bytes)" % len(got))
+        log = open(s.px.log_file, errors="replace").read()
+        check("'gone'" in log and "no longer configured" in log, "the forgetting is logged:\n%s",
+              s.px.log_tail(10))
+        print("  the records of servers not configured at the start forgotten: the journal is "
+              "its header again")
+    finally:
+        s.close()
+
+
+@R.test(ringleader=True)
+def journal_forgets_servers_a_reload_removes(env):
+    """Issue 22 item 7: a server removed by a reload while its log holds keys: its records
+    are forgotten once every worker runs the new configuration, and the journal is its
+    header again (they used to stay until the server came back)."""
+    path = os.path.join(harness.tmpdir(), "journal-reload-%d" % os.getpid())
+    s = Setup("memcache", glob={"rejoin_log": path, "drain_timeout": 300})
+    try:
+        s.preload()
+        s.freeze()
+        s.outage_writes()
+        deadline = time.monotonic() + 5
+        while os.path.getsize(path) < 2 * NKEYS * 20 and time.monotonic() < deadline:
+            time.sleep(0.05)        # the journal is synced every 100 ms
+        check(os.path.getsize(path) >= 2 * NKEYS * 20, "the outage's keys journalled")
+        s.pool["servers"] = [x for i, x in enumerate(s.pool["servers"]) if i != s.victim]
+        with open(s.px.conf_path, "w") as f:
+            f.write(ydump({"p": s.pool, "ringleader": s.glob}) + "\n")
+        os.kill(s.px.proc.pid, signal.SIGHUP)
+        got = wait_file(path, JOURNAL_HEADER, 10)
+        eq(got, JOURNAL_HEADER, "the journal after a reload removed the server its records "
+           "were for (%d bytes)" % len(got))
+        check("no longer configured" in open(s.px.log_file, errors="replace").read(),
+              "the forgetting is logged")
+        print("  the records of a server a reload removed forgotten: the journal is its header "
+              "again")
     finally:
         s.close()
 

@@ -37,6 +37,7 @@ import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, RespError, Runner,  # noqa: E402
                      Skip, StartError, binary, check, eq, port_is_free)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_resilience", per_test_timeout=45, total_timeout=170)
 
 WORKERS = 2
@@ -125,6 +126,7 @@ class RProxy(Proxy):
     def wait_state(self, pool, label, state, timeout, poke=None):
         """Wait until the stats port shows server `label` in `state`; poke() is called
         between looks (traffic that lets the proxy notice). Returns seconds waited."""
+        timeout = patience(timeout)
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             if self.server_stats(pool, label)["state"] == state:
@@ -174,6 +176,7 @@ class Churn:
         self.unsure = set()        # keys whose last set got an error: value unknown
         self.errors = []           # (time, key, what)
         self.ops = 0
+        self.passes = [0] * nthreads    # times each thread went over all its keys
         self.go = threading.Event()
         self.go.set()
         self.stop_ = threading.Event()
@@ -247,12 +250,23 @@ class Churn:
                         else:
                             self.last[k] = v    # the set was acknowledged
                         self.errors.append((time.monotonic(), k, res))
+            self.passes[i] += 1
         if c is not None:
             c.close()
 
+    def wait_passes(self, n=2, timeout=20):
+        """Until every thread has gone n more times over its keys (bounded): then every
+        key was set again since the call, however slow the machine; a fixed sleep is a
+        guess at the rate."""
+        start = list(self.passes)
+        deadline = time.monotonic() + patience(timeout)
+        while any(p < s + n for p, s in zip(self.passes, start)):
+            check(time.monotonic() < deadline, "churn passes %r, from %r" % (self.passes, start))
+            time.sleep(0.02)
+
     def pause(self):
         self.go.clear()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + patience(10)
         for p in self.parked:
             check(p.wait(max(0.1, deadline - time.monotonic())), "a churn thread did not park")
 
@@ -319,12 +333,12 @@ def kill_and_restart(kind):
     churn = Churn(px.addr("p"), keys, nthreads=3, redis=(kind == "redis"))
     churn.start()
     try:
-        time.sleep(0.8)
+        churn.wait_passes(1)      # every key holds a value before the kill
         check(not churn.errors, "errors before any kill: %r", churn.errors[:3])
         t_kill = time.monotonic()
         kill(bes[vi])
         down_after = px.wait_state("p", victim, "down", 5)
-        time.sleep(0.6)
+        churn.wait_passes()       # every key set again while the victim is down
         churn.pause()
         # While down: the victim's keys are on their second choice; the others untouched.
         live = {lab: be for lab, be in by_label.items() if lab != victim}
@@ -344,7 +358,7 @@ def kill_and_restart(kind):
         by_label[victim] = bes[vi]
         up_after = px.wait_state("p", victim, "up", 10)
         t_up = time.monotonic()
-        time.sleep(0.8)
+        churn.wait_passes()       # every key set again since it came back
         churn.pause()
         check_placement({victim: bes[vi]}, labels, vkeys, {k: victim for k in vkeys},
                         churn.last, churn.unsure, "victim's keys after it came back")
@@ -370,12 +384,15 @@ def kill_and_restart(kind):
     bound = 2 * len(churn.threads)
     check(len(errs) <= bound, "%d errors on the victim's keys (> %d): %r",
           len(errs), bound, errs[:8])
-    late = [e for e in errs if e[0] > t_kill + 1.0]
+    # "at the kill": within a second of it, or before the stats port showed the server
+    # down if that took longer (a loaded machine); an error after that is one too many
+    at_kill = t_kill + max(1.0, down_after)
+    late = [e for e in errs if e[0] > at_kill]
     check(not late, "errors after the server was down: %r", late[:3])
     check(len(cold) <= 2 * len(churn.threads), "%d cold misses for %d clients", len(cold),
           len(churn.threads))
     stray = [(round(e[0] - t_kill, 3), e[1]) for e in cold
-             if not (t_kill <= e[0] <= t_kill + 1.0 or t_restart <= e[0] <= t_up + 0.2)]
+             if not (t_kill <= e[0] <= at_kill or t_restart <= e[0] <= t_up + 0.2)]
     check(not stray, "misses away from the transitions (s after the kill; restart at "
           "%.3f, up seen at %.3f): %r", t_restart - t_kill, t_up - t_kill, stray)
     print("  %s: %d round trips; %d error(s) at the kill (bound %d): %s; %d miss(es) "
@@ -523,7 +540,8 @@ def timed(fn, *a, **kw):
     return r, time.monotonic() - t0
 
 
-FAST = 1.0     # "at once": well under the pool timeout of 2 s (loose for sanitizer builds under load)
+FAST = 1.5     # "at once": under the pool timeout of 2 s, which a request that waited on the
+               # dead server would take (loose for sanitizer builds under load)
 
 
 @R.test(ringleader=True)
@@ -657,7 +675,7 @@ def replicas_zones(env):
     transition_errors = 0
     t0 = time.monotonic()
     with px.client("p", timeout=5) as c:
-        while time.monotonic() - t0 < 10:
+        while time.monotonic() - t0 < patience(10):
             st = px.stats()["p"]
             if st["z1a"]["state"] == "down" and st["z1b"]["state"] == "down":
                 break

@@ -9,6 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, Memcached, Proxy, ProxyEnv, Runner, check, eq,  # noqa: E402
                      free_port, read_stats, server_lines)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_signals", per_test_timeout=30, total_timeout=120)
 
 LINE_WAIT = 5.0   # seconds for a log line to appear
@@ -38,6 +39,7 @@ class Env(ProxyEnv):
 
     def wait_line(self, needle, count=1, path=None, timeout=LINE_WAIT):
         """Wait until needle occurs at least count times in the log; return the text."""
+        timeout = patience(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             t = self.text(path)

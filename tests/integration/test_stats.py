@@ -18,6 +18,7 @@ from harness import (NAMES, PROXY_KIND, TOP_SRCDIR, Memcached, Proc, Raw, Redis,
 
 from cluster_harness import CLUSTER_ONLY_FIELDS  # noqa: E402
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_stats", per_test_timeout=40, total_timeout=150)
 
 REDIS_AUTH = "pw-redis-s3cret"
@@ -216,6 +217,7 @@ def values_len(b):
 
 def wait_for(fn, what, timeout=5.0):
     """Poll fn() (bounded) until it returns a true value; returns it."""
+    timeout = patience(timeout)
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -596,6 +598,40 @@ def hot_key_detected_after_skewed_traffic(env):
     m = env.metrics()
     v = sample(m, "ringleader_pool_hot_key_requests", pool="mc", key=hot.decode(), owner=owner)
     check(v >= 2500, "/metrics hot key count %r", v)
+
+
+@R.test
+def hot_key_over_128_bytes_names_the_whole_keys_owner(env):
+    """Issue 22 item 9: the sketch keeps a key's first 128 bytes; a 200-byte key whose prefix
+    another server owns is listed with the owner of the whole key: the one ringleader-ring
+    names, and the one memcached that holds the key after a set through the proxy."""
+    head = unique("long-hot-").ljust(128, b"p")
+    prefix_owner = env.owners("mc", [head])[head]
+    tries = [head + b":%d:" % i for i in range(64)]
+    tries = [k.ljust(200, b"s") for k in tries]
+    own = env.owners("mc", tries)
+    key = next((k for k in tries if own[k] != prefix_owner), None)
+    check(key is not None, "a 200-byte key owned elsewhere than its 128-byte prefix")
+    owner = own[key]
+    with env.client() as c:
+        eq(mc_pipeline(c, [b"set %s 0 0 2\r\nhi\r\n" % key], line_len), [b"STORED\r\n"],
+           "set through the proxy")
+        held = [MC_NAMES[i] for i, m in enumerate(env.mc) if m.get_many([key])]
+        eq(held, [owner], "the memcached holding the key (asked directly)")
+        for j in range(0, 3000, 250):
+            for r in mc_pipeline(c, [b"get %s\r\n" % key] * 250, values_len):
+                eq(r, b"VALUE %s 0 2\r\nhi\r\nEND\r\n" % key)
+
+    def published():       # workers publish their sketches once a second
+        for e in env.stats()["mc"]["hot_keys"]:
+            if e["key"] == head.decode() and e["count"] >= 3000:
+                return e
+        return None
+    e = wait_for(published, "the long key among the hot keys", timeout=5)
+    eq(e["owner"], owner, "hot key owner of the 200-byte key (its prefix's is %s)" % prefix_owner)
+    m = env.metrics()
+    v = sample(m, "ringleader_pool_hot_key_requests", pool="mc", key=head.decode(), owner=owner)
+    check(v >= 3000, "/metrics names the same owner: %r", v)
 
 
 # ---------------------------------------------------------------- /metrics conformance

@@ -9,6 +9,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NAMES, Memcached, Proxy, Runner, check, eq, server_lines,  # noqa: E402
                      unique, yaml_dump)
 
+from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_warmup", per_test_timeout=60, total_timeout=120)
 
 
@@ -39,7 +40,7 @@ def add_third_server(env, proxy):
     with open(proxy.conf_path, "w") as f:
         f.write(yaml_dump(proxy.pools))
     os.kill(proxy.proc.popen.pid, signal.SIGHUP)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + patience(5)
     while proxy.stats()["mc"]["epoch"] == before:
         check(time.monotonic() < deadline, "no reload within 5 s")
         time.sleep(0.05)

@@ -172,7 +172,7 @@ static void setup(void)
     memset(&fk, 0, sizeof(fk));
     atomic_store(&fk.healthy, 1);
     char err[256];
-    adm = admin_start("127.0.0.1:0", "s3cret", &fake_ops, &fk, err, sizeof(err));
+    adm = admin_start("127.0.0.1:0", "s3cret", NULL, &fake_ops, &fk, err, sizeof(err));
     ck_assert_msg(adm != NULL, "admin_start: %s", err);
     port = admin_port(adm);
     ck_assert_uint_gt(port, 0);
@@ -262,7 +262,7 @@ START_TEST(test_reload_requires_token)
     const char *body = "Content-Length: 5\r\n\r\nhello";
     char raw[512];
 
-    snprintf(raw, sizeof(raw), "POST /reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n%s", body);
+    snprintf(raw, sizeof(raw), "POST /reload HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n%s", body);
     request(port, raw, strlen(raw), &r);
     ck_assert_int_eq(r.status, 401);
     ck_assert(has_header(&r, "WWW-Authenticate: Bearer"));
@@ -277,7 +277,7 @@ START_TEST(test_reload_requires_token)
     ck_assert_int_eq(r.status, 401);
     ck_assert_int_eq(atomic_load(&fk.calls_reload), 0);
 
-    snprintf(raw, sizeof(raw), "POST /reload HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    snprintf(raw, sizeof(raw), "POST /reload HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
              "Authorization: Bearer s3cret\r\n%s", body);
     request(port, raw, strlen(raw), &r);
     ck_assert_int_eq(r.status, 200);
@@ -394,10 +394,122 @@ START_TEST(test_no_token_allows_reload)
     char err[256];
     struct fake f2;
     memset(&f2, 0, sizeof(f2));
-    struct admin *a = admin_start(":0", NULL, &fake_ops, &f2, err, sizeof(err));   /* loopback */
+    struct admin *a = admin_start(":0", NULL, NULL, &fake_ops, &f2, err, sizeof(err));   /* loopback */
     ck_assert_msg(a != NULL, "%s", err);
     struct reply r;
     get(admin_port(a), "POST", "/reload", "Content-Length: 0\r\n", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(atomic_load(&f2.calls_reload), 1);
+    admin_stop(a);
+}
+END_TEST
+
+/* Issue 22 item 10: one raw request with the given Host line ("" for none) and extra headers. */
+static void ask(uint16_t p, const char *method, const char *path, const char *version,
+                const char *host, const char *extra, struct reply *rep)
+{
+    char raw[2048];
+    int n = snprintf(raw, sizeof(raw), "%s %s %s\r\n%s%s%sConnection: close\r\n%s\r\n", method,
+                     path, version, *host ? "Host: " : "", host, *host ? "\r\n" : "",
+                     extra ? extra : "");
+    request(p, raw, (size_t)n, rep);
+}
+
+/* DNS rebinding: a Host naming anything but an address, localhost or a listed name is
+ * refused before any callback runs, whatever the path. */
+START_TEST(test_host_must_be_an_address_localhost_or_listed)
+{
+    char err[256];
+    struct fake f2;
+    memset(&f2, 0, sizeof(f2));
+    f2.healthy = 1;
+    struct admin *a = admin_start("127.0.0.1:0", NULL, "Admin.Example ops", &fake_ops, &f2,
+                                  err, sizeof(err));
+    ck_assert_msg(a != NULL, "%s", err);
+    uint16_t p = admin_port(a);
+    struct reply r;
+    static const char *const good[] = { "127.0.0.1:1", "127.0.0.1", "10.1.2.3:22223",
+                                        "[::1]:22223", "[::1]", "localhost:22223", "LOCALHOST",
+                                        "admin.example", "ADMIN.EXAMPLE:8080", "ops:1" };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ask(p, "GET", "/stats", "HTTP/1.1", good[i], NULL, &r);
+        ck_assert_msg(r.status == 200, "Host %s: %d", good[i], r.status);
+    }
+    static const char *const bad[] = { "evil.example", "evil.example:22223", "127.0.0.1.evil.example",
+                                       "localhost.evil.example", "admin.example.evil", "x",
+                                       "127.0.0.1:", "127.0.0.1:x", "127.0.0.1:80:80", "[::1",
+                                       "[evil]:80", "[::1]x", "::1", "example", "op", "" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ask(p, "GET", "/stats", "HTTP/1.1", bad[i], NULL, &r);
+        ck_assert_msg(r.status == 421 || (bad[i][0] == '\0' && r.status == 400),
+                      "Host '%s': %d", bad[i], r.status);
+        ck_assert_ptr_null(strstr(r.body, "ringleader"));      /* nothing of /stats */
+        ask(p, "POST", "/reload", "HTTP/1.1", bad[i], "Content-Length: 0\r\n", &r);
+        ck_assert_msg(r.status == 421 || (bad[i][0] == '\0' && r.status == 400),
+                      "POST with Host '%s': %d", bad[i], r.status);
+    }
+    ask(p, "GET", "/health", "HTTP/1.1", "evil.example", NULL, &r);
+    ck_assert_int_eq(r.status, 421);
+    ck_assert_ptr_nonnull(strstr(r.body, "admin_hosts"));      /* says what to do */
+    ask(p, "GET", "/health", "HTTP/1.0", "", NULL, &r);         /* no Host: not a browser */
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(atomic_load(&f2.calls_reload), 0);
+    admin_stop(a);
+}
+END_TEST
+
+/* Cross-site: a foreign Origin is refused; without a token a POST with a form's content type
+ * is refused, one with none (curl -X POST) or another type is served; a token is enough. */
+START_TEST(test_cross_site_origin_and_forms_are_refused)
+{
+    char err[256];
+    struct fake f2;
+    memset(&f2, 0, sizeof(f2));
+    struct admin *a = admin_start("127.0.0.1:0", NULL, NULL, &fake_ops, &f2, err, sizeof(err));
+    ck_assert_msg(a != NULL, "%s", err);
+    uint16_t p = admin_port(a);
+    struct reply r;
+    static const char *const origins[] = { "http://evil.example", "https://evil.example:443",
+                                           "null", "file://", "http://localhost.evil.example" };
+    for (size_t i = 0; i < sizeof(origins) / sizeof(origins[0]); i++) {
+        char h[256];
+        snprintf(h, sizeof(h), "Origin: %s\r\nContent-Length: 0\r\n", origins[i]);
+        ask(p, "POST", "/reload", "HTTP/1.1", "127.0.0.1", h, &r);
+        ck_assert_msg(r.status == 403, "Origin %s: %d", origins[i], r.status);
+        ask(p, "GET", "/config", "HTTP/1.1", "127.0.0.1", h, &r);
+        ck_assert_msg(r.status == 403, "GET with Origin %s: %d", origins[i], r.status);
+    }
+    static const char *const forms[] = { "application/x-www-form-urlencoded",
+                                         "Multipart/Form-Data; boundary=x", "text/plain",
+                                         " text/plain ;charset=UTF-8" };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        char h[256];
+        snprintf(h, sizeof(h), "Content-Type: %s\r\nContent-Length: 3\r\n\r\na=b", forms[i]);
+        ask(p, "POST", "/reload", "HTTP/1.1", "127.0.0.1:9", h, &r);
+        ck_assert_msg(r.status == 403, "Content-Type %s: %d", forms[i], r.status);
+    }
+    ck_assert_int_eq(atomic_load(&f2.calls_reload), 0);
+    /* what tools send: curl -X POST (no type), a JSON body, the endpoint's own page origin */
+    ask(p, "POST", "/reload", "HTTP/1.1", "127.0.0.1:9", "Content-Length: 0\r\n", &r);
+    ck_assert_int_eq(r.status, 200);
+    ask(p, "POST", "/reload", "HTTP/1.1", "localhost",
+        "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}", &r);
+    ck_assert_int_eq(r.status, 200);
+    ask(p, "POST", "/reload", "HTTP/1.1", "127.0.0.1:9",
+        "Origin: http://127.0.0.1:9\r\nContent-Length: 0\r\n", &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_int_eq(atomic_load(&f2.calls_reload), 3);
+    admin_stop(a);
+
+    /* with a token, the token decides: a form's type with it is served */
+    memset(&f2, 0, sizeof(f2));
+    a = admin_start("127.0.0.1:0", "s3cret", NULL, &fake_ops, &f2, err, sizeof(err));
+    ck_assert_msg(a != NULL, "%s", err);
+    ask(admin_port(a), "POST", "/reload", "HTTP/1.1", "127.0.0.1",
+        "Content-Type: text/plain\r\nContent-Length: 0\r\n", &r);
+    ck_assert_int_eq(r.status, 401);
+    ask(admin_port(a), "POST", "/reload", "HTTP/1.1", "127.0.0.1",
+        "Authorization: Bearer s3cret\r\nContent-Type: text/plain\r\nContent-Length: 0\r\n", &r);
     ck_assert_int_eq(r.status, 200);
     ck_assert_int_eq(atomic_load(&f2.calls_reload), 1);
     admin_stop(a);
@@ -408,7 +520,7 @@ START_TEST(test_missing_callbacks_answer_501)
 {
     char err[256];
     static const struct admin_ops none = { 0 };
-    struct admin *a = admin_start("127.0.0.1:0", NULL, &none, NULL, err, sizeof(err));
+    struct admin *a = admin_start("127.0.0.1:0", NULL, NULL, &none, NULL, err, sizeof(err));
     ck_assert_msg(a != NULL, "%s", err);
     struct reply r;
     get(admin_port(a), "GET", "/metrics", NULL, &r);
@@ -426,14 +538,14 @@ START_TEST(test_bad_addresses)
                           "[::1:80", "no.such.host.invalid:80" };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
-        ck_assert_ptr_null(admin_start(bad[i], NULL, &fake_ops, NULL, err, sizeof(err)));
+        ck_assert_ptr_null(admin_start(bad[i], NULL, NULL, &fake_ops, NULL, err, sizeof(err)));
         ck_assert_msg(strncmp(err, "admin: ", 7) == 0, "no reason for '%s'", bad[i]);
     }
-    ck_assert_ptr_null(admin_start(NULL, NULL, &fake_ops, NULL, err, sizeof(err)));
+    ck_assert_ptr_null(admin_start(NULL, NULL, NULL, &fake_ops, NULL, err, sizeof(err)));
     /* The port is taken. */
     char addr[64];
     snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
-    ck_assert_ptr_null(admin_start(addr, NULL, &fake_ops, NULL, err, sizeof(err)));
+    ck_assert_ptr_null(admin_start(addr, NULL, NULL, &fake_ops, NULL, err, sizeof(err)));
     ck_assert_ptr_nonnull(strstr(err, "cannot listen"));
     admin_stop(NULL);
 }
@@ -454,6 +566,8 @@ int main(void)
     tcase_add_test(tc, test_garbage_requests);
     tcase_add_test(tc, test_no_token_allows_reload);
     tcase_add_test(tc, test_missing_callbacks_answer_501);
+    tcase_add_test(tc, test_host_must_be_an_address_localhost_or_listed);
+    tcase_add_test(tc, test_cross_site_origin_and_forms_are_refused);
     tcase_add_test(tc, test_bad_addresses);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

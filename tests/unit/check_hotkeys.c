@@ -82,7 +82,7 @@ START_TEST(test_zipf_stream_finds_true_top_keys)
     for (size_t i = 0; i < NTOUCH; i++) {
         size_t r = zipf_next(&z);
         truth[r]++;
-        hotkeys_touch(hk, k, key_of(r, k), 1000 + i / 100);   /* 3 s of traffic */
+        hotkeys_touch(hk, k, key_of(r, k), 0, 1000 + i / 100);   /* 3 s of traffic */
     }
     hotkeys_snapshot(hk, 1000 + NTOUCH / 100, snap);
     ck_assert_uint_eq(snap->n, HOTKEYS_CAPACITY);
@@ -137,7 +137,7 @@ START_TEST(test_merge_of_workers_finds_true_top_keys)
     for (size_t i = 0; i < NTOUCH; i++) {
         size_t r = zipf_next(&z);
         truth[r]++;
-        hotkeys_touch(&hk[rng() % NWORKERS], k, key_of(r, k), 5000);
+        hotkeys_touch(&hk[rng() % NWORKERS], k, key_of(r, k), 0, 5000);
     }
     const struct hotkeys_snapshot *ptrs[NWORKERS];
     for (int w = 0; w < NWORKERS; w++) {
@@ -177,16 +177,16 @@ START_TEST(test_window_keeps_previous_generation_then_forgets)
     static struct hotkeys hk;
     hotkeys_init(&hk, 1000, 0);
     for (int i = 0; i < 5; i++)
-        hotkeys_touch(&hk, "a", 1, 100);
-    hotkeys_touch(&hk, "b", 1, 999);
+        hotkeys_touch(&hk, "a", 1, 0, 100);
+    hotkeys_touch(&hk, "b", 1, 0, 999);
     ck_assert_uint_eq(count_of(&hk, 999, "a"), 5);
     /* Second window: "a" is still counted through the previous generation. */
     for (int i = 0; i < 3; i++)
-        hotkeys_touch(&hk, "a", 1, 1500);
+        hotkeys_touch(&hk, "a", 1, 0, 1500);
     ck_assert_uint_eq(count_of(&hk, 1500, "a"), 8);
     ck_assert_uint_eq(count_of(&hk, 1500, "b"), 1);
     /* Third window: the first window's touches are gone, the second's remain. */
-    hotkeys_touch(&hk, "c", 1, 2100);
+    hotkeys_touch(&hk, "c", 1, 0, 2100);
     ck_assert_uint_eq(count_of(&hk, 2100, "a"), 3);
     ck_assert_uint_eq(count_of(&hk, 2100, "b"), 0);
     /* Two windows of silence: everything is forgotten, even without touches (snapshot rotates). */
@@ -197,7 +197,7 @@ START_TEST(test_window_keeps_previous_generation_then_forgets)
     ck_assert_uint_eq(snap.n, 0);
     ck_assert_uint_eq(snap.floor, 0);
     /* And it starts again cleanly. */
-    hotkeys_touch(&hk, "a", 1, 4100);
+    hotkeys_touch(&hk, "a", 1, 0, 4100);
     ck_assert_uint_eq(count_of(&hk, 4100, "a"), 1);
 }
 END_TEST
@@ -210,14 +210,14 @@ START_TEST(test_window_hot_key_replaced_by_new_hot_key)
     char k[32];
     hotkeys_init(&hk, 1000, 0);
     for (int i = 0; i < 2000; i++) {
-        hotkeys_touch(&hk, "old-hot", 7, (uint64_t)i / 4);
+        hotkeys_touch(&hk, "old-hot", 7, 0, (uint64_t)i / 4);
         int len = snprintf(k, sizeof(k), "noise%d", i);
-        hotkeys_touch(&hk, k, (size_t)len, (uint64_t)i / 4);
+        hotkeys_touch(&hk, k, (size_t)len, 0, (uint64_t)i / 4);
     }
     for (int i = 0; i < 4000; i++) {
-        hotkeys_touch(&hk, "new-hot", 7, 2000 + (uint64_t)i / 4);
+        hotkeys_touch(&hk, "new-hot", 7, 0, 2000 + (uint64_t)i / 4);
         int len = snprintf(k, sizeof(k), "noise%d", 5000 + i);
-        hotkeys_touch(&hk, k, (size_t)len, 2000 + (uint64_t)i / 4);
+        hotkeys_touch(&hk, k, (size_t)len, 0, 2000 + (uint64_t)i / 4);
     }
     hotkeys_snapshot(&hk, 2999, &snap);
     const struct hotkeys_snapshot *p[1] = { &snap };
@@ -238,12 +238,12 @@ START_TEST(test_long_and_binary_keys)
     memcpy(b, a, sizeof(b));
     b[250] = 'y';                              /* differs only after the first 128 bytes */
     hotkeys_init(&hk, 1000, 0);
-    hotkeys_touch(&hk, a, sizeof(a), 1);
-    hotkeys_touch(&hk, b, sizeof(b), 1);
+    hotkeys_touch(&hk, a, sizeof(a), 0, 1);
+    hotkeys_touch(&hk, b, sizeof(b), 0, 1);
     const char bin[] = { 0, (char)0xff, '\n', '"', 0 };
-    hotkeys_touch(&hk, bin, sizeof(bin), 1);
-    hotkeys_touch(&hk, bin, sizeof(bin) - 1, 1);   /* a prefix is another key */
-    hotkeys_touch(&hk, "", 0, 1);
+    hotkeys_touch(&hk, bin, sizeof(bin), 0, 1);
+    hotkeys_touch(&hk, bin, sizeof(bin) - 1, 0, 1);   /* a prefix is another key */
+    hotkeys_touch(&hk, "", 0, 0, 1);
     hotkeys_snapshot(&hk, 1, &snap);
     ck_assert_uint_eq(snap.n, 4);
     const struct hotkeys_entry *e = find(snap.e, snap.n, a, HOTKEYS_KEY_MAX);
@@ -252,6 +252,43 @@ START_TEST(test_long_and_binary_keys)
     ck_assert_uint_eq(find(snap.e, snap.n, bin, sizeof(bin))->count, 1);
     ck_assert_uint_eq(find(snap.e, snap.n, bin, sizeof(bin) - 1)->count, 1);
     ck_assert_uint_eq(find(snap.e, snap.n, "", 0)->count, 1);
+}
+END_TEST
+
+/* A key past HOTKEYS_KEY_MAX bytes keeps the placement hash it was touched with: the reader
+ * names its owner from that, not from the prefix held (issue 22, item 9). Cut keys sharing
+ * the prefix are one key only when they route alike, in one sketch and in a merge. */
+START_TEST(test_cut_keys_keep_their_placement)
+{
+    static struct hotkeys hk[2];
+    static struct hotkeys_snapshot snap[2];
+    struct hotkeys_entry top[8];
+    char a[200], b[200], whole[HOTKEYS_KEY_MAX];
+    memset(a, 'k', sizeof(a));
+    memcpy(b, a, sizeof(b));
+    b[199] = 'z';                              /* same first 128 bytes, another key */
+    memcpy(whole, a, sizeof(whole));           /* exactly those 128 bytes: a whole key */
+    for (int w = 0; w < 2; w++) {
+        hotkeys_init(&hk[w], 1000, 0);
+        for (int i = 0; i < 3; i++)
+            hotkeys_touch(&hk[w], a, sizeof(a), 0xa11ce, 1);
+        hotkeys_touch(&hk[w], b, sizeof(b), 0xb0b, 1);
+        hotkeys_touch(&hk[w], whole, sizeof(whole), 0xa11ce, 1);
+        ck_assert_int_eq(hotkeys_verify(&hk[w]), 0);
+        hotkeys_snapshot(&hk[w], 1, &snap[w]);
+        ck_assert_uint_eq(snap[w].n, 3);
+    }
+    const struct hotkeys_snapshot *p[2] = { &snap[0], &snap[1] };
+    ck_assert_int_eq(hotkeys_merge(p, 2, top, 8), 3);
+    ck_assert_uint_eq(top[0].count, 6);        /* a, from both workers */
+    ck_assert(top[0].cut);
+    ck_assert_uint_eq(top[0].len, HOTKEYS_KEY_MAX);
+    ck_assert_uint_eq(top[0].place, 0xa11ce);
+    ck_assert_int_eq(memcmp(top[0].key, a, HOTKEYS_KEY_MAX), 0);
+    /* count 2 each: the whole key first (a cut key sorts after the whole one it starts with) */
+    ck_assert(!top[1].cut && top[1].count == 2 && top[1].len == HOTKEYS_KEY_MAX);
+    ck_assert(top[2].cut && top[2].count == 2 && top[2].place == 0xb0b);
+    ck_assert(!hotkeys_spilled(&hk[0], b, sizeof(b), 0xb0b));
 }
 END_TEST
 
@@ -266,7 +303,7 @@ START_TEST(test_eviction_churn_keeps_index_consistent)
     hotkeys_init(&hk, 1000000, 0);
     for (int i = 0; i < 200000; i++) {
         int len = snprintf(k, sizeof(k), "k%lu", (unsigned long)(rng() % 300));
-        hotkeys_touch(&hk, k, (size_t)len, 1);
+        hotkeys_touch(&hk, k, (size_t)len, 0, 1);
         if (i % 97 == 0 || i < 200)
             ck_assert_int_eq(hotkeys_verify(&hk), 0);
     }
@@ -302,7 +339,7 @@ START_TEST(test_crowded_groups_spill_and_stay_found)
     for (unsigned long i = 0; i < 4000000 && (na < 8 || nb < 8 || nboth < 4); i++) {
         char k[24];
         size_t len = (size_t)snprintf(k, sizeof(k), "crowd:%lu", i);
-        hotkeys_key_groups(k, len, &a, &b);
+        hotkeys_key_groups(k, len, 0, &a, &b);
         unsigned slot;
         if (a == 0 && b == 5 && nboth < 4)
             slot = 16 + nboth++;
@@ -322,12 +359,12 @@ START_TEST(test_crowded_groups_spill_and_stay_found)
     hotkeys_init(&hk, 1000000, 0);
     for (unsigned round = 1; round <= 3; round++)
         for (unsigned i = 0; i < 20; i++) {
-            hotkeys_touch(&hk, keys[i], lens[i], 1);
+            hotkeys_touch(&hk, keys[i], lens[i], 0, 1);
             ck_assert_int_eq(hotkeys_verify(&hk), 0);
         }
     /* Groups 0 and 5 hold eight keys each, so the last four went to the spill list. */
     for (unsigned i = 16; i < 20; i++)
-        ck_assert(hotkeys_spilled(&hk, keys[i], lens[i]));
+        ck_assert(hotkeys_spilled(&hk, keys[i], lens[i], 0));
     hotkeys_snapshot(&hk, 1, &snap);
     ck_assert_uint_eq(snap.n, 20);
     for (unsigned i = 0; i < 20; i++) {
@@ -340,13 +377,13 @@ START_TEST(test_crowded_groups_spill_and_stay_found)
     char k[32];
     for (int i = 0; i < 20000; i++) {
         int len = snprintf(k, sizeof(k), "other:%d", i % 500);
-        hotkeys_touch(&hk, k, (size_t)len, 1);
+        hotkeys_touch(&hk, k, (size_t)len, 0, 1);
         if (i % 101 == 0)
             ck_assert_int_eq(hotkeys_verify(&hk), 0);
     }
     ck_assert_int_eq(hotkeys_verify(&hk), 0);
     for (unsigned i = 16; i < 20; i++)
-        ck_assert(!hotkeys_spilled(&hk, keys[i], lens[i]));
+        ck_assert(!hotkeys_spilled(&hk, keys[i], lens[i], 0));
 }
 END_TEST
 
@@ -376,7 +413,7 @@ START_TEST(bench_touch)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t1);
     (void)sink;
     for (size_t i = 0; i < N; i++)
-        hotkeys_touch(&hk, names[seq[i]], lens[seq[i]], i / 1000);
+        hotkeys_touch(&hk, names[seq[i]], lens[seq[i]], 0, i / 1000);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t2);
     double base = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / N;
     double ns = ((double)(t2.tv_sec - t1.tv_sec) * 1e9 + (double)(t2.tv_nsec - t1.tv_nsec)) / N;
@@ -400,6 +437,7 @@ int main(void)
     tcase_add_test(tc, test_window_keeps_previous_generation_then_forgets);
     tcase_add_test(tc, test_window_hot_key_replaced_by_new_hot_key);
     tcase_add_test(tc, test_long_and_binary_keys);
+    tcase_add_test(tc, test_cut_keys_keep_their_placement);
     tcase_add_test(tc, test_eviction_churn_keeps_index_consistent);
     tcase_add_test(tc, bench_touch);
     suite_add_tcase(s, tc);

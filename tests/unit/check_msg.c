@@ -158,12 +158,17 @@ START_TEST(test_fanout_merges_in_key_order_whatever_order_fragments_finish)
     fr[1]->items = 1;                                   /* (counted by the reply parser) */
     msg_complete(&f.w, fr[1]);
     ck_assert_uint_eq(buf_len(&f.c->conn.obuf), 0);   /* waits for the other fragment */
+    /* what the fragments hold for the client counts against it */
+    ck_assert_uint_ge(f.c->held_cost, fr[1]->rsp.cap);
+    ck_assert_uint_ge(fr[1]->rsp.cap, BUF_STD_SIZE);
     fx_reply(fr[0], "VALUE k1 0 1\r\nA\r\n");           /* a reply may come in parts */
     fx_reply(fr[0], "VALUE k3 0 1\r\nC\r\nEND\r\n");
     fr[0]->items = 2;
+    ck_assert_uint_ge(f.c->held_cost, fr[0]->rsp.cap + fr[1]->rsp.cap);
     msg_complete(&f.w, fr[0]);
     fx_assert_output(&f, "VALUE k1 0 1\r\nA\r\nVALUE k2 0 1\r\nB\r\nVALUE k3 0 1\r\nC\r\nEND\r\n");
     ck_assert(queue_empty(&f.c->msgs));
+    ck_assert_uint_eq(f.c->held_cost, 0);               /* delivered: nothing held */
     ck_assert_uint_eq(f.w.nfree_msgs, 3);               /* parent and fragments are free */
     ck_assert_int_eq(f.pool.stats.hits, 3);
     fx_free(&f);
@@ -222,10 +227,15 @@ START_TEST(test_replies_are_delivered_in_request_order)
     msg_complete(&f.w, b);
     ck_assert_uint_eq(buf_len(&f.c->conn.obuf), 0);     /* b waits behind a */
     ck_assert_uint_eq(f.c->held_bytes, 22);             /* held in b, counted against the client */
+    /* ... at what it costs: b's reply buffer's capacity, not its 22 bytes */
+    ck_assert_uint_ge(f.c->held_cost, BUF_STD_SIZE);
+    ck_assert_uint_eq(f.c->held_cost, b->rsp.cap + b->req.cap + b->reqcopy.cap);
+    ck_assert_uint_ge(client_held_memory(f.c), 2 * sizeof(struct msg) + BUF_STD_SIZE);
     fx_reply(a, "END\r\n");
     msg_complete(&f.w, a);
     fx_assert_output(&f, "END\r\nVALUE kb 0 1\r\nb\r\nEND\r\n");
     ck_assert_uint_eq(f.c->held_bytes, 0);
+    ck_assert_uint_eq(f.c->held_cost, 0);
     ck_assert_uint_eq(f.c->nmsgs, 0);
     fx_free(&f);
 }
