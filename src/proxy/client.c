@@ -126,12 +126,14 @@ void client_stream_check(struct client *c, struct sconn *s)
     client_mem_sync(c, 0);
     if (!s->is_pin && (uint64_t)proxy_memory(c) <= client_memory_limit(c) / 2)
         return;
-    if (sconn_hold(s, c))
+    if (sconn_hold(s, &c->holder))
         c->holding = s;
 }
 
-void client_hold_lost(struct client *c, struct sconn *s)
+static void client_hold_lost(struct sconn_holder *h, struct sconn *s)
 {
+    struct client *c = CONN_OWNER(h, struct client, holder);
+
     if (c->holding == s)
         c->holding = NULL;
 }
@@ -189,7 +191,7 @@ void client_close(struct client *c)
      * must not complete for nobody. */
     session_client_closed(c);
     client_hold_check(c, 1);        /* the rest of the value is read for nobody */
-    while ((n = queue_first(&c->pins)) != NULL)
+    while ((n = queue_first(&c->holder.pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
     pubsub_free(c);
     client_drop_msgs(c);
@@ -419,8 +421,10 @@ static void client_stream_copy(struct client *c)
         client_pause(c);            /* the server is slower than the client */
 }
 
-void client_pin_idle(struct client *c, struct sconn *s)
+static void client_pin_idle(struct sconn_holder *h, struct sconn *s)
 {
+    struct client *c = CONN_OWNER(h, struct client, holder);
+
     if (c->pubsub != NULL && pubsub_pin_idle(c, s))
         return;                         /* a subscription connection: nothing waits on it */
     if (c->stream != s) {
@@ -442,14 +446,18 @@ parse:
     client_process(c);
 }
 
-void client_pin_writable(struct client *c, struct sconn *s)
+static void client_pin_writable(struct sconn_holder *h, struct sconn *s)
 {
+    struct client *c = CONN_OWNER(h, struct client, holder);
+
     if (c->stream == s && c->in == CLIENT_IN_STREAM)
         client_check_resume(c);
 }
 
-void client_pin_lost(struct client *c, struct sconn *s)
+static void client_pin_lost(struct sconn_holder *h, struct sconn *s)
 {
+    struct client *c = CONN_OWNER(h, struct client, holder);
+
     if (c->pubsub != NULL && pubsub_pin_lost(c, s))
         return;
     if (c->stream != s) {
@@ -473,6 +481,27 @@ void client_pin_lost(struct client *c, struct sconn *s)
     c->stream_left = 0;
     worker_mark_client(c->w, c);    /* its flush resumes the client */
 }
+
+static void client_pin_push(struct sconn_holder *h, struct sconn *s, const char *p, size_t n)
+{
+    pubsub_message(s, p, n);
+}
+
+static int client_pin_dropped(struct sconn_holder *h, struct sconn *s,
+                              const struct proto_name *name)
+{
+    return pubsub_dropped(s, name);
+}
+
+/* What the client's pinned server connections tell it (server.h). */
+static const struct sconn_holder_ops client_holder_ops = {
+    .pin_idle = client_pin_idle,
+    .pin_writable = client_pin_writable,
+    .pin_lost = client_pin_lost,
+    .hold_lost = client_hold_lost,
+    .push = client_pin_push,
+    .dropped = client_pin_dropped,
+};
 
 /*
  * A request with a large body that is not all here: stream it when it goes
@@ -899,7 +928,8 @@ void client_accept(struct listener *l)
     c->w = w;
     c->pool = pool;
     queue_init(&c->msgs);
-    queue_init(&c->pins);
+    c->holder.ops = &client_holder_ops;
+    queue_init(&c->holder.pins);
     queue_init(&c->sessions);
     queue_insert_tail(&w->clients, &c->link);
     pool->refs++;

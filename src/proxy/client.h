@@ -8,6 +8,7 @@
 #include "lib/buf.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/server.h"
 #include "lib/queue.h"
 
 struct listener;
@@ -33,7 +34,8 @@ struct client {
     struct qnode        link;           /* worker's clients */
     struct qnode        dirty_link;     /* worker's dirty list */
     struct qnode        msgs;           /* requests in reply order (msg.cq) */
-    struct qnode        pins;           /* pinned server connections it holds (sconn.client_link) */
+    struct sconn_holder holder;         /* its pinned server connections, and what they
+                                           tell it (client.c installs the callbacks) */
     struct qnode        sessions;       /* its sessions (session.link: session.h) */
     uint32_t            nsessions;
     uint32_t            nmsgs;
@@ -75,9 +77,6 @@ int  client_write_bytes(struct client *c, const char *p, size_t n);
  * server instead of buffering a slow reader's value, or cutting it). */
 void client_stream_check(struct client *c, struct sconn *s);
 
-/* s, which c's output held stopped, closed. */
-void client_hold_lost(struct client *c, struct sconn *s);
-
 /* What c's queued messages hold, struct and buffers (what counts toward memory_limit). */
 size_t client_held_memory(const struct client *c);
 
@@ -101,15 +100,6 @@ void client_check_timeouts(struct client *c, uint64_t now_ms);
 
 /* The pool's settings that live in the client changed by a reload. */
 void client_refresh(struct client *c);
-
-/* A pinned connection c holds has answered everything it was sent. */
-void client_pin_idle(struct client *c, struct sconn *s);
-
-/* A pinned connection c holds wrote out what it had (streaming backpressure). */
-void client_pin_writable(struct client *c, struct sconn *s);
-
-/* A pinned connection c held closed under it (its requests were failed). */
-void client_pin_lost(struct client *c, struct sconn *s);
 
 /* What the protocol's local() and merge_env() get: the pool's and the process's numbers
  * (pool_numbers.c, which takes every worker's lock in turn: never call it holding one). */

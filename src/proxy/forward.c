@@ -796,7 +796,8 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     }
     struct server *srv = pool->servers[rt.to[0]];
     const char *reason = NULL;
-    struct sconn *s = server_pin(srv, c, &reason);
+    struct sconn *s = server_pin(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
+                                 &reason);
     if (s == NULL) {
         log_info("pool '%s': large request buffered, not streamed: %s", pool->cp->name, reason);
         return NULL;

@@ -486,6 +486,7 @@ void msg_fail(struct worker *w, struct msg *m, enum proto_err code, const char *
         }
     }
     m->warm = MSG_WARM_NONE;
+    m->flags &= (uint16_t)~MSG_F_STAGED;   /* failed: no stage acts on its reply */
     /* A parked message stays held by its queue, which releases it (as a zombie). */
     m->state = (m->state == MSG_SENT || m->state == MSG_PARKED) ? MSG_ZOMBIE : MSG_DONE;
     msg_watched(w, m, 0);

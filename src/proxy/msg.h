@@ -83,6 +83,7 @@ enum msg_warm {
                                   fragments (pub/sub confirmations): they need only succeed;
                                   one that fails ends the client (its state is not the
                                   servers' any more) with that failure as the last reply */
+#define MSG_F_STAGED   0x8000  /* a stage of its pool sees its reply first (stage_reply) */
 #define MSG_F_PUSHES   0x4000  /* pub/sub messages waiting for their turn in the client's
                                   queue (pubsub.c): the next ones due at the same place
                                   join its buffer instead of taking a message each */

@@ -299,7 +299,8 @@ static struct pubsub_pin *pubsub_pin(struct client *c, struct server *srv, const
         ps->pins = g;
         ps->pincap = cap;
     }
-    struct sconn *s = server_pin(srv, c, reason);
+    struct sconn *s = server_pin(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
+                                 reason);
     if (s == NULL)
         return NULL;
     s->parser.flags |= PROTO_PF_SUBSCRIBED;
@@ -756,7 +757,7 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
 
 void pubsub_message(struct sconn *s, const char *p, size_t n)
 {
-    struct client *c = s->pinned;
+    struct client *c = s->pinned ? CONN_OWNER(s->pinned, struct client, holder) : NULL;
 
     if (c == NULL || c->closing || c->pubsub == NULL || conn_closing(&c->conn))
         return;             /* let go of, awaiting its reset: nobody's any more */
@@ -766,7 +767,7 @@ void pubsub_message(struct sconn *s, const char *p, size_t n)
 
 int pubsub_dropped(struct sconn *s, const struct proto_name *nm)
 {
-    struct client *c = s->pinned;
+    struct client *c = s->pinned ? CONN_OWNER(s->pinned, struct client, holder) : NULL;
 
     if (c == NULL || c->pubsub == NULL)
         return 0;

@@ -16,11 +16,10 @@
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
-#include "proxy/pubsub.h"
 #include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
-#include "proxy/warmup.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
 
@@ -584,7 +583,7 @@ static void sconn_reply_done(struct sconn *s)
         uint64_t now_us = worker_now_us(w);
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     }
-    if (m->warm != MSG_WARM_NONE && warmup_reply(w, m))
+    if ((m->flags & MSG_F_STAGED) && stage_reply(&srv->pool->chain, w, m))
         return;
     if (m->rflags & PROTO_RF_RETRIEVAL) {
         uint32_t misses = m->nkeys > m->items ? m->nkeys - m->items : 0;
@@ -596,8 +595,8 @@ static void sconn_reply_done(struct sconn *s)
         }
     }
     msg_complete(w, m);
-    if (s->pinned != NULL && queue_empty(&s->sent))
-        client_pin_idle(s->pinned, s);
+    if (s->pinned != NULL && queue_empty(&s->sent) && s->pinned->ops->pin_idle != NULL)
+        s->pinned->ops->pin_idle(s->pinned, s);
     else
         sconn_close_if_drained(s);
 }
@@ -686,13 +685,15 @@ static int sconn_sub_unit(struct sconn *s, struct qnode *first)
         return -1;
     }
     if (rsp.flags & PROTO_SF_PUSH) {
-        pubsub_message(s, p, rsp.hdr_len);
+        if (s->pinned != NULL && s->pinned->ops->push != NULL)
+            s->pinned->ops->push(s->pinned, s, p, rsp.hdr_len);  /* else nobody's any more */
         buf_consume(in, rsp.hdr_len);
         return 1;
     }
     struct proto_name dropped;
     if (!(rsp.flags & PROTO_SF_ERROR) && rsp.body_len == 0 && ops->sub_dropped != NULL &&
-        ops->sub_dropped(p, rsp.hdr_len, &dropped) == 1 && pubsub_dropped(s, &dropped)) {
+        ops->sub_dropped(p, rsp.hdr_len, &dropped) == 1 && s->pinned != NULL &&
+        s->pinned->ops->dropped != NULL && s->pinned->ops->dropped(s->pinned, s, &dropped)) {
         buf_consume(in, rsp.hdr_len);   /* the server's own unsubscription */
         return 1;
     }
@@ -839,15 +840,15 @@ void sconn_flush(struct sconn *s)
     }
     if (s->unsent_n > 0)
         sconn_inqueue(s, conn_output(&s->conn) == 0);
-    if (s->pinned != NULL)
-        client_pin_writable(s->pinned, s);
+    if (s->pinned != NULL && s->pinned->ops->pin_writable != NULL)
+        s->pinned->ops->pin_writable(s->pinned, s);
 }
 
-int sconn_hold(struct sconn *s, struct client *c)
+int sconn_hold(struct sconn *s, struct sconn_holder *h)
 {
     if (s->held_by != NULL || s->state != SCONN_CONNECTED)
         return 0;
-    s->held_by = c;
+    s->held_by = h;
     conn_read_stop(&s->conn);   /* what the input holds already is still processed */
     return 1;
 }
@@ -878,10 +879,12 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     if (s->slot != SCONN_PIN_SLOT && srv->conns[s->slot] == s)
         srv->conns[s->slot] = NULL;
     if (s->held_by != NULL) {
-        client_hold_lost(s->held_by, s);
+        struct sconn_holder *h = s->held_by;
         s->held_by = NULL;
+        if (h->ops->hold_lost != NULL)
+            h->ops->hold_lost(h, s);
     }
-    struct client *holder = s->pinned;
+    struct sconn_holder *holder = s->pinned;
     if (holder != NULL) {
         queue_remove(&s->client_link);
         queue_remove(&s->pin_link);
@@ -918,8 +921,8 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         m->state = MSG_NEW;
         msg_fail(w, m, PROTO_ERR_SERVER, reason);
     }
-    if (holder != NULL)
-        client_pin_lost(holder, s);
+    if (holder != NULL && holder->ops->pin_lost != NULL)
+        holder->ops->pin_lost(holder, s);
     uv_timer_stop(&s->timer);
     uv_close((uv_handle_t *)&s->timer, sconn_on_close);
     if (s->resolving)

@@ -9,7 +9,6 @@
 
 #include "state/health.h"
 #include "lib/log.h"
-#include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
@@ -20,7 +19,6 @@
 #include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
-#include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
 
@@ -303,9 +301,9 @@ static void server_pool_ready(struct wpool *pool, uint8_t variant)
     }
 }
 
-struct sconn *server_pin(struct server *srv, struct client *c, const char **reason)
+struct sconn *server_pin(struct server *srv, struct sconn_holder *h, uint8_t variant,
+                         const char **reason)
 {
-    uint8_t variant = (c->parser.flags & PROTO_PF_VARIANT) != 0;   /* the client's now */
     struct qnode *n;
     struct sconn *s = NULL;
 
@@ -347,9 +345,9 @@ struct sconn *server_pin(struct server *srv, struct client *c, const char **reas
             return NULL;
         }
     }
-    s->pinned = c;
+    s->pinned = h;
     queue_insert_tail(&srv->pins, &s->pin_link);
-    queue_insert_tail(&c->pins, &s->client_link);
+    queue_insert_tail(&h->pins, &s->client_link);
     server__pins_ready(srv, variant);    /* for the next client's session */
     return s;
 }

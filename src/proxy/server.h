@@ -15,6 +15,7 @@
 #include "stats/stats.h"
 
 struct client;
+struct sconn_holder;
 struct collapse_table;
 struct msg;
 struct worker;
@@ -28,6 +29,35 @@ enum sconn_state { SCONN_IDLE, SCONN_RESOLVING, SCONN_CONNECTING, SCONN_CONNECTE
 enum sconn_rx {
     SCONN_RX_UNIT,      /* at the start of a unit: parse its header */
     SCONN_RX_BODY       /* inside a unit's body: body_left bytes pass through to cur */
+};
+
+/*
+ * What holds server connections of its own: a client (which embeds it). A server and its
+ * connections never call their holder's code; they tell it through these callbacks, each
+ * optional (calls go down, news comes up).
+ */
+struct proto_name;
+struct sconn;
+struct sconn_holder;
+struct sconn_holder_ops {
+    /* s, pinned by h, answered everything it was sent */
+    void (*pin_idle)(struct sconn_holder *h, struct sconn *s);
+    /* s, pinned by h, wrote out what it had to send */
+    void (*pin_writable)(struct sconn_holder *h, struct sconn *s);
+    /* s, pinned by h, failed or closed (it is no longer h's) */
+    void (*pin_lost)(struct sconn_holder *h, struct sconn *s);
+    /* s, held back for h (sconn_hold), closed */
+    void (*hold_lost)(struct sconn_holder *h, struct sconn *s);
+    /* s, pinned by h and subscribed: a message unit p[0..n) (PROTO_SF_PUSH), a reply to
+     * no request */
+    void (*push)(struct sconn_holder *h, struct sconn *s, const char *p, size_t n);
+    /* ... the server's own unsubscription of `name` (its slot moved): 1 when h takes it
+     * so, 0 when it is the reply to an unsubscription h asked for */
+    int  (*dropped)(struct sconn_holder *h, struct sconn *s, const struct proto_name *name);
+};
+struct sconn_holder {
+    const struct sconn_holder_ops *ops;
+    struct qnode                   pins;   /* its pinned connections (sconn.client_link) */
 };
 
 /*
@@ -70,12 +100,12 @@ struct sconn {
     uint8_t            body_join_end;   /* after this body, end a joined get's reply */
     /* timeouts and backpressure (a request times out after `timeout` without reply bytes) */
     uint64_t           progress_ms;     /* when reply bytes last arrived */
-    struct client     *held_by;         /* reading stopped until this client, which a large
+    struct sconn_holder *held_by;       /* reading stopped until this holder, which a large
                                            value streams to, has written out its output */
     /* pinned connections */
-    struct client     *pinned;          /* the client holding it, or NULL (shared / idle) */
+    struct sconn_holder *pinned;        /* what holds it (a client), or NULL (shared / idle) */
     struct qnode       pin_link;        /* server's pins or idle_pins */
-    struct qnode       client_link;     /* the holding client's pins */
+    struct qnode       client_link;     /* the holder's pins */
     /* get joining (join.c): the joinable gets in the queue each have their key
      * here ([u8 len][key], queue order); join_tail is the queue's last message
      * while it is a joinable get whose line is still unsent. */
@@ -128,7 +158,8 @@ struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, cons
 
 /*
  * Pinned connections. server_pin: a connection of the server's own for
- * client c: an idle reset one, else a new one (with the pool's hello),
+ * holder h (a client), speaking protocol `variant` (the client's now): an idle reset
+ * one, else a new one (with the pool's hello),
  * bounded by the pool's max_pinned over every worker. NULL with *reason
  * when over the bound or unreachable. sconn_unpin: c is done with s: with
  * `keep` it is reset (the protocol's pin_reset, then the hello) and kept
@@ -136,7 +167,8 @@ struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, cons
  * enough are idle) closed — a client that closes while a command blocks
  * there unpins without keep, so nothing is read for nobody.
  */
-struct sconn *server_pin(struct server *s, struct client *c, const char **reason);
+struct sconn *server_pin(struct server *s, struct sconn_holder *h, uint8_t variant,
+                         const char **reason);
 void sconn_unpin(struct sconn *s, int keep);
 
 /* Queue m on s for its reply (its request bytes are already in s's output,
@@ -164,7 +196,7 @@ void sconn_flush(struct sconn *s);
  * for other clients waits meanwhile; no request on s times out while it does. 1: held
  * for c; 0: not (held already for another client, or not connected).
  */
-int  sconn_hold(struct sconn *s, struct client *c);
+int  sconn_hold(struct sconn *s, struct sconn_holder *h);
 void sconn_release_hold(struct sconn *s);
 
 /* Close (failing the requests in flight with reason). */

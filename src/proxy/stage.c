@@ -36,7 +36,8 @@ void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
                                (st->routed ? STAGE_H_ROUTED : 0) |
                                (st->write ? STAGE_H_WRITE : 0) |
                                (st->queued ? STAGE_H_QUEUED : 0) |
-                               (st->sent ? STAGE_H_SENT : 0));
+                               (st->sent ? STAGE_H_SENT : 0) |
+                               (st->reply ? STAGE_H_REPLY : 0));
     }
 }
 
@@ -93,4 +94,12 @@ void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent)
     for (uint8_t i = 0; i < ch->n; i++)
         if (ch->stage[i]->sent != NULL)
             ch->stage[i]->sent(r, sent);
+}
+
+int stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m)
+{
+    for (uint8_t i = 0; i < ch->n; i++)
+        if (ch->stage[i]->reply != NULL && ch->stage[i]->reply(w, m))
+            return 1;
+    return 0;
 }

@@ -22,7 +22,8 @@ struct worker;
  *   client.c ─parse─▶ forward.c ─place keys─▶ stages: request ─▶ route.c ─▶ stages: routed
  *      ─▶ forward_write: the bytes on a server connection ─▶ stages: write, queued
  *      ─▶ stages: sent                                        (forward.c, one direction)
- *   server.c ─reply complete─▶ msg.c ─▶ stages: reply ─▶ delivered to the client
+ *   sconn.c ─reply complete─▶ stages: reply (a message a stage marked) ─▶ msg.c
+ *      ─▶ delivered to the client through its queue
  *
  * A stage is a const table of hooks, each optional; forward.c calls the hooks of the pool's
  * stages in the order of the table in stage.c and includes no feature's header. A pool
@@ -75,6 +76,11 @@ struct stage {
     /* The request was dispatched: `sent` 1 when m is queued on a server and still the
      * client's (0: answered here, or split into fragments or copies). */
     void (*sent)(struct stage_req *r, int sent);
+    /* The reply side: m's reply is complete, m has left its server's queue, and m was
+     * marked MSG_F_STAGED by this stage: 1 when the stage took m (sent it elsewhere; it
+     * comes back here with its next reply), 0 to let it complete. The stage clears
+     * MSG_F_STAGED when it has no more to do with m. */
+    int  (*reply)(struct worker *w, struct msg *m);
 };
 
 /* The hooks a pool's chain has, so that the request path tests one bit. */
@@ -83,6 +89,7 @@ struct stage {
 #define STAGE_H_WRITE   0x04u
 #define STAGE_H_QUEUED  0x08u
 #define STAGE_H_SENT    0x10u
+#define STAGE_H_REPLY   0x20u
 
 #define STAGE_MAX 16
 
@@ -105,6 +112,8 @@ int  stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *
 void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
                   struct sconn *s);
 void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent);
+/* m (MSG_F_STAGED) has its reply: 1 when a stage took it. */
+int  stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m);
 
 /* The stages (each defined in its feature's file). */
 extern const struct stage stage_rejoin;        /* rejoin.c */

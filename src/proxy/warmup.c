@@ -7,7 +7,6 @@
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/stage.h"
-#include "proxy/warmup.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
@@ -20,6 +19,7 @@ static void warmup_mark(struct msg *m, const char *key, size_t len, struct serve
     if (buf_append(&m->reqcopy, key, len) < 0)
         return;
     m->warm = MSG_WARM_ASK;
+    m->flags |= MSG_F_STAGED;           /* warmup_reply sees its reply */
     m->warm_to = prev;
     m->warm_cmd = cmd;
 }
@@ -98,7 +98,14 @@ static void warmup_finish(struct worker *w, struct msg *m)
     c->held_bytes += buf_len(&m->rsp);
 }
 
-int warmup_reply(struct worker *w, struct msg *m)
+/*
+ * m's reply is complete and m has left its server queue. For the first ask,
+ * a miss is re-sent to the previous owner: returns 1 (m is queued again;
+ * its completion comes later). For that second ask, the previous owner's
+ * answer becomes the client's reply (a hit is also copied to the new
+ * owner). Returns 0 when m completes now.
+ */
+static int warmup_reply(struct worker *w, struct msg *m)
 {
     int live = m->client != NULL && m->state == MSG_SENT && !(m->flags & MSG_F_ERROR);
     enum msg_warm stage = (enum msg_warm)m->warm;
@@ -111,6 +118,7 @@ int warmup_reply(struct worker *w, struct msg *m)
         warmup_finish(w, m);
     }
     m->warm = MSG_WARM_NONE;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
     m->rflags |= PROTO_RF_RETRIEVAL;
     return 0;
 }
@@ -140,4 +148,5 @@ const struct stage stage_warmup = {
     .name = "warmup",
     .wanted = warmup_wanted,
     .routed = warmup_routed,
+    .reply = warmup_reply,
 };

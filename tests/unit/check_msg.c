@@ -63,7 +63,7 @@ static void fx_init(struct fixture *f)
     c->w = w;
     c->pool = &f->pool;
     queue_init(&c->msgs);
-    queue_init(&c->pins);
+    queue_init(&c->holder.pins);
     f->c = c;
 }
 
