@@ -925,6 +925,7 @@ void client_accept(struct listener *l)
         uv_close(&c->conn.h.handle, (uv_close_cb)free);
         return;
     }
+    c->mops = &client_msg_ops;
     c->w = w;
     c->pool = pool;
     queue_init(&c->msgs);
@@ -1024,3 +1025,10 @@ void client_env(struct client *c, struct proto_env *env)
         .ctx = c,
     };
 }
+
+const struct msg_client_ops client_msg_ops = {
+    .advance = client_advance,
+    .write = client_write_bytes,
+    .stream_check = client_stream_check,
+    .env = client_env,
+};

@@ -8,6 +8,7 @@
 #include "lib/buf.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/msg.h"
 #include "proxy/server.h"
 #include "lib/queue.h"
 
@@ -29,6 +30,7 @@ enum client_in {
 
 struct client {
     struct conn         conn;
+    const struct msg_client_ops *mops;  /* what msg.c tells it: client_msg_ops */
     struct worker      *w;
     struct wpool       *pool;
     struct qnode        link;           /* worker's clients */
@@ -104,5 +106,8 @@ void client_refresh(struct client *c);
 /* What the protocol's local() and merge_env() get: the pool's and the process's numbers
  * (pool_numbers.c, which takes every worker's lock in turn: never call it holding one). */
 void client_env(struct client *c, struct proto_env *env);
+
+/* The callbacks a client installs for the request lifecycle (msg.h). */
+extern const struct msg_client_ops client_msg_ops;
 
 #endif

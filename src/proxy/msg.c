@@ -189,13 +189,13 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
     if ((big || (m->flags & MSG_F_STREAMED)) && queue_first(&c->msgs) == &m->cq &&
         m->warm == MSG_WARM_NONE) {
         if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
-            client_write_bytes(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
+            c->mops->write(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
             c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
             m->rsp.rpos = m->rsp.wpos = 0;
         }
         m->flags |= MSG_F_STREAMED;
-        client_write_bytes(c, p, n);
-        client_stream_check(c, m->sconn);   /* a slow reader holds the server back */
+        c->mops->write(c, p, n);
+        c->mops->stream_check(c, m->sconn);     /* a slow reader holds the server back */
         return;
     }
     if (buf_append(&m->rsp, p, n) == 0)
@@ -244,7 +244,7 @@ static void msg_merge_frags(struct msg *p, struct client *c)
     if (p->key_frag == NULL && ops->merge_env != NULL) {
         /* a broadcast whose reply mixes the servers' with the proxy's own (INFO) */
         struct proto_env env;
-        client_env(c, &env);
+        c->mops->env(c, &env);
         if (p->nfrag == 1 && p->frags[0]->server != NULL) {
             env.target = p->frags[0]->server->index;    /* INDEXED: the server it named */
             env.next_target = route_walk(&c->pool->view, env.target + 1);
@@ -309,7 +309,7 @@ static void msg_parent_done(struct worker *w, struct msg *p)
     p->state = MSG_DONE;
     c->held_bytes += buf_len(&p->rsp);
     msg_charge(p);
-    client_advance(c);
+    c->mops->advance(c);
 }
 
 /* m has its answer (a reply, or an error): hand it on. */
@@ -343,7 +343,7 @@ static void msg_answered(struct worker *w, struct msg *m)
     }
     if (m->client != NULL) {
         msg_charge(m);
-        client_advance(m->client);
+        m->client->mops->advance(m->client);
         return;
     }
     msg_release(w, m);

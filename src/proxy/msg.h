@@ -90,6 +90,24 @@ enum msg_warm {
 
 struct msg;
 struct worker;
+struct client;
+struct proto_env;
+struct sconn;
+
+/*
+ * What the request lifecycle tells a message's client, through the callbacks the client
+ * installs (struct client.mops; client.c's are client_msg_ops): msg.c never calls
+ * client.c. advance: a message of its queue completed, deliver what is at its front in
+ * order; write: reply bytes that go to it now (a large value streaming, first in its
+ * queue); stream_check: such a value streams from s (its backpressure); env: what a merge
+ * of fragments needs to know of it.
+ */
+struct msg_client_ops {
+    void (*advance)(struct client *c);
+    int  (*write)(struct client *c, const char *p, size_t n);
+    void (*stream_check)(struct client *c, struct sconn *s);
+    void (*env)(struct client *c, struct proto_env *env);
+};
 
 /*
  * Someone waiting for a message's outcome (a shadow comparison, a rejoin

@@ -61,6 +61,7 @@ static void fx_init(struct fixture *f)
     struct client *c = calloc(1, sizeof(*c));
     ck_assert_ptr_nonnull(c);
     c->w = w;
+    c->mops = &client_msg_ops;
     c->pool = &f->pool;
     queue_init(&c->msgs);
     queue_init(&c->holder.pins);
