@@ -2,6 +2,8 @@
 #ifndef RL_LIB_INVARIANT_H
 #define RL_LIB_INVARIANT_H
 
+#include "config.h"     /* NDEBUG, RL_DEBUG, RL_SANITIZERS decide, whoever includes this first */
+
 /*
  * RL_ASSERT(cond) states what must hold where a wrong state would otherwise corrupt
  * silently: a lifecycle's state changes, queue insertion and removal, buffer bounds,

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/invariant.h"
 #include "proxy/client.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
@@ -22,7 +23,9 @@ struct msg *msg_get(struct worker *w)
     struct msg *m;
     struct buf rsp;
 
+    RL_ASSERT(worker_on_thread(w));
     if (n != NULL) {
+        RL_ASSERT(w->nfree_msgs > 0);
         queue_remove(n);
         w->nfree_msgs--;
         m = QUEUE_DATA(n, struct msg, cq);
@@ -47,6 +50,11 @@ struct msg *msg_get(struct worker *w)
  */
 void msg_put(struct worker *w, struct msg *m)
 {
+    /* nothing holds it any more: no queue, no client, no server waiting to answer it */
+    RL_ASSERT(!queue_linked(&m->sq));
+    RL_ASSERT(m->client == NULL || !queue_linked(&m->cq));
+    RL_ASSERT(m->state != MSG_SENT && m->state != MSG_ZOMBIE && m->state != MSG_PARKED);
+    RL_ASSERT(m->waiters == NULL || !(m->flags & MSG_F_LEADER));
     /* Most messages have none of these: free(NULL) still costs a call into
      * the allocator, four per request. */
     if (m->reqcopy.data != NULL)
@@ -64,7 +72,7 @@ void msg_put(struct worker *w, struct msg *m)
     }
     if (m->rsp.cap > BUF_STD_SIZE || w->nfree_msgs >= MSG_KEEP_RSP_MAX)
         buf_free(&m->rsp);
-    m->cq.next = m->cq.prev = NULL;
+    RL_ASSERT(!queue_linked(&m->cq));
     queue_insert_head(&w->free_msgs, &m->cq);
     w->nfree_msgs++;
 }
@@ -441,6 +449,8 @@ static void __attribute__((noinline)) msg_complete_watched(struct worker *w, str
 
 void msg_complete(struct worker *w, struct msg *m)
 {
+    RL_ASSERT(m->state != MSG_PARKED);     /* a parked message is re-sent, not answered */
+    RL_ASSERT(!queue_linked(&m->sq));      /* taken off its server's queue first */
     if (m->state == MSG_ZOMBIE) {   /* the late reply of an answered request */
         m->state = MSG_DONE;
         msg_release(w, m);

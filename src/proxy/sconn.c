@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "lib/invariant.h"
 #include "state/health.h"
 #include "lib/log.h"
 #include "proxy/client.h"
@@ -356,6 +357,10 @@ static void sconn_arm(struct sconn *s, uint64_t after_ms)
 
 void sconn_enqueue(struct sconn *s, struct msg *m)
 {
+    RL_ASSERT(worker_on_thread(s->server->w));
+    /* in one queue at a time; a message is queued new, or again after its reply (warm-up's
+     * second ask) */
+    RL_ASSERT((m->state == MSG_NEW || m->state == MSG_SENT) && !queue_linked(&m->sq));
     struct server *srv = s->server;
     int timeout = srv->pool->cp->timeout_ms;
     int internal = m->role >= MSG_HELLO;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/invariant.h"
 #include "placement/cluster_map.h"
 #include "placement/ring.h"
 #include "proxy/listen.h"
@@ -17,7 +18,11 @@ void snapshot_ref(struct snapshot *s)
 
 void snapshot_unref(struct snapshot *s)
 {
-    if (s == NULL || atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+    if (s == NULL)
+        return;
+    unsigned was = atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel);
+    RL_ASSERT(was > 0);                     /* one unref too many frees it twice */
+    if (was != 1)
         return;
     for (uint32_t i = 0; s->pools != NULL && i < s->conf->npools; i++) {
         struct snapshot_pool *sp = &s->pools[i];

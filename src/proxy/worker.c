@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/invariant.h"
 #include "lib/log.h"
 #include "proto/proto.h"
 #include "proxy/client.h"
@@ -24,6 +25,7 @@
 
 void worker_mark_client(struct worker *w, struct client *c)
 {
+    RL_ASSERT(worker_on_thread(w) && c->w == w);
     if (c->dirty)
         return;
     c->dirty = 1;
@@ -32,6 +34,7 @@ void worker_mark_client(struct worker *w, struct client *c)
 
 void worker_mark_sconn(struct worker *w, struct sconn *s)
 {
+    RL_ASSERT(worker_on_thread(w) && s->server->w == w);
     if (s->dirty)
         return;
     s->dirty = 1;
@@ -229,6 +232,7 @@ static void wpool_free(struct wpool *wp)
 
 void wpool_unref(struct wpool *wp)
 {
+    RL_ASSERT(wp->refs > 0);
     if (--wp->refs == 0 && wp->retired)
         wpool_free(wp);
 }
@@ -706,6 +710,9 @@ static void worker_main(void *arg)
 {
     struct worker *w = arg;
 
+    w->tid = uv_thread_self();
+    atomic_store(&w->running, 1);
+
     for (uint32_t i = 0; i < w->npools; i++) {
         if (!w->pools[i]->cp->preconnect)
             continue;
@@ -731,6 +738,7 @@ void worker_join(struct worker *w)
     struct qnode *n;
 
     uv_thread_join(&w->thread);
+    atomic_store(&w->running, 0);   /* what is left is freed from this thread */
     uv_walk(&w->loop, worker_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(&w->loop);

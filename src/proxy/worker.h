@@ -72,6 +72,8 @@ struct wpool {
 
 struct worker {
     struct hub       *hub;      /* shared with control (hub.h): the only way up */
+    uv_thread_t       tid;      /* its thread, once running (worker_on_thread) */
+    atomic_int        running;
     uint32_t          id;
     uv_loop_t         loop;
     uv_thread_t       thread;
@@ -121,6 +123,15 @@ void worker_adopt_snapshot(struct worker *w);
 
 /* A client or server stops pointing at a pool. */
 void wpool_unref(struct wpool *wp);
+
+/* Whether the caller runs on w's own thread (or w has no thread: a unit test's). Its
+ * objects are touched from that thread only: RL_ASSERT(worker_on_thread(w)). */
+static inline int worker_on_thread(struct worker *w)
+{
+    uv_thread_t self = uv_thread_self();
+    return !atomic_load_explicit(&w->running, memory_order_relaxed) ||
+           uv_thread_equal(&w->tid, &self);
+}
 
 /* Write every dirty connection's output now. The loop does it after each
  * round of I/O callbacks; a timer callback that answers requests (a
