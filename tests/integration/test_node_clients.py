@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (TOP_SRCDIR, Proxy, Redis, Runner, Skip, check,  # noqa: E402
                      server_lines)
 
@@ -20,7 +21,7 @@ R = Runner("test_node_clients", per_test_timeout=120, total_timeout=150)
 NODE_DIR = os.path.join(TOP_SRCDIR, "tests", "node")
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
             raise Skip("compares the proxy's backends with a server of its own")
@@ -34,17 +35,10 @@ class Env:
                 raise Skip("npm package %s not installed: npm ci in tests/node (scripts/deps)" % pkg)
         self.backends = [Redis.start() for _ in range(4)]
         self.direct = Redis.start()
+        self.more_backends = [self.direct]
         self.proxy = Proxy({"rd": {"redis": True, "hash": "fnv1a_64", "distribution": "ketama",
                                    "hash_tag": "{}", "timeout": 2000, "auto_eject_hosts": False,
                                    "servers": server_lines(self.backends, ["a", "b", "c", "d"])}})
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for b in self.backends + [self.direct]:
-            b.stop()
 
 
 @R.test

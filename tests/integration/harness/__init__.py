@@ -25,7 +25,7 @@ The package is split by job; every public name is re-exported here, so test file
   wire      Raw, the memcached and RESP encoders/parsers, http(), read_stats()
   backends  Memcached, Redis, owners()
   yamlconf  yaml_dump(), ydump(), server_lines()
-  env       Proxy, ExternalProxy, the environments (Env and its kinds), ring_owners()
+  env       Proxy, ExternalProxy, Env (the base of every setup), PoolEnv, ring_owners()
   vectors   the twemproxy placement vectors
   runner    Runner, check(), eq(), unique()
 """
@@ -39,7 +39,7 @@ from .wire import (Raw, mc_values_len, mc_parse_values, RespError, _b, resp_enco
                    http, read_stats)  # noqa: F401
 from .backends import (Memcached, Redis, owners)  # noqa: F401
 from .yamlconf import (yaml_scalar, yaml_dump, ydump, server_lines)  # noqa: F401
-from .env import (ring_owners, NAMES, Proxy, PoolEnv, RedisPoolEnv, ProxyEnv,
+from .env import (ring_owners, NAMES, Proxy, Env, PoolEnv, RedisPoolEnv,
                   ExternalProxy)  # noqa: F401
 from .vectors import (vector_files, vector_rows, vector_pool)  # noqa: F401
 from .runner import (Runner, check, eq, b64, unique)  # noqa: F401

@@ -110,7 +110,47 @@ class Proxy:
         return None
 
 
-class PoolEnv:
+class Env:
+    """The base of every test file's setup (what its Runner's setup() returns): what it
+    started, stopped by close() (each process by its PID), and diagnostics(), the proxy's
+    log tail the Runner prints after a failure.
+
+    A subclass's __init__ starts what it needs and records it:
+      self.proxy          the proxy the tests talk to (an instance attribute; a subclass may
+                          name a method `proxy` instead, then it records none here)
+      self.proxies        more proxies it started: a list, or a dict (a cache by pool keys)
+      self.backends       the servers of its pools
+      self.more_backends  other servers it started (a reference server, a cluster, one a
+                          test adds): stopped with the rest
+    LOG_LINES is how many lines of the proxy's log diagnostics() prints."""
+    external = False
+    proxy = None
+    proxies = ()
+    backends = ()
+    more_backends = ()
+    LOG_LINES = 30
+
+    def _proxy(self):
+        p = self.proxy
+        return p if hasattr(p, "stop") and hasattr(p, "log_tail") else None   # not a method
+
+    def diagnostics(self):
+        p = self._proxy()
+        return "--- proxy log tail:\n" + p.log_tail(self.LOG_LINES) if p is not None else ""
+
+    def close(self):
+        """Proxies first (the one tests talk to, then the others), then every server."""
+        started = list(self.proxies.values() if isinstance(self.proxies, dict) else self.proxies)
+        p = self._proxy()
+        if p is not None and not any(p is q for q in started):
+            started.insert(0, p)
+        for p in started:
+            p.stop()
+        for b in list(self.backends) + list(self.more_backends):
+            b.stop()
+
+
+class PoolEnv(Env):
     """One test file's setup: backends it starts itself and a proxy in front of them, one
     proxy per distinct pool (cached), or the running proxy an environment variable names.
 
@@ -159,15 +199,6 @@ class PoolEnv:
     def client(self, **extra):
         return (self.with_pool(**extra) if extra else self.proxy).client()
 
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        for p in self.proxies.values():
-            p.stop()
-        for b in self.backends + self.more_backends:
-            b.stop()
-
 
 class RedisPoolEnv(PoolEnv):
     """The setup of a Redis test file: 4 redis-servers behind pool "rd"."""
@@ -179,22 +210,6 @@ class RedisPoolEnv(PoolEnv):
 
     def start_backends(self):
         return [Redis.start() for _ in range(4)]
-
-
-class ProxyEnv:
-    """A test file's setup of one proxy (self.proxy) in front of backends it started
-    (self.backends): the Runner's diagnostics() and close()."""
-    proxy = None
-    backends = ()
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + (self.proxy.log_tail() if self.proxy else "")
-
-    def close(self):
-        if self.proxy:
-            self.proxy.stop()
-        for b in self.backends:
-            b.stop()
 
 
 class ExternalProxy:
