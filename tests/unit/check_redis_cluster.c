@@ -599,9 +599,9 @@ START_TEST(test_view_of_a_map)
 }
 END_TEST
 
-static Suite *cluster_suite(void)
+static Suite *redis_cluster_suite(void)
 {
-    Suite *s = suite_create("cluster");
+    Suite *s = suite_create("redis_cluster");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keyslot_is_redis_clusters);
@@ -621,4 +621,4 @@ static Suite *cluster_suite(void)
     return s;
 }
 
-CHECK_MAIN(cluster_suite)
+CHECK_MAIN(redis_cluster_suite)
