@@ -1,4 +1,5 @@
-"""harness: real memcached/redis-server backends and the proxy on free 127.0.0.1 ports, for the integration tests.
+"""harness: real memcached/redis-server backends and the proxy on free 127.0.0.1 ports,
+for the integration tests.
 
 Every test file is a standalone script (`make check` runs it with /usr/bin/python3):
 exit 0 when all its tests pass, 77 when nothing could run, 1 on any failure, and the

@@ -7,6 +7,7 @@ from .common import StartError
 from .procs import Proc, _start_with_retry, tmpdir
 from .wire import Raw, _b, resp_encode
 
+
 class Memcached:
     def __init__(self, port, extra=()):
         self.port = port

@@ -10,6 +10,7 @@ from .runner import eq
 from .wire import Raw, read_stats
 from .yamlconf import server_lines, yaml_dump
 
+
 def ring_owners(conf, pool, keys, timeout=60):
     """{key: owner label} for keys (bytes) from `ringleader-ring --tsv` on a config file:
     the placement the proxy must follow. Every key must be answered."""

@@ -12,6 +12,7 @@ from .common import PROXY_KIND, SKIP, Skip, StartError, patience
 from .procs import stop_all
 from .wire import _b
 
+
 class Runner:
     """A tiny deterministic runner: tests run in the order they were declared.
 

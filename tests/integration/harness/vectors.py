@@ -5,6 +5,7 @@ import os
 
 from .common import VECTORS
 
+
 def vector_files(include_allhash=False):
     names = sorted(f[:-4] for f in os.listdir(VECTORS) if f.endswith(".yml"))
     out = [os.path.join(VECTORS, n) for n in names]

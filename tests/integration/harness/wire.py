@@ -10,6 +10,7 @@ import urllib.request
 
 from .common import IO_TIMEOUT, patience
 
+
 class Raw:
     """A byte-level client: send exact bytes, read until a predicate with a timeout."""
 

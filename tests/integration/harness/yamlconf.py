@@ -1,6 +1,7 @@
 """Configuration text: twemproxy-style pools (yaml_dump), nested documents (ydump) and
 server lines."""
 
+
 def yaml_scalar(v):
     if isinstance(v, bool):
         return "true" if v else "false"
