@@ -16,7 +16,8 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, ProxyEnv, Redis, Runner, Skip, check, eq,  # noqa: E402
+import harness  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, Redis, Runner, Skip, check, eq,  # noqa: E402
                      free_port, ring_owners, server_lines, tmpdir)
 
 from harness import patience  # noqa: E402  (bounds against a hang, scaled)
@@ -116,7 +117,7 @@ class DevTools:
         os.close(self.from_chrome)
 
 
-class Env(ProxyEnv):
+class Env(harness.Env):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(3)]
         self.rd = [Redis.start() for _ in range(2)]

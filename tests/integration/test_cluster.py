@@ -55,6 +55,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (Proxy, Raw, RespError, Runner, Skip, binary, check, eq,  # noqa: E402
                      free_port, http, resp_encode, tmpdir, unique, yaml_dump)
 from mock_backend import MockBackend, garbage  # noqa: E402
@@ -67,7 +68,7 @@ MOCK_ONLY = ("map_naming_the_proxy_is_never_dialled", "redirect_loop_between_two
 
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.cl = None
         self.proxy = None
@@ -78,6 +79,7 @@ class Env:
         if subprocess.run(["which", "redis-cli"], capture_output=True).returncode != 0:
             raise Skip("redis-cli not installed")
         self.cl = RedisCluster.start()
+        self.more_backends = [self.cl]
         self.proxies = []
         self.admin = free_port()
         self.proxy = self.start_proxy()
@@ -94,12 +96,6 @@ class Env:
 
     def diagnostics(self):
         return "--- proxy log tail:\n" + (self.proxies[-1].log_tail(40) if self.proxies else "")
-
-    def close(self):
-        for p in self.proxies:
-            p.stop()
-        if self.cl is not None:
-            self.cl.stop()
 
 
 def owner_cmd(env, key, *args):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import time
 
 from harness import Proxy, Runner, Skip, check, eq, free_port, unique  # noqa: E402
@@ -18,7 +19,9 @@ from test_pubsub import Conn, resp3_end  # noqa: E402
 R = Runner("test_cluster_pubsub", per_test_timeout=40, total_timeout=120)
 
 
-class Env:
+class Env(harness.Env):
+    LOG_LINES = 40
+
     def __init__(self):
         if subprocess.run(["which", "redis-cli"], capture_output=True).returncode != 0:
             raise Skip("redis-cli not installed")
@@ -28,13 +31,7 @@ class Env:
         self.proxy = Proxy({"cl": pool}, workers=2,
                            glob={"admin": "127.0.0.1:%d" % free_port()})
         self.paddr = self.proxy.addr("cl")
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail(40)
-
-    def close(self):
-        self.proxy.stop()
-        self.cl.stop()
+        self.more_backends = [self.cl]
 
     def conn(self, addr, resp):
         c = Conn(addr)

@@ -28,6 +28,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import Proxy, RespError, Runner, Skip, check, eq, free_port, http  # noqa: E402
 from cluster_harness import NodeTls, RedisCluster, key_in_slot, keyslot  # noqa: E402
 from test_tls import Certs, TlsRaw, client_ctx, dump  # noqa: E402
@@ -37,7 +38,9 @@ R = Runner("test_cluster_tls", per_test_timeout=40, total_timeout=120)
 
 
 
-class Env:
+class Env(harness.Env):
+    LOG_LINES = 40
+
     def __init__(self):
         for tool in ("openssl", "redis-server", "redis-cli"):
             if shutil.which(tool) is None:
@@ -54,6 +57,7 @@ class Env:
             if "TLS" in str(e) or "tls" in str(e):
                 raise Skip("redis-server without TLS: %s" % e)
             raise
+        self.more_backends = [self.cl]
         seeds = ["%s:1" % n.hostport() for n in self.cl.nodes[:2]]
         with_cert = {"ca": c.ca, "cert": c.client[0], "key": c.client[1]}
 
@@ -72,13 +76,6 @@ class Env:
 
     def stats(self, pool="cl"):
         return self.proxy.stats()[pool]
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail(40)
-
-    def close(self):
-        self.proxy.stop()
-        self.cl.stop()
 
 
 def node_stats(st, hostport):

@@ -54,11 +54,12 @@ def redis_gets(be):
     return 0
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.mc = Memcached.start()
         self.rd = Redis.start()
         self.proxies = {}
+        self.backends = [self.mc, self.rd]
 
     def proxy(self, kind, collapse):
         key = (kind, collapse)
@@ -71,12 +72,6 @@ class Env:
                 pool["redis"] = True
             self.proxies[key] = Proxy({"p": pool}, workers=1)
         return self.proxies[key]
-
-    def close(self):
-        for p in self.proxies.values():
-            p.stop()
-        self.mc.stop()
-        self.rd.stop()
 
 
 def unacked(s):

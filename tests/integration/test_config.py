@@ -8,6 +8,7 @@ import sys
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (TOP_SRCDIR, Memcached, Proxy, Runner, Skip, binary, check, eq,  # noqa: E402
                      free_port, tmpdir)
 
@@ -53,11 +54,6 @@ def check_conf(path, exe=None):
     r = subprocess.run([exe or binary("ringleader"), "-t", "-c", path], capture_output=True,
                        timeout=30)
     return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
-
-
-class Env:
-    def close(self):
-        pass
 
 
 @R.test(ringleader=True)
@@ -164,4 +160,4 @@ def admin_colon_port_listens_on_loopback(env):
         mc.stop()
 
 
-R.main(Env)
+R.main(harness.Env)   # nothing shared to start: each test starts its own

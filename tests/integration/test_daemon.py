@@ -9,6 +9,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (TOP_BUILDDIR, Memcached, Proc, Raw, Runner, Skip, binary, check, eq,  # noqa: E402
                      free_port, tmpdir, yaml_dump)
 
@@ -52,9 +53,10 @@ def wait_gone(path, timeout=5.0):
     return not os.path.lexists(path)
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.mc = Memcached.start()
+        self.backends = [self.mc]
         self.n = 0
 
     def conf(self, port=None, bad=False):
@@ -92,7 +94,7 @@ class Env:
     def close(self):
         for pid in _daemons:
             stop_pid(pid)
-        self.mc.stop()
+        super().close()
 
 
 @R.test(ringleader=True)

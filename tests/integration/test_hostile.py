@@ -23,6 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (Memcached, Proxy, Raw, Redis, RespError, Runner, Skip,  # noqa: E402
                      check, eq, resp_encode, server_lines, stop_all)
 
@@ -42,7 +43,7 @@ RD_NUL_INLINE = b"-ERR Protocol error: NUL byte in inline request\r\n"
 RD_NUL_HEADER = b"-ERR Protocol error: NUL byte in a header line\r\n"
 
 
-class Env:
+class Env(harness.Env):
     """One memcached and one redis-server, each the only server of a pool with one
     server connection, behind a proxy with one worker."""
 
@@ -59,16 +60,8 @@ class Env:
             "mc": dict(common, servers=server_lines([self.mc], ["m1"])),
             "rd": dict(common, redis=True, servers=server_lines([self.rd], ["r1"])),
         }, workers=1)
-        self.others = []
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        for p in [self.proxy] + self.others:
-            p.stop()
-        self.mc.stop()
-        self.rd.stop()
+        self.others = self.proxies = []
+        self.backends = [self.mc, self.rd]
 
 
 # ---------------------------------------------------------------- victims

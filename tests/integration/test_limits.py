@@ -48,10 +48,11 @@ def rss_kb(pid):
 
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.mcs = [Memcached.start(extra=["-I", "64m", "-m", "256"]) for _ in range(2)]
         self.rds = [Redis.start() for _ in range(2)]
+        self.backends = self.mcs + self.rds
 
     def mc_pool(self, **extra):
         p = {"timeout": 5000, "servers": server_lines(self.mcs, ["a", "b"])}
@@ -62,10 +63,6 @@ class Env:
         p = {"redis": True, "timeout": 5000, "servers": server_lines(self.rds, ["a", "b"])}
         p.update(extra)
         return p
-
-    def close(self):
-        for b in self.mcs + self.rds:
-            b.stop()
 
 
 def victim_ok(px, pool, redis):

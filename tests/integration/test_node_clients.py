@@ -1,10 +1,10 @@
-"""test_node_clients.py: ioredis and node-redis (npm, pinned in tests/node/package.json) through the proxy and at one redis-server.
+"""test_node_clients.py: ioredis and node-redis 4 (npm, pinned in tests/clients/package.json) through the proxy and at one redis-server.
 
-tests/node/clients.js runs each client as an application would — multi(), the WATCH retry
+tests/clients/clients.js runs each client as an application would — multi(), the WATCH retry
 loop, scan streams and iterators, a BLPOP worker queue — once through the proxy (4
 redis-servers, hash_tag {}) and once straight at a lone redis-server, and requires the same
 results; a transaction whose keys are on two servers must be refused. Skipped when node or
-the packages (scripts/deps runs `npm ci` in tests/node) are missing.
+the packages (scripts/deps runs `npm ci` in tests/clients) are missing.
 """
 
 import os
@@ -13,14 +13,15 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (TOP_SRCDIR, Proxy, Redis, Runner, Skip, check,  # noqa: E402
                      server_lines)
 
 R = Runner("test_node_clients", per_test_timeout=120, total_timeout=150)
-NODE_DIR = os.path.join(TOP_SRCDIR, "tests", "node")
+NODE_DIR = os.path.join(TOP_SRCDIR, "tests", "clients")
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
             raise Skip("compares the proxy's backends with a server of its own")
@@ -29,22 +30,15 @@ class Env:
         self.node = shutil.which("node") or shutil.which("nodejs")
         if not self.node:
             raise Skip("node not installed (scripts/deps)")
-        for pkg in ("ioredis", "redis"):
+        for pkg in ("ioredis", "redis4"):   # redis4: node-redis 4 under an npm alias
             if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", pkg)):
-                raise Skip("npm package %s not installed: npm ci in tests/node (scripts/deps)" % pkg)
+                raise Skip("npm package %s not installed: npm ci in tests/clients (scripts/deps)" % pkg)
         self.backends = [Redis.start() for _ in range(4)]
         self.direct = Redis.start()
+        self.more_backends = [self.direct]
         self.proxy = Proxy({"rd": {"redis": True, "hash": "fnv1a_64", "distribution": "ketama",
                                    "hash_tag": "{}", "timeout": 2000, "auto_eject_hosts": False,
                                    "servers": server_lines(self.backends, ["a", "b", "c", "d"])}})
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for b in self.backends + [self.direct]:
-            b.stop()
 
 
 @R.test

@@ -24,7 +24,7 @@ from plain to redis_cluster and back, and one removing a server, close every cli
 state (pattern or channel subscription, WATCH, BLPOP 0) was pinned to a server the pool
 no longer places it on, after what it is owed (sessions_lost, pubsub_closed).
 
-Environment: see harness.py. RL_RELOADS=N changes the number of reloads (default 100; 60 in
+Environment: see harness/__init__.py. RL_RELOADS=N changes the number of reloads (default 100; 60 in
 the sanitizer build, still every pairing of the 3 invalid forms with the 2 triggers over the
 10 configurations: each step there is several times slower and the whole must fit CI).
 """

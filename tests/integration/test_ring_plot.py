@@ -8,6 +8,7 @@ import sys
 import xml.dom.minidom
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import Runner, binary, check, eq, tmpdir  # noqa: E402
 
 R = Runner("test_ring_plot", per_test_timeout=30, total_timeout=90)
@@ -43,14 +44,11 @@ def texts(doc):
             for t in doc.getElementsByTagName("text")]
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.twelve = write("twelve.yml", pool_yaml(12, {5: 2, 9: 2}))
         self.thirteen = write("thirteen.yml", pool_yaml(13, {5: 2, 9: 2}))
         self.modula = write("modula.yml", pool_yaml(4, {2: 100000, 3: 3}, dist="modula"))
-
-    def close(self):
-        pass
 
 
 @R.test

@@ -6,14 +6,11 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (PROXY_KIND, Runner, binary, check, eq, tmpdir,  # noqa: E402
                      vector_files, vector_pool)
 
 R = Runner("test_ring_tool", per_test_timeout=120, total_timeout=240)
-
-
-class Env:
-    external = False
 
 
 def _tsv_case(base):
@@ -93,4 +90,4 @@ def test_config_good_and_bad(env):
 
 
 if __name__ == "__main__":
-    R.main(Env)
+    R.main(harness.Env)   # nothing shared to start: each test starts its own

@@ -7,15 +7,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import Proxy, Runner, check, eq, free_port, tmpdir  # noqa: E402
 
 R = Runner("test_ring_tool_cli", per_test_timeout=60, total_timeout=240)
 WHY = "ringleader-ring is ringleader's tool"
 NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
-
-
-class Env:
-    external = False
 
 
 def pool_yaml(name, n, dist="ketama", hash_="fnv1a_64", listen=22121, extra=""):
@@ -215,4 +212,4 @@ def tool_and_daemon_stats_show_the_same_epoch_and_checksum(env):
 
 
 if __name__ == "__main__":
-    R.main(Env)
+    R.main(harness.Env)   # nothing shared to start: each test starts its own

@@ -4,6 +4,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import Memcached, Proxy, Runner, check, eq, server_lines, unique  # noqa: E402
 
 R = Runner("test_routes", per_test_timeout=60, total_timeout=90)
@@ -26,7 +27,7 @@ def dump(doc):
     return "\n".join(out) + "\n"
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.main = [Memcached.start() for _ in range(2)]
         self.users = [Memcached.start() for _ in range(2)]
@@ -37,14 +38,7 @@ class Env:
             "users": {"hash": "md5", "distribution": "ketama",
                       "servers": server_lines(self.users, ["u1", "u2"])},
         }, dump=dump)
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        self.proxy.stop()
-        for b in self.main + self.users:
-            b.stop()
+        self.backends = self.main + self.users
 
 
 def held_by(backends, keys):

@@ -31,6 +31,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (Proxy, Raw, Redis, RespError, Runner, Skip, check, eq,  # noqa: E402
                      resp_encode, server_lines, unique)
 
@@ -40,7 +41,7 @@ CROSS = RespError("CROSSSLOT Keys in request don't hash to the same server")
 ABORT = RespError("EXECABORT Transaction discarded because of previous errors.")
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
             raise Skip("compares the proxy's backends with a server of its own")
@@ -49,7 +50,8 @@ class Env:
         self.backends = [Redis.start() for _ in range(4)]
         self.direct = Redis.start()
         self.proxy = Proxy({"rd": self.pool()})
-        self.extra = []
+        self.extra = self.proxies = []
+        self.more_backends = [self.direct]
 
     def pool(self, **extra):
         p = {"redis": True, "hash": "fnv1a_64", "distribution": "ketama", "hash_tag": "{}",
@@ -62,15 +64,6 @@ class Env:
         px = Proxy({"rd": self.pool(**extra)}, glob=glob, workers=workers)
         self.extra.append(px)
         return px
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail()
-
-    def close(self):
-        for p in [self.proxy] + self.extra:
-            p.stop()
-        for b in self.backends + [self.direct]:
-            b.stop()
 
 
 def run(addr, script, pipelined):

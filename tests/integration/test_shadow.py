@@ -305,10 +305,5 @@ def redis_shadow(env):
         p.close()
 
 
-class Env:
-    def close(self):
-        pass
-
-
 if __name__ == "__main__":
-    R.main(Env)
+    R.main(harness.Env)   # nothing shared to start: each test starts its own

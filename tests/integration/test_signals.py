@@ -6,7 +6,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, ProxyEnv, Runner, check, eq,  # noqa: E402
+import harness  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, Runner, check, eq,  # noqa: E402
                      free_port, read_stats, server_lines)
 
 from harness import patience  # noqa: E402  (bounds against a hang, scaled)
@@ -15,7 +16,7 @@ R = Runner("test_signals", per_test_timeout=30, total_timeout=120)
 LINE_WAIT = 5.0   # seconds for a log line to appear
 
 
-class Env(ProxyEnv):
+class Env(harness.Env):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(2)]
         self.backends = self.mc

@@ -44,6 +44,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (Proc, Proxy, Raw, Runner, Skip, StartError, binary, check, eq,  # noqa: E402
                      free_port, http, mc_values_len, resp_encode, sanitized, tmpdir, unique,
                      yaml_scalar, _start_with_retry)
@@ -207,7 +208,9 @@ def dump(doc):
     return yaml_tree(doc) + "\n"
 
 
-class Env:
+class Env(harness.Env):
+    LOG_LINES = 40
+
     def __init__(self):
         for tool in ("openssl", "memcached", "redis-server"):
             if shutil.which(tool) is None:
@@ -218,6 +221,7 @@ class Env:
         self.mc_plain = Backend.start("memcached", memcached_argv)
         self.rd_tls = Backend.start("redis-tls", lambda p: redis_argv(p, c, "yes"))
         self.rd_plain = Backend.start("redis", redis_argv)
+        self.backends = [self.mc_tls, self.mc_evil, self.mc_plain, self.rd_tls, self.rd_plain]
         listen = {"cert": c.proxy[0], "key": c.proxy[1]}
         to_backend = {"ca": c.ca}
         with_cert = {"ca": c.ca, "server_name": "cache.internal", "cert": c.client[0],
@@ -254,14 +258,6 @@ class Env:
 
     def stats(self):
         return self.proxy.stats()
-
-    def diagnostics(self):
-        return "--- proxy log tail:\n" + self.proxy.log_tail(40)
-
-    def close(self):
-        self.proxy.stop()
-        for b in (self.mc_tls, self.mc_evil, self.mc_plain, self.rd_tls, self.rd_plain):
-            b.stop()
 
 
 def server_stats(st, pool):

@@ -11,7 +11,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, Memcached, Proxy, ProxyEnv, Raw, Redis, Runner, Skip, check, eq,  # noqa: E402
+import harness  # noqa: E402
+from harness import (NAMES, Memcached, Proxy, Raw, Redis, Runner, Skip, check, eq,  # noqa: E402
                      server_lines, unique)
 
 from harness import patience  # noqa: E402  (bounds against a hang, scaled)
@@ -31,7 +32,7 @@ def run(argv, timeout=20):
     return r.returncode, r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace")
 
 
-class Env(ProxyEnv):
+class Env(harness.Env):
     def __init__(self):
         self.mc = [Memcached.start() for _ in range(3)]
         self.rd = [Redis.start() for _ in range(2)]

@@ -6,6 +6,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Runner, check, eq, server_lines,  # noqa: E402
                      unique, yaml_dump)
 
@@ -13,7 +14,7 @@ from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_warmup", per_test_timeout=60, total_timeout=120)
 
 
-class Env:
+class Env(harness.Env):
     def __init__(self):
         self.backends = [Memcached.start() for _ in range(3)]
 
@@ -23,13 +24,6 @@ class Env:
         if warmup:
             pool["warmup"] = warmup
         return Proxy({"mc": pool})
-
-    def diagnostics(self):
-        return ""
-
-    def close(self):
-        for b in self.backends:
-            b.stop()
 
 
 def add_third_server(env, proxy):

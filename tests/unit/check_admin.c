@@ -2,7 +2,7 @@
 #include "config.h"
 
 #include <arpa/inet.h>
-#include <check.h>
+#include "check_main.h"
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -551,7 +551,7 @@ START_TEST(test_bad_addresses)
 }
 END_TEST
 
-int main(void)
+static Suite *admin_suite(void)
 {
     Suite *s = suite_create("admin");
     TCase *tc = tcase_create("http");
@@ -570,9 +570,7 @@ int main(void)
     tcase_add_test(tc, test_cross_site_origin_and_forms_are_refused);
     tcase_add_test(tc, test_bad_addresses);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(admin_suite)

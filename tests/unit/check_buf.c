@@ -1,7 +1,7 @@
 /* Unit tests for struct buf: growth, compaction, formatted appends. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,7 +58,7 @@ START_TEST(test_appendf_long_output)
 }
 END_TEST
 
-int main(void)
+static Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
     TCase *tc = tcase_create("core");
@@ -66,9 +66,7 @@ int main(void)
     tcase_add_test(tc, test_reserve_compacts_before_growing);
     tcase_add_test(tc, test_appendf_long_output);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(buf_suite)

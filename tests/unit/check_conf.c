@@ -1,7 +1,7 @@
 /* Unit tests for the YAML loader: twemproxy files, ringleader keys, defaults, and every error message. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1084,11 +1084,4 @@ static Suite *conf_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(conf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(conf_suite)

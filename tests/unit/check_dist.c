@@ -1,7 +1,7 @@
 /* Unit and property tests for the distributions: balance, movement, weights, preference lists, bounded loads. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -899,11 +899,4 @@ static Suite *dist_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(dist_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for the key hashes: twemproxy's values, published vectors, signed-char quirks. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,11 +206,4 @@ static Suite *hash_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(hash_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(hash_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for struct histogram: bucket bounds, percentiles against known distributions, merge, Prometheus buckets. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -164,7 +164,7 @@ START_TEST(test_empty_and_overflow)
 }
 END_TEST
 
-int main(void)
+static Suite *histogram_suite(void)
 {
     Suite *s = suite_create("histogram");
     TCase *tc = tcase_create("core");
@@ -176,9 +176,7 @@ int main(void)
     tcase_add_test(tc, test_merge_equals_recording_into_one);
     tcase_add_test(tc, test_empty_and_overflow);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(histogram_suite)

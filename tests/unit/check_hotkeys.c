@@ -1,7 +1,7 @@
 /* Unit tests for struct hotkeys: space-saving bounds on a Zipf stream, the sliding window, merging workers. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,7 +426,7 @@ START_TEST(bench_touch)
 }
 END_TEST
 
-int main(void)
+static Suite *hotkeys_suite(void)
 {
     Suite *s = suite_create("hotkeys");
     TCase *tc = tcase_create("core");
@@ -441,9 +441,7 @@ int main(void)
     tcase_add_test(tc, test_eviction_churn_keeps_index_consistent);
     tcase_add_test(tc, bench_touch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(hotkeys_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for RL_ASSERT (src/lib/invariant.h): a broken invariant aborts where assertions are compiled in, and costs nothing where they are not. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <signal.h>
 #include <stdlib.h>
 
@@ -69,7 +69,7 @@ START_TEST(test_true_conditions_pass)
 }
 END_TEST
 
-int main(void)
+static Suite *invariant_suite(void)
 {
     Suite *s = suite_create("invariant");
     TCase *tc = tcase_create("core");
@@ -83,9 +83,7 @@ int main(void)
 #endif
     tcase_add_test(tc, test_true_conditions_pass);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+CHECK_MAIN(invariant_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for the replies built from the proxy's own numbers: memcached version/stats and stats <sub> merged over the servers, Redis INFO merged, CLIENT SETINFO. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,7 +395,7 @@ START_TEST(test_client_setinfo_no_evict_no_touch)
 }
 END_TEST
 
-int main(void)
+static Suite *local_suite(void)
 {
     Suite *s = suite_create("local");
     TCase *tc = tcase_create("core");
@@ -409,9 +409,7 @@ int main(void)
     tcase_add_test(tc, test_info_with_every_server_down);
     tcase_add_test(tc, test_client_setinfo_no_evict_no_touch);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return s;
 }
+
+CHECK_MAIN(local_suite)

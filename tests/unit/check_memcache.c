@@ -1,7 +1,7 @@
 /* Unit tests for the memcached text/meta protocol: parsers (whole and byte by byte), forwarding, fragments, merging. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1488,11 +1488,4 @@ static Suite *memcache_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(memcache_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(memcache_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for the memcached side of membership safety: invalidations, failover_ttl rewrites, collapsible gets, reply comparison. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,7 +200,7 @@ START_TEST(test_reply_equal)
 }
 END_TEST
 
-int main(void)
+static Suite *memcache_safety_suite(void)
 {
     Suite *s = suite_create("memcache_safety");
     TCase *tc = tcase_create("core");
@@ -210,9 +210,7 @@ int main(void)
     tcase_add_test(tc, test_collapsible_gets);
     tcase_add_test(tc, test_reply_equal);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(memcache_safety_suite)

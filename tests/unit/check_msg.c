@@ -1,7 +1,7 @@
 /* Unit tests for the request lifecycle (src/proxy/msg.c): merge, failures, timeouts, re-dispatch, orphans — no sockets. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,11 +349,4 @@ static Suite *msg_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(msg_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
-}
+CHECK_MAIN(msg_suite)

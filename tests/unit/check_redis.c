@@ -1,7 +1,7 @@
 /* Unit tests for the Redis protocol: parsers fed whole and byte by byte, the command table, fragments, merges, local commands. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2121,11 +2121,4 @@ static Suite *redis_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(redis_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(redis_suite)

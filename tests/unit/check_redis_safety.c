@@ -1,7 +1,7 @@
 /* Unit tests for the Redis side of membership safety: invalidations, failover_ttl rewrites, collapsible gets. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +156,7 @@ START_TEST(test_collapsible_get)
 }
 END_TEST
 
-int main(void)
+static Suite *redis_safety_suite(void)
 {
     Suite *s = suite_create("redis_safety");
     TCase *tc = tcase_create("core");
@@ -165,9 +165,7 @@ int main(void)
     tcase_add_test(tc, test_invalidate_and_flush);
     tcase_add_test(tc, test_collapsible_get);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(redis_safety_suite)

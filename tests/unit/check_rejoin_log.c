@@ -1,7 +1,7 @@
 /* Unit tests for the rejoin log (the bounded shared key set) and its journal. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -555,7 +555,7 @@ START_TEST(test_journal_open_reports_a_missing_directory)
 }
 END_TEST
 
-int main(void)
+static Suite *rejoin_log_suite(void)
 {
     Suite *s = suite_create("rejoin_log");
     TCase *tc = tcase_create("core");
@@ -571,9 +571,7 @@ int main(void)
     tcase_add_test(tc, test_journal_forgets_unconfigured_servers);
     tcase_add_test(tc, test_journal_open_reports_a_missing_directory);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return s;
 }
+
+CHECK_MAIN(rejoin_log_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for struct ring and the twemproxy distributions (ketama, modula, random). */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <math.h>
 #include <md5.h>
 #include <stdio.h>
@@ -589,11 +589,4 @@ static Suite *ring_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(ring_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+CHECK_MAIN(ring_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for routing (src/proxy/route.c): decisions from a pool view and a hashed key, no sockets. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,11 +548,4 @@ static Suite *route_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(route_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
-}
+CHECK_MAIN(route_suite)

@@ -1,7 +1,7 @@
 /* Unit tests for stats: summing workers, twemproxy-compatible JSON, Prometheus output (promtool), -D and docs in sync. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -493,7 +493,7 @@ START_TEST(test_docs_list_every_field)
 }
 END_TEST
 
-int main(void)
+static Suite *stats_suite(void)
 {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("core");
@@ -507,12 +507,12 @@ int main(void)
     tcase_add_test(tc, test_describe_lists_every_field);
     tcase_add_test(tc, test_docs_list_every_field);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_NOFORK);   /* promtool_missing is read after the run */
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    if (failed)
+    return s;
+}
+
+int main(void)
+{
+    if (check_run(stats_suite(), CK_NOFORK) != 0)   /* promtool_missing is read after the run */
         return EXIT_FAILURE;
     if (promtool_missing) {
         fprintf(stderr, "promtool not found: the Prometheus output was not validated\n");

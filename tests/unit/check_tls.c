@@ -1,7 +1,7 @@
 /* Unit tests for the TLS transport: two transports wired back to back in memory (no socket, no loop), and context building. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -585,9 +585,8 @@ START_TEST(test_conf_reads_tls_sections)
 }
 END_TEST
 
-int main(void)
+static Suite *tls_suite(void)
 {
-    certs_make();
     Suite *s = suite_create("tls");
     TCase *tc = tcase_create("transport");
     tcase_add_test(tc, test_handshake_then_plaintext_both_ways);
@@ -605,10 +604,13 @@ int main(void)
     tcase_add_test(tk, test_context_errors_name_the_key_and_place);
     tcase_add_test(tk, test_conf_reads_tls_sections);
     suite_add_tcase(s, tk);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    return s;
+}
+
+int main(void)
+{
+    certs_make();
+    int failed = check_run(tls_suite(), CK_FORK_GETENV);
     certs_remove();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

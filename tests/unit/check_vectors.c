@@ -1,7 +1,7 @@
 /* Placement compatibility: every key of every nutcracker capture lands on the server nutcracker chose. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,16 +96,14 @@ START_TEST(test_every_vector_matches_nutcracker)
 }
 END_TEST
 
-int main(void)
+static Suite *vectors_suite(void)
 {
     Suite *s = suite_create("vectors");
     TCase *tc = tcase_create("twemproxy");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_every_vector_matches_nutcracker);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return s;
 }
+
+CHECK_MAIN(vectors_suite)

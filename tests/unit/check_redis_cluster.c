@@ -1,7 +1,7 @@
 /* Unit tests for Redis Cluster in the protocol: keyslot, CLUSTER SHARDS / SLOTS / INFO into a slot map (real replies, whole and cut short), redirects, the one-node cluster a client sees. */
 #include "config.h"
 
-#include <check.h>
+#include "check_main.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -599,9 +599,9 @@ START_TEST(test_view_of_a_map)
 }
 END_TEST
 
-int main(void)
+static Suite *redis_cluster_suite(void)
 {
-    Suite *s = suite_create("cluster");
+    Suite *s = suite_create("redis_cluster");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_keyslot_is_redis_clusters);
@@ -618,9 +618,7 @@ int main(void)
     tcase_add_test(tc, test_hello_sends_readonly_for_replica_reads);
     tcase_add_test(tc, test_view_of_a_map);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return s;
 }
+
+CHECK_MAIN(redis_cluster_suite)

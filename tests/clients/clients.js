@@ -5,7 +5,8 @@
 
 const assert = require('assert');
 const IORedis = require('ioredis');
-const { createClient, commandOptions } = require('redis');
+// node-redis 4 (npm alias redis4): executeIsolated and commandOptions({ isolated }) are 4.x API
+const { createClient, commandOptions } = require('redis4');
 
 const [proxyPort, directPort] = process.argv.slice(2).map(Number);
 const tag = `{n${process.pid}}`;
