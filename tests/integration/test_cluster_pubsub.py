@@ -14,7 +14,8 @@ import time
 
 from harness import Proxy, Runner, Skip, check, eq, free_port, unique  # noqa: E402
 from cluster_harness import RedisCluster, keyslot  # noqa: E402
-from test_pubsub import Conn, resp3_end  # noqa: E402
+from harness import resp3_end  # noqa: E402
+from test_pubsub import Conn  # noqa: E402
 
 R = Runner("test_cluster_pubsub", per_test_timeout=40, total_timeout=120)
 

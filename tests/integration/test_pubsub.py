@@ -13,39 +13,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (Proxy, Raw, Redis, RedisPoolEnv, Runner, Skip, check,  # noqa: E402
                      eq, owners, resp_encode, sanitized, server_lines, unique, NAMES)
 
-from harness import patience  # noqa: E402  (bounds against a hang, scaled)
+from harness import patience, resp3_end  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_pubsub", per_test_timeout=40, total_timeout=150)
 
 
 # ---------------------------------------------------------------- RESP2 and RESP3 replies
-
-def resp3_end(b, pos):
-    """The end of the one RESP2/RESP3 value at b[pos:], or None when it is incomplete."""
-    pending = 1
-    while pending:
-        i = b.find(b"\r\n", pos)
-        if i < 0:
-            return None
-        t = b[pos:pos + 1]
-        line = bytes(b[pos + 1:i])
-        pos = i + 2
-        if t in (b"$", b"!", b"="):
-            n = int(line)
-            if n >= 0:
-                if len(b) < pos + n + 2:
-                    return None
-                pos += n + 2
-        elif t in (b"*", b"~", b">"):
-            pending += max(int(line), 0)
-        elif t in (b"%", b"|"):
-            pending += 2 * int(line)
-            if t == b"|":
-                continue            # annotates the next value
-        elif t not in (b"+", b"-", b":", b"_", b"#", b",", b"("):
-            raise AssertionError("bad RESP type %r in %r" % (t, bytes(b[pos - 1:pos + 60])))
-        pending -= 1
-    return pos
-
 
 class Conn:
     """A raw client that reads whole RESP2/RESP3 replies as bytes."""

@@ -35,7 +35,7 @@ import harness  # noqa: E402
 from harness import (Proxy, Raw, Redis, RespError, Runner, Skip, check, eq,  # noqa: E402
                      resp_encode, server_lines, unique)
 
-from harness import patience  # noqa: E402  (bounds against a hang, scaled)
+from harness import patience, resp3_end  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_sessions", per_test_timeout=60, total_timeout=200)
 CROSS = RespError("CROSSSLOT Keys in request don't hash to the same server")
 ABORT = RespError("EXECABORT Transaction discarded because of previous errors.")
@@ -453,32 +453,6 @@ def keyspace_across_the_pool(env):
 
 # ---------------------------------------------------------------- HELLO while pinned
 
-def resp_end(b, pos):
-    """The end of the one RESP2/RESP3 value at b[pos:], or None when it is incomplete."""
-    pending = 1
-    while pending:
-        i = b.find(b"\r\n", pos)
-        if i < 0:
-            return None
-        t = b[pos:pos + 1]
-        line = bytes(b[pos + 1:i])
-        pos = i + 2
-        if t in (b"$", b"!", b"="):
-            n = int(line)
-            if n >= 0:
-                if len(b) < pos + n + 2:
-                    return None
-                pos += n + 2
-        elif t in (b"*", b"~", b">"):
-            pending += max(int(line), 0)
-        elif t in (b"%", b"|"):
-            pending += 2 * int(line)
-            if t == b"|":
-                continue
-        pending -= 1
-    return pos
-
-
 def hello_normalized(reply):
     """HELLO's reply with what differs by design (server, version, id) blanked."""
     if not reply.startswith((b"%7", b"*14")):
@@ -489,7 +463,7 @@ def hello_normalized(reply):
         i = out.find(key)
         if i >= 0:
             j = i + len(key)
-            out = out[:j] + b"<x>" + out[resp_end(out, j):]
+            out = out[:j] + b"<x>" + out[resp3_end(out, j):]
     return out
 
 
@@ -497,7 +471,7 @@ def raw_replies(addr, script, pipelined):
     """script's replies on a new connection to addr, each as the bytes received."""
     with Raw(addr, timeout=10) as c:
         def one():
-            return hello_normalized(bytes(c.read_until(lambda b: resp_end(b, 0))))
+            return hello_normalized(bytes(c.read_until(lambda b: resp3_end(b, 0))))
         if pipelined:
             c.send(b"".join(resp_encode(*cmd) for cmd in script))
             return [one() for _ in script]

@@ -36,8 +36,8 @@ from .common import (SKIP, PROXY_KIND, HERE, TOP_SRCDIR, TOP_BUILDDIR, VECTORS, 
                      parse_addr)  # noqa: F401
 from .procs import (_given_ports, free_port, port_is_free, tmpdir, _running, Proc, listener_is,
                     stop_all, _start_with_retry, wait_stopped)  # noqa: F401
-from .wire import (Raw, mc_values_len, mc_parse_values, RespError, _b, resp_encode, resp_parse,
-                   http, read_stats)  # noqa: F401
+from .wire import (Raw, mc_values_len, mc_parse_values, RespError, _b, resp_encode, resp3_end,
+                   resp_parse, http, read_stats)  # noqa: F401
 from .backends import (Memcached, Redis, owners)  # noqa: F401
 from .yamlconf import (yaml_scalar, yaml_dump, ydump, server_lines)  # noqa: F401
 from .env import (ring_owners, NAMES, Proxy, Env, PoolEnv, RedisPoolEnv,

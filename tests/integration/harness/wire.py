@@ -228,6 +228,34 @@ def resp_encode(*args):
     return b"".join(parts)
 
 
+def resp3_end(b, pos):
+    """The end of the one RESP2/RESP3 value at b[pos:], or None when it is incomplete."""
+    pending = 1
+    while pending:
+        i = b.find(b"\r\n", pos)
+        if i < 0:
+            return None
+        t = b[pos:pos + 1]
+        line = bytes(b[pos + 1:i])
+        pos = i + 2
+        if t in (b"$", b"!", b"="):
+            n = int(line)
+            if n >= 0:
+                if len(b) < pos + n + 2:
+                    return None
+                pos += n + 2
+        elif t in (b"*", b"~", b">"):
+            pending += max(int(line), 0)
+        elif t in (b"%", b"|"):
+            pending += 2 * int(line)
+            if t == b"|":
+                continue            # annotates the next value
+        elif t not in (b"+", b"-", b":", b"_", b"#", b",", b"("):
+            raise AssertionError("bad RESP type %r in %r" % (t, bytes(b[pos - 1:pos + 60])))
+        pending -= 1
+    return pos
+
+
 def resp_parse(b, pos):
     """Parse one RESP2 value at b[pos:]. Returns (value, end) or None if incomplete.
     Simple strings -> str, errors -> RespError, integers -> int, bulk -> bytes,
