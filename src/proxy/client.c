@@ -1026,6 +1026,29 @@ void client_env(struct client *c, struct proto_env *env)
     };
 }
 
+void client_end(struct client *c, enum proto_err code, const char *why)
+{
+    struct msg *m = msg_get(c->w);
+    if (m != NULL) {
+        m->role = MSG_REQUEST;
+        m->state = MSG_DONE;
+        m->client = c;
+        m->flags |= MSG_F_CLOSE;
+        if (why != NULL) {
+            m->flags |= MSG_F_ERROR;
+            c->pool->ops->error_reply(code, why, &m->rsp);
+            c->held_bytes += buf_len(&m->rsp);
+        }
+        queue_insert_tail(&c->msgs, &m->cq);
+        c->nmsgs++;
+    } else {
+        c->closing = 1;
+    }
+    c->eof = 1;
+    conn_read_stop(&c->conn);
+    client_advance(c);
+}
+
 const struct msg_client_ops client_msg_ops = {
     .advance = client_advance,
     .write = client_write_bytes,

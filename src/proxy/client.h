@@ -107,6 +107,14 @@ void client_refresh(struct client *c);
  * (pool_numbers.c, which takes every worker's lock in turn: never call it holding one). */
 void client_env(struct client *c, struct proto_env *env);
 
+/*
+ * End c after everything it is owed: a last message queued behind its replies (with
+ * `why`, the protocol's error for code; NULL: no reply, only the close), then the close;
+ * nothing more is read. Not closed here (callers may be walking the clients): closed once
+ * its output is written. Without memory for the message it is closed at the next flush.
+ */
+void client_end(struct client *c, enum proto_err code, const char *why);
+
 /* The callbacks a client installs for the request lifecycle (msg.h). */
 extern const struct msg_client_ops client_msg_ops;
 

@@ -850,25 +850,10 @@ int pubsub_pin_lost(struct client *c, struct sconn *s)
              "the subscriptions there with it", c->pool->cp->name, c->pc.peer, s->server->label);
     /* A last reply after what it is owed (a subscription in flight elsewhere is answered
      * first, its failure if it had a part here), then the close; nothing more is read. */
-    struct msg *m = msg_get(c->w);
-    if (m != NULL) {
-        char why[300];
-        snprintf(why, sizeof(why), "connection to server %s lost with the subscriptions there",
-                 s->server->label);
-        m->role = MSG_REQUEST;
-        m->state = MSG_DONE;
-        m->client = c;
-        m->flags |= MSG_F_CLOSE | MSG_F_ERROR;
-        c->pool->ops->error_reply(PROTO_ERR_SERVER, why, &m->rsp);
-        c->held_bytes += buf_len(&m->rsp);
-        queue_insert_tail(&c->msgs, &m->cq);
-        c->nmsgs++;
-    } else {
-        c->closing = 1;
-    }
-    c->eof = 1;
-    conn_read_stop(&c->conn);
-    client_advance(c);
+    char why[300];
+    snprintf(why, sizeof(why), "connection to server %s lost with the subscriptions there",
+             s->server->label);
+    client_end(c, PROTO_ERR_SERVER, why);
     return 1;
 }
 

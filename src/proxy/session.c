@@ -773,20 +773,7 @@ int session_refresh(struct client *c, int kind_changed)
     /* Everything it is owed is written first (a close marker behind it, no extra reply:
      * a client that waits for nothing must not read one), then the close; nothing more
      * is read. Not closed here: the reload walks the clients. */
-    struct msg *m = msg_get(c->w);
-    if (m != NULL) {
-        m->role = MSG_REQUEST;
-        m->state = MSG_DONE;
-        m->client = c;
-        m->flags |= MSG_F_CLOSE;
-        queue_insert_tail(&c->msgs, &m->cq);
-        c->nmsgs++;
-    } else {
-        c->closing = 1;
-    }
-    c->eof = 1;
-    conn_read_stop(&c->conn);
-    client_advance(c);
+    client_end(c, PROTO_ERR_SERVER, NULL);
     return 1;
 }
 
