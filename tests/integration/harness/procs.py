@@ -184,11 +184,18 @@ def _start_with_retry(start, attempts=3):
 
 
 def wait_stopped(pid, timeout=5.0):
-    """Until the kernel shows pid stopped (SIGSTOP is delivered asynchronously)."""
+    """Until the kernel shows every thread of pid stopped (SIGSTOP is delivered
+    asynchronously, thread by thread: a worker woken by input before its stop reads it)."""
     deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
-        with open("/proc/%d/stat" % pid) as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "T":
-                return
-        time.sleep(0.01)
+        states = []
+        for tid in os.listdir("/proc/%d/task" % pid):
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue        # a thread that ended meanwhile
+        if states and all(st in "tT" for st in states):
+            return
+        time.sleep(0.002)
     raise AssertionError("process %d not stopped after %.0f s" % (pid, timeout))
