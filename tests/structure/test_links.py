@@ -57,6 +57,8 @@ def read_graph():
             if not f.endswith(".o"):
                 continue
             name = object_name(os.path.join(d, f))
+            if not os.path.exists(os.path.join(TOP_SRCDIR, "src", name + ".c")):
+                continue        # left in a build directory by a source since moved or removed
             out = subprocess.run(["nm", os.path.join(d, f)], capture_output=True,
                                  text=True, check=True).stdout
             for line in out.splitlines():
