@@ -63,6 +63,9 @@ struct conf_ctx {
     yaml_node_t  **pool_name_nodes;     /* per pool: its key node */
     yaml_node_t  **pool_nodes;          /* per pool: value node of each command */
     size_t         npool_cmds;
+    /* An unknown key another section has: its message, or 0 (conf_schema.c's; NULL: none) */
+    int          (*misplaced)(struct conf_ctx *c, yaml_node_t *k, const char *name,
+                              const struct conf_command *cmds);
 };
 
 /* A setter's answers (conf_diag.c): out of memory, and "a nested parser already
@@ -145,7 +148,7 @@ void conf__tls_free(struct conf_tls *t);
 const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
                           yaml_node_t *node, void *obj);
 
-/* The keyword tables' walk and the section checks (conf_schema.c). */
+/* The walk over a keyword table (conf_table.c). */
 int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
                   yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,
                   const char *what, unsigned char *failed);
@@ -153,6 +156,8 @@ int conf__key_failed(const struct conf_ctx *c, const char *name);
 int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
               yaml_node_t **keys, yaml_node_t **values, void *obj, int late,
               unsigned char *failed);
+
+/* The keyword tables, the sections' checks, the whole tree (conf_schema.c). */
 int conf__build(struct conf_ctx *c);
 
 #endif

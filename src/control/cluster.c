@@ -21,7 +21,6 @@
 #include "control/cluster_fetch.h"
 #include "control/proxy.h"
 #include "lib/queue.h"
-#include "control/reload.h"
 #include "placement/ring.h"
 #include "lib/util.h"
 
@@ -79,6 +78,7 @@ struct cluster {
 
 struct cluster_registry {
     struct proxy *p;
+    cluster_rebuild_fn rebuild;             /* the owner's: build and publish a snapshot */
     struct qnode  clusters;
     uv_async_t    async;                    /* workers: a refresh is wanted */
     uv_timer_t    publish_timer;
@@ -543,46 +543,25 @@ nomem:
 
 /* ------------------------------------------------------------------ publish */
 
-/* Build a snapshot of the configuration in effect with every cluster's current map and
- * publish it (after the publish in progress, if any). */
+/* Have a snapshot of the configuration in effect built with every cluster's current map
+ * and published (through the owner's rebuild: after the publish in progress, if any). */
 static void cluster_publish(struct cluster_registry *reg)
 {
     struct proxy *p = reg->p;
     char err[1024] = "";
+    int rc = 1;
 
-    if (reload_busy(p) || atomic_load(&p->stopping)) {
-        reg->publish_pending = 1;
-        if (reg->open && !atomic_load(&p->stopping))
-            uv_timer_start(&reg->publish_timer, cluster_publish_timer_cb,
-                           CLUSTER_PUBLISH_RETRY_MS, 0);
-        return;
+    if (!atomic_load(&p->stopping)) {
+        reg->publishing = 1;
+        rc = reg->rebuild(p, err, sizeof(err));
+        reg->publishing = 0;
     }
-    reg->publish_pending = 0;
-    struct snapshot *cur = atomic_load(&p->hub.current);
-    struct conf *base = conf_base(cur->conf);
-    conf_ref(base);
-    struct snapshot *snap = proxy_snapshot_build(p, base, cur, err, sizeof(err));
-    if (snap == NULL) {
+    reg->publish_pending = rc != 0;
+    if (rc < 0)
         log_error("cluster slot map not published: %s (retrying)", err);
-        reg->publish_pending = 1;
-        if (reg->open)
-            uv_timer_start(&reg->publish_timer, cluster_publish_timer_cb,
-                           CLUSTER_BUILD_RETRY_MS, 0);
-        return;
-    }
-    for (uint32_t i = 0; i < snap->conf->npools; i++) {
-        const struct ring *nr = snap->pools[i].ring;
-        int j = snapshot_pool_index(cur, snap->conf->pools[i].name, snap->conf->pools[i].protocol);
-        if (snap->pools[i].cluster == NULL || j < 0 || cur->pools[j].ring == nr)
-            continue;
-        log_notice("pool '%s': slot map changed: epoch %" PRIu64 " -> %" PRIu64 ", checksum %016"
-                   PRIx64 " -> %016" PRIx64 ", %u node(s)", snap->conf->pools[i].name,
-                   cur->pools[j].ring->epoch, nr->epoch, cur->pools[j].ring->checksum,
-                   nr->checksum, snap->conf->pools[i].nservers);
-    }
-    reg->publishing = 1;
-    reload_publish(p, snap);
-    reg->publishing = 0;
+    if (rc != 0 && reg->open && !atomic_load(&p->stopping))
+        uv_timer_start(&reg->publish_timer, cluster_publish_timer_cb,
+                       rc > 0 ? CLUSTER_PUBLISH_RETRY_MS : CLUSTER_BUILD_RETRY_MS, 0);
 }
 
 static void cluster_publish_timer_cb(uv_timer_t *t)
@@ -860,12 +839,13 @@ void cluster_snapshot_published(struct proxy *p, const struct snapshot *snap)
 
 /* ------------------------------------------------------------------ registry */
 
-int cluster_registry_init(struct proxy *p)
+int cluster_registry_init(struct proxy *p, cluster_rebuild_fn rebuild)
 {
     struct cluster_registry *reg = calloc(1, sizeof(*reg));
     if (reg == NULL)
         return -ENOMEM;
     reg->p = p;
+    reg->rebuild = rebuild;
     queue_init(&reg->clusters);
     p->clusters = reg;
     return 0;

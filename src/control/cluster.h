@@ -3,6 +3,7 @@
 #define RL_PROXY_CLUSTER_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proxy/hub.h"
@@ -19,7 +20,7 @@ struct snapshot_pool;
  *  CLUSTERDOWN, TRYAGAIN, a node not in the map  ──▶ cluster_refresh_request ──async──▶
  *     refresh: CLUSTER INFO + CLUSTER SHARDS from a known node or a seed (cluster_fetch)
  *     ──▶ map changed (checksum) ──▶ snapshot rebuilt from the same configuration
- *     ──▶ published as a reload is (reload_publish) ──▶ every worker adopts it
+ *     ──▶ published as a reload is (the owner's rebuild: reload_rebuild) ──▶ every worker adopts it
  *
  * Refreshes are spaced by a back-off (100 ms, doubling to 1 s while refreshes find
  * nothing new and requests keep coming; back to 100 ms when the map changes), and run
@@ -44,8 +45,16 @@ struct cluster_stats {
     char     last_node[300];     /* the node the last map came from */
 };
 
+/*
+ * How a map that changed reaches the workers: the owner (proxy.c installs reload.c's
+ * reload_rebuild) builds a snapshot of the configuration in effect, with every cluster's
+ * current map, and publishes it. 0 published, 1 not now (a publish is being adopted: asked
+ * again in 10 ms), -1 with err (asked again in 1 s). Called on the main thread.
+ */
+typedef int (*cluster_rebuild_fn)(struct proxy *p, char *err, size_t errlen);
+
 /* Set up / close (main loop still running) / free (after it ended). */
-int  cluster_registry_init(struct proxy *p);
+int  cluster_registry_init(struct proxy *p, cluster_rebuild_fn rebuild);
 void cluster_registry_start(struct proxy *p);   /* once the main loop exists */
 void cluster_registry_close(struct proxy *p);
 void cluster_registry_free(struct proxy *p);

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
+#include "control/snapshot_build.h"
 #include "placement/ring.h"
 #include "lib/util.h"
 
@@ -91,7 +93,7 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
     struct snapshot *snap = NULL;
     if (rc == 0) {
         conf_lint_log(conf);
-        snap = proxy_snapshot_build(p, conf, old, err, errlen);
+        snap = snapshot_build(p, conf, old, err, errlen);
     }
 
     uv_mutex_lock(&rs->mu);
@@ -195,6 +197,30 @@ void reload_publish(struct proxy *p, struct snapshot *snap)
     cluster_snapshot_published(p, snap);
     for (uint32_t i = 0; i < p->nworkers; i++)
         worker_wake(&p->workers[i]);
+}
+
+int reload_rebuild(struct proxy *p, char *err, size_t errlen)
+{
+    if (reload_busy(p))
+        return 1;
+    struct snapshot *cur = atomic_load(&p->hub.current);
+    struct conf *base = conf_base(cur->conf);
+    conf_ref(base);
+    struct snapshot *snap = snapshot_build(p, base, cur, err, errlen);
+    if (snap == NULL)
+        return -1;
+    for (uint32_t i = 0; i < snap->conf->npools; i++) {
+        const struct ring *nr = snap->pools[i].ring;
+        int j = snapshot_pool_index(cur, snap->conf->pools[i].name, snap->conf->pools[i].protocol);
+        if (snap->pools[i].cluster == NULL || j < 0 || cur->pools[j].ring == nr)
+            continue;
+        log_notice("pool '%s': slot map changed: epoch %" PRIu64 " -> %" PRIu64 ", checksum %016"
+                   PRIx64 " -> %016" PRIx64 ", %u node(s)", snap->conf->pools[i].name,
+                   cur->pools[j].ring->epoch, nr->epoch, cur->pools[j].ring->checksum,
+                   nr->checksum, snap->conf->pools[i].nservers);
+    }
+    reload_publish(p, snap);
+    return 0;
 }
 
 int reload_busy(const struct proxy *p)

@@ -89,6 +89,9 @@ int  reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen);
  * Redis Cluster pool's new slot map is published this way too (cluster.c).
  */
 void reload_publish(struct proxy *p, struct snapshot *snap);
+/* A Redis Cluster pool's map changed: the configuration in effect built again with every
+ * cluster's current map and published (cluster.h's cluster_rebuild_fn). */
+int  reload_rebuild(struct proxy *p, char *err, size_t errlen);
 /* Whether a published snapshot is still being adopted (or reloads are not set up). */
 int  reload_busy(const struct proxy *p);
 
