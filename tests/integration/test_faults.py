@@ -9,9 +9,10 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Redis, RespError, Runner, Skip,  # noqa: E402
                      binary, check, eq, free_port, mc_values_len, owners, resp_encode,
-                     unique)
+                     server_lines, unique)
 from mock_backend import (MockBackend, close, delay, garbage, half_close,  # noqa: E402
                           half_stall, silent)
 
@@ -161,7 +162,7 @@ class Fleet:
         backends = [self.mock] + self.reals
         pool = {"hash": "fnv1a_64", "distribution": "ketama", "timeout": timeout,
                 "auto_eject_hosts": False,
-                "servers": ["%s:1 %s" % (b.hostport(), NAMES[i]) for i, b in enumerate(backends)]}
+                "servers": server_lines(backends, NAMES)}
         if redis:
             pool["redis"] = True
         pool.update(extra)
@@ -215,23 +216,19 @@ class Fleet:
         check(reqs, "the mock never saw %r", k)
         return reqs[-1].conn
 
-    def close(self):
-        self.proxy.stop()
-        self.mock.stop()
-        for b in self.reals:
-            b.stop()
 
+class Env(harness.Env):
+    """A memcache and a Redis Fleet. Every proxy a test starts joins self.proxies, for the
+    sanitizer check at the end (and close(), which stops each by its PID, then every
+    fleet's backends)."""
 
-class Env:
     def __init__(self):
-        if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
-            raise Skip("fault tests need their own mock backends, not a running proxy")
-        if os.environ.get("RL_PROXY", "ringleader") != "ringleader":
-            raise Skip("fault tests assert ringleader's error replies")
+        self.need_own_proxy("fault tests need their own mock backends, not a running proxy",
+                            "fault tests assert ringleader's error replies")
         binary("ringleader")
-        self.external = False
         self.fleets = []
-        self.proxies = []         # every proxy started, for the sanitizer check at the end
+        self.proxies = []
+        self.backends = []
         self.mc = self.fleet(redis=False)
         self.rd = self.fleet(redis=True)
 
@@ -239,6 +236,7 @@ class Env:
         f = Fleet(**kw)
         self.fleets.append(f)
         self.proxies.append(f.proxy)
+        self.backends += [f.mock] + f.reals
         return f
 
     def both(self):
@@ -250,10 +248,6 @@ class Env:
             out.append("--- %s proxy log tail:\n%s" % ("redis" if f.redis else "memcache",
                                                        f.proxy.log_tail(15)))
         return "\n".join(out)
-
-    def close(self):
-        for f in self.fleets:
-            f.close()
 
 
 def reset(f):
@@ -540,7 +534,7 @@ def refused_server_then_back(env):
     mc = [Memcached.start() for _ in range(2)]
     dead_port = free_port()
     dead = type("Dead", (), {"hostport": lambda self: "127.0.0.1:%d" % dead_port})()
-    servers = ["%s:1 %s" % (b.hostport(), NAMES[i]) for i, b in enumerate(mc + [dead])]
+    servers = server_lines(mc + [dead], NAMES)
     proxy = GProxy({"p": {"hash": "fnv1a_64", "distribution": "ketama", "timeout": TIMEOUT_MS,
                           "auto_eject_hosts": False, "servers": servers}})
     env.proxies.append(proxy)
@@ -787,9 +781,7 @@ def backpressure_bounds_memory_of_a_client_that_does_not_read(env):
     mc = [Memcached.start() for _ in range(2)]
     limit = 1 << 20
     proxy = GProxy({"bp": {"hash": "fnv1a_64", "distribution": "ketama", "timeout": 10000,
-                           "auto_eject_hosts": False,
-                           "servers": ["%s:1 %s" % (b.hostport(), NAMES[i])
-                                       for i, b in enumerate(mc)]}},
+                           "auto_eject_hosts": False, "servers": server_lines(mc, NAMES)}},
                    glob={"client_output_limit": limit, "drain_timeout": 1000})
     env.proxies.append(proxy)
     n, size = 8000, 100 * 1024

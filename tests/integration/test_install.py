@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from harness import TOP_BUILDDIR, TOP_SRCDIR, Runner, Skip, check, eq, tmpdir  # noqa: E402
 
 R = Runner("test_install", per_test_timeout=120, total_timeout=240)
@@ -28,7 +29,10 @@ def make(*args):
     return r.returncode, (r.stdout + r.stderr).decode("utf-8", "replace")
 
 
-class Env:
+class Env(harness.Env):
+    """An install under a fresh prefix (no process started: nothing for the base to stop);
+    close() uninstalls it."""
+
     def __init__(self):
         if not os.path.exists(os.path.join(TOP_BUILDDIR, "Makefile")):
             raise Skip("no configured build tree at %s" % TOP_BUILDDIR)
@@ -42,6 +46,7 @@ class Env:
 
     def close(self):
         make("uninstall", "prefix=" + self.prefix)
+        super().close()
 
 
 @R.test(ringleader=True)

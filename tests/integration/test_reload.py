@@ -42,10 +42,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PROXY_KIND, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, http, read_stats, resp_encode,
-                     tmpdir,
-                     yaml_dump, yaml_scalar, ring_owners)
+import harness  # noqa: E402
+from harness import (Memcached, Proxy, Raw, Redis, Runner, Skip, binary, check, eq,  # noqa: E402
+                     free_port, http, resp_encode, tmpdir, yaml_dump, ring_owners)
 
 from harness import patience, sanitized  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_reload", per_test_timeout=170, total_timeout=420)
@@ -65,20 +64,12 @@ def say(*a):
 # ---------------------------------------------------------------- the proxy under test
 
 def write_atomic(path, text):
-    """Write tmp then rename over path, so a reload never reads half a file."""
+    """Write tmp then rename over path, so a reload never reads half a file (a file
+    that is not pools: the invalid forms; Proxy.rewrite() writes the others)."""
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
     os.rename(tmp, path)
-
-
-def conf_text(glob, pools):
-    """glob: {key: scalar} for the `ringleader:` section; pools: {name: {key: value}}."""
-    head = ""
-    if glob:
-        head = "ringleader:\n" + "".join("  %s: %s\n" % (k, yaml_scalar(v))
-                                         for k, v in glob.items())
-    return head + yaml_dump(pools)
 
 
 class LogWatch:
@@ -122,42 +113,30 @@ class LogWatch:
                 time.sleep(0.002)
 
 
-class RLProxy:
-    """ringleader on a config file we rewrite; -v 6 so the log says when every worker
-    runs a new configuration."""
+class RLProxy(Proxy):
+    """harness.Proxy on a file the tests rewrite: its pools and `ringleader:` block are
+    pools_fn(ports) and glob_fn(ports), ports being PORTS on free ports picked afresh at
+    each try (Proxy retries a start another process's bind spoiled; pools a later reload
+    adds listen on those ports too); -v 6 so the log says when every worker runs a new
+    configuration."""
+    PORTS = ("admin", "mc", "rd", "extra", "gone", "keep", "big")
 
-    def __init__(self, conf_path, wait_ports, workers=WORKERS, verbosity=6):
-        self.conf_path = conf_path
-        self.stats_port = free_port()
-        d = os.path.dirname(conf_path)
-        base = os.path.splitext(os.path.basename(conf_path))[0]
-        self.log_file = os.path.join(d, base + ".log")
-        argv = [binary("ringleader"), "-c", conf_path, "-s", str(self.stats_port),
-                "-a", "127.0.0.1", "-o", self.log_file, "-v", str(verbosity),
-                "--workers", str(workers)]
+    def __init__(self, glob_fn, pools_fn, workers=WORKERS, verbosity=6):
+        self.glob_fn = glob_fn
+        self.pools_fn = pools_fn
         # jemalloc fills freed memory with junk (ignored by the sanitizer build, which uses
         # libc malloc): a use-after-free then crashes at once instead of now and then.
         env = dict(os.environ)
         env.setdefault("MALLOC_CONF", "junk:true")
-        self.proc = Proc("ringleader-" + base, argv, env=env)
+        super().__init__({}, workers=workers, verbosity=verbosity, env=env)
         self.pid = self.proc.pid
         self.log = LogWatch(self.log_file)
-        try:
-            for port in list(wait_ports) + [self.stats_port]:
-                self.proc.wait_listening(port)
-        except StartError as e:
-            self.proc.stop()
-            raise StartError("%s\n--- log:\n%s" % (e, self.log_tail()))
 
-    def log_tail(self, n=30):
-        try:
-            with open(self.log_file, "rb") as f:
-                return "\n".join(f.read().decode("utf-8", "replace").splitlines()[-n:])
-        except OSError:
-            return ""
-
-    def stats(self):
-        return read_stats(self.stats_port)
+    def _start(self, workers, verbosity):
+        self.ports = {k: free_port() for k in self.PORTS}
+        self.glob = self.glob_fn(self.ports)
+        self.pools = self.pools_fn(self.ports)
+        super()._start(workers, verbosity)
 
     def hup(self):
         os.kill(self.pid, signal.SIGHUP)
@@ -311,20 +290,18 @@ def reload_lines(lines):
 
 # ---------------------------------------------------------------- environment
 
-class Env:
-    external = False
+class Env(harness.Env):
+    """The servers every test shares, and every RLProxy a test started (self.proxy is the
+    latest: its log tail is what a failure shows); the base's close() stops them by PID."""
 
     def __init__(self):
-        if PROXY_KIND != "ringleader":
-            raise Skip("hot reload, epochs and checksums are ringleader's")
-        if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
-            raise Skip("reload tests start their own proxy")
+        self.need_own_proxy("reload tests start their own proxy",
+                            "hot reload, epochs and checksums are ringleader's")
         binary("ringleader")
         self.ring = RingTool()
-        self.mc = []
-        self.rd = []
         self.mc = [Memcached.start() for _ in MC_NAMES]
         self.rd = [Redis.start() for _ in RD_NAMES]
+        self.backends = self.mc + self.rd
         self.addr = {}
         for n, b in zip(MC_NAMES, self.mc):
             self.addr[n] = b.hostport()
@@ -357,16 +334,6 @@ class Env:
             return self.mc[MC_NAMES.index(name)]
         return self.rd[RD_NAMES.index(name)]
 
-    def diagnostics(self):
-        return "".join("--- %s log tail:\n%s\n" % (p.conf_path, p.log_tail())
-                       for p in self.proxies[-1:])
-
-    def close(self):
-        for p in self.proxies:
-            p.proc.stop()
-        for b in self.mc + self.rd:
-            b.stop()
-
 
 def pool_yaml(env, spec):
     """spec: {"dist", "servers": [(name, weight)], "redis", "listen"} -> pool keys."""
@@ -378,23 +345,12 @@ def pool_yaml(env, spec):
     return p
 
 
-def start_proxy(env, name, glob_fn, pools_fn, wait_pools):
-    """Write <name>.yml from glob_fn(ports)/pools_fn(ports) and start the proxy, with up to
-    3 tries on fresh ports (another process may take a port between our probe and bind)."""
-    last = None
-    for _ in range(3):
-        ports = {k: free_port() for k in ("admin", "mc", "rd", "extra", "gone", "keep", "big")}
-        path = os.path.join(tmpdir(), "%s.yml" % name)
-        write_atomic(path, conf_text(glob_fn(ports), pools_fn(ports)))
-        try:
-            px = RLProxy(path, [ports[p] for p in wait_pools])
-        except StartError as e:
-            last = e
-            continue
-        px.ports = ports
-        env.proxies.append(px)
-        return px
-    raise last
+def start_proxy(env, glob_fn, pools_fn):
+    """An RLProxy (see there), recorded in env."""
+    px = RLProxy(glob_fn, pools_fn)
+    env.proxies.append(px)
+    env.proxy = px
+    return px
 
 
 # ---------------------------------------------------------------- traffic
@@ -721,7 +677,7 @@ def removing_a_connected_server_keeps_the_proxy_running(env):
     def pools(names):
         return lambda pp: {"mc": {"listen": "127.0.0.1:%d" % pp["mc"], "hash": "fnv1a_64",
                                   "servers": ["%s:1 %s" % (env.addr[n], n) for n in names]}}
-    px = start_proxy(env, "remove-connected", lambda pp: {}, pools(["alpha", "beta"]), ["mc"])
+    px = start_proxy(env, lambda pp: {}, pools(["alpha", "beta"]))
     guard = CrashGuard(env, px, "after a reload removed a connected server")
     try:
         with guard:
@@ -733,7 +689,7 @@ def removing_a_connected_server_keeps_the_proxy_running(env):
                         eq(c.mc_store(b"set", k, b"v%d" % rnd), b"STORED\r\n", "set")
                         eq(c.mc_get(b"get", k), [(k, 0, b"v%d" % rnd, None)], "get")
                     names = ["alpha"] if rnd % 2 == 0 else ["alpha", "beta"]
-                    write_atomic(px.conf_path, conf_text({}, pools(names)(px.ports)))
+                    px.rewrite(pools(names)(px.ports))
                     px.log.poll()
                     mark = len(px.log.lines)
                     px.hup()
@@ -752,11 +708,11 @@ def hundred_reloads_under_traffic_change_only_what_they_should(env):
 
     def pools(ports):
         return {n: pool_yaml(env, s) for n, s in states(env, ports)[-1][1].items()}
-    px = start_proxy(env, "reload-main", glob, pools, ["mc", "rd"])
+    px = start_proxy(env, glob, pools)
     guard = CrashGuard(env, px, "during the reloads")
     try:
         with guard:
-            moved = hundred_reloads(env, px, glob, guard)
+            moved = hundred_reloads(env, px, guard)
     finally:
         if env.phase is not None:
             env.phase.stop = True     # the traffic threads end on any way out
@@ -765,7 +721,7 @@ def hundred_reloads_under_traffic_change_only_what_they_should(env):
           "1.5 points of 20%%" % moved[0])
 
 
-def hundred_reloads(env, px, glob, guard):
+def hundred_reloads(env, px, guard):
     """The body of the test above; returns the (moved, floor) logged by the first reload."""
     ports = px.ports
     admin = ports["admin"]
@@ -887,8 +843,7 @@ def hundred_reloads(env, px, glob, guard):
         removing_extra = "extra" in cur and "extra" not in target
         if removing_extra:
             phase.extra = "removing"
-        write_atomic(path, conf_text(glob(ports), {n: pool_yaml(env, s)
-                                                   for n, s in target.items()}))
+        px.rewrite({n: pool_yaml(env, s) for n, s in target.items()})
         new_expect = {}
         for p in target:
             cs = env.ring.checksum(path, p)
@@ -1039,13 +994,13 @@ def adding_a_fifth_equal_server_to_four_moves_a_fifth_of_the_keys(env):
     def pools(n):
         return lambda pp: {"mc": {"listen": "127.0.0.1:%d" % pp["mc"], "hash": "fnv1a_64",
                                   "distribution": "ketama", "servers": srv[:n]}}
-    px = start_proxy(env, "moved", lambda pp: {}, pools(4), ["mc"])
+    px = start_proxy(env, lambda pp: {}, pools(4))
     old = os.path.join(tmpdir(), "moved-4.yml")
     with open(px.conf_path) as f:
         four = f.read()
     with open(old, "w") as f:
         f.write(four)
-    write_atomic(px.conf_path, conf_text({}, pools(5)(px.ports)))
+    px.rewrite(pools(5)(px.ports))
     px.log.poll()
     mark = len(px.log.lines)
     px.hup()
@@ -1077,7 +1032,7 @@ def watch_reloads_once_on_an_atomic_rename(env):
     def pools(n):
         return lambda pp: {"mc": {"listen": "127.0.0.1:%d" % pp["mc"], "distribution": "ketama",
                                   "servers": srv[:n]}}
-    px = start_proxy(env, "watch", lambda pp: {"watch": True}, pools(4), ["mc"])
+    px = start_proxy(env, lambda pp: {"watch": True}, pools(4))
     px.log.wait_for(r"watching '", 5)
     eq(px.stats()["mc"]["reloads"], 0, "reloads at start")
     # Unrelated files in the same directory (the proxy's own log is one) do not reload.
@@ -1089,7 +1044,7 @@ def watch_reloads_once_on_an_atomic_rename(env):
     px.log.poll()
     mark = len(px.log.lines)
     t0 = time.monotonic()
-    write_atomic(px.conf_path, conf_text({"watch": True}, pools(5)(px.ports)))
+    px.rewrite(pools(5)(px.ports))
     want = env.ring.checksum(px.conf_path, "mc")
     while True:
         st = px.stats()["mc"]
@@ -1160,11 +1115,10 @@ def removed_pool_closes_its_listener_and_its_clients(env):
                                    "servers": ["127.0.0.1:%d:1 mute" % silent.port]}
                 return out
             return f
-        glob = {"drain_timeout": 500}
-        px = start_proxy(env, "removed", lambda pp: glob, pools(True), ["keep", "gone", "extra"])
+        px = start_proxy(env, lambda pp: {"drain_timeout": 500}, pools(True))
         pp = px.ports
         with CrashGuard(env, px, "after removing pools 'gone' and 'hang'"):
-            closed, took = removed_pool_checks(px, pp, glob, pools)
+            closed, took = removed_pool_checks(px, pp, pools)
         bugs = []
         if not closed:
             bugs.append("BUG (reported): a client of a removed pool with a request in flight on "
@@ -1181,7 +1135,7 @@ def removed_pool_closes_its_listener_and_its_clients(env):
         silent.close()
 
 
-def removed_pool_checks(px, pp, glob, pools):
+def removed_pool_checks(px, pp, pools):
     """Returns (busy client closed?, seconds from SIGHUP to that)."""
     keep = Raw(("127.0.0.1", pp["keep"]))
     idle = Raw(("127.0.0.1", pp["gone"]))
@@ -1189,7 +1143,7 @@ def removed_pool_checks(px, pp, glob, pools):
     busy = Raw(("127.0.0.1", pp["extra"]))
     busy.send(b"get never-answered\r\n")     # in flight on a server that never replies
     time.sleep(0.2)
-    write_atomic(px.conf_path, conf_text(glob, pools(False)(pp)))
+    px.rewrite(pools(False)(pp))
     px.log.poll()
     mark = len(px.log.lines)
     t0 = time.monotonic()
@@ -1229,10 +1183,10 @@ def reload_of_a_1000_server_ketama_pool_is_fast(env):
     def pools(servers):
         return lambda pp: {"big": {"listen": "127.0.0.1:%d" % pp["big"], "distribution": "ketama",
                                    "servers": servers}}
-    px = start_proxy(env, "big", lambda pp: {}, pools(srv[:1000]), ["big"])
+    px = start_proxy(env, lambda pp: {}, pools(srv[:1000]))
     eq(px.stats()["big"]["epoch"], 1, "epoch at start")
     # Change one server (remove s0000, add s1000): a full rebuild, epoch 2.
-    write_atomic(px.conf_path, conf_text({}, pools(srv[1:])(px.ports)))
+    px.rewrite(pools(srv[1:])(px.ports))
     want = env.ring.checksum(px.conf_path, "big")
     px.log.poll()
     mark = len(px.log.lines)
@@ -1317,10 +1271,7 @@ def pinned_state_clients(addr, key, chan):
 
 def reload_to(proxy, pools):
     """Rewrite the proxy's file with pools (their listen kept) and SIGHUP it."""
-    for name, p in pools.items():
-        p["listen"] = proxy.pools[name]["listen"]
-    proxy.pools = pools
-    write_atomic(proxy.conf_path, yaml_dump(dict(pools)))
+    proxy.rewrite(pools)
     os.kill(proxy.proc.pid, signal.SIGHUP)
 
 
@@ -1371,7 +1322,6 @@ def reload_to_cluster_tells_every_pinned_client(env):
     server): a client whose state lives on a pinned connection of the old pool (pattern or
     channel subscriber, WATCH, BLPOP 0) is closed after what it is owed, none orphaned;
     then back to plain, likewise. Counted in sessions_lost and pubsub_closed."""
-    from harness import Proxy
     node = single_node_cluster()
     px = None
     try:
@@ -1407,7 +1357,6 @@ def reload_removing_a_server_tells_its_pinned_clients(env):
     """A server leaves a plain pool: the WATCH and BLPOP 0 pinned to it, and every pattern
     subscriber (pinned to each server), are closed after what they are owed; a WATCH and a
     channel subscriber on a server that stays go on."""
-    from harness import Proxy
     pools = lambda addrs: {"rd": plain_pool(addrs)}
     px = Proxy(pools([b.hostport() for b in env.rd]), glob={})
     try:

@@ -26,7 +26,6 @@ import math
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -35,7 +34,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import (NAMES, Memcached, Proxy, Raw, Redis, RespError, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, port_is_free)
+                     Skip, StartError, binary, check, eq, port_is_free, server_lines)
 
 from harness import patience  # noqa: E402  (bounds against a hang, scaled)
 R = Runner("test_resilience", per_test_timeout=45, total_timeout=170)
@@ -83,8 +82,7 @@ def start_backend(kind, port=None):
 
 def kill(be):
     """SIGKILL a backend by its PID (no clean shutdown: its sockets are reset)."""
-    os.kill(be.proc.pid, signal.SIGKILL)
-    be.proc.popen.wait(5)
+    be.proc.kill()
     be.proc.stop()
 
 
@@ -310,7 +308,7 @@ def kill_and_restart(kind):
     pool = {
         "auto_eject_hosts": True, "server_failure_limit": LIMIT,
         "server_retry_timeout": RETRY_MS, "timeout": TIMEOUT_MS,
-        "servers": ["%s:1 %s" % (be.hostport(), labels[i]) for i, be in enumerate(bes)],
+        "servers": server_lines(bes, labels),
     }
     if kind == "redis":
         pool["redis"] = True
@@ -424,7 +422,7 @@ def flapping_server_damped(env):
     px = RProxy({"p": {
         "auto_eject_hosts": True, "server_failure_limit": LIMIT,
         "server_retry_timeout": retry, "timeout": TIMEOUT_MS,
-        "servers": ["%s:1 %s" % (be.hostport(), labels[i]) for i, be in enumerate(bes)],
+        "servers": server_lines(bes, labels),
     }}, verbosity=6)
     keys = [b"flap-%d" % i for i in range(200)]
     prefs = ring_prefs(px.conf_path, "p", keys, 2)
@@ -495,9 +493,9 @@ class OnDown:
         dead_mc, dead_rd = low_port(), low_port()
         labels = NAMES[:4]
         self.dead = labels[3]
-        mc_servers = ["%s:1 %s" % (be.hostport(), labels[i]) for i, be in enumerate(self.mcs)]
+        mc_servers = server_lines(self.mcs, labels)
         mc_servers.append("127.0.0.1:%d:1 %s" % (dead_mc, self.dead))
-        rd_servers = ["%s:1 %s" % (be.hostport(), labels[i]) for i, be in enumerate(self.rds)]
+        rd_servers = server_lines(self.rds, labels)
         rd_servers.append("127.0.0.1:%d:1 %s" % (dead_rd, self.dead))
         common = {"timeout": 2000, "server_failure_limit": LIMIT,
                   "server_retry_timeout": 30000}
@@ -527,11 +525,6 @@ class OnDown:
                     return
                 time.sleep(0.05)
         raise AssertionError("%s: %s never marked down" % (pool, self.dead))
-
-    def close(self):
-        self.px.stop()
-        for be in self.mcs + self.rds:
-            be.stop()
 
 
 def timed(fn, *a, **kw):
@@ -766,7 +759,7 @@ def hot_load(addr, hot, cold, seconds, hot_value):
 def bounded_loads(env):
     bes = [start_backend("memcache") for _ in range(4)]
     labels = NAMES[:4]
-    servers = ["%s:1 %s" % (be.hostport(), labels[i]) for i, be in enumerate(bes)]
+    servers = server_lines(bes, labels)
     factor = 1.25
     px = RProxy({
         "bounded": {"balance_factor": factor, "servers": servers},
@@ -838,35 +831,30 @@ def bounded_loads(env):
 
 # ---------------------------------------------------------------- runner
 
-class Env:
-    """Shared fixtures, started on first use."""
+class Env(harness.Env):
+    """Shared fixtures, started on first use (the base's close() stops what they started,
+    by PID); each test above starts and stops its own backends and proxy."""
 
     def __init__(self):
+        self.need_own_proxy("needs its own backends to kill",
+                            "health, replicas and bounded loads are ringleader's")
+        binary("ringleader")
+        binary("ringleader-ring")
+        for prog in ("memcached", "redis-server"):
+            if not any(os.access(os.path.join(d, prog), os.X_OK)
+                       for d in os.environ.get("PATH", "").split(os.pathsep)):
+                raise Skip("%s not installed" % prog)
+        self.proxies = []
+        self.backends = []
         self._ondown = None
 
     def ondown(self):
         if self._ondown is None:
             self._ondown = OnDown()
+            self.proxies.append(self._ondown.px)
+            self.backends += self._ondown.mcs + self._ondown.rds
         return self._ondown
-
-    def close(self):
-        if self._ondown is not None:
-            self._ondown.close()
-
-
-def setup():
-    if harness.PROXY_KIND != "ringleader":
-        raise Skip("health, replicas and bounded loads are ringleader's")
-    if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
-        raise Skip("needs its own backends to kill")
-    binary("ringleader")
-    binary("ringleader-ring")
-    for prog in ("memcached", "redis-server"):
-        if not any(os.access(os.path.join(d, prog), os.X_OK)
-                   for d in os.environ.get("PATH", "").split(os.pathsep)):
-            raise Skip("%s not installed" % prog)
-    return Env()
 
 
 if __name__ == "__main__":
-    R.main(setup)
+    R.main(Env)

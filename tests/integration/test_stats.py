@@ -3,7 +3,6 @@
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -12,9 +11,9 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (NAMES, PROXY_KIND, TOP_SRCDIR, Memcached, Proc, Raw, Redis, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, parse_addr, read_stats,
-                     server_lines, tmpdir, unique, yaml_dump, ring_owners)
+import harness  # noqa: E402
+from harness import (NAMES, TOP_SRCDIR, Memcached, Proxy, Redis, Runner, Skip,  # noqa: E402
+                     binary, check, eq, server_lines, unique, ring_owners)
 
 from cluster_harness import CLUSTER_ONLY_FIELDS  # noqa: E402
 
@@ -31,64 +30,29 @@ PROMTOOL = "/usr/bin/promtool"
 
 # ---------------------------------------------------------------- environment
 
-class Env:
+class Env(harness.Env):
     """4 memcached, 2 redis-server (with a password), one ringleader with --workers 2, the
     stats port and the admin endpoint (with a token)."""
 
     def __init__(self):
-        self.external = False
-        if PROXY_KIND != "ringleader" or os.environ.get("RL_PROXY_ADDR") \
-                or os.environ.get("RL_REDIS_PROXY_ADDR"):
-            raise Skip("needs ringleader's own stats and admin endpoint, started here")
-        self.proc = None
+        self.need_own_proxy("needs ringleader's own stats and admin endpoint, started here",
+                            "needs ringleader's own stats and admin endpoint, started here")
         self.mc = [Memcached.start() for _ in range(4)]
         self.rd = [Redis.start(password=REDIS_AUTH) for _ in range(2)]
-        last = None
-        for _ in range(3):
-            try:
-                self._start()
-                break
-            except StartError as e:
-                last = e
-        else:
-            raise last
-        self.last_metrics = None      # the latest /metrics text (for the contrib checks)
-
-    def _start(self):
-        self.pools = {
-            "mc": {"listen": "127.0.0.1:%d" % free_port(), "hash": "murmur",
+        self.backends = self.mc + self.rd
+        self.proxy = Proxy({
+            "mc": {"hash": "murmur", "distribution": "ketama", "timeout": 2000,
+                   "auto_eject_hosts": False, "servers": server_lines(self.mc, MC_NAMES)},
+            "rd": {"protocol": "redis", "redis_auth": REDIS_AUTH, "hash": "murmur",
                    "distribution": "ketama", "timeout": 2000, "auto_eject_hosts": False,
-                   "servers": server_lines(self.mc, MC_NAMES)},
-            "rd": {"listen": "127.0.0.1:%d" % free_port(), "protocol": "redis",
-                   "redis_auth": REDIS_AUTH, "hash": "murmur", "distribution": "ketama",
-                   "timeout": 2000, "auto_eject_hosts": False,
                    "servers": server_lines(self.rd, RD_NAMES)},
-        }
-        self.admin_port = free_port()
-        self.stats_port = free_port()
-        d = tmpdir()
-        self.conf_path = os.path.join(d, "stats-%d.yml" % self.admin_port)
-        with open(self.conf_path, "w") as f:
-            f.write('ringleader:\n  admin: "127.0.0.1:%d"\n  admin_token: "%s"\n'
-                    % (self.admin_port, ADMIN_TOKEN))
-            f.write(yaml_dump(self.pools))
-        self.log_file = os.path.join(d, "stats-%d.out" % self.admin_port)
-        self.proc = Proc("ringleader", [binary("ringleader"), "-c", self.conf_path,
-                                        "-s", str(self.stats_port), "-a", "127.0.0.1",
-                                        "-o", self.log_file, "-v", "5",
-                                        "--workers", str(WORKERS)])
-        try:
-            for p in self.pools.values():
-                self.proc.wait_listening(parse_addr(p["listen"])[1])
-            self.proc.wait_listening(self.stats_port)
-            self.proc.wait_listening(self.admin_port)
-        except StartError:
-            self.proc.stop()
-            raise
+        }, workers=WORKERS, glob={"admin_token": ADMIN_TOKEN}, admin=True)
+        self.admin_port = self.proxy.admin_port
+        self.last_metrics = None      # the latest /metrics text (for the contrib checks)
 
     # clients ------------------------------------------------------------------
     def client(self, pool="mc"):
-        return Raw(parse_addr(self.pools[pool]["listen"]))
+        return self.proxy.client(pool)
 
     def rd_client(self):
         c = self.client("rd")
@@ -98,7 +62,7 @@ class Env:
     # reading the stats ----------------------------------------------------------
     def stats(self):
         """The stats port's document (read to EOF)."""
-        return read_stats(self.stats_port)
+        return self.proxy.stats()
 
     def http(self, path, method="GET", headers=None, data=None):
         """(status, headers, body bytes) of one admin request."""
@@ -122,21 +86,7 @@ class Env:
     # placement ------------------------------------------------------------------
     def owners(self, pool, keys):
         """{key: server name} from ringleader-ring --tsv on this proxy's file."""
-        return ring_owners(self.conf_path, pool, keys, timeout=20)
-
-    def diagnostics(self):
-        try:
-            with open(self.log_file, "rb") as f:
-                tail = f.read().decode("utf-8", "replace").splitlines()[-30:]
-        except OSError:
-            tail = []
-        return "--- proxy log tail:\n" + "\n".join(tail)
-
-    def close(self):
-        if self.proc:
-            self.proc.stop()
-        for b in self.mc + self.rd:
-            b.stop()
+        return ring_owners(self.proxy.conf_path, pool, keys, timeout=20)
 
 
 # ---------------------------------------------------------------- helpers
@@ -720,8 +670,8 @@ def bad_requests_and_garbage_never_crash(env):
     garbage = [b"\x00\xff\xfe GARBAGE \r\n\r\n", b"GET /" + b"A" * 70000 + b" HTTP/1.1\r\n\r\n",
                b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + os.urandom(64),
                b"POST /reload HTTP/1.1\r\nContent-Length: -5\r\n\r\n"]
-    targets = [env.admin_port, env.stats_port, parse_addr(env.pools["mc"]["listen"])[1],
-               parse_addr(env.pools["rd"]["listen"])[1]]
+    targets = [env.admin_port, env.proxy.stats_port, env.proxy.addr("mc")[1],
+               env.proxy.addr("rd")[1]]
     for port in targets:
         for g in garbage:
             s = socket.create_connection(("127.0.0.1", port), 5)
@@ -736,7 +686,7 @@ def bad_requests_and_garbage_never_crash(env):
                 pass
             finally:
                 s.close()
-    check(env.proc.alive(), "the proxy is alive after garbage")
+    check(env.proxy.proc.alive(), "the proxy is alive after garbage")
     eq(env.http("/health")[0], 200, "/health after garbage")
     with env.client() as c:
         check(c.mc(b"version").startswith(b"VERSION "), "mc pool serves after garbage")
@@ -821,8 +771,7 @@ def killed_backend_counts_server_errors(env):
     check(mine and other, "keys on the victim and elsewhere")
     before = env.stats()
     conns_before = before["mc"][name]["server_connections"]
-    os.kill(env.mc[victim].proc.pid, signal.SIGKILL)
-    env.mc[victim].proc.popen.wait(5)
+    env.mc[victim].proc.kill()
     with env.client() as c:
         r = c.mc(b"get " + mine[0])
         check(r.startswith(b"SERVER_ERROR"), "get of a key on the dead server: %r", r)
@@ -846,7 +795,7 @@ def killed_backend_counts_server_errors(env):
     m = env.metrics()
     eq(sample(m, "ringleader_server_eof_total", pool="mc", server=name),
        before["mc"][name]["server_eof"] + eof, "server_eof in /metrics")
-    check(env.proc.alive(), "the proxy survives a dead backend")
+    check(env.proxy.proc.alive(), "the proxy survives a dead backend")
 
 
 @R.test
@@ -866,12 +815,9 @@ def reload_removing_a_server_moves_epoch_and_keeps_serving(env):
                 eq(c2.mc(b"get " + k), b"END\r\n")
     before = env.stats()
     check(before["mc"][gone]["server_connections"] > 0, "%s has open connections", gone)
-    env.pools["mc"]["servers"] = [line for line in env.pools["mc"]["servers"]
-                                  if not line.endswith(" " + gone)]
-    with open(env.conf_path, "w") as f:
-        f.write('ringleader:\n  admin: "127.0.0.1:%d"\n  admin_token: "%s"\n'
-                % (env.admin_port, ADMIN_TOKEN))
-        f.write(yaml_dump(env.pools))
+    mc = env.proxy.pools["mc"]
+    mc["servers"] = [line for line in mc["servers"] if not line.endswith(" " + gone)]
+    env.proxy.rewrite()
     st, _, body = env.http("/reload", method="POST", data=b"",
                            headers={"Authorization": "Bearer " + ADMIN_TOKEN})
     eq(st, 200, "POST /reload: %r" % body)
@@ -907,8 +853,8 @@ def reload_removing_a_server_moves_epoch_and_keeps_serving(env):
                     eq(r, b"END\r\n", "get %r after the reload" % k)
     except (OSError, EOFError):
         pass                  # judged below from the process and its log
-    if not env.proc.alive():
-        log = env.proc.log_tail(80)
+    if not env.proxy.proc.alive():
+        log = env.proxy.proc.log_tail(80)
         raise AssertionError("the proxy died after removing a server:\n" + log)
 
 

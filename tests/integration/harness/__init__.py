@@ -26,7 +26,8 @@ The package is split by job; every public name is re-exported here, so test file
   wire      Raw, the memcached and RESP encoders/parsers, http(), read_stats()
   backends  Memcached, Redis, owners()
   yamlconf  yaml_dump(), ydump(), server_lines()
-  env       Proxy, ExternalProxy, Env (the base of every setup), PoolEnv, ring_owners()
+  env       Proxy, ExternalProxy, Env (the base of every Runner file's setup), PoolEnv,
+            ring_owners()
   vectors   the twemproxy placement vectors
   runner    Runner, check(), eq(), unique()
 """

@@ -35,13 +35,18 @@ class Proxy:
     pools: {name: {...pool keys...}}; a pool's `listen` is filled in with a free port
     when absent. addr(pool) is where that pool listens."""
 
-    def __init__(self, pools, kind=PROXY_KIND, workers=2, verbosity=5, glob=None, dump=None):
+    def __init__(self, pools, kind=PROXY_KIND, workers=2, verbosity=5, glob=None, dump=None,
+                 env=None, admin=False):
         """glob: the top-level `ringleader:` section (not a pool: it gets no listen);
-        dump: the YAML writer (default yaml_dump; mapping-form servers need their own)."""
+        dump: the YAML writer (default yaml_dump; mapping-form servers need their own);
+        env: the process's environment (default ours); admin: the admin endpoint on a free
+        port (admin_port), a new one at each try like the pools' and waited for too."""
         self.kind = kind
         self.pools = pools
         self.glob = dict(glob or {})
         self.dump = dump or yaml_dump
+        self.env = env
+        self.admin = admin
         self.proc = None
         last = None
         for _ in range(3):
@@ -59,13 +64,14 @@ class Proxy:
         for p in self.pools.values():
             p.setdefault("listen", "127.0.0.1:%d" % free_port())
         self.stats_port = free_port()
+        ports = [parse_addr(p["listen"])[1] for p in self.pools.values()] + [self.stats_port]
+        if self.admin:
+            self.admin_port = free_port()
+            self.glob["admin"] = "127.0.0.1:%d" % self.admin_port
+            ports.append(self.admin_port)
         n = len(os.listdir(d))
         self.conf_path = os.path.join(d, "proxy-%d.yml" % n)
-        doc = dict(self.pools)
-        if self.glob:
-            doc["ringleader"] = self.glob
-        with open(self.conf_path, "w") as f:
-            f.write(self.dump(doc))
+        self._write_conf()
         pid = os.path.join(d, "proxy-%d.pid" % n)
         log = os.path.join(d, "proxy-%d.out" % n)
         if self.kind == "nutcracker":
@@ -77,14 +83,39 @@ class Proxy:
                     "-a", "127.0.0.1", "-p", pid, "-o", log, "-v", str(verbosity),
                     "--workers", str(workers)]
         self.log_file = log
-        self.proc = Proc(self.kind, argv)
+        self.proc = Proc(self.kind, argv, env=self.env)
         try:
-            for p in self.pools.values():
-                self.proc.wait_listening(parse_addr(p["listen"])[1])
-            self.proc.wait_listening(self.stats_port)
+            for port in ports:
+                self.proc.wait_listening(port)
         except StartError as e:
             self.proc.stop()
             raise StartError("%s\n--- %s log:\n%s" % (e, self.kind, self.log_tail()))
+
+    def _write_conf(self):
+        """The file from pools and glob, written whole then renamed over the old one: a
+        reload never reads half a file."""
+        doc = dict(self.pools)
+        if self.glob:
+            doc["ringleader"] = self.glob
+        tmp = self.conf_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(self.dump(doc))
+        os.rename(tmp, self.conf_path)
+
+    def rewrite(self, pools=None, glob=None):
+        """Write the configuration file again from pools and glob (default: the current
+        ones, which a test may have changed in place) for a reload the caller triggers. A
+        pool of the running file keeps its listen address unless pools give one; a new
+        pool gets a free port."""
+        if pools is not None:
+            for name, p in pools.items():
+                if "listen" not in p:
+                    old = self.pools.get(name)
+                    p["listen"] = old["listen"] if old else "127.0.0.1:%d" % free_port()
+            self.pools = pools
+        if glob is not None:
+            self.glob = dict(glob)
+        self._write_conf()
 
     def addr(self, pool=None):
         if pool is None:
@@ -130,6 +161,16 @@ class Env:
     backends = ()
     more_backends = ()
     LOG_LINES = 30
+
+    @staticmethod
+    def need_own_proxy(why, ringleader_why=None):
+        """Skip(why) when RL_PROXY_ADDR or RL_REDIS_PROXY_ADDR names a running proxy (for a
+        file that starts its own, to see, reload or kill what is behind it); and, when
+        ringleader_why is given, Skip(ringleader_why) under RL_PROXY=nutcracker."""
+        if os.environ.get("RL_PROXY_ADDR") or os.environ.get("RL_REDIS_PROXY_ADDR"):
+            raise Skip(why)
+        if ringleader_why is not None and PROXY_KIND != "ringleader":
+            raise Skip(ringleader_why)
 
     def _proxy(self):
         p = self.proxy

@@ -89,6 +89,17 @@ class Proc:
         self.log.close()
         return self.popen.returncode
 
+    def kill(self, timeout=5.0):
+        """SIGKILL (no clean shutdown: its sockets are reset), then wait until it is gone.
+        It stays registered: stop() afterwards (or at exit) closes its log."""
+        if self.popen.poll() is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait(timeout)
+        return self.popen.returncode
+
     def log_tail(self, n=30):
         try:
             with open(self.log_path, "rb") as f:
