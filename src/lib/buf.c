@@ -12,6 +12,9 @@ int buf_reserve(struct buf *b, size_t n)
 {
     size_t used = buf_len(b);
 
+    /* Every growth sees the positions in order: a wpos pushed past cap by a
+     * write that skipped buf_produce is caught here, not after the next memcpy. */
+    RL_ASSERT(b->rpos <= b->wpos && b->wpos <= b->cap && (b->data != NULL || b->cap == 0));
     if (buf_room(b) >= n)
         return 0;
     /* Compact when the unread part plus n fits and the move is cheap enough. */
@@ -56,7 +59,7 @@ int buf_append(struct buf *b, const void *p, size_t n)
     if (rc < 0)
         return rc;
     memcpy(b->data + b->wpos, p, n);
-    b->wpos += n;
+    buf_produce(b, n);
     return 0;
 }
 
@@ -85,7 +88,7 @@ int buf_append_b64(struct buf *b, const void *src, size_t n)
         *w++ = i + 1 < n ? alphabet[(v >> 6) & 63] : '=';
         *w++ = '=';
     }
-    b->wpos += need;
+    buf_produce(b, need);
     return 0;
 }
 
@@ -107,7 +110,7 @@ int buf_appendf(struct buf *b, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(b->data + b->wpos, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    b->wpos += (size_t)n;
+    buf_produce(b, (size_t)n);
     return 0;
 }
 

@@ -31,6 +31,23 @@ static inline void buf_consume(struct buf *b, size_t n)
         b->rpos = b->wpos = 0;
 }
 
+/* Mark n bytes written at buf_wptr(), into room reserved before (buf_reserve):
+ * a count past the room would expose bytes never written, or past the end. */
+static inline void buf_produce(struct buf *b, size_t n)
+{
+    RL_ASSERT(n <= buf_room(b));
+    b->wpos += n;
+}
+
+/* Keep only the first len unread bytes: the undo of appends that failed part
+ * way. len is relative to rpos (a buf_len() taken before), never an absolute
+ * wpos: buf_reserve may have compacted the buffer meanwhile. */
+static inline void buf_truncate(struct buf *b, size_t len)
+{
+    RL_ASSERT(len <= buf_len(b));
+    b->wpos = b->rpos + len;
+}
+
 /*
  * Make room for n more bytes at the write end: compacts (moves unread bytes
  * to the front) when that is enough, else grows to the next power of two.

@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "placement/cluster_map.h"
 #include "hash/hash.h"
 
@@ -138,12 +139,14 @@ int cluster_map_finish(struct cluster_map *m)
         to[was[i]] = i;
     }
     for (uint32_t i = 0; i < m->nnodes; i++) {
+        RL_ASSERT(master[was[i]] < m->nnodes);     /* cluster_map_replica_of checked it */
         m->nodes[i].master = to[master[was[i]]];
         m->nodes[i].nslots = 0;
     }
     for (uint32_t s = 0; s < CLUSTER_SLOTS; s++) {
         if (m->owner[s] == CLUSTER_NONE)
             continue;
+        RL_ASSERT(m->owner[s] < m->nnodes);        /* cluster_map_slots checked it */
         m->owner[s] = to[m->owner[s]];
         m->nodes[m->owner[s]].nslots++;
     }
@@ -232,8 +235,10 @@ struct cluster_view *cluster_view_build(const struct cluster_map *m, uint32_t n)
         v->nslots[i] = nd->nslots;
         v->first[i] = at;
         for (uint32_t r = 0; r < n && nd->role == CLUSTER_MASTER; r++)
-            if (r != i && m->nodes[r].role == CLUSTER_REPLICA && m->nodes[r].master == i)
+            if (r != i && m->nodes[r].role == CLUSTER_REPLICA && m->nodes[r].master == i) {
+                RL_ASSERT(at < n);      /* a replica follows one master: n entries at most */
                 v->list[at++] = r;
+            }
     }
     v->first[n] = at;
     return v;

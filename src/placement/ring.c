@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "conf/conf.h"
 #include "dist/ketama.h"
 #include "placement/ring.h"
@@ -182,14 +183,17 @@ fail:
 
 void ring_ref(struct ring *r)
 {
-    atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    unsigned was = atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+    RL_ASSERT(was > 0);         /* a freed ring is not brought back */
 }
 
 void ring_unref(struct ring *r)
 {
     if (r == NULL)
         return;
-    if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+    unsigned was = atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel);
+    RL_ASSERT(was > 0);         /* one unref too many frees it twice */
+    if (was != 1)
         return;
     dist_destroy(&r->dist);
     free(r->servers);
@@ -275,6 +279,7 @@ uint32_t ring_preference_hash(const struct ring *r, uint64_t h, uint32_t *out, u
     ncand = dist_preference(&r->dist, h, cand,
                             r->nservers < RING_MAX_PREF ? r->nservers : RING_MAX_PREF);
     for (uint32_t i = 0; i < ncand && count < want; i++) {
+        RL_ASSERT(cand[i] < r->nservers);   /* the distribution's: an index of servers[] */
         uint32_t z = r->servers[cand[i]].zone, seen = 0;
         for (uint32_t j = 0; j < nseen && !seen; j++)
             seen = zones_seen[j] == z;

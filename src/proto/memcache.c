@@ -57,7 +57,7 @@ static int mc_error_reply(enum proto_err code, const char *reason, struct buf *o
     }
     *w++ = '\r';
     *w++ = '\n';
-    out->wpos += 13 + n + 2;
+    buf_produce(out, 13 + n + 2);
     return 0;
 }
 
@@ -246,7 +246,7 @@ static int mc_join(const struct proto_req *req, const char *buf, struct buf *out
     memcpy(w + 1, buf + k->off, k->len);
     w[1 + k->len] = '\r';
     w[2 + k->len] = '\n';
-    out->wpos += k->len + 3;
+    buf_produce(out, k->len + 3);
     return (int)(keep + k->len + 3);
 }
 

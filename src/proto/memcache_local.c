@@ -290,10 +290,10 @@ int memcache__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *fra
 {
     if (cmd != MEMCACHE_CMD_STATS && cmd != MEMCACHE_CMD_VERSION)
         return memcache__merge(cmd, reqbuf, NULL, 0, NULL, frag, nfrag, out);
-    size_t mark = out->wpos;
+    size_t mark = buf_len(out);
     int rc = cmd == MEMCACHE_CMD_VERSION ? merge_version(frag, nfrag, out)
                                          : merge_stats(reqbuf, frag, nfrag, env, out);
     if (rc != 0)
-        out->wpos = mark;       /* nothing half-written reaches the client */
+        buf_truncate(out, mark);    /* nothing half-written reaches the client */
     return rc;
 }

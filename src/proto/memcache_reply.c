@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "proto/memcache.h"
 #include "proto/memcache_int.h"
 #include "proto/proto.h"
@@ -156,7 +157,10 @@ static int mc_rsp_unit(const char *buf, size_t len, uint16_t cmd, uint16_t rflag
 int memcache__parse_rsp(struct proto_parser *p, const char *buf, size_t len, uint16_t cmd,
                         uint16_t rflags, struct proto_rsp *rsp)
 {
-    return mc_rsp_unit(buf, len, cmd, rflags, rsp, &p->u.mc.scan);
+    int rc = mc_rsp_unit(buf, len, cmd, rflags, rsp, &p->u.mc.scan);
+    /* A unit's header is in the buffer: the caller consumes rc bytes of it. */
+    RL_ASSERT(rc <= 0 || ((size_t)rc <= len && (uint32_t)rc == rsp->hdr_len));
+    return rc;
 }
 
 /* ------------------------------------------------------------------ forwarding */
@@ -184,7 +188,7 @@ int memcache__forward(const struct proto_req *req, const char *buf, struct buf *
     memcpy(w + cut, buf + cut + cutlen, end - cut - cutlen);
     if (m->nul_cut)
         memcpy(w + end - cutlen, "\r\n", 2);
-    out->wpos += n;
+    buf_produce(out, n);
     return 0;
 }
 
@@ -214,7 +218,7 @@ int memcache__frag_write(const struct proto_req *req, const char *buf, const uin
     }
     *w++ = '\r';
     *w++ = '\n';
-    out->wpos += need;
+    buf_produce(out, need);
     return 0;
 }
 
@@ -339,6 +343,9 @@ int memcache__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *ke
             memcmp(s + cur[f] + r.key.off, reqbuf + keys[i].off, r.key.len) != 0)
             continue;           /* the next item is a later key's: a miss */
         size_t unit = (size_t)u + r.body_len;
+        /* The fragment is a whole reply, read by this parser with its data blocks:
+         * an item never runs past its end (the copy would read past the buffer). */
+        RL_ASSERT(unit <= n - cur[f]);
         if ((rc = buf_append(out, s + cur[f], unit)) != 0)
             goto done;
         cur[f] += unit;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "proto/memcache.h"
 #include "proto/memcache_int.h"
 #include "proto/proto.h"
@@ -599,6 +600,17 @@ static long mc_find_eol(struct proto_parser *p, const char *buf, size_t len, siz
     return -1;
 }
 
+/* Whether every key of req lies within the line's first end bytes: the core
+ * hashes, forwards and compares keys by these offsets into the client's buffer.
+ * (Only RL_ASSERT calls it: a release build does not compile the call.) */
+static inline bool mc_keys_within(const struct proto_req *req, uint32_t end)
+{
+    for (uint32_t i = 0; i < req->nkeys; i++)
+        if ((uint64_t)req->keys[i].off + req->keys[i].len > end)
+            return false;
+    return true;
+}
+
 /* The first byte of a memcached binary protocol request. */
 #define MC_BINARY_MAGIC 0x80
 
@@ -696,6 +708,8 @@ int memcache__parse_req(struct proto_parser *p, const char *buf, size_t len,
         mc_req_local(req, memcache__cmds[l.cmd].rflags);
         break;
     }
+    /* What is consumed is this line, and the keys are in it. */
+    RL_ASSERT(req->hdr_len <= len && mc_keys_within(req, l.end));
     return (int)req->hdr_len;
 }
 

@@ -165,7 +165,7 @@ static int mcs_rewrite(struct buf *out, size_t start, int which, const char *fla
     /* the line ends as it did (its "\r\n", or a bare "\n") */
     memcpy(nl + w, line + content, n - content);
     w += n - content;
-    out->wpos = out->rpos + start;
+    buf_truncate(out, start);
     return buf_append(out, nl + 1, w - 1) < 0 ? -ENOMEM : 1;
 }
 

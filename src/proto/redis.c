@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
 #include "proto/redis_int.h"
@@ -56,6 +57,8 @@ static int redis_parse_rsp(struct proto_parser *p, const char *buf, size_t len, 
     (void)cmd;
     memset(rsp, 0, sizeof(*rsp));
     if (p->u.redis.state == RSP_ARRAY) {
+        /* An aggregate that is not over, whose walked bytes are still in the buffer. */
+        RL_ASSERT(p->u.redis.pending > 0 && p->u.redis.scan <= len);
         pos = p->u.redis.scan;
         pending = p->u.redis.pending;
         top = pos == 0 ? 0 : buf[0];

@@ -366,7 +366,7 @@ int redis__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *keys,
                  uint32_t nkeys, const uint32_t *key_frag, struct buf *const *frag,
                  uint32_t nfrag, struct buf *out)
 {
-    size_t mark = out->wpos;
+    size_t mark = buf_len(out);
     int rc;
 
     (void)reqbuf;
@@ -418,7 +418,7 @@ int redis__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *keys,
         }
     }
     if (rc != 0) {
-        out->wpos = mark;       /* nothing half-written reaches the client */
+        buf_truncate(out, mark);    /* nothing half-written reaches the client */
         return rc == -ENOMEM ? -ENOMEM : -1;
     }
     return 0;
@@ -521,7 +521,7 @@ int redis__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
 {
     if (cmd < redis_ncommands && (redis_commands[cmd].merge == REDIS_MERGE_RANDOM ||
                                   redis_commands[cmd].merge == REDIS_MERGE_SCAN)) {
-        size_t mark = out->wpos;
+        size_t mark = buf_len(out);
         for (uint32_t f = 0; f < nfrag; f++)
             if (buf_len(frag[f]) == 0)
                 return -1;
@@ -529,7 +529,7 @@ int redis__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
                      ? merge_random(frag, nfrag, env, out)
                      : merge_scan(frag, nfrag, env, out);
         if (rc != 0)
-            out->wpos = mark;
+            buf_truncate(out, mark);
         return rc;
     }
     if (cmd >= redis_ncommands || redis_commands[cmd].merge != REDIS_MERGE_INFO)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
 #include "proto/redis_int.h"
@@ -210,6 +211,8 @@ static int req_done(struct proto_parser *p, const char *base, size_t start, size
     req->u.redis.start = (uint32_t)start;
     req->u.redis.argc = argc;
     redis__req_classify_all(p, base, argc, req);
+    /* The keys were compacted in place from the arguments: never more of them. */
+    RL_ASSERT(start <= end && req->nkeys <= argc);
     req->keys = p->keys;
     return (int)end;
 }
@@ -356,6 +359,9 @@ int redis__parse_req(struct proto_parser *p, const char *buf, size_t len,
     req->keys = p->keys;
 
     if (r->state == REQ_MULTIBULK) {
+        /* Resumed on the same bytes, grown: the arguments recorded are still there,
+         * and one at least is awaited. */
+        RL_ASSERT(r->done < r->argc && r->start <= r->scan && r->scan <= len);
         argc = r->argc;
         done = r->done;
         start = r->start;
@@ -444,6 +450,7 @@ args:
     return req_done(p, buf, start, pos, (uint32_t)argc, req);
 
 more:
+    RL_ASSERT(done < argc && start <= pos && pos <= len);
     r->state = REQ_MULTIBULK;
     r->argc = (uint32_t)argc;
     r->done = (uint32_t)done;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
 #include "proto/redis_int.h"
@@ -79,6 +80,7 @@ int redis__rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
         int64_t n;
         size_t eol = redis__rsp_count(buf, len, at, &n);     /* the '\n' */
         int counted = eol != 0;                         /* n is the line's number */
+        RL_ASSERT(!counted || (eol > at + 1 && eol < len));
         if (!counted) {
             size_t room = len - at < RSP_LINE_MAX ? len - at : RSP_LINE_MAX;
             const char *nl = memchr(buf + at, '\n', room);
@@ -147,6 +149,7 @@ int redis__rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending)
         left--;
     }
 out:
+    RL_ASSERT(at <= len);               /* where the next call resumes: within the bytes */
     *pos = at;
     *pending = left;
     return rc;

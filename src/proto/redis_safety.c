@@ -116,7 +116,7 @@ static int rs_rebuild(struct buf *out, size_t start, const char *s, const struct
     if (rc == 0 && add != NULL)
         rc = buf_appendf(&nb, "$%zu\r\n%s\r\n$%d\r\n%s\r\n", strlen(add), add, dl, digits);
     if (rc == 0) {
-        out->wpos = out->rpos + start;
+        buf_truncate(out, start);
         rc = buf_append(out, buf_rptr(&nb), buf_len(&nb));
     }
     buf_free(&nb);

@@ -66,6 +66,7 @@ int collapse_join(struct sconn *s, struct msg *m, const char *req, size_t len, i
 {
     struct collapse_table *t = s->ctab;
 
+    RL_ASSERT(worker_on_thread(s->server->w));
     if (t == NULL) {
         if ((t = s->ctab = calloc(1, sizeof(*t))) == NULL)
             return 0;
@@ -85,6 +86,10 @@ int collapse_join(struct sconn *s, struct msg *m, const char *req, size_t len, i
             *l = t->l[--t->n];
             break;
         }
+        /* m is a fresh get: joined twice it would be answered twice, and followers
+         * of its own would be dropped from the list it joins. */
+        RL_ASSERT(l->m != m && m->waiters == NULL &&
+                  !(m->flags & (MSG_F_FOLLOWER | MSG_F_LEADER | MSG_F_CTABLE)));
         m->flags |= MSG_F_FOLLOWER;
         m->state = MSG_SENT;    /* held by its leader until answered */
         m->waiters = l->m->waiters;
@@ -112,6 +117,8 @@ void collapse_lead(struct sconn *s, struct msg *m)
 
     if (t == NULL || t->cand != m || t->n == COLLAPSE_LEADERS)
         return;
+    /* In the table twice, it would stay there after collapse_forget (freed). */
+    RL_ASSERT(!(m->flags & MSG_F_CTABLE));
     t->l[t->n++] = (struct collapse_leader){ t->cand_hash, m, t->cand_off, t->cand_len };
     m->flags |= MSG_F_CTABLE;
     t->cand = NULL;

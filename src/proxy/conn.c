@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "lib/invariant.h"
 #include "proxy/conn.h"
 #include "lib/util.h"
 
@@ -48,7 +49,7 @@ static void conn_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
         c->ev->on_read(c, nread);
         return;
     }
-    c->rx->wpos += (size_t)nread;
+    buf_produce(c->rx, (size_t)nread);     /* into the room conn_alloc_cb gave */
     if (c->tp->decode != NULL) {
         nread = c->tp->decode(c);
         if (nread < 0)
@@ -117,6 +118,7 @@ static void conn_write_cb(uv_write_t *req, int status)
 {
     struct conn *c = req->data;
 
+    RL_ASSERT(c->writing);
     c->writing = 0;
     c->wbuf.rpos = c->wbuf.wpos = 0;
     if (uv_is_closing(&c->h.handle))
@@ -140,6 +142,9 @@ static inline int conn_send(struct conn *c, struct buf *tx)
             buf_free(tx);
         return 0;
     }
+    /* One uv_write at a time: a second would reuse wreq and replace the bytes
+     * the first is still writing. */
+    RL_ASSERT(!c->writing && buf_len(&c->wbuf) == 0);
     buf_swap(tx, &c->wbuf);
     uv_buf_t b = uv_buf_init(buf_rptr(&c->wbuf), (unsigned)buf_len(&c->wbuf));
     c->wreq.data = c;

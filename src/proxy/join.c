@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <string.h>
 
+#include "lib/invariant.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/server.h"
+#include "proxy/worker.h"
 #include "stats/stats.h"
 
 /*
@@ -23,6 +25,10 @@ int join_write(struct sconn *s, const struct proto_ops *ops, struct msg *m,
     struct buf *out = &s->conn.obuf;
     int rc = 0;
 
+    /* The keys are the queue's, one per joinable get in queue order: a message
+     * recorded twice, or from another thread, shifts every later match. */
+    RL_ASSERT(worker_on_thread(s->server->w));
+    RL_ASSERT(!(m->flags & (MSG_F_JKEY | MSG_F_JOINED)));
     if (k->len > UINT8_MAX || buf_reserve(&s->jkeys, k->len + 1u) != 0)
         return -ENOMEM;
     if (s->join_tail != NULL && s->join_n < ops->join_keys_max &&
@@ -43,7 +49,7 @@ int join_write(struct sconn *s, const struct proto_ops *ops, struct msg *m,
     char *e = buf_wptr(&s->jkeys);              /* room reserved above */
     e[0] = (char)(uint8_t)k->len;
     memcpy(e + 1, buf + k->off, k->len);
-    s->jkeys.wpos += k->len + 1u;
+    buf_produce(&s->jkeys, k->len + 1u);
     m->flags |= MSG_F_JKEY;
     return 0;
 }
@@ -77,6 +83,7 @@ int join_match(const struct sconn *s, const struct msg *m, const char *p,
 void join_forget(struct sconn *s, struct msg *m)
 {
     if (m->flags & MSG_F_JKEY) {
+        RL_ASSERT(buf_len(&s->jkeys) > 0);     /* its key is the oldest one there */
         buf_consume(&s->jkeys, 1u + (uint8_t)*buf_rptr(&s->jkeys));
         if (buf_len(&s->jkeys) == 0 && s->jkeys.cap > CONN_BUF_KEEP)
             buf_free(&s->jkeys);        /* a long pipeline's keys: do not keep the space */

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "lib/invariant.h"
 #include "placement/cluster_map.h"
 #include "state/health.h"
 #include "state/registry.h"
@@ -73,15 +74,19 @@ void route_key_place(const struct route_pool *rp, struct route_key *rk)
 
     rk->hash = ring_key_hash(r, rk->bytes, rk->len);
     rk->owner = r->nservers == 1 ? 0 : dist_lookup(&r->dist, rk->hash);
+    RL_ASSERT(rk->owner < r->nservers);     /* an index of the pool's servers */
 }
 
+/* Server i's health; i indexes the pool's servers (health[] has nservers). */
 static int route_up(const struct route_pool *rp, uint32_t i)
 {
+    RL_ASSERT(i < rp->nservers);
     return health_up(rp->health[i]);
 }
 
 static int route_rejoining(const struct route_pool *rp, uint32_t i)
 {
+    RL_ASSERT(i < rp->nservers);
     return health_state(rp->health[i]) == HEALTH_REJOINING;
 }
 
@@ -203,8 +208,10 @@ static void route_replica_writes(const struct route_pool *rp, const struct route
     for (uint32_t i = 0; i < n; i++) {
         if (route_up(rp, pref[i]))
             continue;
-        if (route_rejoining(rp, pref[i]))
+        if (route_rejoining(rp, pref[i])) {
+            RL_ASSERT(*nlive < RING_MAX_PREF);     /* live[] and pref[] are that long */
             live[(*nlive)++] = pref[i];
+        }
         else
             rt->events |= ROUTE_EV_DOWN_WRITE;
     }

@@ -13,7 +13,8 @@
 
 void snapshot_ref(struct snapshot *s)
 {
-    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    unsigned was = atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    RL_ASSERT(was > 0);                     /* a freed snapshot is not brought back */
 }
 
 void snapshot_unref(struct snapshot *s)

@@ -18,6 +18,7 @@
 #include <openssl/x509v3.h>
 
 #include "conf/conf.h"
+#include "lib/invariant.h"
 #include "proxy/conn.h"
 #include "proxy/tls.h"
 #include "lib/util.h"
@@ -499,6 +500,7 @@ static void tls_failed(struct tls_conn *t, int e)
     long vr = SSL_get_verify_result(t->ssl);
     int in_hs = t->state == TLS_HANDSHAKE;
 
+    RL_ASSERT(t->state != TLS_FAILED);      /* nothing flows after a failure to fail again */
     if (in_hs && vr != X509_V_OK) {
         t->why = TLS_FAIL_VERIFY;
         snprintf(t->detail, sizeof(t->detail), "%s", X509_verify_cert_error_string(vr));
@@ -561,6 +563,7 @@ static void tls_notify(struct conn *c, int status)
 static int tls_handshake_step(struct conn *c, struct tls_conn *t)
 {
     uint64_t before = t->produced;
+    RL_ASSERT(t->state == TLS_HANDSHAKE);   /* a handshake is stepped until it ends, once */
     int r = SSL_do_handshake(t->ssl);
 
     if (r == 1) {
@@ -611,7 +614,7 @@ static ssize_t tls_decode(struct conn *c)
         size_t room = buf_room(&c->ibuf);
         int n = SSL_read(t->ssl, buf_wptr(&c->ibuf), room > INT32_MAX ? INT32_MAX : (int)room);
         if (n > 0) {
-            c->ibuf.wpos += (size_t)n;
+            buf_produce(&c->ibuf, (size_t)n);
             total += n;
             continue;
         }
@@ -708,6 +711,9 @@ int tls_attach(struct conn *c, const struct tls_ctx *ctx, const char *peer,
     struct tls_conn *t = calloc(1, sizeof(*t));
     BIO *bio = NULL;
 
+    /* Attached once, before the first byte: a second would leak the first's state
+     * and drop the bytes its buffers hold. */
+    RL_ASSERT(c->tpd == NULL && c->tp == &transport_plain);
     if (t == NULL)
         return -ENOMEM;
     t->ssl = SSL_new(ctx->ssl);

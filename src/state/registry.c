@@ -5,6 +5,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "lib/invariant.h"
 #include "state/registry.h"
 
 struct registry_slot {
@@ -55,6 +56,7 @@ static int registry_grow(struct registry *r)
     struct registry_slot *slots = calloc(cap, sizeof(*slots));
     if (slots == NULL)
         return -1;
+    size_t moved = 0;
     for (size_t i = 0; i < r->cap; i++) {
         if (r->slots[i].key == NULL)
             continue;
@@ -62,7 +64,12 @@ static int registry_grow(struct registry *r)
         while (slots[j].key != NULL)
             j = (j + 1) & (cap - 1);
         slots[j] = r->slots[i];
+        moved++;
     }
+    /* The count says how full the table is, which decides when it grows: a count
+     * that drifted from the records would let the table fill up (a probe that
+     * never ends) or free records still in use. */
+    RL_ASSERT(moved == r->count);
     free(r->slots);
     r->slots = slots;
     r->cap = cap;

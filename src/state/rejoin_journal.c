@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "lib/buf.h"
+#include "lib/invariant.h"
 #include "lib/log.h"
 #include "state/rejoin_journal.h"
 #include "state/rejoin_log.h"
@@ -106,7 +107,7 @@ int rejoin_journal_key(struct rejoin_journal *j, const char *ident, const char *
         buf_append_str(&j->buf, also_rest != NULL ? also_rest + 1 : "-\t-") < 0 ||
         buf_append(&j->buf, "\t", 1) < 0 || buf_append_b64(&j->buf, key, len) < 0 ||
         buf_append(&j->buf, "\n", 1) < 0)
-        j->buf.wpos = j->buf.rpos + before;     /* no memory: the record is lost */
+        buf_truncate(&j->buf, before);     /* no memory: the record is lost */
     else
         j->live++, kept = 1;
     uv_mutex_unlock(&j->mu);
@@ -122,7 +123,7 @@ int rejoin_journal_overflow(struct rejoin_journal *j, const char *ident)
     uv_mutex_lock(&j->mu);
     size_t before = buf_len(&j->buf);
     if (journal_line(j, 'O', ident) < 0 || buf_append(&j->buf, "\n", 1) < 0)
-        j->buf.wpos = j->buf.rpos + before;
+        buf_truncate(&j->buf, before);
     else
         j->live++, kept = 1;    /* an overflow is pending until the server's clear */
     uv_mutex_unlock(&j->mu);
@@ -136,7 +137,7 @@ void rejoin_journal_clear(struct rejoin_journal *j, const char *ident, uint64_t 
     uv_mutex_lock(&j->mu);
     size_t before = buf_len(&j->buf);
     if (journal_line(j, 'C', ident) < 0 || buf_append(&j->buf, "\n", 1) < 0)
-        j->buf.wpos = j->buf.rpos + before;
+        buf_truncate(&j->buf, before);
     /* Overflow records count too: what is left over is forgotten with the clear. */
     j->live = j->live > journalled ? j->live - journalled : 0;
     uv_mutex_unlock(&j->mu);
@@ -401,7 +402,7 @@ size_t rejoin_journal_forget(struct rejoin_journal *j, rejoin_forget_fn fn, void
         /* the file says so too: a restart with the server configured again must not
          * find the records this run dropped */
         if (journal_line(j, 'C', g->ident) < 0 || buf_append(&j->buf, "\n", 1) < 0)
-            j->buf.wpos = j->buf.rpos + before;
+            buf_truncate(&j->buf, before);
         j->live = j->live > recs ? j->live - recs : 0;
         replay_group_clear(g);
         n++;
@@ -688,6 +689,7 @@ int rejoin_journal_sync(struct rejoin_journal *j)
         /* Every record written or buffered is cleared: the file can be its header
          * alone (never less: it says the file is a journal). */
         struct stat st;
+        RL_ASSERT(j->header > 0);       /* an adopted file has one: cut to 0 it is no journal */
         if (fstat(j->fd, &st) == 0 && (size_t)st.st_size > j->header &&
             ftruncate(j->fd, (off_t)j->header) < 0)
             rc = -errno;

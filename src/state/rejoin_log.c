@@ -6,6 +6,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "lib/invariant.h"
 #include "state/health.h"
 #include "state/rejoin_journal.h"
 #include "state/rejoin_log.h"
@@ -89,6 +90,10 @@ int rejoin_set_add(struct rejoin_set *s, uint64_t hash, const char *key, size_t 
         s->keys = k;
         s->kcap = cap;
     }
+    /* Room for the entry and its key, and an entry's narrow fields hold both: a key
+     * longer than 64 KiB or keys past 4 GiB would be recorded as another key. */
+    RL_ASSERT(s->n < s->cap && s->kcap - s->klen >= len);
+    RL_ASSERT(len <= UINT16_MAX && s->klen <= UINT32_MAX);
     if (len > 0)
         memcpy(s->keys + s->klen, key, len);
     s->e[s->n] = (struct rejoin_entry){ .hash = hash, .also = also, .off = (uint32_t)s->klen,

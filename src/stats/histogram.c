@@ -3,6 +3,7 @@
 
 #include <math.h>
 
+#include "lib/invariant.h"
 #include "stats/histogram.h"
 
 const uint64_t histogram_prom_bounds_us[HISTOGRAM_PROM_NBOUNDS] = {
@@ -25,7 +26,11 @@ size_t histogram_index(uint64_t us)
         d++;
     }
     uint64_t m = (us + step - 1) / step;    /* 11..100: two significant digits, rounded up */
-    return HIST_DECADE_BASE(d) + (size_t)(m - 11);
+    size_t i = HIST_DECADE_BASE(d) + (size_t)(m - 11);
+    /* histogram_record adds at this index unchecked: a bucket past the table
+     * would count into sum_us and the fields after it */
+    RL_ASSERT(m >= 11 && m <= 100 && i < HISTOGRAM_OVERFLOW);
+    return i;
 }
 
 uint64_t histogram_upper(size_t i)

@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL     /* the hash of a short key is a few ns: keep it out of a PLT call */
 #include <xxhash.h>
 
+#include "lib/invariant.h"
 #include "stats/hotkeys.h"
 
 #define HK_GMASK   (HOTKEYS_GROUPS - 1)
@@ -80,7 +81,8 @@ static inline struct hotkeys_bucket *bucket_of(struct hotkeys_gen *g, unsigned c
 
 static inline uint8_t bucket_new(struct hotkeys_gen *g, uint64_t count, unsigned at)
 {
-    uint8_t b = g->bfree[--g->nfree];      /* never empty: at most one run per counter */
+    RL_ASSERT(g->nfree > 0);                /* never empty: at most one run per counter */
+    uint8_t b = g->bfree[--g->nfree];
     g->bucket[b] = (struct hotkeys_bucket){ count, (uint8_t)at, (uint8_t)at };
     return b;
 }
@@ -111,6 +113,7 @@ static void order_increment(struct hotkeys_gen *g, uint8_t ci)
         if (join) {
             prev->last = (uint8_t)f;
             g->bkt[ci] = g->bkt[g->order[f - 1]];
+            RL_ASSERT(g->nfree < HOTKEYS_CAPACITY);     /* b was in use: not free already */
             g->bfree[g->nfree++] = b;
         } else {
             run->count = count;
@@ -129,6 +132,7 @@ static void order_increment(struct hotkeys_gen *g, uint8_t ci)
 /* Append counter ci (== g->n) with a count of 1, the least a counter can hold. */
 static void order_append(struct hotkeys_gen *g, uint8_t ci)
 {
+    RL_ASSERT(g->n < HOTKEYS_CAPACITY && ci == g->n);
     unsigned at = g->n++;
     order_set(g, at, ci);
     if (at > 0 && bucket_of(g, g->order[at - 1])->count == 1) {
@@ -214,8 +218,10 @@ static void index_delete(struct hotkeys_gen *g, uint8_t ci)
 {
     unsigned w = g->where[ci];
     unsigned a = group_a(g->c[ci].hash);
-    if (w == HK_SPILLED || w >> 3 != a)
+    if (w == HK_SPILLED || w >> 3 != a) {
+        RL_ASSERT(g->away[a] > 0);          /* counted when inserted: a wrap hides keys */
         g->away[a]--;
+    }
     if (w == HK_SPILLED) {
         for (uint32_t i = 0; i < g->nspill; i++)
             if (g->spill[i] == ci) {
@@ -238,7 +244,8 @@ static void index_insert(struct hotkeys_gen *g, uint8_t ci, uint64_t h)
         gi = group_b(h);
         e = zero_bytes(g->group[gi].tags);
         if (e == 0) {
-            g->spill[g->nspill++] = ci;     /* never full: one entry per counter at most */
+            RL_ASSERT(g->nspill < HOTKEYS_CAPACITY);    /* one entry per counter at most */
+            g->spill[g->nspill++] = ci;
             g->where[ci] = HK_SPILLED;
             return;
         }

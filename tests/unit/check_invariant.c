@@ -8,6 +8,7 @@
 #include "lib/buf.h"
 #include "lib/invariant.h"
 #include "lib/queue.h"
+#include "proto/proto.h"
 
 static int evaluated;
 
@@ -44,6 +45,48 @@ START_TEST(test_remove_unlinked_aborts)
 }
 END_TEST
 
+START_TEST(test_produce_past_room_aborts)
+{
+    struct buf b;
+    buf_init(&b);
+    ck_assert_int_eq(buf_reserve(&b, 8), 0);
+    buf_produce(&b, buf_room(&b) + 1);  /* would mark a byte past the end as written */
+}
+END_TEST
+
+START_TEST(test_truncate_past_length_aborts)
+{
+    struct buf b;
+    buf_init(&b);
+    ck_assert_int_eq(buf_append(&b, "abcdef", 6), 0);
+    buf_consume(&b, 4);
+    buf_truncate(&b, 4);                /* 2 unread bytes: would expose 2 consumed ones */
+}
+END_TEST
+
+START_TEST(test_reserve_sees_wpos_past_cap)
+{
+    struct buf b;
+    buf_init(&b);
+    ck_assert_int_eq(buf_append(&b, "abc", 3), 0);
+    b.wpos = b.cap + 1;                 /* a raw write that skipped buf_produce */
+    (void)buf_reserve(&b, 1);
+}
+END_TEST
+
+/* The Redis request parser resumes an incomplete request from where it stopped: called
+ * again with fewer bytes than it had walked (the buffer consumed or replaced under it),
+ * it would read arguments that are no longer there. */
+START_TEST(test_parser_resumed_on_fewer_bytes_aborts)
+{
+    static const char req[] = "*2\r\n$3\r\nGET\r\n$3\r\nfo";
+    struct proto_parser p = { .flags = PROTO_PF_AUTHED };
+    struct proto_req r;
+    ck_assert_int_eq(proto_redis_ops.parse_req(&p, req, sizeof(req) - 1, &r), 0);
+    (void)proto_redis_ops.parse_req(&p, req, 4, &r);
+}
+END_TEST
+
 START_TEST(test_false_condition_aborts)
 {
     RL_ASSERT(side_effect() == 1);
@@ -77,6 +120,10 @@ static Suite *invariant_suite(void)
     tcase_add_test_raise_signal(tc, test_consume_past_the_end_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_double_insert_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_remove_unlinked_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_produce_past_room_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_truncate_past_length_aborts, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_reserve_sees_wpos_past_cap, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_parser_resumed_on_fewer_bytes_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_false_condition_aborts, SIGABRT);
 #else
     tcase_add_test(tc, test_release_does_not_evaluate);

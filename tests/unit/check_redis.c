@@ -978,6 +978,39 @@ static void merge_to(const struct proto_req *req, const char *buf, const uint32_
     buf_free(&out);
 }
 
+/* A failed merge leaves out as it was, also when out has consumed bytes in front and
+ * the merge's first append compacted it (buf_reserve moves the unread bytes to offset
+ * 0): the rollback kept an absolute write position, which then exposed the merge's
+ * half-written bytes and stale ones after the client's pending output. */
+START_TEST(test_failed_merge_after_compaction_leaves_out)
+{
+    char buf[256];
+    size_t len = mk(buf, "mget a b c d");
+    struct proto_parser p = { .flags = AUTHED };
+    struct proto_req req;
+    ck_assert_int_eq(R->parse_req(&p, buf, len, &req), (int)len);
+
+    struct buf out;
+    buf_init(&out);
+    char fill[BUF_STD_SIZE];
+    memset(fill, 'x', sizeof(fill));
+    ck_assert_int_eq(buf_append(&out, fill, sizeof(fill)), 0);  /* full: no room left */
+    buf_consume(&out, 100);                                     /* 100 free bytes in front */
+    size_t before = buf_len(&out);
+
+    uint32_t key_frag[] = { 1, 0, 1, 0 };
+    struct buf *fm[2] = { mkbuf("*1\r\n$2\r\nvb\r\n"), mkbuf("*2\r\n$2\r\nva\r\n$2\r\nvc\r\n") };
+    int rc = R->merge(req.cmd, buf, req.keys, req.nkeys, key_frag, fm, 2, &out);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_uint_eq(buf_len(&out), before);
+    for (size_t i = 0; i < buf_len(&out); i++)
+        ck_assert_msg(buf_rptr(&out)[i] == 'x', "byte %zu is %#x", i, buf_rptr(&out)[i]);
+    freebufs(fm, 2);
+    buf_free(&out);
+    proto_parser_free(&p);
+}
+END_TEST
+
 START_TEST(test_mget_fragments_and_merge)
 {
     char buf[256];
@@ -2103,6 +2136,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_rsp_numbers_both_ways);
     tcase_add_test(tc, test_rsp_large_array_chunked_linear);
     tcase_add_test(tc, test_rsp_huge_array_streams_in_units);
+    tcase_add_test(tc, test_failed_merge_after_compaction_leaves_out);
     tcase_add_test(tc, test_mget_fragments_and_merge);
     tcase_add_test(tc, test_mset_fragments_carry_values);
     tcase_add_test(tc, test_sum_merges);
