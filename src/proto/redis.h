@@ -19,12 +19,14 @@
 static inline int redis__word_is(const char *s, size_t n, const char *word)
 {
     size_t i = 0;
-    for (; i < n && word[i] != '\0'; i++) {
+    for (; word[i] != '\0'; i++) {
+        if (i == n)
+            return 0;               /* s is shorter */
         unsigned char a = (unsigned char)s[i], b = (unsigned char)word[i];
         if ((a >= 'a' && a <= 'z' ? a - 32 : a) != (b >= 'a' && b <= 'z' ? b - 32 : b))
             return 0;
     }
-    return i == n && word[i] == '\0';
+    return i == n;
 }
 
 /*
