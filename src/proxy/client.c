@@ -101,7 +101,7 @@ int client_write_bytes(struct client *c, const char *p, size_t n)
         c->closing = 1;
         return -ENOMEM;
     }
-    worker_mark_client(c->w, c);
+    client_mark(c->w, c);
     return 0;
 }
 
@@ -184,7 +184,7 @@ void client_close(struct client *c)
     if (conn_closing(&c->conn))
         return;
     c->closing = 1;
-    worker_unmark_client(w, c);
+    client_unmark(w, c);
     c->stream = NULL;
     c->stream_msg = NULL;
     /* A pinned connection is closed with the client: a command blocked there
@@ -360,7 +360,7 @@ void client_advance(struct client *c)
                 buf_swap(&c->conn.obuf, &m->rsp);     /* hand over, no copy */
             else if (buf_append(&c->conn.obuf, buf_rptr(&m->rsp), len) < 0)
                 c->closing = 1;
-            worker_mark_client(w, c);
+            client_mark(w, c);
         }
         msg_uncharge(m);
         queue_remove(n);
@@ -380,11 +380,11 @@ void client_advance(struct client *c)
     if (queue_empty(&c->msgs))
         c->held_cost = 0;           /* nothing is held: no charge can be left over */
     if (c->paused)
-        worker_mark_client(w, c);   /* the flush decides whether to read again */
+        client_mark(w, c);   /* the flush decides whether to read again */
     if (c->closing) {
         client_drop_msgs(c);        /* what is queued behind a close */
         conn_read_stop(&c->conn);
-        worker_mark_client(w, c);
+        client_mark(w, c);
     }
 }
 
@@ -413,7 +413,7 @@ static void client_stream_copy(struct client *c)
         STATS_ADD(&c->stream->server->stats, request_bytes, n);
         buf_consume(in, n);
         c->stream_left -= n;
-        worker_mark_sconn(c->w, c->stream);
+        sconn_mark(c->w, c->stream);
     }
     if (c->stream_left == 0)
         client_stream_whole(c);
@@ -465,7 +465,7 @@ static void client_pin_lost(struct sconn_holder *h, struct sconn *s)
          * holds in its input is parsed again from the flush (paused until). */
         if (session_pin_lost(c, s) && !c->closing) {
             client_pause(c);
-            worker_mark_client(c->w, c);
+            client_mark(c->w, c);
         }
         return;
     }
@@ -479,7 +479,7 @@ static void client_pin_lost(struct sconn_holder *h, struct sconn *s)
     c->stream = NULL;
     c->stream_msg = NULL;
     c->stream_left = 0;
-    worker_mark_client(c->w, c);    /* its flush resumes the client */
+    client_mark(c->w, c);    /* its flush resumes the client */
 }
 
 static void client_pin_push(struct sconn_holder *h, struct sconn *s, const char *p, size_t n)
@@ -703,7 +703,7 @@ static void client_on_handshake(struct conn *conn, int status)
 
     if (status == 0) {
         TLS_COUNT(&c->pool->stats, TLS_FAIL_NONE, tls_resumed(conn));
-        worker_mark_client(c->w, c);        /* session tickets to send */
+        client_mark(c->w, c);        /* session tickets to send */
     }
     /* a failure is counted by the read error that follows */
 }
@@ -730,12 +730,12 @@ static void client_on_read(struct conn *conn, ssize_t nread)
         c->active_ms = uv_now(&c->w->loop);
         client_process(c);
         if (conn_transport_output(conn) > 0 && !conn_closing(conn))
-            worker_mark_client(c->w, c);    /* e.g. a TLS key update's answer */
+            client_mark(c->w, c);    /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
         if (conn_output(conn) > 0)
-            worker_mark_client(c->w, c);
+            client_mark(c->w, c);
         return;
     }
     if (conn_handshaking(conn)) {
@@ -850,7 +850,7 @@ static void client_revoke(struct client *c, const char *why)
         c->closing = 1;
         client_drop_msgs(c);
     }
-    worker_mark_client(c->w, c);
+    client_mark(c->w, c);
 }
 
 void client_refresh(struct client *c)

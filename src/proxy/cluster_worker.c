@@ -201,7 +201,7 @@ static void cworker_run(struct cworker *cw, int closing)
         cworker_visit(cw, QUEUE_DATA(n, struct park, link), now, closing);
     if (!closing)
         cworker_arm(cw);
-    worker_flush(wp->w);
+    sched_flush(&wp->w->sched);
     if (!closing)
         wpool_unref(wp);
 }

@@ -270,7 +270,7 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     sconn_enqueue(s, m);
     if (r != NULL && (pool->chain.hooks & STAGE_H_QUEUED))
         stage_queued(&pool->chain, r, m, s);
-    worker_mark_sconn(pool->w, s);
+    sconn_mark(pool->w, s);
     return 0;
 }
 

@@ -566,6 +566,6 @@ int msg_resend(struct worker *w, struct msg *m, struct server *to, const char *p
     STATS_ADD(&to->stats, requests, 1);
     STATS_ADD(&to->stats, request_bytes, m->req_bytes + prefix_len);
     sconn_enqueue(s, m);
-    worker_mark_sconn(w, s);
+    sconn_mark(w, s);
     return 0;
 }

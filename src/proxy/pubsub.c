@@ -540,7 +540,7 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
         STATS_ADD(&pin->srv->stats, requests, 1);
         STATS_ADD(&pin->srv->stats, request_bytes, fm->req_bytes);
         sconn_enqueue(pin->s, fm);
-        worker_mark_sconn(w, pin->s);
+        sconn_mark(w, pin->s);
     }
     STATS_ADD(&c->pool->stats, fragments, nfrag);
     free(names);
@@ -719,7 +719,7 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
             client_close(c);
             return;
         }
-        worker_mark_client(c->w, c);
+        client_mark(c->w, c);
     } else {
         /* just before the request it precedes (inserting at a node's tail puts it before
          * that node), else at the end; into the messages already waiting there, if any

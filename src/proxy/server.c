@@ -217,7 +217,7 @@ void server_probe(struct server *srv)
     m->req_bytes = buf_len(&s->conn.obuf) - before;
     sconn_enqueue(s, m);
     sconn_deadline_in(s, m, (uint64_t)timeout);
-    worker_mark_sconn(w, s);
+    sconn_mark(w, s);
     log_info("probing server '%s' (%s)", srv->label, srv->addr.text);
 }
 
@@ -366,7 +366,7 @@ void sconn_unpin(struct sconn *s, int keep)
     if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
         sconn__hello(s, 1) == 0) {
         server_idle_push(srv, s);
-        worker_mark_sconn(srv->w, s);
+        sconn_mark(srv->w, s);
         return;
     }
     sconn_close(s, "pinned connection released", 0);

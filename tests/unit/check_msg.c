@@ -49,8 +49,7 @@ static void fx_init(struct fixture *f)
     queue_init(&w->free_msgs);
     queue_init(&w->clients);
     queue_init(&w->servers);
-    queue_init(&w->dirty_clients);
-    queue_init(&w->dirty_sconns);
+    sched_init(&w->sched);
     ck_assert_int_eq(uv_loop_init(&w->loop), 0);
     f->pool.w = w;
     f->pool.cp = &f->conf->pools[0];
