@@ -208,13 +208,4 @@ void msg_answer(struct worker *w, struct msg *m, const char *p, size_t n, int er
 /* The protocol ops of the pool m belongs to. */
 const struct proto_ops *msg_ops(const struct msg *m);
 
-/*
- * Re-dispatch: m (NEW, taken out of its server queue, with its request
- * bytes kept in m->req) is sent again to server `to`, after the optional
- * prefix bytes (e.g. Redis's ASKING). Its reply so far is dropped. 0, or -1
- * with m untouched when no connection to `to` can take it now.
- */
-int  msg_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
-                size_t prefix_len);
-
 #endif

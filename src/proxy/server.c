@@ -9,6 +9,7 @@
 
 #include "state/health.h"
 #include "lib/log.h"
+#include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
@@ -194,6 +195,48 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, co
     if (s != NULL && s->state != SCONN_CLOSING)
         return s;
     return server_pick_open(srv, slot, reason);
+}
+
+/* Re-dispatch (server.h): beside the pick it starts with. */
+int server_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+                  size_t prefix_len)
+{
+    const char *reason = NULL;
+    struct sconn *s = server_pick(to, 0, m->rflags, &reason);
+    struct msg *pm = NULL;
+
+    if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)
+        return -1;
+    if (prefix_len > 0) {
+        pm = msg_get(w);
+        if (pm == NULL)
+            return -1;
+        pm->role = MSG_DISCARD;
+        pm->cmd = m->cmd;
+    }
+    size_t before = buf_len(&s->conn.obuf);
+    if ((prefix_len > 0 && buf_append(&s->conn.obuf, prefix, prefix_len) < 0) ||
+        buf_append(&s->conn.obuf, buf_rptr(&m->req), buf_len(&m->req)) < 0) {
+        s->conn.obuf.wpos = s->conn.obuf.rpos + before;
+        if (pm != NULL)
+            msg_put(w, pm);
+        return -1;
+    }
+    if (pm != NULL) {
+        pm->req_bytes = prefix_len;
+        sconn_enqueue(s, pm);
+    }
+    if (m->client != NULL)
+        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->resends++;
+    m->req_bytes = buf_len(&m->req);
+    STATS_ADD(&to->stats, requests, 1);
+    STATS_ADD(&to->stats, request_bytes, m->req_bytes + prefix_len);
+    sconn_enqueue(s, m);
+    sconn_mark(w, s);
+    return 0;
 }
 
 void server_probe(struct server *srv)

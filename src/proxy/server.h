@@ -157,6 +157,15 @@ void server_destroy(struct server *s, int now);
 struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, const char **reason);
 
 /*
+ * Re-dispatch: m (NEW, taken out of its server queue, with its request
+ * bytes kept in m->req) is sent again to server `to`, after the optional
+ * prefix bytes (e.g. Redis's ASKING). Its reply so far is dropped. 0, or -1
+ * with m untouched when no connection to `to` can take it now.
+ */
+int  server_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+                   size_t prefix_len);
+
+/*
  * Pinned connections. server_pin: a connection of the server's own for
  * holder h (a client), speaking protocol `variant` (the client's now): an idle reset
  * one, else a new one (with the pool's hello),
