@@ -11,13 +11,11 @@
 #include "state/health.h"
 #include "lib/log.h"
 #include "proxy/client.h"
-#include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
-#include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
 #include "proxy/stage.h"
@@ -588,7 +586,7 @@ static void sconn_reply_done(struct sconn *s)
         uint64_t now_us = worker_now_us(w);
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     }
-    if ((m->flags & MSG_F_STAGED) && stage_reply(&srv->pool->chain, w, m))
+    if ((m->flags & MSG_F_STAGED) && srv->pool->chain.reply(&srv->pool->chain, w, m))
         return;
     if (m->rflags & PROTO_RF_RETRIEVAL) {
         uint32_t misses = m->nkeys > m->items ? m->nkeys - m->items : 0;
@@ -768,7 +766,7 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         if ((rsp.flags & PROTO_SF_CLUSTER) && srv->pool->cworker != NULL &&
-            cworker_reply(s, m, p, rsp.hdr_len)) {
+            srv->pool->up->cluster_reply(s, m, p, rsp.hdr_len)) {
             /* m follows the cluster's redirect (its reply is not its answer) */
             server__succeeded(srv);
             buf_consume(in, rsp.hdr_len);

@@ -10,14 +10,12 @@
 #include "state/health.h"
 #include "lib/log.h"
 #include "proxy/client.h"
-#include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
 #include "proxy/pubsub.h"
-#include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
 #include "proxy/worker.h"
@@ -31,7 +29,7 @@ void server_failed(struct server *srv, const char *reason)
 {
     const struct conf_pool *cp = srv->pool->cp;
     if (srv->pool->cworker != NULL)
-        cworker_node_failed(srv);   /* a cluster's map may be stale: refresh it */
+        srv->pool->up->cluster_node_failed(srv);    /* the map may be stale: refresh it */
     if (srv->health == NULL || !cp->eject)
         return;     /* never ejected: each request tries the server itself */
     uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;
@@ -56,7 +54,7 @@ void server__succeeded(struct server *srv)
     if (!health_success(srv->health, util_now_ms(), rejoin))
         return;
     if (rejoin)
-        rejoin_begin(srv);      /* up once what it missed is invalidated (rejoin.c) */
+        srv->pool->up->rejoin_begin(srv);   /* up once what it missed is invalidated */
     else
         log_notice("server '%s' (%s) of pool '%s' is up again", srv->label, srv->addr.text,
                    srv->pool->cp->name);

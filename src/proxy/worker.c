@@ -14,6 +14,7 @@
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
+#include "proxy/rejoin.h"
 #include "proxy/snapshot.h"
 #include "state/registry.h"
 #include "proxy/server.h"
@@ -243,6 +244,13 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
     return 0;
 }
 
+static const struct wpool_up worker_wpool_up = {
+    .free = wpool_free,
+    .cluster_reply = cworker_reply,
+    .cluster_node_failed = cworker_node_failed,
+    .rejoin_begin = rejoin_begin,
+};
+
 static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint32_t i,
                                   char *err, size_t errlen)
 {
@@ -256,7 +264,7 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
     }
     hotkeys_init(&wp->hot, WORKER_HOTKEY_WINDOW_MS, uv_now(&w->loop));
     wp->w = w;
-    wp->free = wpool_free;
+    wp->up = &worker_wpool_up;
     wpool_bind(wp, snap, i);
     if (wpool_servers(w, wp) < 0 || worker_listen(w, wp, snap, err, errlen) < 0) {
         for (uint32_t s = 0; s < wp->nservers; s++)

@@ -44,13 +44,28 @@ struct listener {
  * ring); a pool the reload removed is retired and freed when its last
  * client and server are gone.
  */
+/*
+ * What the modules below a pool's features (server.c, sconn.c, the inline wpool_unref)
+ * tell the ones above, through the table worker.c installs in each pool: they call up
+ * by no name, so the link graph goes one way (docs/architecture.md).
+ *   free: a retired pool's last reference is gone (worker.c frees it);
+ *   cluster_reply: a cluster's redirect for m on s (cworker_reply, cluster_worker.h);
+ *   cluster_node_failed: a cluster node's connection failed (cworker_node_failed);
+ *   rejoin_begin: srv answered while down and rejoins (rejoin.h).
+ */
+struct wpool_up {
+    void (*free)(struct wpool *wp);
+    int  (*cluster_reply)(struct sconn *s, struct msg *m, const char *rsp, size_t len);
+    void (*cluster_node_failed)(struct server *srv);
+    void (*rejoin_begin)(struct server *srv);
+};
+
 struct wpool {
     struct route_pool        view;       /* what routing reads (route.h) */
     struct worker           *w;
     struct qnode             retired_link;
     uint32_t                 refs;       /* clients + server objects pointing here */
-    void                   (*free)(struct wpool *wp); /* the last unref of a retired pool
-                                            (worker.c installs it: wpool_unref stays low) */
+    const struct wpool_up   *up;         /* calls up from below (worker.c installs them) */
     int                      retired;
     struct snapshot         *hold;       /* retired: the snapshot its cp lives in */
     uint64_t                 retired_at;
@@ -138,7 +153,7 @@ static inline void wpool_unref(struct wpool *wp)
 {
     RL_ASSERT(wp->refs > 0);
     if (--wp->refs == 0 && wp->retired)
-        wp->free(wp);
+        wp->up->free(wp);
 }
 
 /* The monotonic clock in microseconds, read at most once per loop iteration
