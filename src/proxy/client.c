@@ -536,6 +536,37 @@ static int client_try_stream(struct client *c, const struct proto_req *req, cons
     return 1;
 }
 
+/* ------------------------------------------------------------------ dispatch */
+
+#define CLIENT_WAIT 1       /* client_request: not now */
+
+/*
+ * One complete request of c, to whoever takes it: a session's (session.c), a
+ * subscription (pubsub.c), else the request path (forward.c). Each of those calls
+ * down only; the choice is made here, above them. 0 when it was taken; CLIENT_WAIT
+ * when a session says it must wait until c's earlier requests are answered: nothing
+ * was consumed or queued, the caller reads it again then.
+ */
+static inline int client_request(struct client *c, const struct proto_req *req,
+                                 const char *buf)
+{
+    if (req->sess != 0 || c->nsessions != 0) {
+        enum session_verdict v = session_request(c, req, buf);
+        if (v != SESSION_PASS)
+            return v == SESSION_WAIT ? CLIENT_WAIT : 0;
+    }
+    if (req->kind == PROTO_REQ_SUBSCRIBE) {
+        struct msg *m = forward_msg(c, req);
+        if (m == NULL)
+            c->closing = 1;
+        else
+            pubsub_request(c, m, req, buf);
+        return 0;
+    }
+    forward_request(c, req, buf);
+    return 0;
+}
+
 /* ------------------------------------------------------------------ parsing */
 
 /*
@@ -666,7 +697,7 @@ static void client_process(struct client *c)
         }
         c->need = 0;
         c->partial_ms = 0;
-        if (forward_request(c, &req, p) == FORWARD_WAIT) {
+        if (client_request(c, &req, p) == CLIENT_WAIT) {
             client_pause(c);        /* read again once its earlier requests are answered */
             break;
         }
@@ -1054,4 +1085,8 @@ const struct msg_client_ops client_msg_ops = {
     .write = client_write_bytes,
     .stream_check = client_stream_check,
     .env = client_env,
+    .reset = pubsub_reset,
+    .close = client_close,
+    .end = client_end,
+    .memory_over = client_memory_over,
 };

@@ -100,13 +100,22 @@ struct sconn;
  * client.c. advance: a message of its queue completed, deliver what is at its front in
  * order; write: reply bytes that go to it now (a large value streaming, first in its
  * queue); stream_check: such a value streams from s (its backpressure); env: what a merge
- * of fragments needs to know of it.
+ * of fragments, or a local reply, needs to know of it.
+ *
+ * The modules under client.c on the request path (forward.c, session.c, pubsub.c) reach
+ * it the same way, never by name: reset: a Redis RESET was answered, every subscription
+ * ends (pubsub_reset); close, end, memory_over: client_close, client_end and
+ * client_memory_over (client.h).
  */
 struct msg_client_ops {
     void (*advance)(struct client *c);
     int  (*write)(struct client *c, const char *p, size_t n);
     void (*stream_check)(struct client *c, struct sconn *s);
     void (*env)(struct client *c, struct proto_env *env);
+    void (*reset)(struct client *c);
+    void (*close)(struct client *c);
+    void (*end)(struct client *c, enum proto_err code, const char *why);
+    int  (*memory_over)(struct client *c);
 };
 
 /*

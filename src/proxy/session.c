@@ -773,7 +773,7 @@ int session_refresh(struct client *c, int kind_changed)
     /* Everything it is owed is written first (a close marker behind it, no extra reply:
      * a client that waits for nothing must not read one), then the close; nothing more
      * is read. Not closed here: the reload walks the clients. */
-    client_end(c, PROTO_ERR_SERVER, NULL);
+    c->mops->end(c, PROTO_ERR_SERVER, NULL);
     return 1;
 }
 
