@@ -28,33 +28,9 @@ void sched_close(struct sched *sc)
     uv_close((uv_handle_t *)&sc->lazy_timer, NULL);
 }
 
-/*
- * One write per connection with everything queued to it since the last
- * flush (requests from many clients to one server go out in a single
- * write). Servers first: their requests start the round trip that dominates
- * a request's latency when the backends are across a network, and the
- * client writes overlap it. A client flush may resume a paused client whose
- * buffered requests dirty servers again: loop until both lists are empty,
- * or the next poll could sleep on unsent requests. Each round consumes input.
- */
 void sched_flush(struct sched *sc)
 {
-    struct qnode *q;
-
-    while (!queue_empty(&sc->dirty_sconns) || !queue_empty(&sc->dirty_clients)) {
-        while ((q = queue_first(&sc->dirty_sconns)) != NULL) {
-            struct sched_node *n = QUEUE_DATA(q, struct sched_node, dirty_link);
-            queue_remove(q);
-            n->dirty = 0;
-            sc->flush_sconn(n);
-        }
-        while ((q = queue_first(&sc->dirty_clients)) != NULL) {
-            struct sched_node *n = QUEUE_DATA(q, struct sched_node, dirty_link);
-            queue_remove(q);
-            n->dirty = 0;
-            sc->flush_client(n);
-        }
-    }
+    sched_flush_with(sc, sc->flush_sconn, sc->flush_client);
 }
 
 void sched_lazy_due(struct sched *sc)

@@ -43,11 +43,45 @@ void sched_close(struct sched *sc);
 
 /*
  * Write every dirty connection's output now: servers first, then clients, until both
- * lists are empty (sched.c says why). The loop does it after each round of I/O
- * callbacks; a timer callback that answers requests (a timeout's error) calls it
- * itself, or the reply would wait for the next I/O event to wake the loop.
+ * lists are empty (sched_flush_with says why). The loop does it after each round of I/O
+ * callbacks; a timer callback that answers requests (a timeout's error) calls it itself,
+ * or the reply would wait for the next I/O event to wake the loop. Through the callbacks
+ * sched_open installed.
  */
 void sched_flush(struct sched *sc);
+
+/*
+ * The same with the callbacks given: inline, so that the worker's flush after each round
+ * of I/O, which passes its own, calls them directly (the hot path costs what it did when
+ * the loop was the worker's).
+ *
+ * One write per connection with everything queued to it since the last flush (requests
+ * from many clients to one server go out in a single write). Servers first: their
+ * requests start the round trip that dominates a request's latency when the backends are
+ * across a network, and the client writes overlap it. A client flush may resume a paused
+ * client whose buffered requests dirty servers again: loop until both lists are empty, or
+ * the next poll could sleep on unsent requests. Each round consumes input.
+ */
+static inline void sched_flush_with(struct sched *sc, sched_flush_cb flush_sconn,
+                                    sched_flush_cb flush_client)
+{
+    struct qnode *q;
+
+    while (!queue_empty(&sc->dirty_sconns) || !queue_empty(&sc->dirty_clients)) {
+        while ((q = queue_first(&sc->dirty_sconns)) != NULL) {
+            struct sched_node *n = QUEUE_DATA(q, struct sched_node, dirty_link);
+            queue_remove(q);
+            n->dirty = 0;
+            flush_sconn(n);
+        }
+        while ((q = queue_first(&sc->dirty_clients)) != NULL) {
+            struct sched_node *n = QUEUE_DATA(q, struct sched_node, dirty_link);
+            queue_remove(q);
+            n->dirty = 0;
+            flush_client(n);
+        }
+    }
+}
 
 /* The lazy output joins this iteration's flush (the worker stops, or the timer fired). */
 void sched_lazy_due(struct sched *sc);
