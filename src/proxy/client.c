@@ -101,7 +101,7 @@ int client_write_bytes(struct client *c, const char *p, size_t n)
         c->closing = 1;
         return -ENOMEM;
     }
-    worker_mark_client(c->w, c);
+    client_mark(c->w, c);
     return 0;
 }
 
@@ -184,7 +184,7 @@ void client_close(struct client *c)
     if (conn_closing(&c->conn))
         return;
     c->closing = 1;
-    worker_unmark_client(w, c);
+    client_unmark(w, c);
     c->stream = NULL;
     c->stream_msg = NULL;
     /* A pinned connection is closed with the client: a command blocked there
@@ -360,7 +360,7 @@ void client_advance(struct client *c)
                 buf_swap(&c->conn.obuf, &m->rsp);     /* hand over, no copy */
             else if (buf_append(&c->conn.obuf, buf_rptr(&m->rsp), len) < 0)
                 c->closing = 1;
-            worker_mark_client(w, c);
+            client_mark(w, c);
         }
         msg_uncharge(m);
         queue_remove(n);
@@ -380,11 +380,11 @@ void client_advance(struct client *c)
     if (queue_empty(&c->msgs))
         c->held_cost = 0;           /* nothing is held: no charge can be left over */
     if (c->paused)
-        worker_mark_client(w, c);   /* the flush decides whether to read again */
+        client_mark(w, c);   /* the flush decides whether to read again */
     if (c->closing) {
         client_drop_msgs(c);        /* what is queued behind a close */
         conn_read_stop(&c->conn);
-        worker_mark_client(w, c);
+        client_mark(w, c);
     }
 }
 
@@ -413,7 +413,7 @@ static void client_stream_copy(struct client *c)
         STATS_ADD(&c->stream->server->stats, request_bytes, n);
         buf_consume(in, n);
         c->stream_left -= n;
-        worker_mark_sconn(c->w, c->stream);
+        sconn_mark(c->w, c->stream);
     }
     if (c->stream_left == 0)
         client_stream_whole(c);
@@ -465,7 +465,7 @@ static void client_pin_lost(struct sconn_holder *h, struct sconn *s)
          * holds in its input is parsed again from the flush (paused until). */
         if (session_pin_lost(c, s) && !c->closing) {
             client_pause(c);
-            worker_mark_client(c->w, c);
+            client_mark(c->w, c);
         }
         return;
     }
@@ -479,7 +479,7 @@ static void client_pin_lost(struct sconn_holder *h, struct sconn *s)
     c->stream = NULL;
     c->stream_msg = NULL;
     c->stream_left = 0;
-    worker_mark_client(c->w, c);    /* its flush resumes the client */
+    client_mark(c->w, c);    /* its flush resumes the client */
 }
 
 static void client_pin_push(struct sconn_holder *h, struct sconn *s, const char *p, size_t n)
@@ -534,6 +534,37 @@ static int client_try_stream(struct client *c, const struct proto_req *req, cons
     if (c->stream_left == 0)
         client_stream_whole(c);
     return 1;
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+#define CLIENT_WAIT 1       /* client_request: not now */
+
+/*
+ * One complete request of c, to whoever takes it: a session's (session.c), a
+ * subscription (pubsub.c), else the request path (forward.c). Each of those calls
+ * down only; the choice is made here, above them. 0 when it was taken; CLIENT_WAIT
+ * when a session says it must wait until c's earlier requests are answered: nothing
+ * was consumed or queued, the caller reads it again then.
+ */
+static inline int client_request(struct client *c, const struct proto_req *req,
+                                 const char *buf)
+{
+    if (req->sess != 0 || c->nsessions != 0) {
+        enum session_verdict v = session_request(c, req, buf);
+        if (v != SESSION_PASS)
+            return v == SESSION_WAIT ? CLIENT_WAIT : 0;
+    }
+    if (req->kind == PROTO_REQ_SUBSCRIBE) {
+        struct msg *m = forward_msg(c, req);
+        if (m == NULL)
+            c->closing = 1;
+        else
+            pubsub_request(c, m, req, buf);
+        return 0;
+    }
+    forward_request(c, req, buf);
+    return 0;
 }
 
 /* ------------------------------------------------------------------ parsing */
@@ -666,7 +697,7 @@ static void client_process(struct client *c)
         }
         c->need = 0;
         c->partial_ms = 0;
-        if (forward_request(c, &req, p) == FORWARD_WAIT) {
+        if (client_request(c, &req, p) == CLIENT_WAIT) {
             client_pause(c);        /* read again once its earlier requests are answered */
             break;
         }
@@ -703,7 +734,7 @@ static void client_on_handshake(struct conn *conn, int status)
 
     if (status == 0) {
         TLS_COUNT(&c->pool->stats, TLS_FAIL_NONE, tls_resumed(conn));
-        worker_mark_client(c->w, c);        /* session tickets to send */
+        client_mark(c->w, c);        /* session tickets to send */
     }
     /* a failure is counted by the read error that follows */
 }
@@ -730,12 +761,12 @@ static void client_on_read(struct conn *conn, ssize_t nread)
         c->active_ms = uv_now(&c->w->loop);
         client_process(c);
         if (conn_transport_output(conn) > 0 && !conn_closing(conn))
-            worker_mark_client(c->w, c);    /* e.g. a TLS key update's answer */
+            client_mark(c->w, c);    /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
         if (conn_output(conn) > 0)
-            worker_mark_client(c->w, c);
+            client_mark(c->w, c);
         return;
     }
     if (conn_handshaking(conn)) {
@@ -850,7 +881,7 @@ static void client_revoke(struct client *c, const char *why)
         c->closing = 1;
         client_drop_msgs(c);
     }
-    worker_mark_client(c->w, c);
+    client_mark(c->w, c);
 }
 
 void client_refresh(struct client *c)
@@ -1054,4 +1085,8 @@ const struct msg_client_ops client_msg_ops = {
     .write = client_write_bytes,
     .stream_check = client_stream_check,
     .env = client_env,
+    .reset = pubsub_reset,
+    .close = client_close,
+    .end = client_end,
+    .memory_over = client_memory_over,
 };

@@ -9,7 +9,10 @@
 #include "proto/proto.h"
 #include "proxy/conn.h"
 #include "proxy/msg.h"
+#include "proxy/sched.h"
 #include "proxy/server.h"
+#include "proxy/worker.h"
+#include "lib/invariant.h"
 #include "lib/queue.h"
 
 struct listener;
@@ -34,7 +37,7 @@ struct client {
     struct worker      *w;
     struct wpool       *pool;
     struct qnode        link;           /* worker's clients */
-    struct qnode        dirty_link;     /* worker's dirty list */
+    struct sched_node   sched;          /* on the worker's dirty list (sched.h) */
     struct qnode        msgs;           /* requests in reply order (msg.cq) */
     struct sconn_holder holder;         /* its pinned server connections, and what they
                                            tell it (client.c installs the callbacks) */
@@ -59,11 +62,24 @@ struct client {
     struct proto_parser parser;
     struct proto_client pc;
     struct pubsub      *pubsub;         /* its subscriptions (pubsub.c), NULL: none */
-    uint8_t             dirty;
     uint8_t             paused;         /* reading stopped for backpressure */
     uint8_t             eof;            /* no more input: close when answered */
     uint8_t             closing;
 };
+
+/* Schedule a flush of c's output at the end of the iteration (w: c's worker, the
+ * calling thread's); it closes: take it off the schedule. */
+static inline void client_mark(struct worker *w, struct client *c)
+{
+    RL_ASSERT(worker_on_thread(w) && c->w == w);
+    sched_mark_client(&w->sched, &c->sched);
+}
+
+static inline void client_unmark(struct worker *w, struct client *c)
+{
+    (void)w;
+    sched_unmark(&c->sched);
+}
 
 /* Accept one connection from a listener (worker thread). */
 void client_accept(struct listener *l);

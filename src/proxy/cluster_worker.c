@@ -141,7 +141,7 @@ static int cworker_send(struct cworker *cw, struct msg *m, struct server *srv, i
 {
     const struct proto_cluster_ops *co = cw->wp->ops->cluster;
     m->state = MSG_NEW;
-    return msg_resend(cw->wp->w, m, srv, ask ? co->asking : NULL, ask ? strlen(co->asking) : 0);
+    return server_resend(cw->wp->w, m, srv, ask ? co->asking : NULL, ask ? strlen(co->asking) : 0);
 }
 
 /* One parked request's turn: released, answered, re-sent, or left for later. Returns
@@ -201,7 +201,7 @@ static void cworker_run(struct cworker *cw, int closing)
         cworker_visit(cw, QUEUE_DATA(n, struct park, link), now, closing);
     if (!closing)
         cworker_arm(cw);
-    worker_flush(wp->w);
+    sched_flush(&wp->w->sched);
     if (!closing)
         wpool_unref(wp);
 }

@@ -15,10 +15,8 @@
 #include "proxy/forward.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
-#include "proxy/pubsub.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
-#include "proxy/session.h"
 #include "proxy/snapshot.h"
 #include "proxy/stage.h"
 #include "proxy/worker.h"
@@ -270,7 +268,7 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     sconn_enqueue(s, m);
     if (r != NULL && (pool->chain.hooks & STAGE_H_QUEUED))
         stage_queued(&pool->chain, r, m, s);
-    worker_mark_sconn(pool->w, s);
+    sconn_mark(pool->w, s);
     return 0;
 }
 
@@ -527,13 +525,13 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
     struct wpool *pool = c->pool;
     struct proto_env env;
 
-    client_env(c, &env);
+    c->mops->env(c, &env);
     STATS_ADD(&pool->stats, local_replies, 1);
     int rc = pool->ops->local(&c->pc, &c->parser, req, buf, &env, &m->rsp);
     if (rc == PROTO_LOCAL_CLOSE || (req->flags & PROTO_RF_CLOSE))
         m->flags |= MSG_F_CLOSE;
     if (rc == PROTO_LOCAL_RESET)
-        pubsub_reset(c);            /* RESET ends every subscription */
+        c->mops->reset(c);          /* RESET ends every subscription (pubsub.c) */
     forward_answer(c, m);
 }
 
@@ -648,19 +646,14 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
     forward_fanout(c, pool, m, req, buf, NULL, s, NULL);
 }
 
-int forward_request(struct client *c, const struct proto_req *req, const char *buf)
+void forward_request(struct client *c, const struct proto_req *req, const char *buf)
 {
-    if (req->sess != 0 || c->nsessions != 0) {
-        enum session_verdict v = session_request(c, req, buf);
-        if (v != SESSION_PASS)
-            return v == SESSION_WAIT ? FORWARD_WAIT : 0;
-    }
     struct wpool *pool = c->pool;
     struct msg *m = forward_msg(c, req);
 
     if (m == NULL) {
         c->closing = 1;
-        return 0;
+        return;
     }
     switch (req->kind) {
     case PROTO_REQ_ERROR:
@@ -702,11 +695,11 @@ int forward_request(struct client *c, const struct proto_req *req, const char *b
     case PROTO_REQ_SESSION:     /* the session it belongs to is gone (its server failed) */
         forward_refuse(c, m, PROTO_ERR_SERVER, "no session for this request");
         break;
-    case PROTO_REQ_SUBSCRIBE:
-        pubsub_request(c, m, req, buf);
+    case PROTO_REQ_SUBSCRIBE:   /* client.c gives these to pubsub.c: never here */
+        RL_ASSERT(!"a subscription request reached forward_request");
+        forward_refuse(c, m, PROTO_ERR_SERVER, "subscription request not handled");
         break;
     }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ for sessions */

@@ -14,18 +14,16 @@ struct server;
 struct stage_req;
 struct wpool;
 
-#define FORWARD_WAIT 1      /* forward_request: not now (see below) */
-
 /*
  * Dispatch one complete request of client c (its header buf[0..hdr_len)
  * and body_len bytes after it): answered here (local, error, miss, no live
  * server), or written to the server connections routing picks, with a
- * message in the client's reply order. 0 when it was taken (without memory
- * it is answered with an error or the client is closed); FORWARD_WAIT when
- * a session says it must wait until the client's earlier requests are
- * answered: nothing was consumed or queued, the caller reads it again then.
+ * message in the client's reply order; without memory it is answered with
+ * an error or the client is closed. A session's requests and subscriptions
+ * never come here: client.c gives them to session.c and pubsub.c, which sit
+ * above this file and call down into it.
  */
-int forward_request(struct client *c, const struct proto_req *req, const char *buf);
+void forward_request(struct client *c, const struct proto_req *req, const char *buf);
 
 /*
  * A request whose body is large and not all here yet: when it goes to

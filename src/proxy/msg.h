@@ -100,13 +100,22 @@ struct sconn;
  * client.c. advance: a message of its queue completed, deliver what is at its front in
  * order; write: reply bytes that go to it now (a large value streaming, first in its
  * queue); stream_check: such a value streams from s (its backpressure); env: what a merge
- * of fragments needs to know of it.
+ * of fragments, or a local reply, needs to know of it.
+ *
+ * The modules under client.c on the request path (forward.c, session.c, pubsub.c) reach
+ * it the same way, never by name: reset: a Redis RESET was answered, every subscription
+ * ends (pubsub_reset); close, end, memory_over: client_close, client_end and
+ * client_memory_over (client.h).
  */
 struct msg_client_ops {
     void (*advance)(struct client *c);
     int  (*write)(struct client *c, const char *p, size_t n);
     void (*stream_check)(struct client *c, struct sconn *s);
     void (*env)(struct client *c, struct proto_env *env);
+    void (*reset)(struct client *c);
+    void (*close)(struct client *c);
+    void (*end)(struct client *c, enum proto_err code, const char *why);
+    int  (*memory_over)(struct client *c);
 };
 
 /*
@@ -207,14 +216,5 @@ void msg_answer(struct worker *w, struct msg *m, const char *p, size_t n, int er
 
 /* The protocol ops of the pool m belongs to. */
 const struct proto_ops *msg_ops(const struct msg *m);
-
-/*
- * Re-dispatch: m (NEW, taken out of its server queue, with its request
- * bytes kept in m->req) is sent again to server `to`, after the optional
- * prefix bytes (e.g. Redis's ASKING). Its reply so far is dropped. 0, or -1
- * with m untouched when no connection to `to` can take it now.
- */
-int  msg_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
-                size_t prefix_len);
 
 #endif

@@ -540,7 +540,7 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
         STATS_ADD(&pin->srv->stats, requests, 1);
         STATS_ADD(&pin->srv->stats, request_bytes, fm->req_bytes);
         sconn_enqueue(pin->s, fm);
-        worker_mark_sconn(w, pin->s);
+        sconn_mark(w, pin->s);
     }
     STATS_ADD(&c->pool->stats, fragments, nfrag);
     free(names);
@@ -637,7 +637,7 @@ broken:
     free(gone);
     c->eof = 1;
     c->closing = 1;
-    client_advance(c);
+    c->mops->advance(c);
     return;
 nomem:
     free(st);
@@ -672,12 +672,12 @@ static int pubsub_over_limit(struct client *c)
     uint64_t now = uv_now(&c->w->loop);
     int over = g->pubsub_output_limit > 0 && pending > g->pubsub_output_limit;
 
-    if (!over && client_memory_over(c)) {
+    if (!over && c->mops->memory_over(c)) {
         /* Messages it does not read are what puts the proxy over memory_limit. */
         STATS_ADD(&c->pool->stats, memory_refused, 1);
         log_warn("pool '%s': subscriber %s closed: %" PRIu64 " bytes of messages unread and "
                  "memory_limit reached", c->pool->cp->name, c->pc.peer, pending);
-        client_close(c);
+        c->mops->close(c);
         return 1;
     }
 
@@ -693,7 +693,7 @@ static int pubsub_over_limit(struct client *c)
     STATS_ADD(&c->pool->stats, pubsub_closed, 1);
     log_warn("pool '%s': subscriber %s closed: %" PRIu64 " bytes of messages unread "
              "(pubsub_output_limit)", c->pool->cp->name, c->pc.peer, pending);
-    client_close(c);
+    c->mops->close(c);
     return 1;
 }
 
@@ -716,10 +716,10 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
     if (head == NULL || (before != NULL && &before->cq == head)) {
         /* nothing owed before it: straight out */
         if (stream_write(c, push, p, n, &c->conn.obuf) < 0) {
-            client_close(c);
+            c->mops->close(c);
             return;
         }
-        worker_mark_client(c->w, c);
+        client_mark(c->w, c);
     } else {
         /* just before the request it precedes (inserting at a node's tail puts it before
          * that node), else at the end; into the messages already waiting there, if any
@@ -729,7 +729,7 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
         if (pm != NULL && (pm->flags & MSG_F_PUSHES) && pm->state == MSG_DONE) {
             size_t had = buf_len(&pm->rsp);
             if (stream_write(c, push, p, n, &pm->rsp) < 0) {
-                client_close(c);
+                c->mops->close(c);
                 return;
             }
             c->held_bytes += buf_len(&pm->rsp) - had;
@@ -739,7 +739,7 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
             if (pm == NULL || stream_write(c, push, p, n, &pm->rsp) < 0) {
                 if (pm != NULL)
                     msg_put(c->w, pm);
-                client_close(c);
+                c->mops->close(c);
                 return;
             }
             pm->role = MSG_REQUEST;
@@ -800,7 +800,7 @@ int pubsub_dropped(struct sconn *s, const struct proto_name *nm)
     if (c->closing || conn_closing(&c->conn)) {
         /* nobody to tell */
     } else if (rc < 0) {
-        client_close(c);
+        c->mops->close(c);
     } else {
         pubsub_stream(c, s, 0, buf_rptr(&out), buf_len(&out));
     }
@@ -853,7 +853,7 @@ int pubsub_pin_lost(struct client *c, struct sconn *s)
     char why[300];
     snprintf(why, sizeof(why), "connection to server %s lost with the subscriptions there",
              s->server->label);
-    client_end(c, PROTO_ERR_SERVER, why);
+    c->mops->end(c, PROTO_ERR_SERVER, why);
     return 1;
 }
 
@@ -938,5 +938,5 @@ void pubsub_refresh(struct client *c, int kind_changed)
      * clients, so not here */
     c->eof = 1;
     c->closing = 1;
-    client_advance(c);
+    c->mops->advance(c);
 }

@@ -161,7 +161,7 @@ static int rejoin_send(struct server *srv, const struct msg_watch *wt, const cha
     sconn_enqueue(s, m);
     if (srv->pool->cp->timeout_ms <= 0)
         sconn_deadline_in(s, m, REJOIN_TIMEOUT_MS);
-    worker_mark_sconn(w, s);
+    sconn_mark(w, s);
     return 0;
 }
 

@@ -11,13 +11,11 @@
 #include "state/health.h"
 #include "lib/log.h"
 #include "proxy/client.h"
-#include "proxy/cluster_worker.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
-#include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
 #include "proxy/stage.h"
@@ -86,7 +84,7 @@ static void sconn_on_handshake(struct conn *c, int status)
     TLS_COUNT(&s->server->stats, TLS_FAIL_NONE, tls_resumed(c));
     s->server->tls_failure = NULL;
     s->server->backoff_ms = 0;
-    worker_mark_sconn(s->server->w, s);     /* what was queued meanwhile goes now */
+    sconn_mark(s->server->w, s);     /* what was queued meanwhile goes now */
 }
 
 static void sconn_on_read(struct conn *c, ssize_t nread)
@@ -99,12 +97,12 @@ static void sconn_on_read(struct conn *c, ssize_t nread)
         if (s->state == SCONN_CONNECTED && buf_len(&c->ibuf) == 0 && c->ibuf.cap > CONN_BUF_KEEP)
             buf_free(&c->ibuf);
         if (s->state == SCONN_CONNECTED && conn_transport_output(c) > 0)
-            worker_mark_sconn(s->server->w, s);   /* e.g. a TLS key update's answer */
+            sconn_mark(s->server->w, s);   /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
         if (conn_output(c) > 0)
-            worker_mark_sconn(s->server->w, s);   /* the transport has bytes of its own */
+            sconn_mark(s->server->w, s);   /* the transport has bytes of its own */
         return;
     }
     if (conn_handshaking(c)) {   /* TLS: not done, or failed (a TLS 1.3 server refuses our
@@ -223,7 +221,7 @@ static void sconn_connect_cb(uv_connect_t *req, int status)
         sconn_close(s, uv_strerror(rc), 1);
         return;
     }
-    worker_mark_sconn(srv->w, s);
+    sconn_mark(srv->w, s);
     if (!s->is_pin && srv->pool->pins_seen)
         server__pins_ready(srv, s->variant);    /* in use and reachable: sessions may follow */
 }
@@ -487,7 +485,7 @@ static void sconn_timer_cb(uv_timer_t *t)
 
     s->timer_armed = 0;
     sconn_timeouts(s, now, timeout);
-    worker_flush(w);            /* the errors go out now, not at the next I/O event */
+    sched_flush(&w->sched);    /* the errors go out now, not at the next I/O event */
 }
 
 /*
@@ -588,7 +586,7 @@ static void sconn_reply_done(struct sconn *s)
         uint64_t now_us = worker_now_us(w);
         histogram_record(&srv->latency, now_us > m->start_us ? now_us - m->start_us : 0);
     }
-    if ((m->flags & MSG_F_STAGED) && stage_reply(&srv->pool->chain, w, m))
+    if ((m->flags & MSG_F_STAGED) && srv->pool->chain.reply(&srv->pool->chain, w, m))
         return;
     if (m->rflags & PROTO_RF_RETRIEVAL) {
         uint32_t misses = m->nkeys > m->items ? m->nkeys - m->items : 0;
@@ -768,7 +766,7 @@ static void sconn_process(struct sconn *s)
             continue;
         }
         if ((rsp.flags & PROTO_SF_CLUSTER) && srv->pool->cworker != NULL &&
-            cworker_reply(s, m, p, rsp.hdr_len)) {
+            srv->pool->up->cluster_reply(s, m, p, rsp.hdr_len)) {
             /* m follows the cluster's redirect (its reply is not its answer) */
             server__succeeded(srv);
             buf_consume(in, rsp.hdr_len);
@@ -834,7 +832,7 @@ void sconn_flush(struct sconn *s)
 {
     if (s->state != SCONN_CONNECTED)
         return;
-    worker_unlazy_sconn(s->server->w, s);  /* its waiting copies go with this write */
+    sconn_unlazy(s->server->w, s);  /* its waiting copies go with this write */
     join_sent(s);                       /* what is sent can no longer be joined */
     if (s->ctab != NULL)
         collapse_sent(s);
@@ -914,7 +912,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
     if (!queue_empty(&s->sent))
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,
                  srv->addr.text, reason, s->inflight);
-    worker_unmark_sconn(w, s);
+    sconn_unmark(w, s);
     sconn_inqueue(s, 1);
     while (!queue_empty(&s->sent)) {
         struct msg *m = sconn_pop(s);

@@ -9,14 +9,13 @@
 
 #include "state/health.h"
 #include "lib/log.h"
-#include "proxy/cluster_worker.h"
+#include "proxy/client.h"
 #include "proxy/collapse.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
 #include "proxy/pubsub.h"
-#include "proxy/rejoin.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
 #include "proxy/worker.h"
@@ -30,7 +29,7 @@ void server_failed(struct server *srv, const char *reason)
 {
     const struct conf_pool *cp = srv->pool->cp;
     if (srv->pool->cworker != NULL)
-        cworker_node_failed(srv);   /* a cluster's map may be stale: refresh it */
+        srv->pool->up->cluster_node_failed(srv);    /* the map may be stale: refresh it */
     if (srv->health == NULL || !cp->eject)
         return;     /* never ejected: each request tries the server itself */
     uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;
@@ -55,7 +54,7 @@ void server__succeeded(struct server *srv)
     if (!health_success(srv->health, util_now_ms(), rejoin))
         return;
     if (rejoin)
-        rejoin_begin(srv);      /* up once what it missed is invalidated (rejoin.c) */
+        srv->pool->up->rejoin_begin(srv);   /* up once what it missed is invalidated */
     else
         log_notice("server '%s' (%s) of pool '%s' is up again", srv->label, srv->addr.text,
                    srv->pool->cp->name);
@@ -196,6 +195,48 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, co
     return server_pick_open(srv, slot, reason);
 }
 
+/* Re-dispatch (server.h): beside the pick it starts with. */
+int server_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+                  size_t prefix_len)
+{
+    const char *reason = NULL;
+    struct sconn *s = server_pick(to, 0, m->rflags, &reason);
+    struct msg *pm = NULL;
+
+    if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)
+        return -1;
+    if (prefix_len > 0) {
+        pm = msg_get(w);
+        if (pm == NULL)
+            return -1;
+        pm->role = MSG_DISCARD;
+        pm->cmd = m->cmd;
+    }
+    size_t before = buf_len(&s->conn.obuf);
+    if ((prefix_len > 0 && buf_append(&s->conn.obuf, prefix, prefix_len) < 0) ||
+        buf_append(&s->conn.obuf, buf_rptr(&m->req), buf_len(&m->req)) < 0) {
+        s->conn.obuf.wpos = s->conn.obuf.rpos + before;
+        if (pm != NULL)
+            msg_put(w, pm);
+        return -1;
+    }
+    if (pm != NULL) {
+        pm->req_bytes = prefix_len;
+        sconn_enqueue(s, pm);
+    }
+    if (m->client != NULL)
+        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->resends++;
+    m->req_bytes = buf_len(&m->req);
+    STATS_ADD(&to->stats, requests, 1);
+    STATS_ADD(&to->stats, request_bytes, m->req_bytes + prefix_len);
+    sconn_enqueue(s, m);
+    sconn_mark(w, s);
+    return 0;
+}
+
 void server_probe(struct server *srv)
 {
     struct worker *w = srv->w;
@@ -217,7 +258,7 @@ void server_probe(struct server *srv)
     m->req_bytes = buf_len(&s->conn.obuf) - before;
     sconn_enqueue(s, m);
     sconn_deadline_in(s, m, (uint64_t)timeout);
-    worker_mark_sconn(w, s);
+    sconn_mark(w, s);
     log_info("probing server '%s' (%s)", srv->label, srv->addr.text);
 }
 
@@ -366,7 +407,7 @@ void sconn_unpin(struct sconn *s, int keep)
     if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
         sconn__hello(s, 1) == 0) {
         server_idle_push(srv, s);
-        worker_mark_sconn(srv->w, s);
+        sconn_mark(srv->w, s);
         return;
     }
     sconn_close(s, "pinned connection released", 0);

@@ -10,7 +10,10 @@
 #include "stats/histogram.h"
 #include "proto/proto.h"
 #include "proxy/conn.h"
+#include "proxy/sched.h"
 #include "proxy/tls.h"
+#include "proxy/worker.h"
+#include "lib/invariant.h"
 #include "lib/queue.h"
 #include "stats/stats.h"
 
@@ -72,8 +75,6 @@ struct sconn {
     uv_getaddrinfo_t   gai;
     struct server     *server;
     enum sconn_state   state;
-    uint8_t            dirty;
-    uint8_t            lazy;            /* on the worker's lazy list (shadow copies) */
     uint8_t            timer_armed;
     uint8_t            resolving;       /* a getaddrinfo is pending */
     uint8_t            is_pin;          /* a pinned connection (held or idle), not a shared one */
@@ -81,8 +82,7 @@ struct sconn {
     uint8_t            push_logged;     /* a push nobody asked for was logged */
     uint32_t           slot;            /* in srv->conns, or SCONN_PIN_SLOT */
     uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */
-    struct qnode       dirty_link;      /* worker's dirty list */
-    struct qnode       lazy_link;       /* worker's lazy list */
+    struct sched_node  sched;           /* on the worker's dirty or lazy list (sched.h) */
     struct qnode       sent;            /* messages sent, awaiting replies (msg.sq) */
     uint32_t           inflight;
     uint32_t           unsent_n;        /* of those, queued since the output last drained */
@@ -157,6 +157,15 @@ void server_destroy(struct server *s, int now);
 struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, const char **reason);
 
 /*
+ * Re-dispatch: m (NEW, taken out of its server queue, with its request
+ * bytes kept in m->req) is sent again to server `to`, after the optional
+ * prefix bytes (e.g. Redis's ASKING). Its reply so far is dropped. 0, or -1
+ * with m untouched when no connection to `to` can take it now.
+ */
+int  server_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
+                   size_t prefix_len);
+
+/*
  * Pinned connections. server_pin: a connection of the server's own for
  * holder h (a client), speaking protocol `variant` (the client's now): an idle reset
  * one, else a new one (with the pool's hello),
@@ -189,6 +198,33 @@ void sconn_unqueue(struct sconn *s, struct msg *m);
 
 /* Write what is in the connection's output (the worker's flush). */
 void sconn_flush(struct sconn *s);
+
+/* Schedule a flush of s's output at the end of the iteration (w: s's worker, the calling
+ * thread's), or within delay_ms (sched_mark_lazy); it closes, or its output is written
+ * now: take it off the lazy list (unlazy), or off both (unmark). */
+static inline void sconn_mark(struct worker *w, struct sconn *s)
+{
+    RL_ASSERT(worker_on_thread(w) && s->server->w == w);
+    sched_mark_sconn(&w->sched, &s->sched);
+}
+
+static inline void sconn_mark_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms)
+{
+    RL_ASSERT(worker_on_thread(w) && s->server->w == w);
+    sched_mark_lazy(&w->sched, &s->sched, delay_ms);
+}
+
+static inline void sconn_unlazy(struct worker *w, struct sconn *s)
+{
+    (void)w;
+    sched_unlazy(&s->sched);
+}
+
+static inline void sconn_unmark(struct worker *w, struct sconn *s)
+{
+    (void)w;
+    sched_unmark(&s->sched);
+}
 
 /*
  * Backpressure to the server: a large value streaming to client c has filled c's output,

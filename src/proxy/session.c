@@ -192,7 +192,7 @@ static int session_send_held(struct session *sess)
     }
     buf_free(&sess->held);
     sess->nheld = 0;
-    worker_mark_sconn(w, sess->s);
+    sconn_mark(w, sess->s);
     return 0;
 }
 
@@ -343,7 +343,7 @@ static void session_abort(struct session *sess, struct msg *m)
     }
     m->req_bytes = buf_len(out) - before;
     sconn_enqueue(sess->s, m);
-    worker_mark_sconn(c->w, sess->s);
+    sconn_mark(c->w, sess->s);
     msg_fail(c->w, m, PROTO_ERR_ABORTED, NULL);
     sess->state = SESSION_ENDING;
     session_hold(sess, SESSION_HOLD_END);
@@ -726,7 +726,7 @@ int session_pin_lost(struct client *c, struct sconn *s)
                  c->pool->cp->name, c->pc.peer);
         c->eof = 1;
         conn_read_stop(&c->conn);
-        worker_mark_client(c->w, c);
+        client_mark(c->w, c);
     }
     return 1;
 }
@@ -773,7 +773,7 @@ int session_refresh(struct client *c, int kind_changed)
     /* Everything it is owed is written first (a close marker behind it, no extra reply:
      * a client that waits for nothing must not read one), then the close; nothing more
      * is read. Not closed here: the reload walks the clients. */
-    client_end(c, PROTO_ERR_SERVER, NULL);
+    c->mops->end(c, PROTO_ERR_SERVER, NULL);
     return 1;
 }
 

@@ -209,7 +209,7 @@ static int shadow_send(struct wpool *pool, struct server *srv, uint64_t hint,
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, m->req_bytes);
     sconn_enqueue(s, m);
-    worker_mark_sconn_lazy(w, s, pool->cp->shadow.batch_ms);
+    sconn_mark_lazy(w, s, pool->cp->shadow.batch_ms);
     STATS_ADD(&pool->stats, shadow_sent, 1);
     return 0;
 }

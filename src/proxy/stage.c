@@ -27,6 +27,7 @@ void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
                        const struct conf_global *g)
 {
     memset(ch, 0, sizeof(*ch));
+    ch->reply = stage_reply;
     for (size_t i = 0; i < sizeof(stage_table) / sizeof(stage_table[0]); i++) {
         const struct stage *st = stage_table[i];
         if (st->wanted != NULL && !st->wanted(cp, g))

@@ -97,6 +97,9 @@ struct stage_chain {
     const struct stage *stage[STAGE_MAX];
     uint8_t             n;
     uint8_t             hooks;   /* STAGE_H_* of any stage in the chain */
+    /* stage_reply, installed by stage_chain_build: sconn.c, below the stages, reaches
+     * them through it (it calls up by no name). */
+    int (*reply)(const struct stage_chain *ch, struct worker *w, struct msg *m);
 };
 
 /* Build a pool's chain from its configuration (the table's order). */
@@ -112,7 +115,7 @@ int  stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *
 void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
                   struct sconn *s);
 void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent);
-/* m (MSG_F_STAGED) has its reply: 1 when a stage took it. */
+/* m (MSG_F_STAGED) has its reply: 1 when a stage took it (called through ch->reply). */
 int  stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m);
 
 /* The stages (each defined in its feature's file). */

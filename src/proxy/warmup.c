@@ -53,7 +53,7 @@ static int warmup_ask(struct worker *w, struct msg *m)
     m->req_bytes = buf_len(&s->conn.obuf) - before;
     STATS_ADD(&now->pool->stats, warm_retries, 1);
     sconn_enqueue(s, m);
-    worker_mark_sconn(w, s);
+    sconn_mark(w, s);
     return 1;
 }
 
@@ -87,7 +87,7 @@ static void warmup_finish(struct worker *w, struct msg *m)
             cp->cmd = copy_cmd;
             cp->req_bytes = buf_len(&copy);
             sconn_enqueue(s, cp);
-            worker_mark_sconn(w, s);
+            sconn_mark(w, s);
         } else if (cp != NULL) {
             msg_put(w, cp);
         }

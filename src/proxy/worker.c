@@ -14,6 +14,7 @@
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
+#include "proxy/rejoin.h"
 #include "proxy/snapshot.h"
 #include "state/registry.h"
 #include "proxy/server.h"
@@ -21,122 +22,17 @@
 
 #define WORKER_HOTKEY_WINDOW_MS 60000
 
-/* ------------------------------------------------------------------ dirty lists */
+/* ------------------------------------------------------------------ flush */
 
-void worker_mark_client(struct worker *w, struct client *c)
+/* The schedule's callbacks (sched.h): what a dirty connection's flush is. */
+static void worker_flush_sconn(struct sched_node *n)
 {
-    RL_ASSERT(worker_on_thread(w) && c->w == w);
-    if (c->dirty)
-        return;
-    c->dirty = 1;
-    queue_insert_tail(&w->dirty_clients, &c->dirty_link);
+    sconn_flush(QUEUE_DATA(n, struct sconn, sched));
 }
 
-void worker_mark_sconn(struct worker *w, struct sconn *s)
+static void worker_flush_client(struct sched_node *n)
 {
-    RL_ASSERT(worker_on_thread(w) && s->server->w == w);
-    if (s->dirty)
-        return;
-    s->dirty = 1;
-    queue_insert_tail(&w->dirty_sconns, &s->dirty_link);
-}
-
-void worker_unmark_client(struct worker *w, struct client *c)
-{
-    (void)w;
-    if (c->dirty) {
-        queue_remove(&c->dirty_link);
-        c->dirty = 0;
-    }
-}
-
-void worker_unmark_sconn(struct worker *w, struct sconn *s)
-{
-    (void)w;
-    if (s->dirty) {
-        queue_remove(&s->dirty_link);
-        s->dirty = 0;
-    }
-    worker_unlazy_sconn(w, s);
-}
-
-/*
- * One write per connection with everything queued to it since the last
- * flush (requests from many clients to one server go out in a single
- * write). Servers first: their requests start the round trip that dominates
- * a request's latency when the backends are across a network, and the
- * client writes overlap it. A client flush may resume a paused client whose
- * buffered requests dirty servers again: loop until both lists are empty,
- * or the next poll could sleep on unsent requests. Each round consumes input.
- */
-static inline void worker_flush_all(struct worker *w)
-{
-    struct qnode *n;
-
-    while (!queue_empty(&w->dirty_sconns) || !queue_empty(&w->dirty_clients)) {
-        while ((n = queue_first(&w->dirty_sconns)) != NULL) {
-            struct sconn *s = QUEUE_DATA(n, struct sconn, dirty_link);
-            queue_remove(n);
-            s->dirty = 0;
-            sconn_flush(s);
-        }
-        while ((n = queue_first(&w->dirty_clients)) != NULL) {
-            struct client *c = QUEUE_DATA(n, struct client, dirty_link);
-            queue_remove(n);
-            c->dirty = 0;
-            client_flush(c);
-        }
-    }
-}
-
-void worker_flush(struct worker *w)
-{
-    worker_flush_all(w);
-}
-
-/* The waiting output joins this iteration's flush. */
-static void worker_lazy_due(struct worker *w)
-{
-    struct qnode *n;
-
-    uv_timer_stop(&w->lazy_timer);
-    while ((n = queue_first(&w->lazy_sconns)) != NULL) {
-        struct sconn *s = QUEUE_DATA(n, struct sconn, lazy_link);
-        queue_remove(n);
-        s->lazy = 0;
-        worker_mark_sconn(w, s);
-    }
-}
-
-static void worker_lazy_cb(uv_timer_t *t)
-{
-    struct worker *w = t->data;
-
-    worker_lazy_due(w);
-    worker_flush_all(w);        /* a timer's callback: the loop may sleep before its check */
-}
-
-void worker_mark_sconn_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms)
-{
-    if (delay_ms == 0 || w->closing) {
-        worker_mark_sconn(w, s);
-        return;
-    }
-    if (s->dirty || s->lazy)
-        return;                 /* goes out this iteration, or with the batch already due */
-    s->lazy = 1;
-    queue_insert_tail(&w->lazy_sconns, &s->lazy_link);
-    if (!uv_is_active((uv_handle_t *)&w->lazy_timer))
-        uv_timer_start(&w->lazy_timer, worker_lazy_cb, delay_ms, 0);
-}
-
-void worker_unlazy_sconn(struct worker *w, struct sconn *s)
-{
-    (void)w;
-    if (s->lazy) {
-        queue_remove(&s->lazy_link);
-        s->lazy = 0;
-    }
+    client_flush(QUEUE_DATA(n, struct client, sched));
 }
 
 /* After each round of I/O callbacks. */
@@ -144,7 +40,8 @@ static void worker_flush_cb(uv_check_t *h)
 {
     struct worker *w = h->data;
 
-    worker_flush_all(w);
+    /* its own callbacks, inlined: the hot path calls sconn_flush and client_flush directly */
+    sched_flush_with(&w->sched, worker_flush_sconn, worker_flush_client);
     w->now_valid = 0;           /* the next iteration reads the clock afresh */
 }
 
@@ -228,13 +125,6 @@ static void wpool_free(struct wpool *wp)
     free(wp->hot_pub);
     free(wp->prev_map);
     free(wp);
-}
-
-void wpool_unref(struct wpool *wp)
-{
-    RL_ASSERT(wp->refs > 0);
-    if (--wp->refs == 0 && wp->retired)
-        wpool_free(wp);
 }
 
 /* Point a pool at pool i of a snapshot (config, protocol, ring, routing view). */
@@ -355,6 +245,13 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
     return 0;
 }
 
+static const struct wpool_up worker_wpool_up = {
+    .free = wpool_free,
+    .cluster_reply = cworker_reply,
+    .cluster_node_failed = cworker_node_failed,
+    .rejoin_begin = rejoin_begin,
+};
+
 static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint32_t i,
                                   char *err, size_t errlen)
 {
@@ -368,6 +265,7 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
     }
     hotkeys_init(&wp->hot, WORKER_HOTKEY_WINDOW_MS, uv_now(&w->loop));
     wp->w = w;
+    wp->up = &worker_wpool_up;
     wpool_bind(wp, snap, i);
     if (wpool_servers(w, wp) < 0 || worker_listen(w, wp, snap, err, errlen) < 0) {
         for (uint32_t s = 0; s < wp->nservers; s++)
@@ -591,8 +489,7 @@ static void worker_finish(struct worker *w)
         server_destroy(QUEUE_DATA(n, struct server, link), 1);
     uv_timer_stop(&w->drain_timer);
     uv_close((uv_handle_t *)&w->drain_timer, NULL);
-    uv_timer_stop(&w->lazy_timer);
-    uv_close((uv_handle_t *)&w->lazy_timer, NULL);
+    sched_close(&w->sched);
     uv_close((uv_handle_t *)&w->tick, NULL);
     uv_close((uv_handle_t *)&w->async, NULL);
     uv_close((uv_handle_t *)&w->flush, NULL);
@@ -615,7 +512,7 @@ static void worker_async_cb(uv_async_t *a)
 
     if (stop && !w->closing) {
         w->closing = 1;
-        worker_lazy_due(w);     /* copies waiting for their batch go out before the end */
+        sched_lazy_off(&w->sched);  /* copies waiting for their batch go out before the end */
         for (uint32_t i = 0; i < w->npools; i++)
             if (w->pools[i] != NULL)
                 listener_close(w->pools[i]);
@@ -672,9 +569,7 @@ int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot 
     queue_init(&w->free_msgs);
     queue_init(&w->clients);
     queue_init(&w->servers);
-    queue_init(&w->dirty_clients);
-    queue_init(&w->dirty_sconns);
-    queue_init(&w->lazy_sconns);
+    sched_init(&w->sched);
     int rc = uv_loop_init(&w->loop);
     if (rc < 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
@@ -688,8 +583,7 @@ int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot 
     uv_check_start(&w->flush, worker_flush_cb);
     uv_timer_init(&w->loop, &w->drain_timer);
     w->drain_timer.data = w;
-    uv_timer_init(&w->loop, &w->lazy_timer);
-    w->lazy_timer.data = w;
+    sched_open(&w->sched, &w->loop, worker_flush_sconn, worker_flush_client);
     uv_timer_init(&w->loop, &w->tick);
     w->tick.data = w;
     uv_timer_start(&w->tick, worker_tick_cb, 1000, 1000);
@@ -764,32 +658,4 @@ void worker_join(struct worker *w)
     free(w->rkeys);
     if (w->snap)
         snapshot_unref(w->snap);
-}
-
-/* ------------------------------------------------------------------ scratch */
-
-/* Grow *arr (of elements of `size` bytes, *cap of them) to hold n, doubling. */
-static int worker_grow(void **arr, uint32_t *cap, uint32_t n, size_t size)
-{
-    if (n <= *cap)
-        return 0;
-    uint32_t c = *cap ? *cap : 64;
-    while (c < n)
-        c *= 2;
-    void *p = realloc(*arr, (size_t)c * size);
-    if (p == NULL)
-        return -ENOMEM;
-    *arr = p;
-    *cap = c;
-    return 0;
-}
-
-int worker_scratch(struct worker *w, uint32_t n)
-{
-    return worker_grow((void **)&w->scratch, &w->scratch_cap, n, sizeof(*w->scratch));
-}
-
-int worker_rkeys(struct worker *w, uint32_t n)
-{
-    return worker_grow((void **)&w->rkeys, &w->rkeys_cap, n, sizeof(*w->rkeys));
 }

@@ -2,8 +2,10 @@
 #ifndef RL_PROXY_WORKER_H
 #define RL_PROXY_WORKER_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <uv.h>
 
 #include "conf/conf.h"
@@ -12,7 +14,9 @@
 #include "proxy/conn.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
+#include "proxy/sched.h"
 #include "proxy/stage.h"
+#include "lib/invariant.h"
 #include "lib/queue.h"
 #include "placement/ring.h"
 #include "stats/stats.h"
@@ -40,11 +44,28 @@ struct listener {
  * ring); a pool the reload removed is retired and freed when its last
  * client and server are gone.
  */
+/*
+ * What the modules below a pool's features (server.c, sconn.c, the inline wpool_unref)
+ * tell the ones above, through the table worker.c installs in each pool: they call up
+ * by no name, so the link graph goes one way (docs/architecture.md).
+ *   free: a retired pool's last reference is gone (worker.c frees it);
+ *   cluster_reply: a cluster's redirect for m on s (cworker_reply, cluster_worker.h);
+ *   cluster_node_failed: a cluster node's connection failed (cworker_node_failed);
+ *   rejoin_begin: srv answered while down and rejoins (rejoin.h).
+ */
+struct wpool_up {
+    void (*free)(struct wpool *wp);
+    int  (*cluster_reply)(struct sconn *s, struct msg *m, const char *rsp, size_t len);
+    void (*cluster_node_failed)(struct server *srv);
+    void (*rejoin_begin)(struct server *srv);
+};
+
 struct wpool {
     struct route_pool        view;       /* what routing reads (route.h) */
     struct worker           *w;
     struct qnode             retired_link;
     uint32_t                 refs;       /* clients + server objects pointing here */
+    const struct wpool_up   *up;         /* calls up from below (worker.c installs them) */
     int                      retired;
     struct snapshot         *hold;       /* retired: the snapshot its cp lives in */
     uint64_t                 retired_at;
@@ -91,10 +112,7 @@ struct worker {
     uint32_t          nfree_msgs;
     struct qnode      clients;        /* every open client */
     struct qnode      servers;        /* every server object (draining ones too) */
-    struct qnode      dirty_clients;  /* output to flush this iteration */
-    struct qnode      dirty_sconns;
-    struct qnode      lazy_sconns;    /* output that may wait for lazy_timer (shadow copies) */
-    uv_timer_t        lazy_timer;
+    struct sched      sched;          /* output to flush: this iteration, or lazily (sched.h) */
     uint32_t         *scratch;        /* per-key server index for fan-out */
     uint32_t          scratch_cap;
     struct route_key *rkeys;          /* per-key placement for fan-out */
@@ -121,9 +139,6 @@ void worker_wake(struct worker *w);    /* from any thread */
  * async callback: the main thread wakes every worker when it publishes). */
 void worker_adopt_snapshot(struct worker *w);
 
-/* A client or server stops pointing at a pool. */
-void wpool_unref(struct wpool *wp);
-
 /* Whether the caller runs on w's own thread (or w has no thread: a unit test's). Its
  * objects are touched from that thread only: RL_ASSERT(worker_on_thread(w)). */
 static inline int worker_on_thread(struct worker *w)
@@ -133,24 +148,13 @@ static inline int worker_on_thread(struct worker *w)
            uv_thread_equal(&w->tid, &self);
 }
 
-/* Write every dirty connection's output now. The loop does it after each
- * round of I/O callbacks; a timer callback that answers requests (a
- * timeout's error) calls it itself, or the reply would wait for the next
- * I/O event to wake the loop. */
-void worker_flush(struct worker *w);
-
-/* Schedule a flush of this connection's output at the end of the iteration. */
-void worker_mark_client(struct worker *w, struct client *c);
-void worker_mark_sconn(struct worker *w, struct sconn *s);
-/* Flush this connection's output within delay_ms, with whatever else is queued
- * to it by then (shadow copies: fewer writes and reads, for them and for the
- * server, at a cost nobody waits on). 0 ms: at the end of the iteration. */
-void worker_mark_sconn_lazy(struct worker *w, struct sconn *s, uint32_t delay_ms);
-/* It closes, or its output is written now: take it off the lazy list. */
-void worker_unlazy_sconn(struct worker *w, struct sconn *s);
-/* It closes: take it off the dirty list (and the lazy one). */
-void worker_unmark_client(struct worker *w, struct client *c);
-void worker_unmark_sconn(struct worker *w, struct sconn *s);
+/* A client or server stops pointing at a pool: the last one frees a retired pool. */
+static inline void wpool_unref(struct wpool *wp)
+{
+    RL_ASSERT(wp->refs > 0);
+    if (--wp->refs == 0 && wp->retired)
+        wp->up->free(wp);
+}
 
 /* The monotonic clock in microseconds, read at most once per loop iteration
  * (by the first read callback that needs it; the flush at the end of the
@@ -165,10 +169,34 @@ static inline uint64_t worker_now_us(struct worker *w)
     return w->now_us;
 }
 
+/* Grow *arr (of elements of `size` bytes, *cap of them) to hold n, doubling; 0 or -ENOMEM. */
+static inline int worker__grow(void **arr, uint32_t *cap, uint32_t n, size_t size)
+{
+    if (n <= *cap)
+        return 0;
+    uint32_t c = *cap ? *cap : 64;
+    while (c < n)
+        c *= 2;
+    void *p = realloc(*arr, (size_t)c * size);
+    if (p == NULL)
+        return -ENOMEM;
+    *arr = p;
+    *cap = c;
+    return 0;
+}
+
 /* Room for n entries in the fan-out scratch array (w->scratch) / the
  * per-key placements (w->rkeys); 0 or -ENOMEM. They grow to the largest
- * request seen and are reused. */
-int  worker_scratch(struct worker *w, uint32_t n);
-int  worker_rkeys(struct worker *w, uint32_t n);
+ * request seen and are reused (inline: the request path's modules sit below
+ * worker.c and call it no function). */
+static inline int worker_scratch(struct worker *w, uint32_t n)
+{
+    return worker__grow((void **)&w->scratch, &w->scratch_cap, n, sizeof(*w->scratch));
+}
+
+static inline int worker_rkeys(struct worker *w, uint32_t n)
+{
+    return worker__grow((void **)&w->rkeys, &w->rkeys_cap, n, sizeof(*w->rkeys));
+}
 
 #endif

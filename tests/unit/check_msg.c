@@ -49,8 +49,7 @@ static void fx_init(struct fixture *f)
     queue_init(&w->free_msgs);
     queue_init(&w->clients);
     queue_init(&w->servers);
-    queue_init(&w->dirty_clients);
-    queue_init(&w->dirty_sconns);
+    sched_init(&w->sched);
     ck_assert_int_eq(uv_loop_init(&w->loop), 0);
     f->pool.w = w;
     f->pool.cp = &f->conf->pools[0];
@@ -305,17 +304,17 @@ START_TEST(test_resend_moves_a_request_to_another_server_with_its_bytes)
     ck_assert(a != NULL && b != NULL);
     struct msg *m = fx_request(&f, MEMCACHE_CMD_GET);
     ck_assert_int_eq(buf_append_str(&m->req, "get k\r\n"), 0);
-    ck_assert_int_eq(msg_resend(&f.w, m, a, NULL, 0), 0);
+    ck_assert_int_eq(server_resend(&f.w, m, a, NULL, 0), 0);
     ck_assert_int_eq(m->state, MSG_SENT);
     struct sconn *sa = m->sconn;
     ck_assert_ptr_nonnull(sa);
     ck_assert_ptr_eq(m->server, a);
-    ck_assert_int_eq(msg_resend(&f.w, m, b, NULL, 0), -1);  /* only a NEW request moves */
+    ck_assert_int_eq(server_resend(&f.w, m, b, NULL, 0), -1);  /* only a NEW request moves */
     /* the server answered "not mine": take it out of a's queue, send it to b */
     sconn_unqueue(sa, m);
     ck_assert_int_eq(m->state, MSG_NEW);
     ck_assert(queue_empty(&sa->sent));
-    ck_assert_int_eq(msg_resend(&f.w, m, b, "ASKING\r\n", 8), 0);
+    ck_assert_int_eq(server_resend(&f.w, m, b, "ASKING\r\n", 8), 0);
     struct sconn *sb = m->sconn;
     ck_assert_ptr_nonnull(sb);
     ck_assert_ptr_ne(sb, sa);
