@@ -324,8 +324,10 @@ def path_ir(out, exe):
     check phase's flush (a function named *_flush_cb). Unlike the whole process this does
     not count the once-a-tick work (timeouts, hot-key snapshots, the main loop's rates),
     which grows with how long a run takes, so with the box's load."""
+    # from / : where the sources can be found, callgrind_annotate splits some of a
+    # function's cost onto a second line named by the absolute path
     r = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", out],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, cwd="/")
     tag = "[%s]" % os.path.realpath(exe)
     total = 0
     for line in r.stdout.splitlines():

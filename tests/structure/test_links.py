@@ -26,11 +26,10 @@ ORDER = ["lib", "hash", "dist", "conf", "placement", "proto", "state", "stats",
          "proxy", "control", "main"]
 RANK = {name: i for i, name in enumerate(ORDER)}
 
-# The largest strongly connected set of objects allowed. The worker's request path is
-# one-way (src/proxy keeps server <-> sconn, one object and its connections); control's
-# objects still call each other (7 of them): the bound comes down as that is made
-# one-way too (docs/architecture.md, "Where the house stands").
-MAX_CYCLE = 7
+# The largest strongly connected set of objects allowed: every layer calls one way, with
+# callbacks on the way back; what remains is src/proxy's server <-> sconn, one object and
+# its connections (docs/architecture.md, "Where the house stands").
+MAX_CYCLE = 2
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOP_SRCDIR = os.environ.get("top_srcdir") or os.path.normpath(os.path.join(HERE, "..", ".."))
