@@ -42,7 +42,7 @@ R = Runner("test_resilience", per_test_timeout=45, total_timeout=170)
 WORKERS = 2
 LIMIT = 2            # server_failure_limit
 RETRY_MS = 1000      # server_retry_timeout
-TIMEOUT_MS = 300     # timeout
+TIMEOUT_MS = 1000    # timeout: a live server must not miss it on a loaded box (300 ms could)
 
 
 # ---------------------------------------------------------------- ports and backends
