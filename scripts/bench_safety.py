@@ -296,14 +296,18 @@ def callgrind_ir(b, exe, name, ports, scenario, n):
     load = [b.rlbench, "--proto", proto, "-c", "1", "--keys", "1000", "--value-size",
             str(b.a.value_size), "--host", "127.0.0.1", "--port", str(listen), "-P",
             str(pipeline), "--ratio", ratio, "-n", str(n)]
-    subprocess.run(load + ["--prefill-only"], capture_output=True, timeout=600)
-    subprocess.run(load, capture_output=True, timeout=600)
+    runs = [subprocess.run(load + ["--prefill-only"], capture_output=True, timeout=600),
+            subprocess.run(load, capture_output=True, timeout=600)]
     p.send_signal(signal.SIGTERM)
     try:
         p.wait(timeout=120)
     except subprocess.TimeoutExpired:
         pass
     b.procs.stop(p)
+    for r in runs:              # a proxy that stopped serving would count too little
+        if r.returncode != 0:
+            raise Setup(f"{name}: rlbench failed ({r.returncode}): "
+                        f"{r.stderr.decode(errors='replace').strip()[-300:]}")
     total = None
     with open(out) as f:
         for line in f:

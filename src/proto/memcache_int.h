@@ -59,10 +59,42 @@ struct mc_tok {
     uint32_t len;
 };
 
-/* Tokens and numbers as memcached reads them (memcache_request.c). */
-bool memcache__next(const char *buf, uint32_t *pos, uint32_t end, struct mc_tok *t);
-uint32_t memcache__tokens(const char *buf, uint32_t pos, uint32_t end, struct mc_tok *t,
-                          uint32_t max);
+/* Tokens as memcached reads them, inline: every request and reply line is cut here.
+ * Next space-separated token of buf[*pos..end) (memcached separates on ' '
+ * only: tabs and other control bytes stay inside tokens). Returns false at
+ * the end of the line. */
+static inline bool memcache__next(const char *buf, uint32_t *pos, uint32_t end, struct mc_tok *t)
+{
+    uint32_t i = *pos;
+    while (i < end && buf[i] == ' ')
+        i++;
+    if (i == end) {
+        *pos = i;
+        return false;
+    }
+    t->off = i;
+    while (i < end && buf[i] != ' ')
+        i++;
+    t->len = i - t->off;
+    *pos = i;
+    return true;
+}
+
+/* Up to max tokens into t; returns how many there were, max + 1 if more. */
+static inline uint32_t memcache__tokens(const char *buf, uint32_t pos, uint32_t end,
+                                        struct mc_tok *t, uint32_t max)
+{
+    uint32_t n = 0;
+    struct mc_tok scratch;
+    while (memcache__next(buf, &pos, end, n < max ? &t[n] : &scratch)) {
+        if (n == max)
+            return max + 1;
+        n++;
+    }
+    return n;
+}
+
+/* Numbers as memcached reads them (memcache_request.c). */
 bool memcache__tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out);
 
 /* proto_ops.parse_req (memcache_request.c). */

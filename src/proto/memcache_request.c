@@ -108,40 +108,6 @@ const char *memcache_cmd_name(uint16_t cmd)
 
 /* ------------------------------------------------------------------ tokens */
 
-/* Next space-separated token of buf[*pos..end) (memcached separates on ' '
- * only: tabs and other control bytes stay inside tokens). Returns false at
- * the end of the line. */
-bool memcache__next(const char *buf, uint32_t *pos, uint32_t end, struct mc_tok *t)
-{
-    uint32_t i = *pos;
-    while (i < end && buf[i] == ' ')
-        i++;
-    if (i == end) {
-        *pos = i;
-        return false;
-    }
-    t->off = i;
-    while (i < end && buf[i] != ' ')
-        i++;
-    t->len = i - t->off;
-    *pos = i;
-    return true;
-}
-
-/* Up to max tokens into t; returns how many there were, max + 1 if more. */
-uint32_t memcache__tokens(const char *buf, uint32_t pos, uint32_t end, struct mc_tok *t,
-                          uint32_t max)
-{
-    uint32_t n = 0;
-    struct mc_tok scratch;
-    while (memcache__next(buf, &pos, end, n < max ? &t[n] : &scratch)) {
-        if (n == max)
-            return max + 1;
-        n++;
-    }
-    return n;
-}
-
 static bool mc_tok_is(const char *buf, const struct mc_tok *t, const char *s, size_t n)
 {
     return t->len == n && memcmp(buf + t->off, s, n) == 0;

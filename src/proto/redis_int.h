@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/util.h"
 #include "proto/proto.h"
 #include "proto/redis.h"
 
@@ -66,8 +67,14 @@ static inline int64_t redis__header_line(const char *buf, size_t len, size_t pos
     return cr - buf;
 }
 
+/* A number as Redis's string2ll reads it, the whole of [s, s+len): see REDIS_DEC. 0 or
+ * -1. Inline: every length of every request passes here. */
+static inline int redis__parse_num(const char *s, size_t len, int64_t *out)
+{
+    return util_parse_dec_i64(s, len, REDIS_DEC, out);
+}
+
 /* RESP reading and writing (redis_resp.c). */
-int redis__parse_num(const char *s, size_t len, int64_t *out);
 int redis__rsp_line_ok(char t, const char *num, size_t numlen);
 int redis__rsp_scan(const char *buf, size_t len, size_t *pos, uint64_t *pending);
 int redis__rsp_line(const char *buf, size_t len, size_t *eol);

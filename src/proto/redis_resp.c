@@ -34,13 +34,6 @@
  * never sends them; like anything else that is not a reply, they close the connection.
  */
 
-/* A number as Redis's string2ll reads it, the whole of [s, s+len): see
- * REDIS_DEC. 0 or -1. */
-int redis__parse_num(const char *s, size_t len, int64_t *out)
-{
-    return util_parse_dec_i64(s, len, REDIS_DEC, out);
-}
-
 /* A line type's payload other than the RESP2 ones the callers read first: "_" empty, "#"
  * one of t f; doubles and big numbers are passed through unread. */
 int redis__rsp_line_ok(char t, const char *num, size_t numlen)
