@@ -289,7 +289,11 @@ def values_0_bytes_and_16_mib(env):
         eq(c.rd("GET", k + b"0"), b"")
         eq(c.rd("STRLEN", k + b"0"), 0)
         eq(c.rd("SET", k + b"big", big), "OK")
-        check(c.rd("GET", k + b"big", timeout=30) == big, "16 MiB value round trip")
+        got = c.rd("GET", k + b"big", timeout=30)
+        check(got == big, "16 MiB value round trip: got %s", repr(got)[:200] if not
+              isinstance(got, bytes) else "%d bytes, first difference at %s" % (
+                  len(got), next((i for i, (x, y) in enumerate(zip(got, big)) if x != y),
+                                 min(len(got), len(big)))))
         eq(c.rd("DEL", k + b"big"), 1)
 
 
