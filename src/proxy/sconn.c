@@ -150,7 +150,6 @@ int sconn__hello(struct sconn *s, int reset)
     const struct conf_pool *cp = srv->pool->cp;
     struct buf *out = &s->conn.obuf;
     size_t before = buf_len(out);
-    struct msg *ms[8];
     int n = 0, nreset = 0;
 
     if (reset) {
@@ -168,25 +167,36 @@ int sconn__hello(struct sconn *s, int reset)
             goto undo;
         n = h;
     }
-    n += nreset;
+    return sconn_enqueue_own(s, MSG_HELLO, n + nreset, before);
+undo:
+    buf_truncate(out, before);
+    return -ENOMEM;
+}
+
+int sconn_enqueue_own(struct sconn *s, enum msg_role role, int n, size_t before)
+{
+    struct worker *w = s->server->w;
+    struct buf *out = &s->conn.obuf;
+    struct msg *ms[8];
+
     if (n > (int)RL_ARRAY_SIZE(ms))
         goto undo;
     for (int i = 0; i < n; i++) {
-        if ((ms[i] = msg_get(srv->w)) == NULL) {
+        if ((ms[i] = msg_get(w)) == NULL) {
             while (i-- > 0)
-                msg_put(srv->w, ms[i]);
+                msg_put(w, ms[i]);
             goto undo;
         }
     }
     for (int i = 0; i < n; i++) {
-        ms[i]->role = MSG_HELLO;
-        ms[i]->cmd = ops->probe_cmd;
+        ms[i]->role = role;
+        ms[i]->cmd = s->server->pool->ops->probe_cmd;
         ms[i]->req_bytes = i == 0 ? buf_len(out) - before : 0;
         sconn_enqueue(s, ms[i]);
     }
     return 0;
 undo:
-    out->wpos = out->rpos + before;
+    buf_truncate(out, before);
     return -ENOMEM;
 }
 

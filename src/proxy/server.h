@@ -183,6 +183,10 @@ void sconn_unpin(struct sconn *s, int keep);
 /* Queue m on s for its reply (its request bytes are already in s's output,
  * m->req_bytes of them); arms its timeout. */
 void sconn_enqueue(struct sconn *s, struct msg *m);
+/* Queue n messages of the proxy's own (MSG_HELLO, MSG_DISCARD) on s, to swallow the
+ * replies to what was written into its output from length `before` on; the first carries
+ * those bytes. All or nothing: 0, or -ENOMEM with the output cut back to `before`. */
+int  sconn_enqueue_own(struct sconn *s, enum msg_role role, int n, size_t before);
 
 /* A streamed request's body is whole: its timeout starts now. */
 void sconn_deadline(struct sconn *s, struct msg *m);

@@ -220,27 +220,10 @@ static int session_variant(struct session *sess)
     int n = ops->sess_variant(variant, out);
     if (n < 0)
         return -ENOMEM;
-    struct msg *d[2];
-    if (n > (int)RL_ARRAY_SIZE(d))
-        goto undo;
-    for (int i = 0; i < n; i++) {
-        if ((d[i] = msg_get(c->w)) == NULL) {
-            while (i-- > 0)
-                msg_put(c->w, d[i]);
-            goto undo;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        d[i]->role = MSG_DISCARD;
-        d[i]->cmd = ops->probe_cmd;
-        d[i]->req_bytes = i == 0 ? buf_len(out) - before : 0;
-        sconn_enqueue(s, d[i]);
-    }
+    if (sconn_enqueue_own(s, MSG_DISCARD, n, before) < 0)
+        return -ENOMEM;
     s->variant = variant;
     return 0;
-undo:
-    out->wpos = out->rpos + before;
-    return -ENOMEM;
 }
 
 /* A blocking request's deadline: its own timeout plus the pool's as a margin, none
