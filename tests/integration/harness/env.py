@@ -225,7 +225,10 @@ class PoolEnv(Env):
 
     def pool(self, backends=None, **extra):
         backends = backends or self.backends
-        p = {"hash": "md5", "distribution": "ketama", "timeout": 2000, **self.BASE,
+        # timeout: the pool's answer deadline, a bound against a hung server. These files
+        # never test it (test_limits and test_faults do, with their own); under a loaded
+        # sanitizer run a real server can sit 2 s on a 16 MiB value, so it is generous.
+        p = {"hash": "md5", "distribution": "ketama", "timeout": 10000, **self.BASE,
              "auto_eject_hosts": False, "servers": server_lines(backends, NAMES[:len(backends)])}
         p.update(extra)
         return p
