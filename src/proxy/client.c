@@ -326,8 +326,7 @@ void client_flush(struct client *c)
 {
     if (conn_closing(&c->conn))
         return;
-    if (!c->conn.writing)
-        c->written_ms = uv_now(&c->w->loop);    /* its output starts going out now */
+    int was_writing = c->conn.writing;
     if (conn_flush(&c->conn) < 0) {
         STATS_ADD(&c->pool->stats, client_err, 1);
         client_close(c);
@@ -335,12 +334,17 @@ void client_flush(struct client *c)
     }
     client_mem_sync(c, 0);
     client_hold_check(c, 0);
-    if (client_stuck_over_memory(c, uv_now(&c->w->loop)))
+    if (c->conn.writing) {
+        /* Output left over for the event loop (written_ms matters only then: the
+         * common reply went out whole, and costs no clock read). */
+        uint64_t now = uv_now(&c->w->loop);
+        if (!was_writing)
+            c->written_ms = now;                /* its output starts going out now */
+        (void)client_stuck_over_memory(c, now);
         return;
-    if (!c->conn.writing) {
-        client_check_resume(c);
-        client_maybe_finish(c);
     }
+    client_check_resume(c);
+    client_maybe_finish(c);
 }
 
 /* Deliver every completed message at the front of the queue, in order. */
@@ -362,7 +366,11 @@ void client_advance(struct client *c)
                 c->closing = 1;
             client_mark(w, c);
         }
-        msg_uncharge(m);
+        if (m->charged != 0) {      /* msg_uncharge, inline: its payer is c (a request);
+                                       one delivered as it was answered was never charged */
+            c->held_cost -= RL_MIN(c->held_cost, m->charged);
+            m->charged = 0;
+        }
         queue_remove(n);
         c->nmsgs--;
         m->client = NULL;

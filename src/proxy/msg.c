@@ -134,6 +134,17 @@ static inline struct client *msg_payer(const struct msg *m)
     return NULL;
 }
 
+/* The charge of a client's request that is not a parent: its buffers. The common one
+ * (a reply whole behind another), inline. */
+static inline void msg_charge_bufs(struct msg *m, struct client *c)
+{
+    size_t cost = m->rsp.cap + m->req.cap + m->reqcopy.cap;
+    if (cost == m->charged)
+        return;
+    c->held_cost = c->held_cost - RL_MIN(c->held_cost, m->charged) + cost;
+    m->charged = cost;
+}
+
 void msg_charge(struct msg *m)
 {
     struct client *c = msg_payer(m);
@@ -206,9 +217,14 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
         c->mops->stream_check(c, m->sconn);     /* a slow reader holds the server back */
         return;
     }
+    /* Charged when its buffer grows; the capacity it came with is charged once it is
+     * whole and waits behind another (msg_answered): a reply in progress holds at most
+     * the standard buffer uncounted, one per server connection. */
+    size_t cap = m->rsp.cap;
     if (buf_append(&m->rsp, p, n) == 0)
         c->held_bytes += n;
-    msg_charge(m);
+    if (m->rsp.cap != cap)
+        msg_charge(m);
 }
 
 /* Copies of one request: the client gets the first copy (in preference
@@ -349,9 +365,16 @@ static void msg_answered(struct worker *w, struct msg *m)
             msg_parent_done(w, p);
         return;
     }
-    if (m->client != NULL) {
-        msg_charge(m);
-        m->client->mops->advance(m->client);
+    struct client *c = m->client;
+    if (c != NULL) {
+        /* Delivered now (the client's first) it holds nothing; else its buffers wait. */
+        if (queue_first(&c->msgs) != &m->cq) {
+            if (m->role == MSG_REQUEST && m->frags == NULL)
+                msg_charge_bufs(m, c);
+            else
+                msg_charge(m);
+        }
+        c->mops->advance(c);
         return;
     }
     msg_release(w, m);

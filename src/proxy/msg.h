@@ -190,7 +190,11 @@ void msg_release(struct worker *w, struct msg *m);
  * (reply, kept request, request header copy), a parent its fragment and key arrays, a
  * fragment its struct, in the client's held_cost; a queued message's struct is counted
  * per queued message (client_held_memory). msg_charge brings m's charge up to date after its buffers
- * changed; msg_uncharge takes it back when m leaves the client (delivered, detached).
+ * changed; msg_uncharge takes it back when m leaves the client (delivered, detached). A
+ * client's request is charged when its reply buffer grows and when its reply is whole but
+ * waits behind another: one answered first is delivered at once and never charged, and
+ * the standard buffer a reply in progress came with goes uncounted (one per server
+ * connection at most), which keeps the charge off the common path.
  */
 void msg_charge(struct msg *m);
 void msg_uncharge(struct msg *m);
