@@ -241,12 +241,12 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
             if (staged) {
                 rc = stage_write(&pool->chain, r, m, s, before);
                 if (rc > 0) {
-                    out->wpos = out->rpos + before;
+                    buf_truncate(out, before);
                     return 0;           /* a stage took it (it waits for an identical get) */
                 }
             }
             if (rc == 0 && join) {
-                out->wpos = out->rpos + before;     /* joined to the connection's get */
+                buf_truncate(out, before);     /* joined to the connection's get */
                 rc = join_write(s, ops, m, req, buf);
             } else if (rc == 0 && body > 0) {
                 rc = buf_append(out, buf + req->hdr_len, (size_t)body);
@@ -256,7 +256,7 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
     if (rc == 0 && pool->retain_req)
         rc = buf_append(&m->req, buf_rptr(out) + before, buf_len(out) - before);
     if (rc < 0) {
-        out->wpos = out->rpos + before;
+        buf_truncate(out, before);
         buf_free(&m->req);
         *code = PROTO_ERR_NOMEM;
         *reason = "out of memory";

@@ -523,7 +523,7 @@ static int pubsub_send(struct client *c, struct msg *m, uint8_t sub, const struc
         struct buf *out = &pin->s->conn.obuf;
         size_t before = buf_len(out);
         if (ops->sub_write(sub, names, k, out) < 0) {
-            out->wpos = out->rpos + before;
+            buf_truncate(out, before);
             msg_put(w, fm);
             goto nomem;
         }

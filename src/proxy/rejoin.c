@@ -146,7 +146,7 @@ static int rejoin_send(struct server *srv, const struct msg_watch *wt, const cha
         rc = ops->invalidate(key, len, out, &cmd);
     }
     if (rc < 0) {
-        out->wpos = out->rpos + before;
+        buf_truncate(out, before);
         msg_put(w, m);
         return -1;
     }

@@ -215,7 +215,7 @@ int server_resend(struct worker *w, struct msg *m, struct server *to, const char
     size_t before = buf_len(&s->conn.obuf);
     if ((prefix_len > 0 && buf_append(&s->conn.obuf, prefix, prefix_len) < 0) ||
         buf_append(&s->conn.obuf, buf_rptr(&m->req), buf_len(&m->req)) < 0) {
-        s->conn.obuf.wpos = s->conn.obuf.rpos + before;
+        buf_truncate(&s->conn.obuf, before);
         if (pm != NULL)
             msg_put(w, pm);
         return -1;

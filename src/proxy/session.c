@@ -182,7 +182,7 @@ static int session_send_held(struct session *sess)
         if (d == NULL) {
             /* the ones queued absorb replies that never come: the caller closes
              * this connection (unpin without keep) */
-            out->wpos = out->rpos + before;
+            buf_truncate(out, before);
             return -ENOMEM;
         }
         d->role = MSG_DISCARD;
@@ -319,7 +319,7 @@ static void session_abort(struct session *sess, struct msg *m)
 
     STATS_ADD(&c->pool->stats, transactions_aborted, 1);
     if (ops->sess_abort == NULL || ops->sess_abort(out) < 0) {
-        out->wpos = out->rpos + before;
+        buf_truncate(out, before);
         forward_refuse(c, m, PROTO_ERR_ABORTED, NULL);
         session_end(sess, 0);           /* closed: the server drops the rest itself */
         return;
@@ -442,7 +442,7 @@ static enum session_verdict session_defer(struct session *sess, const struct pro
         (req->body_len > 0 &&
          buf_append(&sess->held, buf + req->hdr_len, (size_t)req->body_len) < 0) ||
         buf_append(&m->rsp, ops->sess_queued, strlen(ops->sess_queued)) < 0) {
-        sess->held.wpos = sess->held.rpos + before;
+        buf_truncate(&sess->held, before);
         session_spoil(sess);
         forward_refuse(c, m, PROTO_ERR_NOMEM, "out of memory");
         return SESSION_DONE;

@@ -195,7 +195,7 @@ static int shadow_send(struct wpool *pool, struct server *srv, uint64_t hint,
     if (rc == 0 && idx == NULL && req->body_len > 0)
         rc = buf_append(out, buf + req->hdr_len, (size_t)req->body_len);
     if (rc < 0) {
-        out->wpos = out->rpos + before;
+        buf_truncate(out, before);
         msg_put(w, m);
         return -1;
     }

@@ -40,7 +40,7 @@ static int warmup_ask(struct worker *w, struct msg *m)
     size_t before = buf_len(&s->conn.obuf);
     if (now->pool->ops->warm_fetch(m->warm_cmd, m->reqcopy.data, buf_len(&m->reqcopy),
                                    &s->conn.obuf, &fetch_cmd) < 0) {
-        s->conn.obuf.wpos = s->conn.obuf.rpos + before;
+        buf_truncate(&s->conn.obuf, before);
         return 0;
     }
     if (m->client != NULL)
