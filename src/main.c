@@ -26,6 +26,7 @@ static void usage(FILE *f)
             "Usage: ringleader [-?hVdDt] [-v verbosity level] [-o output file]\n"
             "                  [-c conf file] [-s stats port] [-a stats addr]\n"
             "                  [-i stats interval] [-p pid file] [-m mbuf size] [--workers N]\n"
+            "                  [--upgrade-socket path] [--upgrade-from path]\n"
             "\n"
             "Options:\n"
             "  -h, --help             : this help\n"
@@ -42,7 +43,11 @@ static void usage(FILE *f)
             "  -p, --pid-file=S       : set pid file (default: off)\n"
             "  -m, --mbuf-size=N      : set the size of each client read in bytes (default: 16384;\n"
             "                           buffers grow past it for large requests)\n"
-            "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n",
+            "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n"
+            "      --upgrade-socket=S : unix socket where a new binary takes over the listeners\n"
+            "                           (default: off; docs/upgrade.md)\n"
+            "      --upgrade-from=S   : take over the listeners of the process on upgrade socket S,\n"
+            "                           which drains and exits once this one serves\n",
             LOG_NOTICE_, RL_DEFAULT_CONF);
 }
 
@@ -80,6 +85,8 @@ int main(int argc, char **argv)
         {"pid-file", required_argument, NULL, 'p'},
         {"mbuf-size", required_argument, NULL, 'm'},
         {"workers", required_argument, NULL, 'W'},
+        {"upgrade-socket", required_argument, NULL, 'U'},
+        {"upgrade-from", required_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     struct proxy_options opt;
@@ -156,6 +163,12 @@ int main(int argc, char **argv)
             }
             opt.workers = (uint32_t)v;
             break;
+        case 'U':
+            opt.upgrade_socket = optarg;
+            break;
+        case 'F':
+            opt.upgrade_from = optarg;
+            break;
         default:
             usage(stderr);
             return 1;
@@ -204,7 +217,11 @@ int main(int argc, char **argv)
         return 1;
     }
     struct pidfile pf = { 0 };
-    if (pidfile != NULL && pidfile_create(&pf, pidfile, err, sizeof(err)) < 0) {
+    /* A successor replaces the running process's pid file once it serves (upgrade.c). */
+    if (opt.upgrade_from != NULL) {
+        opt.pid_path = pidfile;
+        opt.pidfile = &pf;
+    } else if (pidfile != NULL && pidfile_create(&pf, pidfile, err, sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
         return 1;

@@ -402,6 +402,8 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
     if (rc == 0)
         rc = jset(root, "uptime", json_integer(v->uptime));
     if (rc == 0)
+        rc = jset(root, "upgrades", json_integer(v->upgrades));
+    if (rc == 0)
         rc = jset(root, "timestamp", json_integer(v->timestamp));
     if (rc == 0)
         rc = jset(root, "total_connections", json_integer(v->total_connections));
@@ -526,6 +528,9 @@ static int prom_globals(const struct stats_view *v, struct buf *out)
     TRY(buf_append_str(out, "\"} 1\n"));
     TRY(prom_head(out, "ringleader_uptime_seconds", "gauge", "seconds since the proxy started"));
     TRY(buf_appendf(out, "ringleader_uptime_seconds %" PRId64 "\n", v->uptime));
+    TRY(prom_head(out, "ringleader_upgrades_total", "counter",
+                  "times the listeners were handed to a new process"));
+    TRY(buf_appendf(out, "ringleader_upgrades_total %" PRId64 "\n", v->upgrades));
     TRY(prom_head(out, "ringleader_connections_total", "counter", "# client connections accepted"));
     TRY(buf_appendf(out, "ringleader_connections_total %" PRId64 "\n", v->total_connections));
     TRY(prom_head(out, "ringleader_connections", "gauge", "# client connections open"));
