@@ -457,11 +457,11 @@ static int worker_drained(struct worker *w)
 {
     struct qnode *n;
 
-    QUEUE_FOREACH(n, &w->clients) {
-        struct client *c = QUEUE_DATA(n, struct client, link);
-        if (!queue_empty(&c->msgs) || buf_len(&c->conn.obuf) > 0 || c->conn.writing)
+    uint64_t now = uv_now(&w->loop);
+
+    QUEUE_FOREACH(n, &w->clients)
+        if (client_draining(QUEUE_DATA(n, struct client, link), now))
             return 0;
-    }
     /* The proxy's own requests too (shadow copies, invalidations, probes): closing a
      * connection with replies unread resets it, and what it had not delivered is lost.
      * Each ends by its reply or its pool's timeout, within drain_timeout or not. */
