@@ -151,7 +151,8 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
     /* Before any worker accepts: a process that cannot be upgraded later refuses to start. */
     const char *upath = opt->upgrade_from ? opt->upgrade_from : opt->upgrade_socket;
     if (upath != NULL &&
-        upgrade_listen(p, upath, p->inherit, proxy_handed_over, err, sizeof(err)) < 0) {
+        upgrade_listen(p, upath, opt->argv, p->inherit, proxy_handed_over, err,
+                       sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
         return -1;

@@ -43,6 +43,7 @@ struct proxy_options {
     const char *upgrade_from;     /* --upgrade-from: take over from the process there */
     const char *pid_path;         /* -p with --upgrade-from: replaced once serving */
     struct pidfile *pidfile;      /*   and recorded here for main's removal */
+    char *const *argv;            /* the command line, for a successor started on request */
 };
 
 struct proxy {

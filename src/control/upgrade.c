@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,18 +54,29 @@ struct upgrade_inherit {
     size_t                n;
 };
 
-/* The running process's side: its upgrade socket and the one conversation it allows. */
+/* A connection to the upgrade socket: a successor ("T") or someone asking for one ("S"). */
+struct upgrade_conn {
+    uv_pipe_t       pipe;
+    struct upgrade *u;
+    pid_t           pid;            /* SO_PEERCRED's */
+    int             sent;           /* a successor's: the sockets went out, "R" awaited */
+};
+
+/* The running process's side: its upgrade socket, at most one successor in conversation,
+ * at most one successor it started itself and whoever asked for that. */
 struct upgrade {
-    struct proxy     *p;
-    char             *path;
-    uv_pipe_t         server;
-    int               server_open;
-    uv_pipe_t         peer;
-    int               peer_open;
-    pid_t             peer_pid;
-    int               sent;           /* the sockets went out: waiting for "R" */
-    int               handed;         /* the successor holds the upgrade socket */
-    upgrade_handed_cb on_handed;
+    struct proxy        *p;
+    char                *path;
+    char               **argv;      /* this process's command line + --upgrade-from path */
+    uv_pipe_t            server;
+    struct upgrade_conn *successor;
+    struct upgrade_conn *requester;
+    uv_process_t         child;
+    pid_t                child_pid; /* 0: none running */
+    unsigned             handles;   /* open: the server, connections, the child's */
+    int                  closing;   /* upgrade_close: freed when the last handle closes */
+    int                  handed;    /* the successor holds the upgrade socket */
+    upgrade_handed_cb    on_handed;
 };
 
 /* ------------------------------------------------------------------ both sides */
@@ -238,25 +250,73 @@ static int upgrade_describe(struct upgrade *u, struct buf *text, int **fdsp, siz
     return 0;
 }
 
-static void upgrade_peer_closed(uv_handle_t *h)
+static void upgrade_free(struct upgrade *u)
 {
-    struct upgrade *u = h->data;
-    u->peer_open = 0;
-    u->sent = 0;
-    if (!u->server_open && !u->peer_open)
-        free(u);
+    for (char **a = u->argv; a != NULL && *a != NULL; a++)
+        free(*a);
+    free(u->argv);
+    free(u->path);
+    free(u);
 }
 
-static void upgrade_peer_end(struct upgrade *u)
+/* Every handle's close callback: the last one after upgrade_close frees u. */
+static void upgrade_handle_closed(struct upgrade *u)
 {
-    if (u->peer_open && !uv_is_closing((uv_handle_t *)&u->peer))
-        uv_close((uv_handle_t *)&u->peer, upgrade_peer_closed);
+    if (--u->handles == 0 && u->closing)
+        upgrade_free(u);
+}
+
+static void upgrade_conn_closed(uv_handle_t *h)
+{
+    struct upgrade_conn *c = h->data;
+    struct upgrade *u = c->u;
+
+    free(c);
+    upgrade_handle_closed(u);
+}
+
+static void upgrade_conn_end(struct upgrade_conn *c)
+{
+    struct upgrade *u = c->u;
+
+    if (u->successor == c)
+        u->successor = NULL;
+    if (u->requester == c)
+        u->requester = NULL;
+    if (!uv_is_closing((uv_handle_t *)&c->pipe))
+        uv_close((uv_handle_t *)&c->pipe, upgrade_conn_closed);
+}
+
+/* Tell whoever asked for the upgrade how it went (one line), and end that conversation. */
+static void upgrade_tell(struct upgrade *u, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void upgrade_tell(struct upgrade *u, const char *fmt, ...)
+{
+    struct upgrade_conn *c = u->requester;
+    char line[512];
+    uv_os_fd_t fd;
+    va_list ap;
+
+    if (c == NULL)
+        return;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
+        (void)upgrade_send(fd, line, (size_t)n, NULL, 0, UPGRADE_SEND_MS);
+    upgrade_conn_end(c);
 }
 
 /* "T": send the description and the sockets. Synchronous: a few hundred bytes and the
  * descriptors fit the socket's buffer; each send is bounded anyway. */
-static void upgrade_hand_over(struct upgrade *u)
+static void upgrade_hand_over(struct upgrade_conn *c)
 {
+    struct upgrade *u = c->u;
     struct proxy *p = u->p;
     struct buf text;
     int *fds = NULL;
@@ -264,17 +324,20 @@ static void upgrade_hand_over(struct upgrade *u)
     uv_os_fd_t fd;
     int rc;
 
-    if (atomic_load(&p->stopping) || (p->reload != NULL && p->reload->old != NULL)) {
-        log_warn("upgrade: process %d refused: %s", (int)u->peer_pid,
-                 atomic_load(&p->stopping) ? "this process is stopping"
-                                           : "a reload is being adopted; try again");
-        upgrade_peer_end(u);
+    if (u->successor != NULL || atomic_load(&p->stopping) ||
+        (p->reload != NULL && p->reload->old != NULL)) {
+        log_warn("upgrade: process %d refused: %s", (int)c->pid,
+                 u->successor != NULL ? "another successor is taking over"
+                 : atomic_load(&p->stopping) ? "this process is stopping"
+                 : "a reload is being adopted; try again");
+        upgrade_conn_end(c);
         return;
     }
+    u->successor = c;
     buf_init(&text);
     rc = upgrade_describe(u, &text, &fds, &nfds);
     if (rc == 0)
-        rc = uv_fileno((uv_handle_t *)&u->peer, &fd);
+        rc = uv_fileno((uv_handle_t *)&c->pipe, &fd);
     if (rc == 0) {
         uint32_t len = htonl((uint32_t)buf_len(&text));
         rc = upgrade_send(fd, (const char *)&len, sizeof(len), NULL, 0, UPGRADE_SEND_MS);
@@ -289,31 +352,92 @@ static void upgrade_hand_over(struct upgrade *u)
     free(fds);
     if (rc < 0) {
         log_error("upgrade: handing the sockets to process %d: %s; still serving here",
-                  (int)u->peer_pid, strerror(-rc));
-        upgrade_peer_end(u);
+                  (int)c->pid, strerror(-rc));
+        upgrade_conn_end(c);
         return;
     }
-    u->sent = 1;
+    c->sent = 1;
     log_notice("upgrade: %zu sockets handed to process %d; serving until it says it serves",
-               nfds, (int)u->peer_pid);
+               nfds, (int)c->pid);
 }
 
 /* "R": the successor serves. What it holds is its own now; this process stops. */
-static void upgrade_handed(struct upgrade *u)
+static void upgrade_handed(struct upgrade_conn *c)
 {
+    struct upgrade *u = c->u;
     uv_os_fd_t fd;
 
     u->handed = 1;
-    u->on_handed(u->p, u->peer_pid);
-    if (uv_fileno((uv_handle_t *)&u->peer, &fd) == 0)
+    u->on_handed(u->p, c->pid);
+    if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0)
         (void)upgrade_send(fd, "K", 1, NULL, 0, UPGRADE_SEND_MS);
+    upgrade_tell(u, "ok: process %d serves (upgrade %" PRIu64 "); process %d drains and exits",
+                 (int)c->pid, u->p->upgrades + 1, (int)getpid());
     /* The successor accepts on the upgrade socket now; ours would sit on a connection. */
     upgrade_close(u->p);
 }
 
+static void upgrade_child_closed(uv_handle_t *h)
+{
+    upgrade_handle_closed(h->data);
+}
+
+static void upgrade_child_exit(uv_process_t *h, int64_t status, int signum)
+{
+    struct upgrade *u = h->data;
+
+    if (!u->handed) {
+        log_error("upgrade: the new process %d exited (status %d, signal %d) before serving; "
+                  "still serving here", (int)u->child_pid, (int)status, signum);
+        upgrade_tell(u, "failed: the new process %d exited (status %d, signal %d) before "
+                     "serving (its log says why); process %d still serves", (int)u->child_pid,
+                     (int)status, signum, (int)getpid());
+    }
+    u->child_pid = 0;
+    if (!uv_is_closing((uv_handle_t *)h))
+        uv_close((uv_handle_t *)h, upgrade_child_closed);
+}
+
+/* "S": start a successor from the binary at this process's own path, with its options,
+ * as this process's child: under systemd it is in the service's control group, where
+ * MAINPID= may point. The asker hears the outcome (upgrade_tell). */
+static void upgrade_spawn(struct upgrade_conn *c)
+{
+    struct upgrade *u = c->u;
+    uv_stdio_container_t stdio[3] = {
+        { .flags = UV_IGNORE },
+        { .flags = UV_INHERIT_FD, .data.fd = 1 },
+        { .flags = UV_INHERIT_FD, .data.fd = 2 },
+    };
+    uv_process_options_t po = {
+        .exit_cb = upgrade_child_exit, .file = u->argv[0], .args = u->argv,
+        .stdio_count = 3, .stdio = stdio,
+    };
+
+    if (u->argv == NULL || u->requester != NULL || u->child_pid != 0 ||
+        u->successor != NULL) {
+        log_warn("upgrade: process %d asked for an upgrade while one runs: refused",
+                 (int)c->pid);
+        upgrade_conn_end(c);
+        return;
+    }
+    u->requester = c;
+    u->child.data = u;
+    int rc = uv_spawn(&u->p->loop, &u->child, &po);
+    if (rc < 0) {
+        log_error("upgrade: cannot start %s: %s", u->argv[0], uv_strerror(rc));
+        upgrade_tell(u, "failed: cannot start %s: %s", u->argv[0], uv_strerror(rc));
+        return;
+    }
+    u->handles++;
+    u->child_pid = u->child.pid;
+    log_notice("upgrade: asked by process %d: started %s as process %d", (int)c->pid,
+               u->argv[0], (int)u->child_pid);
+}
+
 static void upgrade_alloc_cb(uv_handle_t *h, size_t size, uv_buf_t *b)
 {
-    static char one[16];        /* main loop only; a byte at a time is all we read */
+    static char one[16];        /* main loop only; the first byte is all that counts */
     (void)h;
     (void)size;
     *b = uv_buf_init(one, sizeof(one));
@@ -321,68 +445,56 @@ static void upgrade_alloc_cb(uv_handle_t *h, size_t size, uv_buf_t *b)
 
 static void upgrade_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
-    struct upgrade *u = s->data;
+    struct upgrade_conn *c = s->data;
+    struct upgrade *u = c->u;
 
     if (nread == 0)
         return;
     if (nread < 0) {
-        if (u->sent && !u->handed)
+        if (c->sent && !u->handed)
             log_error("upgrade: process %d ended the handoff before serving (its log says "
-                      "why); still serving here", (int)u->peer_pid);
-        upgrade_peer_end(u);
+                      "why); still serving here", (int)c->pid);
+        upgrade_conn_end(c);            /* an asker that left hears nothing */
         return;
     }
-    if (!u->sent && b->base[0] == 'T')
-        upgrade_hand_over(u);
-    else if (u->sent && !u->handed && b->base[0] == 'R')
-        upgrade_handed(u);
+    if (u->successor != c && u->requester != c && b->base[0] == 'T')
+        upgrade_hand_over(c);
+    else if (u->successor != c && u->requester != c && b->base[0] == 'S')
+        upgrade_spawn(c);
+    else if (u->successor == c && c->sent && b->base[0] == 'R')
+        upgrade_handed(c);
     else {
-        log_warn("upgrade: process %d sent '%c' out of turn: conversation ended",
-                 (int)u->peer_pid, b->base[0]);
-        upgrade_peer_end(u);
+        log_warn("upgrade: process %d sent '%c' out of turn: conversation ended", (int)c->pid,
+                 b->base[0]);
+        upgrade_conn_end(c);
     }
-}
-
-static void upgrade_refused_closed(uv_handle_t *h)
-{
-    free(h);
 }
 
 static void upgrade_connection_cb(uv_stream_t *server, int status)
 {
     struct upgrade *u = server->data;
+    struct upgrade_conn *c;
     char err[256];
     uv_os_fd_t fd;
 
-    if (status < 0 || u->handed)
+    if (status < 0 || (c = calloc(1, sizeof(*c))) == NULL)
         return;
-    if (u->peer_open) {
-        /* One successor at a time: a second is let in only to be closed at once. */
-        uv_pipe_t *other = malloc(sizeof(*other));
-        if (other == NULL)
-            return;
-        uv_pipe_init(server->loop, other, 0);
-        if (uv_accept(server, (uv_stream_t *)other) == 0)
-            log_warn("upgrade: another successor connected during a handoff: refused");
-        uv_close((uv_handle_t *)other, upgrade_refused_closed);
+    c->u = u;
+    uv_pipe_init(server->loop, &c->pipe, 0);
+    c->pipe.data = c;
+    u->handles++;
+    if (uv_accept(server, (uv_stream_t *)&c->pipe) < 0 ||
+        uv_fileno((uv_handle_t *)&c->pipe, &fd) < 0) {
+        upgrade_conn_end(c);
         return;
     }
-    uv_pipe_init(server->loop, &u->peer, 0);
-    u->peer.data = u;
-    u->peer_open = 1;
-    u->sent = 0;
-    if (uv_accept(server, (uv_stream_t *)&u->peer) < 0 ||
-        uv_fileno((uv_handle_t *)&u->peer, &fd) < 0) {
-        upgrade_peer_end(u);
-        return;
-    }
-    if (upgrade_peer_check(fd, &u->peer_pid, err, sizeof(err)) < 0) {
+    if (upgrade_peer_check(fd, &c->pid, err, sizeof(err)) < 0) {
         log_warn("upgrade: connection on %s refused: %s", u->path, err);
-        upgrade_peer_end(u);
+        upgrade_conn_end(c);
         return;
     }
-    if (uv_read_start((uv_stream_t *)&u->peer, upgrade_alloc_cb, upgrade_read_cb) < 0)
-        upgrade_peer_end(u);
+    if (uv_read_start((uv_stream_t *)&c->pipe, upgrade_alloc_cb, upgrade_read_cb) < 0)
+        upgrade_conn_end(c);
 }
 
 /* A new unix socket at path, mode 0600. An existing file is replaced only when nothing
@@ -433,20 +545,51 @@ fail:
 
 static void upgrade_server_closed(uv_handle_t *h)
 {
-    struct upgrade *u = h->data;
-    u->server_open = 0;
-    if (!u->server_open && !u->peer_open)
-        free(u);
+    upgrade_handle_closed(h->data);
 }
 
-int upgrade_listen(struct proxy *p, const char *path, struct upgrade_inherit *inh,
-                   upgrade_handed_cb handed, char *err, size_t errlen)
+/* The successor's command line: ours (argv[0] is the binary's path, where the new one is
+ * installed), without a previous --upgrade-from, with --upgrade-from path. NULL: no memory. */
+static char **upgrade_argv(char *const *argv, const char *path)
+{
+    size_t n = 0;
+    while (argv != NULL && argv[n] != NULL)
+        n++;
+    char **out = calloc(n + 3, sizeof(*out));
+    size_t k = 0;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(argv[i], "--upgrade-from") == 0) {
+            i++;
+            continue;
+        }
+        if (strncmp(argv[i], "--upgrade-from=", 15) == 0)
+            continue;
+        if ((out[k++] = strdup(argv[i])) == NULL)
+            goto nomem;
+    }
+    if ((out[k++] = strdup("--upgrade-from")) == NULL || (out[k++] = strdup(path)) == NULL)
+        goto nomem;
+    return out;
+nomem:
+    for (size_t i = 0; i < k; i++)
+        free(out[i]);
+    free(out);
+    return NULL;
+}
+
+int upgrade_listen(struct proxy *p, const char *path, char *const *argv,
+                   struct upgrade_inherit *inh, upgrade_handed_cb handed, char *err,
+                   size_t errlen)
 {
     struct upgrade *u = calloc(1, sizeof(*u));
     int fd = -1, rc;
 
-    if (u == NULL || (u->path = strdup(path)) == NULL) {
-        free(u);
+    if (u == NULL || (u->path = strdup(path)) == NULL ||
+        (argv != NULL && argv[0] != NULL && (u->argv = upgrade_argv(argv, path)) == NULL)) {
+        if (u != NULL)
+            upgrade_free(u);
         snprintf(err, errlen, "upgrade socket: out of memory");
         return -ENOMEM;
     }
@@ -455,13 +598,12 @@ int upgrade_listen(struct proxy *p, const char *path, struct upgrade_inherit *in
     if (inh != NULL)
         fd = upgrade_take_fd(inh, "upgrade", path);
     if (fd < 0 && (fd = upgrade_socket_open(path, err, errlen)) < 0) {
-        free(u->path);
-        free(u);
+        upgrade_free(u);
         return fd;
     }
     uv_pipe_init(&p->loop, &u->server, 0);
     u->server.data = u;
-    u->server_open = 1;
+    u->handles++;
     rc = uv_pipe_open(&u->server, fd);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&u->server, 4, upgrade_connection_cb);
@@ -483,15 +625,53 @@ void upgrade_close(struct proxy *p)
     if (u == NULL)
         return;
     p->upgrade = NULL;
+    u->closing = 1;
     if (!u->handed)
         unlink(u->path);
-    free(u->path);
-    u->path = NULL;
-    upgrade_peer_end(u);
+    if (u->successor != NULL)
+        upgrade_conn_end(u->successor);
+    if (u->requester != NULL)
+        upgrade_tell(u, "failed: process %d is stopping", (int)getpid());
+    /* A child still running goes on (it may be the successor); only our handle closes,
+     * or the loop would wait for its exit. */
+    if (u->child_pid != 0 && !uv_is_closing((uv_handle_t *)&u->child))
+        uv_close((uv_handle_t *)&u->child, upgrade_child_closed);
     uv_close((uv_handle_t *)&u->server, upgrade_server_closed);
 }
 
 /* ------------------------------------------------------------------ the successor */
+
+/* A connected, checked socket to path: fd, or -errno with err. */
+static int upgrade_connect(const char *path, char *err, size_t errlen)
+{
+    struct sockaddr_un sun;
+    pid_t pid;
+
+    if (strlen(path) >= sizeof(sun.sun_path)) {
+        snprintf(err, errlen, "upgrade socket '%s': path too long", path);
+        return -ENAMETOOLONG;
+    }
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    memcpy(sun.sun_path, path, strlen(path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        int e = errno;
+        snprintf(err, errlen, "upgrade socket '%s': %s (is a ringleader with "
+                 "--upgrade-socket running?)", path, strerror(e));
+        if (fd >= 0)
+            close(fd);
+        return -e;
+    }
+    /* The other way round too: sockets from a stranger would be served as ours. */
+    int rc = upgrade_peer_check(fd, &pid, err, errlen);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 
 /* Parse the description: its lines after the magic, into inh. 0 or -EPROTO / -ENOMEM. */
 static int upgrade_parse(struct upgrade_inherit *inh, char *text, size_t *nfds)
@@ -535,35 +715,19 @@ static int upgrade_parse(struct upgrade_inherit *inh, char *text, size_t *nfds)
 struct upgrade_inherit *upgrade_receive(const char *path, int timeout_ms, char *err,
                                         size_t errlen)
 {
-    struct sockaddr_un sun;
     struct upgrade_inherit *inh = calloc(1, sizeof(*inh));
     char *text = NULL;
     int *fds = NULL;
     size_t nfds = 0;
     uint32_t len;
-    pid_t pid = 0;
     int rc;
 
     if (inh == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    inh->conn = -1;
-    if (strlen(path) >= sizeof(sun.sun_path)) {
-        snprintf(err, errlen, "upgrade socket '%s': path too long", path);
-        goto fail;
-    }
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    memcpy(sun.sun_path, path, strlen(path) + 1);
-    inh->conn = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (inh->conn < 0 || connect(inh->conn, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
-        snprintf(err, errlen, "upgrade socket '%s': %s (is a ringleader with "
-                 "--upgrade-socket running?)", path, strerror(errno));
-        goto fail;
-    }
-    /* The other way round too: sockets from a stranger would be served as ours. */
-    if (upgrade_peer_check(inh->conn, &pid, err, errlen) < 0)
+    inh->conn = upgrade_connect(path, err, errlen);
+    if (inh->conn < 0)
         goto fail;
     if ((rc = upgrade_send(inh->conn, "T", 1, NULL, 0, timeout_ms)) < 0 ||
         (rc = upgrade_recv(inh->conn, (char *)&len, sizeof(len), NULL, NULL, timeout_ms)) < 0)
@@ -603,13 +767,38 @@ struct upgrade_inherit *upgrade_receive(const char *path, int timeout_ms, char *
     free(text);
     return inh;
 io:
-    snprintf(err, errlen, "upgrade socket '%s': receiving the sockets of process %d: %s", path,
-             (int)pid, rc == -EPROTO ? "not a ringleader upgrade conversation" : strerror(-rc));
+    snprintf(err, errlen, "upgrade socket '%s': receiving the sockets: %s", path,
+             rc == -EPROTO ? "not a ringleader upgrade conversation" : strerror(-rc));
 fail:
     free(fds);
     free(text);
     upgrade_inherit_free(inh);
     return NULL;
+}
+
+int upgrade_request(const char *path, int timeout_ms, char *out, size_t outlen)
+{
+    size_t n = 0;
+    int fd = upgrade_connect(path, out, outlen);
+
+    if (fd < 0)
+        return fd;
+    int rc = upgrade_send(fd, "S", 1, NULL, 0, timeout_ms);
+    while (rc == 0 && n + 1 < outlen) {
+        rc = upgrade_recv(fd, out + n, 1, NULL, NULL, timeout_ms);
+        if (rc == 0 && out[n] == '\n')
+            break;
+        n += rc == 0;
+    }
+    close(fd);
+    if (rc < 0 && n == 0) {
+        snprintf(out, outlen, "no answer from %s: %s", path,
+                 rc == -ECONNRESET ? "the running process ended the conversation"
+                                   : strerror(-rc));
+        return -1;
+    }
+    out[n] = '\0';
+    return strncmp(out, "ok", 2) == 0 ? 0 : -1;
 }
 
 uint64_t upgrade_inherit_count(const struct upgrade_inherit *inh)

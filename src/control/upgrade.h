@@ -17,6 +17,7 @@ struct upgrade_inherit;
  * the peer's SO_PEERCRED checked by both sides):
  *
  *   successor                                 running process
+ *                                             (or started by it, when asked by "S")
  *   connect, "T"           ───────────────▶   (peer uid checked)
  *                          ◀───────────────   the description (text, length first),
  *                                             then every fd (SCM_RIGHTS, in chunks):
@@ -42,10 +43,13 @@ typedef void (*upgrade_handed_cb)(struct proxy *p, pid_t successor);
 /*
  * Listen for a successor on path (created mode 0600; a stale socket file nobody answers
  * on is replaced, a live one refused), or on the upgrade socket a predecessor handed over
- * in inh. Sets p->upgrade. 0, or -errno with err.
+ * in inh. argv: this process's command line (argv[0] the binary's path), for a successor
+ * it starts itself when asked ("S", upgrade_request); NULL: it never does. Sets
+ * p->upgrade. 0, or -errno with err.
  */
-int  upgrade_listen(struct proxy *p, const char *path, struct upgrade_inherit *inh,
-                    upgrade_handed_cb handed, char *err, size_t errlen);
+int  upgrade_listen(struct proxy *p, const char *path, char *const *argv,
+                    struct upgrade_inherit *inh, upgrade_handed_cb handed, char *err,
+                    size_t errlen);
 
 /* Stop listening for a successor (main loop; before it runs its last time): the socket
  * file is removed unless a successor holds the socket. */
@@ -59,6 +63,15 @@ void upgrade_close(struct proxy *p);
  */
 struct upgrade_inherit *upgrade_receive(const char *path, int timeout_ms, char *err,
                                         size_t errlen);
+
+/*
+ * Ask the process on path's upgrade socket to start its successor ("S": the binary at its
+ * own path, with its own options and --upgrade-from path, as its child) and wait for the
+ * outcome, bounded by timeout_ms. 0 when the successor serves, -1 when it did not (the
+ * old process still serves), -errno when nobody could be asked; what happened, one line,
+ * in out.
+ */
+int  upgrade_request(const char *path, int timeout_ms, char *out, size_t outlen);
 
 /* How many handoffs the received sockets have been through, and how many workers
  * listened on each pool's address (one socket each). */

@@ -276,10 +276,12 @@ class Env(harness.Env):
         self.sock = os.path.join(tmpdir(), "upgrade.sock")
         self.generations = []         # every ringleader process started, oldest first
         self.figures = {}
+        self.spawned = []             # pids of successors a ringleader started (--upgrade)
         self.proxy = Proxy(self.pools(), workers=2, admin=True,
                            glob={"drain_timeout": DRAIN_MS},
                            args=["--upgrade-socket", self.sock])
         self.pid_path = self.proxy.proc.argv[self.proxy.proc.argv.index("-p") + 1]
+        self.proxy.proc.out = self.proxy.log_file
         self.generations.append(self.proxy.proc)
         self.current = self.proxy.proc
 
@@ -343,6 +345,13 @@ class Env(harness.Env):
     def close(self):
         for p in self.generations:
             p.stop()
+        for pid in self.spawned:         # started by a ringleader: not our children
+            try:
+                os.kill(pid, 15)
+                if not gone(pid, 10):
+                    os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
         for b in self.backends:
             b.stop()
 
@@ -492,10 +501,83 @@ def nutcracker_kill_and_restart_under_the_same_load(env):
     check(tally.c["answered"] > 0, "the load reached nutcracker")
 
 
+def gone(pid, timeout):
+    """Wait until pid (not our child) has exited; whether it has. A zombie has: its
+    parent exited and whoever adopted it reaps in its own time."""
+    deadline = time.monotonic() + patience(timeout)
+    while True:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
+
+def ask_upgrade(env):
+    """`ringleader --upgrade SOCK`, as the unit's upgrade command runs it."""
+    return subprocess.run([harness.binary("ringleader"), "--upgrade", env.sock],
+                          capture_output=True, timeout=patience(60))
+
+
+@R.test
+def upgrade_asks_the_running_process_to_start_its_successor(env):
+    # What the systemd unit's command does: the running process starts the binary at its
+    # own path with its own options as its child (in the service's control group).
+    before = read_stats(env.proxy.stats_port)["upgrades"]
+    old = env.current
+    r = ask_upgrade(env)
+    eq(r.returncode, 0, "--upgrade exit (%r %r)" % (r.stdout, r.stderr))
+    check(b"ok: process " in r.stdout, "--upgrade says how it went: %r" % r.stdout)
+    new = int(read_file(env.pid_path))
+    check(new != old.pid and str(new).encode() in r.stdout, "the pid file names the successor")
+    env.spawned.append(new)
+    eq(old.popen.wait(patience(DRAIN_MS / 1000 + 10)), 0, "the previous process's exit")
+    check("asked by process" in text(old.out) and "as process %d" % new in text(old.out),
+          "the previous process started it: %s" % text(old.out)[-600:])
+    eq(read_stats(env.proxy.stats_port)["upgrades"], before + 1, "upgrades")
+    serving(env)
+
+    # A successor that cannot start (the file the running process reads is broken): the
+    # asker hears it failed, the running process goes on.
+    with open(env.proxy.conf_path) as f:
+        good = f.read()
+    try:
+        with open(env.proxy.conf_path, "w") as f:
+            f.write(good + "\nbroken: [\n")
+        r = ask_upgrade(env)
+    finally:
+        with open(env.proxy.conf_path, "w") as f:
+            f.write(good)
+    eq(r.returncode, 1, "--upgrade exit when the successor fails (%r)" % r.stderr)
+    check(b"failed: the new process" in r.stderr and b"still serves" in r.stderr,
+          "--upgrade says it failed: %r" % r.stderr)
+    check(not gone(new, 0.2), "the running process lives")
+    eq(int(read_file(env.pid_path)), new, "the pid file")
+    eq(read_stats(env.proxy.stats_port)["upgrades"], before + 1, "no upgrade counted")
+    serving(env)
+    # and one that works again after it
+    r = ask_upgrade(env)
+    eq(r.returncode, 0, "--upgrade after a failed one (%r)" % r.stderr)
+    newer = int(read_file(env.pid_path))
+    env.spawned.append(newer)
+    check(gone(new, DRAIN_MS / 1000 + 10), "the previous process exited")
+    eq(read_stats(env.proxy.stats_port)["upgrades"], before + 2, "upgrades")
+    env.current = None
+
+
 @R.test
 def the_last_process_stops_and_removes_its_files(env):
     serving(env)
-    eq(env.current.stop(), 0, "exit status on SIGTERM")
+    pid = int(read_file(env.pid_path))
+    if env.current is not None:
+        eq(env.current.stop(), 0, "exit status on SIGTERM")
+    else:
+        os.kill(pid, 15)
+        check(gone(pid, DRAIN_MS / 1000 + 10), "process %d exited on SIGTERM" % pid)
     check(not os.path.exists(env.pid_path), "the pid file is removed")
     check(not os.path.exists(env.sock), "the upgrade socket is removed")
 
