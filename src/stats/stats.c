@@ -402,13 +402,14 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
     if (rc == 0)
         rc = jset(root, "uptime", json_integer(v->uptime));
     if (rc == 0)
-        rc = jset(root, "upgrades", json_integer(v->upgrades));
-    if (rc == 0)
         rc = jset(root, "timestamp", json_integer(v->timestamp));
     if (rc == 0)
         rc = jset(root, "total_connections", json_integer(v->total_connections));
     if (rc == 0)
         rc = jset(root, "curr_connections", json_integer(v->curr_connections));
+    /* After twemproxy's fields: a reader of its layout takes every object as a pool. */
+    if (rc == 0)
+        rc = jset(root, "upgrades", json_integer(v->upgrades));
     for (size_t i = 0; i < v->npools && rc == 0; i++)
         rc = json_pool(root, &v->pools[i]);
     /* Insertion order is kept (jansson >= 2.8): twemproxy's field order. */

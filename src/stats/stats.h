@@ -183,10 +183,10 @@ extern const size_t stats_server_nfields;
     ACTION(source,            STRING,    "host name of the proxy")                         \
     ACTION(version,           STRING,    "version of the proxy")                           \
     ACTION(uptime,            GAUGE,     "seconds since this process started (an upgrade starts a new one)") \
-    ACTION(upgrades,          COUNTER,   "# times the listeners were handed to a new process since the first one opened them") \
     ACTION(timestamp,         TIMESTAMP, "time of this document in seconds since epoch")   \
     ACTION(total_connections, COUNTER,   "# client connections accepted since start")      \
     ACTION(curr_connections,  GAUGE,     "# client connections open")                      \
+    ACTION(upgrades,          COUNTER,   "# times the listeners were handed to a new process since the first one opened them") \
 
 /* ---- summing per-worker counters (generated from the lists above)
  *
