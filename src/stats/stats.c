@@ -407,11 +407,12 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
         rc = jset(root, "total_connections", json_integer(v->total_connections));
     if (rc == 0)
         rc = jset(root, "curr_connections", json_integer(v->curr_connections));
-    /* After twemproxy's fields: a reader of its layout takes every object as a pool. */
-    if (rc == 0)
-        rc = jset(root, "upgrades", json_integer(v->upgrades));
     for (size_t i = 0; i < v->npools && rc == 0; i++)
         rc = json_pool(root, &v->pools[i]);
+    /* After twemproxy's document (its fields, then the pools): readers of its layout
+     * expect the pools right after curr_connections. */
+    if (rc == 0)
+        rc = jset(root, "upgrades", json_integer(v->upgrades));
     /* Insertion order is kept (jansson >= 2.8): twemproxy's field order. */
     if (rc == 0 && json_dump_callback(root, json_to_buf, out, JSON_PRESERVE_ORDER) < 0)
         rc = -ENOMEM;
