@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ struct upgrade_entry {
 
 struct upgrade_inherit {
     int                   conn;       /* the conversation with the predecessor */
+    int                   served;     /* upgrade_complete ran: what is left is ours to end */
     uint64_t              upgrades;   /* handoffs before this one */
     uint32_t              workers;
     struct upgrade_entry *e;
@@ -876,6 +878,7 @@ int upgrade_complete(struct upgrade_inherit *inh, struct pidfile *pf, const char
     char byte = 0;
     int rc = 0;
 
+    inh->served = 1;
     /* The pid file names us before the predecessor lets go: whoever reads it between the
      * two finds a process that serves. */
     if (path != NULL && pidfile_take_over(pf, path, err, errlen) < 0)
@@ -889,18 +892,37 @@ int upgrade_complete(struct upgrade_inherit *inh, struct pidfile *pf, const char
     return 0;
 }
 
+/* A unix listener nobody will use again leaves no file behind: the predecessor left it
+ * to us (and a failed successor must not take it from under the predecessor). */
+static void upgrade_unlink_unix(int fd)
+{
+    struct sockaddr_un sun;
+    socklen_t len = sizeof(sun);
+
+    memset(&sun, 0, sizeof(sun));
+    if (getsockname(fd, (struct sockaddr *)&sun, &len) == 0 && sun.sun_family == AF_UNIX &&
+        len > offsetof(struct sockaddr_un, sun_path) && sun.sun_path[0] == '/')
+        unlink(sun.sun_path);       /* ENOENT for the next worker's copy: harmless */
+}
+
 void upgrade_inherit_free(struct upgrade_inherit *inh)
 {
     if (inh == NULL)
         return;
     for (size_t i = 0; i < inh->n; i++) {
-        if (inh->e[i].fd >= 0) {
+        const struct upgrade_entry *e = &inh->e[i];
+        /* one line per address (a pool's sockets come one per worker, in a row) */
+        if (e->fd >= 0 && (i == 0 || inh->e[i - 1].kind != e->kind ||
+                           strcmp(inh->e[i - 1].addr, e->addr) != 0))
             log_notice("upgrade: %s %s of the previous process is not in this configuration: "
-                       "closed", upgrade_kind_names[inh->e[i].kind], inh->e[i].addr);
-            close(inh->e[i].fd);
-        }
-        free(inh->e[i].addr);
+                       "closed", upgrade_kind_names[e->kind], e->addr);
+        if (e->fd >= 0 && inh->served)
+            upgrade_unlink_unix(e->fd);
+        if (e->fd >= 0)
+            close(e->fd);
     }
+    for (size_t i = 0; i < inh->n; i++)
+        free(inh->e[i].addr);
     free(inh->e);
     if (inh->conn >= 0)
         close(inh->conn);

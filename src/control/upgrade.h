@@ -100,8 +100,9 @@ int  upgrade_take_fd(struct upgrade_inherit *inh, const char *kind, const char *
 int  upgrade_complete(struct upgrade_inherit *inh, struct pidfile *pf, const char *path,
                       int timeout_ms, char *err, size_t errlen);
 
-/* Close what was inherited and not taken (a pool the new file no longer has), and the
- * conversation. NULL is fine. */
+/* Close what was inherited and not taken (a pool the new file no longer has; once
+ * upgrade_complete ran, a unix listener's file is removed too), and the conversation.
+ * NULL is fine. */
 void upgrade_inherit_free(struct upgrade_inherit *inh);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "lib/log.h"
@@ -22,7 +23,8 @@
 #include "lib/util.h"
 
 #define CLIENT_MAX_INFLIGHT 256            /* requests a client may have unanswered */
-#define CLIENT_LINGER_MS    1000           /* a finished client's input read and dropped at most */
+#define CLIENT_LINGER_MS    2000           /* a finished client's input read and dropped at most
+                                              (and never past drain_timeout) */
 #define CLIENT_READ_CHUNK   16384
 #define CLIENT_MEM_STEP     (16u * 1024)   /* report memory use in steps of this much */
 #define CLIENT_MEM_HOLD_MIN (64u * 1024)   /* over memory_limit, a client holding more is refused */
@@ -216,7 +218,9 @@ void client_close(struct client *c)
  * unsent requests unread in our buffer would reset the connection: its next send fails
  * and replies it has not read yet may be lost, so it cannot tell what was answered. With
  * the FIN it reads every reply, then the end: whatever it sent after them was not read,
- * and goes again on a new connection. (TLS ends with its close_notify instead.)
+ * and goes again on a new connection. A client with nothing unread is closed at once (a
+ * close with nothing unread is a FIN too): an idle pooled connection does not hold up a
+ * stop. (TLS ends with its close_notify instead.)
  */
 static void client_linger(struct client *c)
 {
@@ -227,12 +231,21 @@ static void client_linger(struct client *c)
         client_close(c);
 }
 
+/* Whether c sent what the proxy has not read or not parsed (a reason to linger). */
+static int client_unread(struct client *c)
+{
+    int n = 0;
+    return buf_len(&c->conn.ibuf) > 0 ||
+           (c->conn.fd >= 0 && (ioctl(c->conn.fd, FIONREAD, &n) < 0 || n > 0));
+}
+
 /* Close when everything owed has been answered and written. */
 static void client_maybe_finish(struct client *c)
 {
     if ((c->eof || c->closing) && queue_empty(&c->msgs) && buf_len(&c->conn.obuf) == 0 &&
         !c->conn.writing) {
-        if (c->finishing && !c->closing && !c->lingering && !tls_is(&c->conn))
+        if (c->finishing && !c->closing && !c->lingering && !tls_is(&c->conn) &&
+            client_unread(c))
             client_linger(c);
         else if (!c->lingering)
             client_close(c);

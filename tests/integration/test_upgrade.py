@@ -311,11 +311,11 @@ class Env(harness.Env):
         p.out = argv[argv.index("-o") + 1]
         return p
 
-    def upgrade(self, want, workers=None):
-        """One upgrade: the successor serves with upgrades == want, the previous process
-        exits 0 and the pid file names the successor."""
+    def upgrade(self, want, workers=None, conf=None):
+        """One upgrade (conf: another file): the successor serves with upgrades == want,
+        the previous process exits 0 and the pid file names the successor."""
         old = self.current
-        new = self.successor(workers=workers)
+        new = self.successor(workers=workers, conf=conf)
         self.generations.append(new)
         deadline = time.monotonic() + patience(20)
         seen = None
@@ -369,12 +369,13 @@ def read_file(path):
         return f.read()
 
 
-def serving(env):
+def serving(env, rd=True):
     """A memcached and a Redis request through the proxy, answered."""
     with env.proxy.client("mc", timeout=patience(5)) as c:
         eq(c.mc(b"version")[:8], b"VERSION ", "memcached pool answers")
-    with env.proxy.client("rd", timeout=patience(5)) as c:
-        eq(c.rd("PING"), "PONG", "Redis pool answers")
+    if rd:
+        with env.proxy.client("rd", timeout=patience(5)) as c:
+            eq(c.rd("PING"), "PONG", "Redis pool answers")
 
 
 def report(name, t):
@@ -499,6 +500,61 @@ def nutcracker_kill_and_restart_under_the_same_load(env):
     report("nutcracker, %d kill + restart:" % UPGRADES, tally)
     # nutcracker's figures are printed, not asserted: what a restart costs depends on timing
     check(tally.c["answered"] > 0, "the load reached nutcracker")
+
+
+@R.test
+def a_successor_with_another_file_keeps_what_stays_and_opens_what_is_new(env):
+    # mc stays (its sockets are taken), rd goes (closed once the successor serves), mc2
+    # is new (a new port), mcu is new and a unix socket; then back to the first file, the
+    # unix socket's listener handed over too (its file stays: the successor's).
+    mc2_port = harness.free_port()
+    unix = os.path.join(tmpdir(), "mcu.sock")
+    pools = {"mc": dict(env.proxy.pools["mc"]),
+             "mc2": dict(env.proxy.pools["mc"], listen="127.0.0.1:%d" % mc2_port),
+             "mcu": dict(env.proxy.pools["mc"], listen=unix)}
+    changed = os.path.join(tmpdir(), "changed.yml")
+    with open(changed, "w") as f:
+        f.write(harness.yaml_dump(dict(pools, ringleader=env.proxy.glob)))
+    before = read_stats(env.proxy.stats_port)["upgrades"]
+    new = env.upgrade(before + 1, conf=changed)
+    serving(env, rd=False)
+    with harness.Raw(("127.0.0.1", mc2_port), patience(5)) as c:
+        eq(c.mc(b"version")[:8], b"VERSION ", "the new pool's port answers")
+    eq(unix_version(unix)[:8], b"VERSION ", "the new unix socket answers")
+    try:
+        socket.create_connection(env.addr("rd"), timeout=patience(5)).close()
+        check(False, "the removed pool's port still accepts")
+    except ConnectionRefusedError:
+        pass
+    check("pool %s:%d of the previous process is not in this configuration: closed" %
+          env.addr("rd") in text(new.out), "the successor says what it closed")
+    # a second upgrade on the same file: the unix socket is handed over, its file kept
+    env.upgrade(before + 2, conf=changed)
+    check(os.path.exists(unix), "the unix socket's file is still there")
+    eq(unix_version(unix)[:8], b"VERSION ", "the unix socket answers after the handoff")
+    # and back: rd opens again on its port, mcu's file is the last one's to remove
+    env.upgrade(before + 3)
+    serving(env)
+    check(not os.path.exists(unix), "the unix socket no pool listens on is removed")
+    eq(read_stats(env.proxy.stats_port)["upgrades"], before + 3, "upgrades")
+
+
+def unix_version(path):
+    """memcached `version` through a unix socket listener: the reply line."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(patience(5))
+    try:
+        s.connect(path)
+        s.sendall(b"version\r\n")
+        buf = b""
+        while not buf.endswith(b"\r\n"):
+            data = s.recv(4096)
+            if not data:
+                break
+            buf += data
+        return buf
+    finally:
+        s.close()
 
 
 def gone(pid, timeout):
