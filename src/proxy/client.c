@@ -211,6 +211,14 @@ void client_close(struct client *c)
     conn_close(&c->conn, client_on_close);
 }
 
+/* Whether c sent what the proxy has not read or not parsed (a reason to linger). */
+static int client_unread(struct client *c)
+{
+    int n = 0;
+    return buf_len(&c->conn.ibuf) > 0 ||
+           (c->conn.fd >= 0 && (ioctl(c->conn.fd, FIONREAD, &n) < 0 || n > 0));
+}
+
 /*
  * The proxy ends a connection with everything answered (a stop, an upgrade, a pool a
  * reload removed): a FIN after the last reply, then whatever the client still sends is
@@ -224,19 +232,18 @@ void client_close(struct client *c)
  */
 static void client_linger(struct client *c)
 {
+    /* The FIN first, whatever follows: should the client's next requests arrive between
+     * a look at the socket and the close, the reset they cause comes after the FIN, and
+     * the client reads its replies and the end all the same. */
+    if (c->conn.fd < 0 || shutdown(c->conn.fd, SHUT_WR) < 0 || !client_unread(c)) {
+        client_close(c);
+        return;
+    }
     c->lingering = 1;
     c->linger_until = uv_now(&c->w->loop) + CLIENT_LINGER_MS;
     buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));    /* never to be parsed */
-    if (c->conn.fd < 0 || shutdown(c->conn.fd, SHUT_WR) < 0 || conn_read_start(&c->conn) < 0)
+    if (conn_read_start(&c->conn) < 0)
         client_close(c);
-}
-
-/* Whether c sent what the proxy has not read or not parsed (a reason to linger). */
-static int client_unread(struct client *c)
-{
-    int n = 0;
-    return buf_len(&c->conn.ibuf) > 0 ||
-           (c->conn.fd >= 0 && (ioctl(c->conn.fd, FIONREAD, &n) < 0 || n > 0));
 }
 
 /* Close when everything owed has been answered and written. */
@@ -244,8 +251,7 @@ static void client_maybe_finish(struct client *c)
 {
     if ((c->eof || c->closing) && queue_empty(&c->msgs) && buf_len(&c->conn.obuf) == 0 &&
         !c->conn.writing) {
-        if (c->finishing && !c->closing && !c->lingering && !tls_is(&c->conn) &&
-            client_unread(c))
+        if (c->finishing && !c->closing && !c->lingering && !tls_is(&c->conn))
             client_linger(c);
         else if (!c->lingering)
             client_close(c);
