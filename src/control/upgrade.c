@@ -912,8 +912,8 @@ void upgrade_inherit_free(struct upgrade_inherit *inh)
     for (size_t i = 0; i < inh->n; i++) {
         const struct upgrade_entry *e = &inh->e[i];
         /* one line per address (a pool's sockets come one per worker, in a row) */
-        if (e->fd >= 0 && (i == 0 || inh->e[i - 1].kind != e->kind ||
-                           strcmp(inh->e[i - 1].addr, e->addr) != 0))
+        if (e->fd >= 0 && inh->served && (i == 0 || inh->e[i - 1].kind != e->kind ||
+                                          strcmp(inh->e[i - 1].addr, e->addr) != 0))
             log_notice("upgrade: %s %s of the previous process is not in this configuration: "
                        "closed", upgrade_kind_names[e->kind], e->addr);
         if (e->fd >= 0 && inh->served)

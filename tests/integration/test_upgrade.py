@@ -369,6 +369,14 @@ def read_file(path):
         return f.read()
 
 
+def wait_line(path, needle, timeout=10):
+    deadline = time.monotonic() + patience(timeout)
+    while needle not in text(path):
+        check(time.monotonic() < deadline, "%r not in %s:\n%s" % (
+            needle, path, text(path)[-800:]))
+        time.sleep(0.02)
+
+
 def serving(env, rd=True):
     """A memcached and a Redis request through the proxy, answered."""
     with env.proxy.client("mc", timeout=patience(5)) as c:
@@ -407,6 +415,24 @@ def a_successor_that_cannot_start_leaves_the_old_serving(env):
         check(env.current.alive(), "%s: the running process lives" % why)
         serving(env)
         eq(read_file(env.pid_path).strip(), str(env.current.pid), "%s: the pid file" % why)
+    # One that fails after it received the sockets: a new pool on a port a backend holds.
+    busy = os.path.join(tmpdir(), "busy-port.yml")
+    with open(busy, "w") as f:
+        f.write(harness.yaml_dump(dict(env.proxy.pools, taken=dict(
+            env.proxy.pools["mc"], listen="127.0.0.1:%d" % env.mc[0].port),
+            ringleader=env.proxy.glob)))
+    p = env.successor(conf=busy)
+    status = p.popen.wait(patience(20))
+    p.stop()
+    check(status != 0, "a successor whose port is taken exits non-zero (%s)" % status)
+    check("127.0.0.1:%d" % env.mc[0].port in text(p.log_path), "it says which port: %r" %
+          text(p.log_path)[-400:])
+    wait_line(env.current.out, "ended the handoff before serving")
+    check(env.current.alive(), "the running process lives")
+    serving(env)
+    with harness.Raw(env.addr("mc"), patience(5)) as c:     # a connection accepted anew
+        eq(c.mc(b"version")[:8], b"VERSION ", "the running process still accepts")
+    eq(read_file(env.pid_path).strip(), str(env.current.pid), "the pid file")
     after = read_stats(env.proxy.stats_port)
     eq(after["upgrades"], before["upgrades"], "no upgrade counted")
     check(os.path.exists(env.sock), "the upgrade socket is still there")
