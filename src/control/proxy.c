@@ -98,11 +98,13 @@ static uint32_t proxy_cpus(void)
     return n > 0 ? (uint32_t)n : 1;
 }
 
-/* Unlink the unix sockets the configuration listened on (not after an upgrade: the
- * successor listens on them). */
+/* Unlink the unix sockets the configuration listened on; not after an upgrade (the
+ * successor listens on them), nor when this process was a successor that never served
+ * (its predecessor still does: p->inherit is freed once serving). */
 static void proxy_unlink_sockets(const struct proxy *p, const struct snapshot *snap)
 {
-    for (uint32_t i = 0; snap != NULL && !p->handed_over && i < snap->conf->npools; i++)
+    int theirs = p->handed_over || p->inherit != NULL;
+    for (uint32_t i = 0; snap != NULL && !theirs && i < snap->conf->npools; i++)
         if (snap->conf->pools[i].listen.path != NULL && snap->pools[i].listen_fds != NULL)
             unlink(snap->conf->pools[i].listen.path);
 }

@@ -78,6 +78,7 @@ struct upgrade {
     unsigned             handles;   /* open: the server, connections, the child's */
     int                  closing;   /* upgrade_close: freed when the last handle closes */
     int                  handed;    /* the successor holds the upgrade socket */
+    int                  inherited; /* the socket came from a predecessor */
     upgrade_handed_cb    on_handed;
 };
 
@@ -599,6 +600,7 @@ int upgrade_listen(struct proxy *p, const char *path, char *const *argv,
     u->on_handed = handed;
     if (inh != NULL)
         fd = upgrade_take_fd(inh, "upgrade", path);
+    u->inherited = fd >= 0;
     if (fd < 0 && (fd = upgrade_socket_open(path, err, errlen)) < 0) {
         upgrade_free(u);
         return fd;
@@ -628,7 +630,9 @@ void upgrade_close(struct proxy *p)
         return;
     p->upgrade = NULL;
     u->closing = 1;
-    if (!u->handed)
+    /* The file is the predecessor's until this successor serves (p->inherit is freed
+     * then): one that fails must not take it from under the process that listens. */
+    if (!u->handed && !(u->inherited && p->inherit != NULL))
         unlink(u->path);
     if (u->successor != NULL)
         upgrade_conn_end(u->successor);

@@ -554,6 +554,18 @@ def a_successor_with_another_file_keeps_what_stays_and_opens_what_is_new(env):
         pass
     check("pool %s:%d of the previous process is not in this configuration: closed" %
           env.addr("rd") in text(new.out), "the successor says what it closed")
+    # a successor that fails once it holds the sockets (its admin port is a backend's)
+    # leaves the unix socket's file, and the upgrade socket's, to the running process
+    failing = os.path.join(tmpdir(), "changed-admin-taken.yml")
+    with open(failing, "w") as f:
+        f.write(harness.yaml_dump(dict(pools, ringleader=dict(
+            env.proxy.glob, admin="127.0.0.1:%d" % env.mc[1].port))))
+    p = env.successor(conf=failing)
+    check(p.popen.wait(patience(20)) != 0, "the successor whose admin port is taken fails")
+    p.stop()
+    wait_line(new.out, "ended the handoff before serving")
+    check(os.path.exists(unix) and os.path.exists(env.sock), "the socket files stay")
+    eq(unix_version(unix)[:8], b"VERSION ", "the unix socket answers")
     # a second upgrade on the same file: the unix socket is handed over, its file kept
     env.upgrade(before + 2, conf=changed)
     check(os.path.exists(unix), "the unix socket's file is still there")
