@@ -1,4 +1,4 @@
-"""test_upgrade.py: --upgrade-from takes the running process's listeners over its upgrade socket: 20 upgrades in a row under pipelining memcached and Redis clients and a stream of new connections refuse nothing and lose nothing (every connection closed between replies), a successor that cannot start leaves the old one serving; nutcracker's kill + restart under the same load, side by side."""
+"""test_upgrade.py: --upgrade-from takes the running process's listeners over its upgrade socket: 20 upgrades in a row under pipelining memcached and Redis clients and a stream of new connections refuse nothing and lose nothing (every connection closed between replies), a successor that cannot start (a bad or missing file, a port taken) leaves the old one serving, a changed file keeps, closes and opens what it should, --upgrade has the old process start its successor, systemd hears MAINPID= then READY=1; nutcracker's kill + restart under the same load, side by side."""
 
 import collections
 import os
@@ -661,6 +661,56 @@ def upgrade_asks_the_running_process_to_start_its_successor(env):
     check(gone(new, DRAIN_MS / 1000 + 10), "the previous process exited")
     eq(read_stats(env.proxy.stats_port)["upgrades"], before + 2, "upgrades")
     env.current = None
+
+
+@R.test
+def systemd_hears_the_new_main_pid_from_the_old_then_ready_from_the_new(env):
+    # A fake service manager: the notify socket, each datagram with its sender's pid
+    # (SO_PASSCRED). The old (main) process says MAINPID=<successor>, which NotifyAccess=
+    # main accepts from it; then the successor, main from then on, says READY=1; the old
+    # one never says STOPPING=1 (the service does not stop).
+    with open(os.path.join(harness.TOP_BUILDDIR, "config.h")) as f:
+        if "#define HAVE_LIBSYSTEMD 1" not in f.read():
+            raise harness.Skip("built without libsystemd: no sd_notify")
+    path = os.path.join(tmpdir(), "notify.sock")
+    usock = os.path.join(tmpdir(), "upgrade-notify.sock")
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.bind(path)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    s.settimeout(patience(10))
+    pids = []
+
+    def message():
+        data, anc, _flags, _addr = s.recvmsg(4096, socket.CMSG_SPACE(12))
+        sender = None
+        for level, kind, cdata in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS:
+                sender = int.from_bytes(cdata[:4], sys.byteorder)
+        return sender, data.decode()
+
+    p = Proxy({"mc": env.pools()["mc"]}, workers=1, env=dict(os.environ, NOTIFY_SOCKET=path),
+              args=["--upgrade-socket", usock])
+    try:
+        eq(message(), (p.proc.pid, "READY=1"), "the first process's READY=1")
+        r = subprocess.run([harness.binary("ringleader"), "--upgrade", usock],
+                           capture_output=True, timeout=patience(60))
+        eq(r.returncode, 0, "--upgrade (%r)" % r.stderr)
+        new = int(r.stdout.split(b"process ")[1].split()[0])
+        pids.append(new)
+        eq(message(), (p.proc.pid, "MAINPID=%d" % new), "the old process names the new main")
+        eq(message(), (new, "READY=1"), "then the new one is ready")
+        eq(p.proc.popen.wait(patience(DRAIN_MS / 1000 + 10)), 0, "the old process's exit")
+        os.kill(new, 15)
+        eq(message(), (new, "STOPPING=1"), "the next message: the new one stopping")
+        check(gone(new, DRAIN_MS / 1000 + 10), "the new process exited")
+    finally:
+        p.stop()
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except ProcessLookupError:
+                pass
+        s.close()
 
 
 @R.test
