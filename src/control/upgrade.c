@@ -426,13 +426,14 @@ static void upgrade_spawn(struct upgrade_conn *c)
     }
     u->requester = c;
     u->child.data = u;
+    u->handles++;
     int rc = uv_spawn(&u->p->loop, &u->child, &po);
     if (rc < 0) {
         log_error("upgrade: cannot start %s: %s", u->argv[0], uv_strerror(rc));
         upgrade_tell(u, "failed: cannot start %s: %s", u->argv[0], uv_strerror(rc));
+        uv_close((uv_handle_t *)&u->child, upgrade_child_closed);  /* initialised anyway */
         return;
     }
-    u->handles++;
     u->child_pid = u->child.pid;
     log_notice("upgrade: asked by process %d: started %s as process %d", (int)c->pid,
                u->argv[0], (int)u->child_pid);
