@@ -14,11 +14,15 @@
 #include "control/daemon.h"
 #include "lib/log.h"
 #include "control/proxy.h"
+#include "control/upgrade.h"
 #include "proxy/tls.h"
 #include "stats/stats.h"
 #include "state/rejoin_journal.h"
 
 #define RL_DEFAULT_CONF "conf/ringleader.yml"
+/* --upgrade waits this long for the successor to serve: a start, with its own checks, and
+ * the handoff; a bound against a hang, not a pace. */
+#define RL_UPGRADE_WAIT_MS 120000
 
 static void usage(FILE *f)
 {
@@ -26,6 +30,7 @@ static void usage(FILE *f)
             "Usage: ringleader [-?hVdDt] [-v verbosity level] [-o output file]\n"
             "                  [-c conf file] [-s stats port] [-a stats addr]\n"
             "                  [-i stats interval] [-p pid file] [-m mbuf size] [--workers N]\n"
+            "                  [--upgrade-socket path] [--upgrade-from path] [--upgrade path]\n"
             "\n"
             "Options:\n"
             "  -h, --help             : this help\n"
@@ -42,7 +47,14 @@ static void usage(FILE *f)
             "  -p, --pid-file=S       : set pid file (default: off)\n"
             "  -m, --mbuf-size=N      : set the size of each client read in bytes (default: 16384;\n"
             "                           buffers grow past it for large requests)\n"
-            "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n",
+            "      --workers=N        : worker threads, each with its own event loop (default: one per CPU)\n"
+            "      --upgrade-socket=S : unix socket where a new binary takes over the listeners\n"
+            "                           (default: off; docs/upgrade.md)\n"
+            "      --upgrade-from=S   : take over the listeners of the process on upgrade socket S,\n"
+            "                           which drains and exits once this one serves\n"
+            "      --upgrade=S        : ask the process on upgrade socket S to start the binary at\n"
+            "                           its path with its options as its successor; wait, say how\n"
+            "                           it went (exit 0: the successor serves)\n",
             LOG_NOTICE_, RL_DEFAULT_CONF);
 }
 
@@ -80,12 +92,15 @@ int main(int argc, char **argv)
         {"pid-file", required_argument, NULL, 'p'},
         {"mbuf-size", required_argument, NULL, 'm'},
         {"workers", required_argument, NULL, 'W'},
+        {"upgrade-socket", required_argument, NULL, 'U'},
+        {"upgrade-from", required_argument, NULL, 'F'},
+        {"upgrade", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     struct proxy_options opt;
     int test_conf = 0, daemon = 0;
     long level = LOG_NOTICE_, v;
-    const char *logfile = NULL, *pidfile = NULL;
+    const char *logfile = NULL, *pidfile = NULL, *upgrade = NULL;
 
     memset(&opt, 0, sizeof(opt));
     opt.conf_path = RL_DEFAULT_CONF;
@@ -156,6 +171,15 @@ int main(int argc, char **argv)
             }
             opt.workers = (uint32_t)v;
             break;
+        case 'U':
+            opt.upgrade_socket = optarg;
+            break;
+        case 'F':
+            opt.upgrade_from = optarg;
+            break;
+        case 'u':
+            upgrade = optarg;
+            break;
         default:
             usage(stderr);
             return 1;
@@ -166,6 +190,16 @@ int main(int argc, char **argv)
         usage(stderr);
         return 1;
     }
+
+    if (upgrade != NULL) {
+        /* Nothing of this process's own: the running one starts the successor, so that
+         * under systemd it is in the service's group (docs/upgrade.md). */
+        char line[600];
+        int rc = upgrade_request(upgrade, RL_UPGRADE_WAIT_MS, line, sizeof(line));
+        fprintf(rc == 0 ? stdout : stderr, "ringleader: upgrade: %s\n", line);
+        return rc == 0 ? 0 : 1;
+    }
+    opt.argv = argv;
 
     {
         /* Checked here first, for -t and before a start (-d detaches only after it): a bad
@@ -204,7 +238,11 @@ int main(int argc, char **argv)
         return 1;
     }
     struct pidfile pf = { 0 };
-    if (pidfile != NULL && pidfile_create(&pf, pidfile, err, sizeof(err)) < 0) {
+    /* A successor replaces the running process's pid file once it serves (upgrade.c). */
+    if (opt.upgrade_from != NULL) {
+        opt.pid_path = pidfile;
+        opt.pidfile = &pf;
+    } else if (pidfile != NULL && pidfile_create(&pf, pidfile, err, sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
         return 1;

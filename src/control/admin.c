@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/socket.h>
 
 #include "control/admin.h"
@@ -442,6 +443,13 @@ static int admin_parse_addr(const char *addr, struct sockaddr_storage *ss, char 
 struct admin *admin_start(const char *addr, const char *token, const char *hosts,
                           const struct admin_ops *ops, void *ctx, char *err, size_t errlen)
 {
+    return admin_start_on(-1, addr, token, hosts, ops, ctx, err, errlen);
+}
+
+struct admin *admin_start_on(int listen_fd, const char *addr, const char *token,
+                             const char *hosts, const struct admin_ops *ops, void *ctx,
+                             char *err, size_t errlen)
+{
     char dummy[1];
     if (err == NULL || errlen == 0) {
         err = dummy;
@@ -463,11 +471,14 @@ struct admin *admin_start(const char *addr, const char *token, const char *hosts
     if (hosts && *hosts && (a->hosts = strdup(hosts)) == NULL)
         goto nomem;
 
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO;
+    /* ITC, not a shutdown() of the listener, wakes the threads at the stop: a listener
+     * handed to an upgrade's successor is the successor's too (admin_quiesce). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ITC;
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     a->daemon = MHD_start_daemon(flags, 0, NULL, NULL, admin_handle, a,
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                                 MHD_OPTION_LISTEN_SOCKET, (MHD_socket)listen_fd,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)ADMIN_CONN_LIMIT,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ADMIN_CONN_TIMEOUT_S,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)ADMIN_MEMORY_LIMIT,
@@ -490,6 +501,20 @@ fail:
     }
     free(a);
     return NULL;
+}
+
+int admin_listen_fd(const struct admin *a)
+{
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(a->daemon,
+                                                            MHD_DAEMON_INFO_LISTEN_FD);
+    return info != NULL ? info->listen_fd : -1;
+}
+
+void admin_quiesce(struct admin *a)
+{
+    MHD_socket fd = MHD_quiesce_daemon(a->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
 }
 
 uint16_t admin_port(const struct admin *a)

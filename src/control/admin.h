@@ -65,6 +65,19 @@ struct admin_ops {
 struct admin *admin_start(const char *addr, const char *token, const char *hosts,
                           const struct admin_ops *ops, void *ctx, char *err, size_t errlen);
 
+/* The same on a listening socket already open (listen_fd >= 0; an upgrade's successor
+ * takes its predecessor's): addr is still parsed, for the Host checks' sake. */
+struct admin *admin_start_on(int listen_fd, const char *addr, const char *token,
+                             const char *hosts, const struct admin_ops *ops, void *ctx,
+                             char *err, size_t errlen);
+
+/* The listening socket (still the server's), or -1. */
+int  admin_listen_fd(const struct admin *a);
+
+/* Stop accepting and close the listening socket (running connections are served until
+ * admin_stop): the socket lives on in an upgrade's successor, which accepts from then on. */
+void admin_quiesce(struct admin *a);
+
 /* The TCP port actually bound. */
 uint16_t admin_port(const struct admin *a);
 

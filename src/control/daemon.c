@@ -172,6 +172,35 @@ int pidfile_create(struct pidfile *pf, const char *path, char *err, size_t errle
     return 0;
 }
 
+int pidfile_take_over(struct pidfile *pf, const char *path, char *err, size_t errlen)
+{
+    char tmp[4096];
+    struct pidfile made;
+
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.upgrade", path) >= sizeof(tmp)) {
+        snprintf(err, errlen, "pid file '%s': path too long", path);
+        return -ENAMETOOLONG;
+    }
+    int rc = pidfile_create(&made, tmp, err, errlen);
+    if (rc < 0)
+        return rc;
+    if (rename(tmp, path) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot replace pid file '%s': %s", path, strerror(-rc));
+        pidfile_remove(&made);
+        return rc;
+    }
+    free(made.path);
+    pf->path = strdup(path);
+    if (pf->path == NULL) {
+        snprintf(err, errlen, "pid file '%s': out of memory", path);
+        return -ENOMEM;
+    }
+    pf->dev = made.dev;
+    pf->ino = made.ino;
+    return 0;
+}
+
 void pidfile_remove(struct pidfile *pf)
 {
     struct stat st;

@@ -33,6 +33,13 @@ struct pidfile {
  */
 int  pidfile_create(struct pidfile *pf, const char *path, char *err, size_t errlen);
 
+/*
+ * An upgrade's successor: path names this process from now on, replacing the running
+ * one's file in one rename (a reader never sees it missing or empty), which the previous
+ * process then leaves alone (pidfile_remove). 0, or -errno with err.
+ */
+int  pidfile_take_over(struct pidfile *pf, const char *path, char *err, size_t errlen);
+
 /* Remove the pid file if it is still the one we created; free pf. */
 void pidfile_remove(struct pidfile *pf);
 

@@ -30,6 +30,15 @@ void notify_stopping(void)
     NOTIFY("STOPPING=1");
 }
 
+void notify_mainpid(pid_t pid)
+{
+#ifdef HAVE_LIBSYSTEMD
+    sd_notifyf(0, "MAINPID=%d", (int)pid);
+#else
+    (void)pid;
+#endif
+}
+
 void notify_status(const char *fmt, ...)
 {
 #ifdef HAVE_LIBSYSTEMD

@@ -93,6 +93,7 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
     v->source = p->hostname;
     v->version = PACKAGE_VERSION;
     v->uptime = (int64_t)((util_wall_us() - p->hub.start_wall_us) / 1000000u);
+    v->upgrades = (int64_t)p->upgrades;
     v->timestamp = (int64_t)(util_wall_us() / 1000000u);
 
     const struct hotkeys_snapshot **snaps = calloc(p->nworkers, sizeof(*snaps));
@@ -308,7 +309,8 @@ static void stats_accept_cb(uv_stream_t *server, int status)
         uv_close((uv_handle_t *)&sc->tcp, stats_conn_closed);
 }
 
-int observe_stats_listen(struct proxy *p, const char *host, int port, char *err, size_t errlen)
+int observe_stats_listen(struct proxy *p, const char *host, int port, int fd, char *err,
+                         size_t errlen)
 {
     struct sockaddr_storage ss;
     int rc;
@@ -320,7 +322,8 @@ int observe_stats_listen(struct proxy *p, const char *host, int port, char *err,
     }
     uv_tcp_init(&p->loop, &p->stats_server);
     p->stats_server.data = p;
-    rc = uv_tcp_bind(&p->stats_server, (struct sockaddr *)&ss, 0);
+    rc = fd >= 0 ? uv_tcp_open(&p->stats_server, fd)
+                 : uv_tcp_bind(&p->stats_server, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&p->stats_server, 64, stats_accept_cb);
     if (rc < 0) {
@@ -555,11 +558,11 @@ static const struct admin_ops observe_admin_ops = {
 };
 
 int observe_admin_start(struct proxy *p, const char *addr, const char *token,
-                        const char *hosts, char *err, size_t errlen)
+                        const char *hosts, int fd, char *err, size_t errlen)
 {
     if (addr == NULL)
         return 0;
-    p->admin = admin_start(addr, token, hosts, &observe_admin_ops, p, err, errlen);
+    p->admin = admin_start_on(fd, addr, token, hosts, &observe_admin_ops, p, err, errlen);
     return p->admin ? 0 : -EINVAL;
 }
 

@@ -23,13 +23,20 @@
 #include "control/reload.h"
 #include "control/signals.h"
 #include "control/snapshot_build.h"
+#include "control/upgrade.h"
+#include "control/admin.h"
 #include "lib/util.h"
+
+/* How long a successor waits for each step of the handoff, and for the predecessor's
+ * last word: a bound against a hung peer, not a pace. */
+#define UPGRADE_WAIT_MS 10000
 
 /* ------------------------------------------------------------------ signals */
 
 static void proxy_stop(struct proxy *p, int force)
 {
-    notify_stopping();
+    if (!p->handed_over)
+        notify_stopping();      /* after an upgrade the service is the successor's */
     atomic_store(&p->stopping, 1);
     /* New connections are refused from now on (the workers close their own
      * listeners when they see the stop). While a reload is being adopted a
@@ -68,6 +75,21 @@ static void proxy_signal_cb(uv_signal_t *h, int signum)
     }
 }
 
+/* An upgrade's successor serves (upgrade.c): it holds every listener, so this process
+ * lets go of its copies and drains, as on SIGTERM, without telling the service manager
+ * it stops, and leaves the unix sockets' files to the successor. */
+static void proxy_handed_over(struct proxy *p, pid_t successor)
+{
+    p->handed_over = 1;
+    notify_mainpid(successor);
+    log_notice("upgrade: process %d serves now (upgrade %llu): stopping here, draining "
+               "in-flight requests", (int)successor, (unsigned long long)p->upgrades + 1);
+    observe_stats_close(p);
+    if (p->admin != NULL)
+        admin_quiesce(p->admin);
+    proxy_stop(p, 0);
+}
+
 /* ------------------------------------------------------------------ run */
 
 static uint32_t proxy_cpus(void)
@@ -76,10 +98,13 @@ static uint32_t proxy_cpus(void)
     return n > 0 ? (uint32_t)n : 1;
 }
 
-/* Unlink the unix sockets the configuration listened on. */
-static void proxy_unlink_sockets(const struct snapshot *snap)
+/* Unlink the unix sockets the configuration listened on; not after an upgrade (the
+ * successor listens on them), nor when this process was a successor that never served
+ * (its predecessor still does: p->inherit is freed once serving). */
+static void proxy_unlink_sockets(const struct proxy *p, const struct snapshot *snap)
 {
-    for (uint32_t i = 0; snap != NULL && i < snap->conf->npools; i++)
+    int theirs = p->handed_over || p->inherit != NULL;
+    for (uint32_t i = 0; snap != NULL && !theirs && i < snap->conf->npools; i++)
         if (snap->conf->pools[i].listen.path != NULL && snap->pools[i].listen_fds != NULL)
             unlink(snap->conf->pools[i].listen.path);
 }
@@ -108,20 +133,32 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
     const char *shost = opt->stats_addr ? opt->stats_addr : (sl->host ? sl->host : "127.0.0.1");
     int sport = opt->stats_port ? opt->stats_port : (sl->port ? sl->port : 22222);
     snprintf(p->stats_effective, sizeof(p->stats_effective), "%s:%d", shost, sport);
-    if (observe_stats_listen(p, shost, sport, err, sizeof(err)) < 0) {
+    if (observe_stats_listen(p, shost, sport,
+                             upgrade_take_fd(p->inherit, "stats", p->stats_effective), err,
+                             sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
         return -1;
     }
     const struct conf_addr *al = &conf->global.admin_listen;
     if (observe_admin_start(p, al->text, conf->global.admin_token, conf->global.admin_hosts,
-                            err, sizeof(err)) < 0) {
+                            upgrade_take_fd(p->inherit, "admin", al->text), err,
+                            sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
         log_error("admin endpoint: %s", err);
         return -1;
     }
     if (p->admin != NULL)
         log_notice("admin endpoint on %s", al->text);
+    /* Before any worker accepts: a process that cannot be upgraded later refuses to start. */
+    const char *upath = opt->upgrade_from ? opt->upgrade_from : opt->upgrade_socket;
+    if (upath != NULL &&
+        upgrade_listen(p, upath, opt->argv, p->inherit, proxy_handed_over, err,
+                       sizeof(err)) < 0) {
+        fprintf(stderr, "ringleader: %s\n", err);
+        log_error("%s", err);
+        return -1;
+    }
     for (uint32_t i = 0; i < p->nworkers; i++) {
         if (worker_start(&p->workers[i]) != 0) {
             log_error("cannot start worker thread %u", i);
@@ -139,6 +176,16 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                    conf->pools[i].nservers, conf->pools[i].listen.text);
     log_notice("ringleader-%s started: %u worker(s), pid %d", PACKAGE_VERSION, p->nworkers,
                (int)getpid());
+    if (p->inherit != NULL) {
+        if (upgrade_complete(p->inherit, opt->pidfile, opt->pid_path, UPGRADE_WAIT_MS, err,
+                             sizeof(err)) < 0)
+            log_error("upgrade: %s", err);
+        else
+            log_notice("upgrade %llu: the previous process let go of the listeners",
+                       (unsigned long long)p->upgrades);
+        upgrade_inherit_free(p->inherit);   /* what the new file does not listen on */
+        p->inherit = NULL;
+    }
     notify_ready();
 
     uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -204,6 +251,19 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: %s\n", err);
         goto out_registries;
     }
+    if (opt->upgrade_from != NULL) {
+        /* Only once the file is good: a successor that cannot start never asks. */
+        p->inherit = upgrade_receive(opt->upgrade_from, UPGRADE_WAIT_MS, err, sizeof(err));
+        if (p->inherit == NULL) {
+            log_error("upgrade: %s", err);
+            fprintf(stderr, "ringleader: upgrade: %s\n", err);
+            conf_free(conf);
+            goto out_registries;
+        }
+        p->upgrades = upgrade_inherit_count(p->inherit) + 1;
+        log_notice("upgrade %llu: took over %s's sockets", (unsigned long long)p->upgrades,
+                   opt->upgrade_from);
+    }
     conf_lint_log(conf);
     atomic_store(&p->hub.client_output_limit, conf->global.client_output_limit
                                                   ? conf->global.client_output_limit : 8u << 20);
@@ -215,6 +275,14 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: cannot open log file '%s'\n", conf->global.log_file);
     p->nworkers = opt->workers ? opt->workers
                                : (conf->global.workers ? conf->global.workers : proxy_cpus());
+    if (p->inherit != NULL && p->nworkers < upgrade_inherit_workers(p->inherit)) {
+        /* Each of the predecessor's SO_REUSEPORT sockets has its own queue: one left
+         * without a worker would hold connections nobody accepts. */
+        log_warn("upgrade: %u workers, not %u: the running process listens with %u sockets "
+                 "per pool (fewer takes a restart)", upgrade_inherit_workers(p->inherit),
+                 p->nworkers, upgrade_inherit_workers(p->inherit));
+        p->nworkers = upgrade_inherit_workers(p->inherit);
+    }
     p->rejoin = rejoin_store_open(conf->global.rejoin_log, err, sizeof(err));
     if (p->rejoin == NULL) {
         log_error("rejoin_log: %s", err);
@@ -256,6 +324,7 @@ out_loop:
     uv_close((uv_handle_t *)&p->sighup, NULL);
     signals_close(p->signals);
     ops_rate_close(p->ops_rate);
+    upgrade_close(p);
     observe_admin_stop(p);
     observe_stats_close(p);
     reload_close(p);
@@ -267,9 +336,10 @@ out_loop:
     free(p->workers);
     reload_free(p);
     snap = atomic_exchange(&p->hub.current, NULL);
-    proxy_unlink_sockets(snap);      /* the unix sockets we listened on go with us */
+    proxy_unlink_sockets(p, snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
 out_registries:
+    upgrade_inherit_free(p->inherit);       /* a failed start: the predecessor goes on */
     cluster_registry_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);

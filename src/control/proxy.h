@@ -26,6 +26,9 @@ struct rejoin_store;
 struct worker;
 struct signals;
 struct ops_rate;
+struct pidfile;
+struct upgrade;
+struct upgrade_inherit;
 
 struct proxy_options {
     const char *conf_path;
@@ -36,6 +39,11 @@ struct proxy_options {
     int         stats_interval_ms;/* -i */
     uint32_t    workers;          /* --workers; 0: config or one per CPU */
     size_t      buf_size;         /* -m: initial I/O buffer size */
+    const char *upgrade_socket;   /* --upgrade-socket: where a successor takes over, or NULL */
+    const char *upgrade_from;     /* --upgrade-from: take over from the process there */
+    const char *pid_path;         /* -p with --upgrade-from: replaced once serving */
+    struct pidfile *pidfile;      /*   and recorded here for main's removal */
+    char *const *argv;            /* the command line, for a successor started on request */
 };
 
 struct proxy {
@@ -60,6 +68,10 @@ struct proxy {
     struct admin              *admin;         /* the admin endpoint, or NULL */
     struct cluster_registry   *clusters;      /* Redis Cluster pools' maps (cluster.c) */
     struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
+    struct upgrade            *upgrade;       /* the upgrade socket (upgrade.c), or NULL */
+    struct upgrade_inherit    *inherit;       /* what a predecessor handed over, until serving */
+    uint64_t                   upgrades;      /* handoffs since the first process listened */
+    int                        handed_over;   /* a successor serves: drain, leave its files */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

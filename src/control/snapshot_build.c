@@ -10,6 +10,7 @@
 #include "placement/cluster_map.h"
 #include "control/proxy.h"
 #include "control/snapshot_build.h"
+#include "control/upgrade.h"
 #include "lib/util.h"
 #include "proto/proto.h"
 #include "proxy/listen.h"
@@ -122,11 +123,16 @@ static int build_pool_listen(struct proxy *p, struct snapshot_pool *sp, const st
         }
     }
     char lerr[512] = "";
-    int rc = listen_open(&cp->listen, cp->backlog > 0 ? cp->backlog : 512, p->nworkers,
+    /* An upgrade's successor takes the sockets its predecessor listens on: both accept
+     * from the same queues until the predecessor lets go (upgrade.c). */
+    int rc = upgrade_take_pool(p->inherit, &cp->listen, cp->backlog > 0 ? cp->backlog : 512,
+                               p->nworkers, sp->listen_fds, lerr, sizeof(lerr));
+    if (rc == 0)
+        rc = listen_open(&cp->listen, cp->backlog > 0 ? cp->backlog : 512, p->nworkers,
                          sp->listen_fds, lerr, sizeof(lerr));
     if (rc < 0)
         snprintf(err, errlen, "pool '%s': %s", cp->name, lerr);
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 /* The pool's TLS contexts, from its files as they are now. 0, or -1 with

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include "lib/log.h"
 #include "proxy/client.h"
@@ -21,6 +23,8 @@
 #include "lib/util.h"
 
 #define CLIENT_MAX_INFLIGHT 256            /* requests a client may have unanswered */
+#define CLIENT_LINGER_MS    2000           /* a finished client's input read and dropped at most
+                                              (and never past drain_timeout) */
 #define CLIENT_READ_CHUNK   16384
 #define CLIENT_MEM_STEP     (16u * 1024)   /* report memory use in steps of this much */
 #define CLIENT_MEM_HOLD_MIN (64u * 1024)   /* over memory_limit, a client holding more is refused */
@@ -207,19 +211,66 @@ void client_close(struct client *c)
     conn_close(&c->conn, client_on_close);
 }
 
+/* Whether c sent what the proxy has not read or not parsed (a reason to linger). */
+static int client_unread(struct client *c)
+{
+    int n = 0;
+    return buf_len(&c->conn.ibuf) > 0 ||
+           (c->conn.fd >= 0 && (ioctl(c->conn.fd, FIONREAD, &n) < 0 || n > 0));
+}
+
+/*
+ * The proxy ends a connection with everything answered (a stop, an upgrade, a pool a
+ * reload removed): a FIN after the last reply, then whatever the client still sends is
+ * read and dropped until it closes too, or for CLIENT_LINGER_MS. Closing at once with its
+ * unsent requests unread in our buffer would reset the connection: its next send fails
+ * and replies it has not read yet may be lost, so it cannot tell what was answered. With
+ * the FIN it reads every reply, then the end: whatever it sent after them was not read,
+ * and goes again on a new connection. A client with nothing unread is closed at once (a
+ * close with nothing unread is a FIN too): an idle pooled connection does not hold up a
+ * stop. (TLS ends with its close_notify instead.)
+ */
+static void client_linger(struct client *c)
+{
+    /* The FIN first, whatever follows: should the client's next requests arrive between
+     * a look at the socket and the close, the reset they cause comes after the FIN, and
+     * the client reads its replies and the end all the same. */
+    if (c->conn.fd < 0 || shutdown(c->conn.fd, SHUT_WR) < 0 || !client_unread(c)) {
+        client_close(c);
+        return;
+    }
+    c->lingering = 1;
+    c->linger_until = uv_now(&c->w->loop) + CLIENT_LINGER_MS;
+    buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));    /* never to be parsed */
+    if (conn_read_start(&c->conn) < 0)
+        client_close(c);
+}
+
 /* Close when everything owed has been answered and written. */
 static void client_maybe_finish(struct client *c)
 {
     if ((c->eof || c->closing) && queue_empty(&c->msgs) && buf_len(&c->conn.obuf) == 0 &&
-        !c->conn.writing)
-        client_close(c);
+        !c->conn.writing) {
+        if (c->finishing && !c->closing && !c->lingering && !tls_is(&c->conn))
+            client_linger(c);
+        else if (!c->lingering)
+            client_close(c);
+    }
 }
 
 void client_finish(struct client *c)
 {
+    c->finishing = !c->eof;     /* a client that ended first needs no lingering close */
     c->eof = 1;
     conn_read_stop(&c->conn);
     client_maybe_finish(c);
+}
+
+int client_draining(const struct client *c, uint64_t now)
+{
+    if (c->lingering)
+        return now < c->linger_until;
+    return !queue_empty(&c->msgs) || buf_len(&c->conn.obuf) > 0 || c->conn.writing;
 }
 
 static void client_read_start(struct client *c)
@@ -765,6 +816,13 @@ static void client_on_read(struct conn *conn, ssize_t nread)
 {
     struct client *c = CONN_OWNER(conn, struct client, conn);
 
+    if (c->lingering) {         /* sent after its last reply: dropped (client_linger) */
+        if (nread < 0)
+            client_close(c);
+        else
+            buf_consume(&c->conn.ibuf, buf_len(&c->conn.ibuf));
+        return;
+    }
     if (nread > 0) {
         c->active_ms = uv_now(&c->w->loop);
         client_process(c);

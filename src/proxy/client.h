@@ -65,6 +65,10 @@ struct client {
     uint8_t             paused;         /* reading stopped for backpressure */
     uint8_t             eof;            /* no more input: close when answered */
     uint8_t             closing;
+    uint8_t             finishing;      /* client_finish: the proxy ends it, not the client */
+    uint8_t             lingering;      /* answered and FIN sent: input dropped until its
+                                           close or linger_until (client_linger) */
+    uint64_t            linger_until;
 };
 
 /* Schedule a flush of c's output at the end of the iteration (w: c's worker, the
@@ -109,8 +113,13 @@ void client_flush(struct client *c);
  * server stay there as orphans. */
 void client_close(struct client *c);
 
-/* Stop reading; close once everything asked has been answered and written. */
+/* Stop reading; close once everything asked has been answered and written, between
+ * two replies and without a reset (client_linger in client.c). */
 void client_finish(struct client *c);
+
+/* Whether c is still owed something by a finishing worker: a reply, or the end of its
+ * lingering close (now: the worker's clock, ms). */
+int  client_draining(const struct client *c, uint64_t now);
 
 /* The worker's once-a-second check: idle clients (client_timeout) and
  * requests whose header is late (client_header_timeout). */

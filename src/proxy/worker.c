@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,11 +457,11 @@ static int worker_drained(struct worker *w)
 {
     struct qnode *n;
 
-    QUEUE_FOREACH(n, &w->clients) {
-        struct client *c = QUEUE_DATA(n, struct client, link);
-        if (!queue_empty(&c->msgs) || buf_len(&c->conn.obuf) > 0 || c->conn.writing)
+    uint64_t now = uv_now(&w->loop);
+
+    QUEUE_FOREACH(n, &w->clients)
+        if (client_draining(QUEUE_DATA(n, struct client, link), now))
             return 0;
-    }
     /* The proxy's own requests too (shadow copies, invalidations, probes): closing a
      * connection with replies unread resets it, and what it had not delivered is lost.
      * Each ends by its reply or its pool's timeout, within drain_timeout or not. */
@@ -500,8 +501,24 @@ static void worker_drain_cb(uv_timer_t *t)
     struct worker *w = t->data;
     uint64_t deadline = w->drain_deadline;
 
-    if (worker_drained(w) || uv_now(&w->loop) >= deadline || atomic_load(&w->stop) >= 2)
-        worker_finish(w);
+    if (!worker_drained(w) && uv_now(&w->loop) < deadline && atomic_load(&w->stop) < 2)
+        return;
+    /* What an operator asks after a stop or an upgrade: did anyone lose a reply? */
+    uint32_t left = 0;
+    uint64_t owed = 0;
+    struct qnode *n;
+    QUEUE_FOREACH(n, &w->clients) {
+        const struct client *c = QUEUE_DATA(n, struct client, link);
+        left += c->nmsgs > 0;
+        owed += c->nmsgs;
+    }
+    if (left == 0)
+        log_notice("worker %u: drained %u client connections, %" PRIu64 " requests in flight "
+                   "answered", w->id, w->drain_clients, w->drain_requests);
+    else
+        log_warn("worker %u: drain_timeout: %u of %u client connections closed still owed %"
+                 PRIu64 " replies", w->id, left, w->drain_clients, owed);
+    worker_finish(w);
 }
 
 static void worker_async_cb(uv_async_t *a)
@@ -516,6 +533,10 @@ static void worker_async_cb(uv_async_t *a)
         for (uint32_t i = 0; i < w->npools; i++)
             if (w->pools[i] != NULL)
                 listener_close(w->pools[i]);
+        QUEUE_FOREACH(n, &w->clients) {
+            w->drain_clients++;
+            w->drain_requests += QUEUE_DATA(n, struct client, link)->nmsgs;
+        }
         /* Idle clients are closed now; busy ones when answered. */
         QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
             client_finish(QUEUE_DATA(n, struct client, link));

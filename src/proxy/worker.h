@@ -123,6 +123,8 @@ struct worker {
     uint64_t          curr_connections;
     uint64_t          total_connections;
     uint64_t          drain_deadline;
+    uint32_t          drain_clients;    /* at the stop: client connections, */
+    uint64_t          drain_requests;   /*   and their requests in flight (for the log) */
     int               started;
     int               closing;
 };

@@ -409,6 +409,10 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
         rc = jset(root, "curr_connections", json_integer(v->curr_connections));
     for (size_t i = 0; i < v->npools && rc == 0; i++)
         rc = json_pool(root, &v->pools[i]);
+    /* After twemproxy's document (its fields, then the pools): readers of its layout
+     * expect the pools right after curr_connections. */
+    if (rc == 0)
+        rc = jset(root, "upgrades", json_integer(v->upgrades));
     /* Insertion order is kept (jansson >= 2.8): twemproxy's field order. */
     if (rc == 0 && json_dump_callback(root, json_to_buf, out, JSON_PRESERVE_ORDER) < 0)
         rc = -ENOMEM;
@@ -526,6 +530,9 @@ static int prom_globals(const struct stats_view *v, struct buf *out)
     TRY(buf_append_str(out, "\"} 1\n"));
     TRY(prom_head(out, "ringleader_uptime_seconds", "gauge", "seconds since the proxy started"));
     TRY(buf_appendf(out, "ringleader_uptime_seconds %" PRId64 "\n", v->uptime));
+    TRY(prom_head(out, "ringleader_upgrades_total", "counter",
+                  "times the listeners were handed to a new process"));
+    TRY(buf_appendf(out, "ringleader_upgrades_total %" PRId64 "\n", v->upgrades));
     TRY(prom_head(out, "ringleader_connections_total", "counter", "# client connections accepted"));
     TRY(buf_appendf(out, "ringleader_connections_total %" PRId64 "\n", v->total_connections));
     TRY(prom_head(out, "ringleader_connections", "gauge", "# client connections open"));

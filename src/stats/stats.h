@@ -182,10 +182,11 @@ extern const size_t stats_server_nfields;
     ACTION(service,           STRING,    "service name: ringleader (twemproxy writes nutcracker)") \
     ACTION(source,            STRING,    "host name of the proxy")                         \
     ACTION(version,           STRING,    "version of the proxy")                           \
-    ACTION(uptime,            GAUGE,     "seconds since the proxy started")                \
+    ACTION(uptime,            GAUGE,     "seconds since this process started (an upgrade starts a new one)") \
     ACTION(timestamp,         TIMESTAMP, "time of this document in seconds since epoch")   \
     ACTION(total_connections, COUNTER,   "# client connections accepted since start")      \
     ACTION(curr_connections,  GAUGE,     "# client connections open")                      \
+    ACTION(upgrades,          COUNTER,   "# times the listeners were handed to a new process since the first one opened them") \
 
 /* ---- summing per-worker counters (generated from the lists above)
  *
@@ -268,7 +269,8 @@ struct stats_view {
     const char *service;                /* "ringleader" (twemproxy writes "nutcracker") */
     const char *source;                 /* hostname */
     const char *version;
-    int64_t uptime;                     /* seconds */
+    int64_t uptime;                     /* seconds, this process's */
+    int64_t upgrades;                   /* handoffs of the listeners so far */
     int64_t timestamp;                  /* unix seconds */
     int64_t total_connections;          /* accepted since start */
     int64_t curr_connections;

@@ -77,7 +77,9 @@ def install_puts_every_part_in_place(env):
 def the_unit_names_this_installs_paths_and_verifies(env):
     text = open(env.unit).read()
     exe = os.path.join(env.prefix, "bin/ringleader")
-    check("ExecStart=%s -c %s\n" % (exe, env.conf) in text, "ExecStart with the prefix:\n%s" % text)
+    # the upgrade socket in RuntimeDirectory= (/run/ringleader), docs/upgrade.md
+    check("ExecStart=%s -c %s --upgrade-socket /run/ringleader/upgrade.sock\n" % (exe, env.conf)
+          in text, "ExecStart with the prefix:\n%s" % text)
     check("ExecStartPre=%s -t -c %s\n" % (exe, env.conf) in text, "ExecStartPre")
     check("file:%s/operations.md" % env.docdir in text, "Documentation= names the installed page")
     check(not re.search(r"@[A-Za-z_]+@", text), "every @placeholder@ replaced")

@@ -36,7 +36,7 @@ class Proxy:
     when absent. addr(pool) is where that pool listens."""
 
     def __init__(self, pools, kind=PROXY_KIND, workers=2, verbosity=5, glob=None, dump=None,
-                 env=None, admin=False):
+                 env=None, admin=False, args=()):
         """glob: the top-level `ringleader:` section (not a pool: it gets no listen);
         dump: the YAML writer (default yaml_dump; mapping-form servers need their own);
         env: the process's environment (default ours); admin: the admin endpoint on a free
@@ -47,6 +47,7 @@ class Proxy:
         self.dump = dump or yaml_dump
         self.env = env
         self.admin = admin
+        self.args = list(args)
         self.proc = None
         last = None
         for _ in range(3):
@@ -81,7 +82,7 @@ class Proxy:
         else:
             argv = [binary("ringleader"), "-c", self.conf_path, "-s", str(self.stats_port),
                     "-a", "127.0.0.1", "-p", pid, "-o", log, "-v", str(verbosity),
-                    "--workers", str(workers)]
+                    "--workers", str(workers)] + self.args
         self.log_file = log
         self.proc = Proc(self.kind, argv, env=self.env)
         try:
