@@ -65,9 +65,10 @@ class Env(harness.Env):
             return {"redis_cluster": True, "timeout": 3000, "cluster_refresh": refresh,
                     "servers": seeds, "server_tls": dict(with_cert, **server_tls)}
         self.pools = {
-            # only events refresh "cl"'s map: a periodic refresh landing between a slot's
-            # move and the first request after it (a loaded run) would leave no MOVED to
-            # follow in moved_after_slot_moves
+            # only events refresh "cl"'s map (and, while a node is loading, a refresh
+            # every second: map_settled): a refresh landing between a slot's move and the
+            # first request after it (a loaded run) would leave no MOVED to follow in
+            # moved_after_slot_moves
             "cl": pool(refresh=0),
             "cl_named": pool(server_name="cache.internal"),
             "cl_badname": pool(server_name="elsewhere.internal"),
@@ -133,9 +134,41 @@ def server_name_for_every_node(env):
           "the fetch refused: %r" % st["cluster_refresh_error"])
 
 
+def _flat(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _flat(y)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _flat(k)
+            yield from _flat(v)
+    else:
+        yield x
+
+
+def map_settled(env):
+    """Until "cl"'s map can change only by an event: no node "loading" in CLUSTER SHARDS (a
+    replica that has just synced is, and the proxy refreshes every second while its map
+    shows one, cluster_refresh: 0 or not), and the proxy's refreshes quiet since."""
+    deadline = time.monotonic() + patience(30)
+    while time.monotonic() < deadline:
+        shards = env.cl.live()[0].cmd("CLUSTER", "SHARDS")
+        if not any(v in (b"loading", "loading") for v in _flat(shards)):
+            break
+        time.sleep(0.1)
+    # its last refresh may have seen a node loading: one more comes within a second
+    seen, quiet_since = env.stats()["cluster_refreshes"], time.monotonic()
+    while time.monotonic() - quiet_since < 2.5 and time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = env.stats()["cluster_refreshes"]
+        if now != seen:
+            seen, quiet_since = now, time.monotonic()
+
+
 @R.test(ringleader=True)
 def moved_after_slot_moves(env):
     cl = env.cl
+    map_settled(env)
     m = cl.map()
     slot = keyslot("movetag")
     src_addr = m[slot][0]
