@@ -213,9 +213,21 @@ def a_cluster_pool_is_refused_and_pointed_to_the_cluster_modes(env):
         msg = r.stderr.decode()
         check("'cl'" in msg and "--cluster " in msg and "--cluster-shards" in msg,
               "the message names the pool and both cluster modes: %r" % msg)
+    r = tool("-c", both, "--diff", both, "-p", "cl")
+    eq(r.returncode, 2, "--diff -p on the cluster pool (stdout %r)" % r.stdout[-200:])
+    check("--cluster-shards" in r.stderr.decode(), "--diff's message: %r" % r.stderr)
     r = tool("-c", both, "-p", "cache", "--tsv", "key:1")
     eq(r.returncode, 0, "the file's other pool still answers (%r)" % r.stderr)
     check(r.stdout.split(b"\t")[1].strip() in (b"alpha", b"beta"), "owner %r" % r.stdout)
+    # Every pool (no -p): the cluster pool is left out, with the same word on stderr.
+    for args in (["--balance"], ["--diff", both]):
+        doc = tool_json("-c", both, *args)
+        eq([p["pool"] for p in doc["pools"]], ["cache"], "pools of %r" % args)
+        r = tool("-c", both, *args)
+        eq(r.returncode, 0, "exit status of %r" % args)
+        check("'cl'" in r.stderr.decode(), "%r says why cl is left out: %r" % (args, r.stderr))
+        check(b"pool      cache" in r.stdout and b"pool      cl" not in r.stdout,
+              "%r shows cache, not cl: %r" % (args, r.stdout[:300]))
 
 
 @R.test(ringleader=True, nutcracker_reason=WHY)

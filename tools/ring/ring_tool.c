@@ -119,16 +119,21 @@ void tool__list_pools(FILE *f, const struct conf *c)
  * asked of, and the slot map decides where a key goes. Its "ring" would name a seed as
  * the owner under a checksum no running proxy has, so the question is refused and sent
  * to the modes that read the cluster's map. Returns i, or -1 after printing why. */
+void tool__no_ring(const char *path, const struct conf_pool *p)
+{
+    fprintf(stderr, "ringleader-ring: pool '%s' in %s is a Redis Cluster (redis_cluster: true): "
+            "its keys go where the cluster's slot map says, not to a ring of its seeds; ask "
+            "the cluster with --cluster HOST:PORT (a node of it) or --cluster-shards FILE "
+            "(a saved CLUSTER SHARDS reply)\n", p->name, path);
+}
+
 static int tool_pool_has_ring(const struct tool_conf *tc, uint32_t i)
 {
     const struct conf_pool *p = &tc->conf->pools[i];
 
     if (!p->redis_cluster)
         return (int)i;
-    fprintf(stderr, "ringleader-ring: pool '%s' in %s is a Redis Cluster (redis_cluster: true): "
-            "its keys go where the cluster's slot map says, not to a ring of its seeds; ask "
-            "the cluster with --cluster HOST:PORT (a node of it) or --cluster-shards FILE "
-            "(a saved CLUSTER SHARDS reply)\n", p->name, tc->path);
+    tool__no_ring(tc->path, p);
     return -1;
 }
 
