@@ -73,8 +73,18 @@ static int listen_unix(const struct conf_addr *a, int backlog, char *err, size_t
         close(fd);
         return rc;
     }
-    if (a->perm >= 0)
-        chmod(a->path, (mode_t)a->perm);
+    /* 0777 unless `listen: PATH MODE` says otherwise: what nutcracker's daemon gives (it
+     * runs with umask 0), so a client user that could connect to nutcracker's socket can
+     * connect to this one; bind() alone would leave 0777 & ~umask (0755 under -d). */
+    mode_t mode = a->perm >= 0 ? (mode_t)a->perm : 0777;
+    if (chmod(a->path, mode) < 0) {
+        int rc = -errno;
+        snprintf(err, errlen, "listen %s: chmod %04o: %s", a->path, (unsigned)mode,
+                 strerror(errno));
+        close(fd);
+        unlink(a->path);
+        return rc;
+    }
     return fd;
 }
 

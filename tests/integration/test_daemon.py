@@ -5,7 +5,9 @@ import signal
 import socket
 import stat
 import subprocess
+import shutil
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -58,6 +60,7 @@ class Env(harness.Env):
         self.mc = Memcached.start()
         self.backends = [self.mc]
         self.n = 0
+        self.dirs = []      # directories of unix sockets, outside tmpdir(): removed at close
 
     def conf(self, port=None, bad=False):
         """A fresh config file (and the port its pool listens on)."""
@@ -94,6 +97,8 @@ class Env(harness.Env):
     def close(self):
         for pid in _daemons:
             stop_pid(pid)
+        for d in self.dirs:
+            shutil.rmtree(d, ignore_errors=True)
         super().close()
 
 
@@ -194,6 +199,69 @@ def stale_pid_file_is_replaced_and_a_live_one_refused(env):
     time.sleep(0.3)
     eq(open(pidfile).read(), "12345\n", "someone else's pid file left alone")
     os.unlink(pidfile)
+
+
+def unix_daemon(env, what, listens):
+    """A daemon (-d: umask 022, as a service runs) whose pools listen on unix sockets in a
+    fresh directory anyone may traverse; (pid, paths). listens: {pool: "" or " MODE"}."""
+    d = tempfile.mkdtemp(prefix="rl-unix-", dir="/tmp")
+    env.dirs.append(d)
+    os.chmod(d, 0o755)
+    paths, pools = {}, {}
+    for name, mode in listens.items():
+        paths[name] = os.path.join(d, name + ".sock")
+        pools[name] = {"listen": paths[name] + mode, "servers": [env.mc.hostport() + ":1"]}
+    env.n += 1
+    conf = os.path.join(tmpdir(), "unix-%d.yml" % env.n)
+    with open(conf, "w") as f:
+        f.write(yaml_dump(pools))
+    pidfile, log = env.paths(what)
+    pid, err = env.daemon(conf, pidfile, log)
+    check(pid is not None, "ringleader -d on unix listeners failed: %s" % err)
+    return pid, paths
+
+
+@R.test(ringleader=True)
+def unix_listeners_are_0777_unless_the_listen_line_gives_a_mode(env):
+    # nutcracker's daemon (umask 0) leaves its sockets 0777; bind() under ours (022) made
+    # 0755, and a client user that could connect to nutcracker got "Permission denied".
+    pid, paths = unix_daemon(env, "unixmode", {"plain": "", "mode": " 0660"})
+    for name, want in (("plain", 0o777), ("mode", 0o660)):
+        st = os.stat(paths[name])
+        check(stat.S_ISSOCK(st.st_mode), "%s is a socket" % paths[name])
+        eq(oct(stat.S_IMODE(st.st_mode)), oct(want), "mode of the %s listener" % name)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(patience(5))
+        try:
+            s.connect(paths[name])
+            s.sendall(b"set unixk 0 0 1\r\nv\r\n")
+            eq(s.recv(64), b"STORED\r\n", "a set through the %s listener" % name)
+        finally:
+            s.close()
+    stop_pid(pid)
+
+
+@R.test(ringleader=True)
+def another_user_connects_to_a_default_unix_listener(env):
+    if os.geteuid() != 0:
+        raise Skip("not root: cannot run a client as another user (runuser)")
+    runuser = shutil.which("runuser")
+    if runuser is None:
+        raise Skip("runuser (util-linux) not installed")
+    py = "/usr/bin/python3"         # not sys.executable: it may live under root's home
+    if not os.access(py, os.X_OK):
+        raise Skip("no /usr/bin/python3 for the other user's client")
+    pid, paths = unix_daemon(env, "unixuser", {"plain": ""})
+    client = ("import socket,sys\n"
+              "s=socket.socket(socket.AF_UNIX)\ns.settimeout(%r)\n"
+              "s.connect(sys.argv[1])\ns.sendall(b'set otheru 0 0 2\\r\\nok\\r\\n')\n"
+              "sys.stdout.write(s.recv(64).decode())\n" % patience(5))
+    r = subprocess.run([runuser, "-u", "nobody", "--", py, "-c", client,
+                        paths["plain"]], capture_output=True, timeout=patience(15))
+    eq(r.returncode, 0, "user nobody's client: %s" % r.stderr.decode()[-300:])
+    eq(r.stdout, b"STORED\r\n", "user nobody's set through the proxy")
+    eq(list(env.mc.get_many([b"otheru"]).values()), [b"ok"], "the value reached memcached")
+    stop_pid(pid)
 
 
 @R.test(ringleader=True)

@@ -197,6 +197,40 @@ def unknown_pool_exits_2_listing_the_pools(env):
 
 
 @R.test(ringleader=True, nutcracker_reason=WHY)
+def a_cluster_pool_is_refused_and_pointed_to_the_cluster_modes(env):
+    # A redis_cluster pool's servers are seeds: the slot map places keys, so a "ring" of the
+    # seeds would name a seed as the owner under a checksum no proxy has (it did, exit 0).
+    cluster = ("cl:\n  listen: 127.0.0.1:22123\n  redis: true\n  redis_cluster: true\n"
+               "  servers:\n" + "".join("   - 127.0.0.1:%d:1\n" % (7000 + i) for i in range(3)))
+    both = write(pool_yaml("cache", 2) + cluster)
+    alone = write(cluster)
+    for conf, args in ((both, ["-p", "cl", "key:1"]), (both, ["-p", "cl", "--tsv", "key:1"]),
+                       (both, ["-p", "cl", "--json", "key:1"]), (alone, ["key:1"]),
+                       (both, ["-p", "cl", "--balance"])):
+        r = tool("-c", conf, *args)
+        eq(r.returncode, 2, "exit status for %r (stdout %r)" % (args, r.stdout[-200:]))
+        eq(r.stdout, b"", "no owner printed for %r" % args)
+        msg = r.stderr.decode()
+        check("'cl'" in msg and "--cluster " in msg and "--cluster-shards" in msg,
+              "the message names the pool and both cluster modes: %r" % msg)
+    r = tool("-c", both, "--diff", both, "-p", "cl")
+    eq(r.returncode, 2, "--diff -p on the cluster pool (stdout %r)" % r.stdout[-200:])
+    check("--cluster-shards" in r.stderr.decode(), "--diff's message: %r" % r.stderr)
+    r = tool("-c", both, "-p", "cache", "--tsv", "key:1")
+    eq(r.returncode, 0, "the file's other pool still answers (%r)" % r.stderr)
+    check(r.stdout.split(b"\t")[1].strip() in (b"alpha", b"beta"), "owner %r" % r.stdout)
+    # Every pool (no -p): the cluster pool is left out, with the same word on stderr.
+    for args in (["--balance"], ["--diff", both]):
+        doc = tool_json("-c", both, *args)
+        eq([p["pool"] for p in doc["pools"]], ["cache"], "pools of %r" % args)
+        r = tool("-c", both, *args)
+        eq(r.returncode, 0, "exit status of %r" % args)
+        check("'cl'" in r.stderr.decode(), "%r says why cl is left out: %r" % (args, r.stderr))
+        check(b"pool      cache" in r.stdout and b"pool      cl" not in r.stdout,
+              "%r shows cache, not cl: %r" % (args, r.stdout[:300]))
+
+
+@R.test(ringleader=True, nutcracker_reason=WHY)
 def tool_and_daemon_stats_show_the_same_epoch_and_checksum(env):
     servers = ["127.0.0.1:%d:1 %s" % (free_port(), n) for n in NAMES[:3]]
     pool = {"hash": "murmur", "distribution": "ketama", "hash_tag": "{}", "servers": servers}

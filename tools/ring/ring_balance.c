@@ -178,6 +178,10 @@ int tool__balance(const struct tool_opts *o, const struct tool_conf *tc)
         rc = tool__nomem();
     for (uint32_t pi = first; rc == TOOL_EXIT_OK && pi < last; pi++) {
         struct tool_balance b;
+        if (tc->conf->pools[pi].redis_cluster) {    /* every pool (no -p): a cluster's left out */
+            tool__no_ring(tc->path, &tc->conf->pools[pi]);
+            continue;
+        }
         if (tool_balance_compute(tc->rings[pi], o->samples, &ks, &b) != 0) {
             rc = tool__nomem();
             break;

@@ -363,9 +363,15 @@ int tool__diff(const struct tool_opts *o, const struct tool_conf *oc,
         if (o->pool != NULL && strcmp(o->pool, op->name) != 0)
             continue;
         const struct conf_pool *np = tool_find_pool(nc->conf, op->name, op->protocol, &j);
+        found = 1;
+        if (op->redis_cluster || (np != NULL && np->redis_cluster)) {
+            tool__no_ring(op->redis_cluster ? oc->path : nc->path, op->redis_cluster ? op : np);
+            if (o->pool != NULL)
+                rc = TOOL_EXIT_USAGE;
+            continue;
+        }
         struct tool_pool_diff d = { .name = op->name, .op = op, .np = np,
                                     .or = oc->rings[i], .nr = np ? nc->rings[j] : NULL };
-        found = 1;
         rc = tool_diff_one(o, &ks, &d, pools, &first, plots ? &plots[nplots++] : NULL);
     }
     for (uint32_t j = 0; rc == TOOL_EXIT_OK && j < nc->conf->npools; j++) {
@@ -376,6 +382,12 @@ int tool__diff(const struct tool_opts *o, const struct tool_conf *oc,
         found = 1;
         if (tool_find_pool(oc->conf, np->name, np->protocol, &i) != NULL)
             continue;
+        if (np->redis_cluster) {
+            tool__no_ring(nc->path, np);
+            if (o->pool != NULL)
+                rc = TOOL_EXIT_USAGE;
+            continue;
+        }
         struct tool_pool_diff d = { .name = np->name, .np = np, .nr = nc->rings[j] };
         rc = tool_diff_one(o, &ks, &d, pools, &first, plots ? &plots[nplots++] : NULL);
     }

@@ -115,21 +115,43 @@ void tool__list_pools(FILE *f, const struct conf *c)
         fputs("(none)", f);
 }
 
+/* A Redis Cluster pool has no ring of its own: its servers are only the seeds the map is
+ * asked of, and the slot map decides where a key goes. Its "ring" would name a seed as
+ * the owner under a checksum no running proxy has, so the question is refused and sent
+ * to the modes that read the cluster's map. Returns i, or -1 after printing why. */
+void tool__no_ring(const char *path, const struct conf_pool *p)
+{
+    fprintf(stderr, "ringleader-ring: pool '%s' in %s is a Redis Cluster (redis_cluster: true): "
+            "its keys go where the cluster's slot map says, not to a ring of its seeds; ask "
+            "the cluster with --cluster HOST:PORT (a node of it) or --cluster-shards FILE "
+            "(a saved CLUSTER SHARDS reply)\n", p->name, path);
+}
+
+static int tool_pool_has_ring(const struct tool_conf *tc, uint32_t i)
+{
+    const struct conf_pool *p = &tc->conf->pools[i];
+
+    if (!p->redis_cluster)
+        return (int)i;
+    tool__no_ring(tc->path, p);
+    return -1;
+}
+
 /* Pool index of `name` in c (any pool when name is NULL and c has exactly one),
- * or -1 after printing why and the pools there are. */
+ * or -1 after printing why and the pools there are (or why a cluster pool has no ring). */
 int tool__pick_pool(const struct tool_conf *tc, const char *name)
 {
     const struct conf *c = tc->conf;
 
     if (name == NULL) {
         if (c->npools == 1)
-            return 0;
+            return tool_pool_has_ring(tc, 0);
         fprintf(stderr, "ringleader-ring: %s has %u pools, choose one with -p: ", tc->path,
                 c->npools);
     } else {
         for (uint32_t i = 0; i < c->npools; i++)
             if (strcmp(c->pools[i].name, name) == 0)
-                return (int)i;
+                return tool_pool_has_ring(tc, i);
         fprintf(stderr, "ringleader-ring: no pool '%s' in %s; pools: ", name, tc->path);
     }
     tool__list_pools(stderr, c);

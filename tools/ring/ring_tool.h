@@ -75,6 +75,8 @@ struct key_source {
 /* Loading, output and key helpers, sample keys, plots (ring_tool.c). */
 void tool__list_pools(FILE *f, const struct conf *c);
 int tool__pick_pool(const struct tool_conf *tc, const char *name);
+/* Why a redis_cluster pool has no ring to ask (on stderr, naming --cluster/--cluster-shards). */
+void tool__no_ring(const char *path, const struct conf_pool *p);
 const char *tool__label(const struct ring *r, uint32_t s);
 void tool__put_key(FILE *f, const char *key, size_t len);
 json_t *tool__json_key(const char *key, size_t len);
