@@ -352,6 +352,48 @@ START_TEST(test_info_with_every_server_down)
 }
 END_TEST
 
+/* As many numbers as the core gives a pool with every feature on, and more: the fixed
+ * array INFO kept them in filled up and dropped the last ones (total_connections among
+ * them: total_connections_received read 0). Every number given appears, under its name. */
+#define MANY_NUMBERS 300
+
+static void many_numbers(void *ctx, proto_stat_fn emit, void *arg)
+{
+    static char name[MANY_NUMBERS][32];
+    (void)ctx;
+    for (int i = 0; i < MANY_NUMBERS; i++) {
+        snprintf(name[i], sizeof(name[i]), "counter_%d", i);
+        emit(arg, name[i], 1000 + i);
+    }
+    emit(arg, "client_connections", 5);
+    emit(arg, "total_connections", 90);     /* given last, as pool_numbers.c does */
+}
+
+START_TEST(test_info_keeps_every_number_given)
+{
+    static struct buf out;
+    struct proto_env many = env;
+    struct buf *f[1] = { bulk(backend_a) };
+    const struct redis_command *c = redis_command_find("INFO");
+    char want[64];
+
+    many.render_stats = many_numbers;
+    buf_init(&out);
+    ck_assert_int_eq(proto_redis_ops.merge_env((uint16_t)(c - redis_commands),
+                                               "*1\r\n$4\r\nINFO\r\n", f, 1, &many, &out), 0);
+    const char *s = text_of(&out);
+    for (int i = 0; i < MANY_NUMBERS; i++) {
+        snprintf(want, sizeof(want), "\r\nringleader_counter_%d:%d\r\n", i, 1000 + i);
+        has(s, want);
+    }
+    has(s, "\r\nringleader_total_connections:90\r\n");
+    has(s, "\r\ntotal_connections_received:90\r\n");
+    has(s, "\r\nconnected_clients:5\r\n");
+    buf_free(&out);
+    freebufs(f, 1);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- CLIENT */
 
 static const char *redis_say(struct proto_parser *p, struct proto_client *c, const char *line)
@@ -407,6 +449,7 @@ static Suite *local_suite(void)
     tcase_add_test(tc, test_info_merges_backends_and_the_proxy);
     tcase_add_test(tc, test_info_sections_asked);
     tcase_add_test(tc, test_info_with_every_server_down);
+    tcase_add_test(tc, test_info_keeps_every_number_given);
     tcase_add_test(tc, test_client_setinfo_no_evict_no_touch);
     suite_add_tcase(s, tc);
     return s;
