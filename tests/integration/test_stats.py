@@ -511,6 +511,87 @@ def redis_pool_counters(env):
     eq(got, recv, "redis response_bytes per server")
 
 
+def info_fields(text):
+    """{field: value} of an INFO text (a bulk string's bytes or str)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.split("\r\n"):
+        if line and not line.startswith("#") and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+# ringleader's pool fields that are not counters of the pool (the ring's, the reloads')
+POOL_EXT_FIELDS = {"epoch", "reloads", "last_reload_at", "keys_max_over_mean",
+                   "requests_max_over_mean"}
+
+
+@R.test
+def info_total_connections_and_every_pool_number(env):
+    """INFO through the proxy: total_connections_received counts the client connections
+    the proxy accepted (it read 0: the builder's fixed array filled up before the number
+    arrived) and every number of the pool the stats port shows is in INFO's Stats section
+    as ringleader_<name>: the builder drops none."""
+    with env.rd_client() as c:
+        i0 = info_fields(c.rd("INFO"))
+        for _ in range(3):
+            env.rd_client().close()
+        i1 = info_fields(c.rd("INFO"))
+        doc = env.stats()
+    t0 = int(i0["total_connections_received"])
+    check(t0 >= 1, "total_connections_received counts this very connection: %r", t0)
+    eq(int(i1["total_connections_received"]) - t0, 3, "3 connections opened between the INFOs")
+    eq(int(i1["ringleader_total_connections"]), int(i1["total_connections_received"]),
+       "ringleader_total_connections")
+    check(int(i1["total_connections_received"]) <= doc["total_connections"],
+          "not above the stats port's total_connections")
+    want = sorted(k for k, v in doc["rd"].items()
+                  if isinstance(v, int) and not isinstance(v, bool) and k not in POOL_EXT_FIELDS)
+    check(len(want) > 50, "the pool's numbers: %r", want)
+    missing = [k for k in want + ["curr_connections", "servers_up", "ops_per_sec"]
+               if "ringleader_" + k not in i1]
+    check(not missing, "pool numbers missing from INFO: %s", missing)
+    for name in ("server_requests", "server_eof", "server_in_flight"):
+        check("ringleader_" + name in i1, "%s (servers summed) in INFO", name)
+
+
+@R.test
+def refusals_counted_by_reason_not_as_forward_errors(env):
+    """A CROSSSLOT refusal (RENAME across two servers) counts in crossslot, a request before
+    AUTH in refused_auth: neither is a forward_error (the RingleaderForwardErrors alert
+    watches forward_error: an application's key layout must not fire it)."""
+    from harness import RespError
+    p = unique("xs")
+    keys = [b"%d:%s" % (i, p) for i in range(40)]
+    own = env.owners("rd", keys)
+    a = keys[0]
+    b = next(k for k in keys if own[k] != own[a])
+    before = env.stats()
+    m_before = env.metrics()
+    with env.rd_client() as c:
+        eq(c.rd("SET", a, "v"), "OK")
+        for _ in range(3):
+            r = c.rd("RENAME", a, b)
+            check(isinstance(r, RespError) and str(r).startswith("CROSSSLOT"),
+                  "RENAME across servers: %r", r)
+        eq(c.rd("GET", a), b"v", "the connection still works")
+    with env.client("rd") as c:
+        r = c.rd("GET", a)
+        check(isinstance(r, RespError) and str(r).startswith("NOAUTH"), "GET before AUTH: %r", r)
+    d = delta(before, env.stats())
+    expect(d, {("rd", "crossslot"): 3, ("rd", "refused_auth"): 1,
+               ("rd", "client_errors_sent"): 1}, "refusals")
+    for k in ("forward_error", "refused_commands", "refused_limit"):
+        eq(d.get(("rd", k), 0), 0, "rd %s" % k)
+    m = env.metrics()
+    for name, n in (("crossslot", 3), ("refused_auth", 1), ("forward_error", 0)):
+        fam = "ringleader_pool_%s_total" % name
+        eq(sample(m, fam, pool="rd") - m_before.get((fam, frozenset({"pool": "rd"}.items())), 0),
+           n, "%s in /metrics" % fam)
+
+
 # ---------------------------------------------------------------- hot keys
 
 @R.test
@@ -795,6 +876,17 @@ def killed_backend_counts_server_errors(env):
     m = env.metrics()
     eq(sample(m, "ringleader_server_eof_total", pool="mc", server=name),
        before["mc"][name]["server_eof"] + eof, "server_eof in /metrics")
+    # a request that cannot be forwarded (its server unreachable, reconnecting) is still a
+    # forward_error, not a refusal: the alert on forward_error fires for a dead backend
+    with env.client() as c:
+        for k in mine[1:21]:
+            r = c.mc(b"get " + k)
+            check(r.startswith(b"SERVER_ERROR"), "get of a key on the dead server: %r", r)
+    d = delta(before, env.stats())
+    check(d.get(("mc", "forward_error"), 0) >= 1, "forward_error counts the dead server: %r",
+          {k: v for k, v in d.items() if len(k) == 2})
+    for k in ("crossslot", "refused_commands", "refused_limit", "refused_auth"):
+        eq(d.get(("mc", k), 0), 0, "mc %s" % k)
     check(env.proxy.proc.alive(), "the proxy survives a dead backend")
 
 
