@@ -432,20 +432,106 @@ def local_replies_and_client_errors(env):
     with env.client() as c, env.client() as c2:
         for _ in range(3):
             eq(c.mc(b"mn"), b"MN\r\n", "mn")       # `version` asks the servers; mn does not
-        local_stat(c2, b"requests")               # `stats`: answered by the proxy
+        local_stat(c2, b"requests")               # `stats`: every server's, and the proxy's
         eq(c.mc(b"bogus_command"), b"ERROR\r\n")
         eq(c2.mc(b"get"), b"ERROR\r\n")          # get without a key
         eq(c.mc(b"mn"), b"MN\r\n", "the connection still works")
     d = delta(before, env.stats())
-    expect(d, {("mc", "requests"): 7, ("mc", "local_replies"): 5,
+    expect(d, {("mc", "requests"): 7, ("mc", "local_replies"): 4,
                ("mc", "client_errors_sent"): 2}, "local replies / client errors")
     for s in MC_NAMES:
-        eq(d.get(("mc", s, "requests"), 0), 0, "nothing reached %s" % s)
+        eq(d.get(("mc", s, "requests"), 0), 1, "only `stats` reached %s" % s)
     m = env.metrics()
     eq(sample(m, "ringleader_pool_local_replies_total", pool="mc"),
-       before["mc"]["local_replies"] + 5, "local replies in /metrics")
+       before["mc"]["local_replies"] + 4, "local replies in /metrics")
     eq(sample(m, "ringleader_pool_client_errors_sent_total", pool="mc"),
        before["mc"]["client_errors_sent"] + 2, "client errors in /metrics")
+
+
+def mc_stats(addr):
+    """{name: value} of `stats` sent to addr (a memcached or the proxy), read to END."""
+    with socket.create_connection(addr, timeout=10) as s:
+        s.sendall(b"stats\r\n")
+        raw = b""
+        deadline = time.monotonic() + patience(10)
+        while not raw.endswith(b"END\r\n") and time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    check(raw.endswith(b"END\r\n"), "stats ends with END: %r", raw[-200:])
+    out = {}
+    for line in raw.decode().split("\r\n"):
+        f = line.split(" ", 2)
+        if len(f) == 3 and f[0] == "STAT":
+            out[f[1]] = f[2]
+    return out
+
+
+# what only the servers know: the proxy's `stats` shows their sum
+MC_SUMMED = ("curr_items", "total_items", "bytes", "limit_maxbytes", "evictions", "get_hits",
+             "get_misses", "cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses")
+
+
+@R.test
+def mc_stats_sums_the_servers(env):
+    """memcached `stats` through the proxy, against the 4 memcached servers' own: after
+    known sets and gets through the proxy, curr_items, bytes, limit_maxbytes, evictions,
+    get_hits, get_misses ... equal the sum of the servers' values and moved by the traffic
+    sent; version is the servers' lowest (the `version` command's answer), not the proxy's;
+    pymemcache's stats() shows them."""
+    p = unique("mcst")
+    keys = [b"%d:%s" % (i, p) for i in range(40)]
+    missing = [b"m%d:%s" % (i, p) for i in range(10)]
+    before = mc_stats(env.proxy.addr("mc"))
+    with env.client() as c:
+        for k in keys:
+            eq(c.mc_store(b"set", k, b"v-" + k), b"STORED\r\n", "set %r" % k)
+        for k in keys:
+            check(c.mc(b"get " + k).startswith(b"VALUE "), "get %r" % k)
+            c.read_until(lambda b: (b.find(b"END\r\n") + 5) if b.find(b"END\r\n") >= 0 else None)
+        for k in missing:
+            eq(c.mc(b"get " + k), b"END\r\n", "get %r" % k)
+        eq(c.mc(b"delete " + keys[0]), b"DELETED\r\n")
+        version = c.mc(b"version")
+    proxy = mc_stats(env.proxy.addr("mc"))
+    servers = [mc_stats(m.addr) for m in env.mc]
+    for name in MC_SUMMED:
+        check(name in proxy, "%s in the proxy's stats: %r", name, sorted(proxy))
+        eq(int(proxy[name]), sum(int(sv[name]) for sv in servers),
+           "%s = the servers' sum" % name)
+    eq(int(proxy["get_hits"]) - int(before["get_hits"]), 40, "get_hits moved by the 40 hits")
+    eq(int(proxy["get_misses"]) - int(before["get_misses"]), 10, "get_misses moved by 10")
+    eq(int(proxy["curr_items"]) - int(before["curr_items"]), 39, "39 items more (40 set, 1 deleted)")
+    eq(int(proxy["cmd_set"]) - int(before["cmd_set"]), 40, "cmd_set moved by the 40 sets")
+    check(int(proxy["bytes"]) > int(before["bytes"]), "bytes grew")
+    eq(int(proxy["limit_maxbytes"]), sum(int(sv["limit_maxbytes"]) for sv in servers),
+       "limit_maxbytes: the pool's capacity")
+    eq(version, b"VERSION %s\r\n" % proxy["version"].encode(), "stats version = version's answer")
+    eq(proxy["version"], min((sv["version"] for sv in servers),
+                             key=lambda v: tuple(int(x) for x in v.split("-")[0].split("."))),
+       "the servers' lowest version")
+    check(proxy["ringleader_version"] != proxy["version"] or proxy["version"][0] != "0",
+          "the proxy's own version is ringleader_version")
+    eq(proxy["ringleader_servers"], "4", "ringleader_servers")
+    eq(proxy["ringleader_servers_answering"], "4", "ringleader_servers_answering")
+    # the proxy's own numbers stay under theirs: connections, and hits as the stats port counts
+    doc = env.stats()
+    check(int(proxy["total_connections"]) <= doc["total_connections"], "total_connections")
+    check("hits" in proxy and "requests" in proxy, "ringleader's own counters")
+    try:
+        from pymemcache.client.base import Client
+    except ImportError:
+        raise Skip("python3-pymemcache not installed")
+    pc = Client(env.proxy.addr("mc"), connect_timeout=5, timeout=10)
+    try:
+        st = pc.stats()
+    finally:
+        pc.close()
+    for name in ("curr_items", "bytes", "limit_maxbytes", "evictions", "get_hits", "get_misses"):
+        check(name.encode() in st, "pymemcache stats() has %s: %r", name, sorted(st)[:40])
+    eq(st[b"limit_maxbytes"], int(proxy["limit_maxbytes"]), "pymemcache limit_maxbytes")
+    eq(st[b"curr_items"], int(proxy["curr_items"]), "pymemcache curr_items")
 
 
 # ---------------------------------------------------------------- redis counts
