@@ -973,6 +973,12 @@ def killed_backend_counts_server_errors(env):
           {k: v for k, v in d.items() if len(k) == 2})
     for k in ("crossslot", "refused_commands", "refused_limit", "refused_auth"):
         eq(d.get(("mc", k), 0), 0, "mc %s" % k)
+    # `stats` still answers: the live servers' numbers summed, the dead one left out
+    proxy = mc_stats(env.proxy.addr("mc"))
+    live = [mc_stats(m.addr) for i, m in enumerate(env.mc) if i != victim]
+    eq(proxy["ringleader_servers_answering"], "3", "3 of 4 servers answer stats")
+    for name in ("curr_items", "limit_maxbytes", "get_hits"):
+        eq(int(proxy[name]), sum(int(sv[name]) for sv in live), "%s: the live servers' sum" % name)
     check(env.proxy.proc.alive(), "the proxy survives a dead backend")
 
 
