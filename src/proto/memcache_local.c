@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/buf.h"
@@ -12,22 +13,37 @@
 #include "proto/proto.h"
 
 #define LOCAL_ERROR "ERROR\r\n"
-#define LOCAL_STATS_MAX 256     /* numbers render_stats gives (about 100 today) */
 
+/* The numbers render_stats gave, in a growing array: a fixed one would drop the last
+ * silently once the core gives more. `nomem`: one could not be kept (the reply fails). */
 struct local_stats {
-    const char *name[LOCAL_STATS_MAX];
-    int64_t     value[LOCAL_STATS_MAX];
-    unsigned    n;
+    const char **name;
+    int64_t     *value;
+    unsigned     n, cap;
+    int          nomem;
 };
 
 static void local_stats_collect(void *arg, const char *name, int64_t value)
 {
     struct local_stats *ls = arg;
-    if (ls->n < LOCAL_STATS_MAX) {
-        ls->name[ls->n] = name;
-        ls->value[ls->n] = value;
-        ls->n++;
+    if (ls->nomem)
+        return;
+    if (ls->n == ls->cap) {
+        unsigned cap = ls->cap ? 2 * ls->cap : 128;
+        const char **nm = realloc(ls->name, cap * sizeof(*nm));
+        if (nm != NULL)
+            ls->name = nm;
+        int64_t *v = nm != NULL ? realloc(ls->value, cap * sizeof(*v)) : NULL;
+        if (v == NULL) {
+            ls->nomem = 1;
+            return;
+        }
+        ls->value = v;
+        ls->cap = cap;
     }
+    ls->name[ls->n] = name;
+    ls->value[ls->n] = value;
+    ls->n++;
 }
 
 /* The value of a number render_stats gave, or -1 (and *found 0) when it gave none. */
@@ -54,62 +70,185 @@ static int stat_seconds(struct buf *out, const char *name, int64_t us)
                        us % 1000000);
 }
 
-/*
- * `stats`: memcached's general fields where the proxy has a true value, in memcached's
- * order, then ringleader's own counters under their stats-port names. The numbers are the
- * pool's over every worker and the process's (pool_numbers.c), so they equal the stats
- * port's. Fields only a backend knows (curr_items, bytes, evictions, limit_maxbytes, cmd_set,
- * bytes_read ...) are left out rather than made up: `stats` each server, or read the stats
- * port's per-server counters.
- */
-static int local_stats(const struct proto_env *env, struct buf *out)
-{
-    /* memcached's name, the number it is made of (NULL: computed here) */
-    static const struct { const char *mc, *ours; } general[] = {
-        { "pid", "pid" }, { "uptime", "uptime" }, { "time", "time" },
-        { "version", NULL }, { "pointer_size", NULL },
-        { "rusage_user", "rusage_user_us" }, { "rusage_system", "rusage_system_us" },
-        { "curr_connections", "curr_connections" }, { "total_connections", "total_connections" },
-        { "cmd_get", NULL }, { "get_hits", "hits" }, { "get_misses", "misses" },
-        { "threads", "threads" },
-    };
-    struct local_stats ls = { .n = 0 };
-    int rc = 0, found;
+static size_t line_at(const char *s, size_t n, size_t *whole);
+static int is_error_line(const char *s, size_t n);
+static long version_rank(const char *s, size_t n);
 
-    if (env == NULL || env->render_stats == NULL)
-        return buf_append_str(out, "END\r\n");
-    env->render_stats(env->ctx, local_stats_collect, &ls);
-    for (size_t i = 0; rc == 0 && i < sizeof(general) / sizeof(general[0]); i++) {
-        const char *mc = general[i].mc;
-        if (strcmp(mc, "version") == 0) {
-            const char *v = env->version ? env->version : "";
-            rc = buf_appendf(out, "STAT version %s\r\n", isdigit((unsigned char)v[0]) ? v : "0.0.0");
-        } else if (strcmp(mc, "pointer_size") == 0) {
-            rc = stat_line(out, mc, (int64_t)(8 * sizeof(void *)));
-        } else if (strcmp(mc, "cmd_get") == 0) {
-            /* memcached counts every key looked up: a hit or a miss */
-            int fh, fm;
-            int64_t h = local_stats_get(&ls, "hits", &fh), m = local_stats_get(&ls, "misses", &fm);
-            if (fh && fm)
-                rc = stat_line(out, mc, h + m);
-        } else {
-            int64_t v = local_stats_get(&ls, general[i].ours, &found);
-            if (found)
-                rc = strncmp(mc, "rusage_", 7) == 0 ? stat_seconds(out, mc, v) : stat_line(out, mc, v);
+/* Whether a server's `stats` reply answered (it is not an error line). */
+static int server_answered(const struct buf *f)
+{
+    size_t whole, n = line_at(buf_rptr(f), buf_len(f), &whole);
+    return whole > 0 && !is_error_line(buf_rptr(f), n);
+}
+
+/* The value of "STAT <name> <value>" in one server's `stats` reply; 1 if found. */
+static int server_stat(const struct buf *f, const char *name, const char **v, size_t *vlen)
+{
+    const char *s = buf_rptr(f);
+    size_t left = buf_len(f), nl = strlen(name);
+    for (;;) {
+        size_t whole, n = line_at(s, left, &whole);
+        if (whole == 0 || (n == 3 && memcmp(s, "END", 3) == 0))
+            return 0;
+        if (n > 6 + nl && memcmp(s, "STAT ", 5) == 0 && memcmp(s + 5, name, nl) == 0 &&
+            s[5 + nl] == ' ') {
+            *v = s + 6 + nl;
+            *vlen = n - 6 - nl;
+            return 1;
+        }
+        s += whole;
+        left -= whole;
+    }
+}
+
+/* A numeric field summed over the servers that answered it; 1 if any had it. */
+static int servers_sum(struct buf *const *frag, uint32_t nfrag, const char *name, int64_t *out)
+{
+    int any = 0;
+    *out = 0;
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *v;
+        size_t vl;
+        int64_t x = 0;
+        size_t i = 0;
+        if (!server_answered(frag[f]) || !server_stat(frag[f], name, &v, &vl) || vl == 0)
+            continue;
+        for (; i < vl && isdigit((unsigned char)v[i]) && x < INT64_MAX / 10 - 10; i++)
+            x = x * 10 + (v[i] - '0');
+        if (i != vl)
+            continue;                   /* not a counter (or too large): left out */
+        *out += x;
+        any = 1;
+    }
+    return any;
+}
+
+/* The lowest `version` of the servers that answered (as the `version` command answers). */
+static int servers_version(struct buf *const *frag, uint32_t nfrag, const char **best,
+                           size_t *best_len)
+{
+    long best_rank = -1;
+    *best = NULL;
+    for (uint32_t f = 0; f < nfrag; f++) {
+        const char *v;
+        size_t vl;
+        if (!server_answered(frag[f]) || !server_stat(frag[f], "version", &v, &vl))
+            continue;
+        long rank = version_rank(v, vl);
+        if (*best == NULL || (rank >= 0 && (best_rank < 0 || rank < best_rank))) {
+            *best = v;
+            *best_len = vl;
+            best_rank = rank;
         }
     }
+    return *best != NULL;
+}
+
+/*
+ * `stats`: memcached's general fields in memcached's order, then ringleader's own counters
+ * under their stats-port names. `stats` is sent to every server of the pool (frag[0..nfrag),
+ * in the pool's order; none when answered without them): what only the servers know
+ * (curr_items, bytes, limit_maxbytes, evictions, get_hits, get_misses, cmd_set ...) is
+ * their sum, over the servers that answered, as Redis INFO sums used_memory; version is
+ * the lowest of theirs, as the `version` command answers. What the client talks to is the
+ * proxy's (pid, uptime, connections, threads, rusage): the pool's over every worker and the
+ * process's (pool_numbers.c), equal to the stats port's. A field no server answered is
+ * left out rather than made up. docs/protocol-memcache.md lists each field's source.
+ */
+static int local_stats(const struct proto_env *env, struct buf *const *frag, uint32_t nfrag,
+                       struct buf *out)
+{
+    enum { LS_PROXY, LS_SECONDS, LS_SERVERS, LS_VERSION, LS_POINTER };
+    /* memcached's name, where it comes from, the proxy's number it is */
+    static const struct { const char *mc; int src; const char *ours; } general[] = {
+        { "pid", LS_PROXY, "pid" }, { "uptime", LS_PROXY, "uptime" }, { "time", LS_PROXY, "time" },
+        { "version", LS_VERSION, NULL }, { "pointer_size", LS_POINTER, NULL },
+        { "rusage_user", LS_SECONDS, "rusage_user_us" },
+        { "rusage_system", LS_SECONDS, "rusage_system_us" },
+        { "curr_connections", LS_PROXY, "curr_connections" },
+        { "total_connections", LS_PROXY, "total_connections" },
+        { "cmd_get", LS_SERVERS, NULL }, { "cmd_set", LS_SERVERS, NULL },
+        { "cmd_flush", LS_SERVERS, NULL }, { "cmd_touch", LS_SERVERS, NULL },
+        { "get_hits", LS_SERVERS, NULL }, { "get_misses", LS_SERVERS, NULL },
+        { "get_expired", LS_SERVERS, NULL }, { "get_flushed", LS_SERVERS, NULL },
+        { "delete_misses", LS_SERVERS, NULL }, { "delete_hits", LS_SERVERS, NULL },
+        { "incr_misses", LS_SERVERS, NULL }, { "incr_hits", LS_SERVERS, NULL },
+        { "decr_misses", LS_SERVERS, NULL }, { "decr_hits", LS_SERVERS, NULL },
+        { "cas_misses", LS_SERVERS, NULL }, { "cas_hits", LS_SERVERS, NULL },
+        { "cas_badval", LS_SERVERS, NULL }, { "touch_hits", LS_SERVERS, NULL },
+        { "touch_misses", LS_SERVERS, NULL },
+        { "bytes_read", LS_SERVERS, NULL }, { "bytes_written", LS_SERVERS, NULL },
+        { "limit_maxbytes", LS_SERVERS, NULL }, { "threads", LS_PROXY, "threads" },
+        { "bytes", LS_SERVERS, NULL }, { "curr_items", LS_SERVERS, NULL },
+        { "total_items", LS_SERVERS, NULL }, { "expired_unfetched", LS_SERVERS, NULL },
+        { "evicted_unfetched", LS_SERVERS, NULL }, { "evicted_active", LS_SERVERS, NULL },
+        { "evictions", LS_SERVERS, NULL }, { "reclaimed", LS_SERVERS, NULL },
+    };
+    struct local_stats ls;
+    uint32_t answered = 0;
+    int rc = 0, found;
+    int64_t v;
+
+    memset(&ls, 0, sizeof(ls));
+    if (env != NULL && env->render_stats != NULL)
+        env->render_stats(env->ctx, local_stats_collect, &ls);
+    if (ls.nomem) {
+        rc = -ENOMEM;                   /* a field would be missing: no reply rather */
+        goto out;
+    }
+    for (uint32_t f = 0; f < nfrag; f++)
+        answered += server_answered(frag[f]);
+    for (size_t i = 0; rc == 0 && i < sizeof(general) / sizeof(general[0]); i++) {
+        const char *mc = general[i].mc;
+        switch (general[i].src) {
+        case LS_VERSION: {
+            const char *sv;
+            size_t svl;
+            if (servers_version(frag, nfrag, &sv, &svl)) {
+                rc = buf_appendf(out, "STAT version %.*s\r\n", (int)svl, sv);
+            } else if (env != NULL) {   /* no server answered: the proxy's, as before */
+                const char *pv = env->version ? env->version : "";
+                rc = buf_appendf(out, "STAT version %s\r\n",
+                                 isdigit((unsigned char)pv[0]) ? pv : "0.0.0");
+            }
+            break;
+        }
+        case LS_POINTER:
+            rc = stat_line(out, mc, (int64_t)(8 * sizeof(void *)));
+            break;
+        case LS_SERVERS:
+            if (servers_sum(frag, nfrag, mc, &v))
+                rc = stat_line(out, mc, v);
+            break;
+        default:
+            v = local_stats_get(&ls, general[i].ours, &found);
+            if (found)
+                rc = general[i].src == LS_SECONDS ? stat_seconds(out, mc, v) : stat_line(out, mc, v);
+            break;
+        }
+    }
+    if (env == NULL)
+        goto end;
     if (rc == 0)
         rc = buf_appendf(out, "STAT ringleader_version %s\r\n", env->version ? env->version : "");
+    if (rc == 0 && nfrag > 0)
+        rc = buf_appendf(out, "STAT ringleader_servers %" PRIu32 "\r\n"
+                         "STAT ringleader_servers_answering %" PRIu32 "\r\n", nfrag, answered);
     /* ringleader's own, except those printed above under memcached's names */
     for (unsigned i = 0; rc == 0 && i < ls.n; i++) {
         int dup = 0;
         for (size_t g = 0; g < sizeof(general) / sizeof(general[0]) && !dup; g++)
-            dup = general[g].ours != NULL && strcmp(general[g].ours, ls.name[i]) == 0 &&
-                  strcmp(ls.name[i], "hits") != 0 && strcmp(ls.name[i], "misses") != 0;
+            dup = general[g].ours != NULL && strcmp(general[g].ours, ls.name[i]) == 0;
         if (!dup)
             rc = stat_line(out, ls.name[i], ls.value[i]);
     }
-    return rc == 0 ? buf_append_str(out, "END\r\n") : rc;
+end:
+    if (rc == 0)
+        rc = buf_append_str(out, "END\r\n");
+out:
+    free(ls.name);
+    free(ls.value);
+    return rc;
 }
 
 int memcache__local(struct proto_client *c, struct proto_parser *p, const struct proto_req *req,
@@ -126,7 +265,7 @@ int memcache__local(struct proto_client *c, struct proto_parser *p, const struct
     case MEMCACHE_CMD_QUIT:
         return PROTO_LOCAL_CLOSE;
     case MEMCACHE_CMD_STATS:
-        return local_stats(env, out);
+        return local_stats(env, NULL, 0, out);
     default:
         return buf_append_str(out, LOCAL_ERROR);
     }
@@ -154,6 +293,15 @@ static int is_error_line(const char *s, size_t n)
            (n >= 12 && memcmp(s, "SERVER_ERROR", 12) == 0);
 }
 
+/* Whether the request line is `stats` alone (memcstat sends a trailing space). */
+static int is_plain_stats(const char *reqbuf)
+{
+    const char *s = reqbuf + 5;              /* after "stats" */
+    while (*s == ' ' || *s == '\t')
+        s++;
+    return *s == '\r' || *s == '\n' || *s == '\0';
+}
+
 /* Whether the request line is `stats cachedump ...` (its ITEM lines are kept as sent). */
 static int is_cachedump(const char *reqbuf)
 {
@@ -176,6 +324,8 @@ static int is_cachedump(const char *reqbuf)
 static int merge_stats(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                        const struct proto_env *env, struct buf *out)
 {
+    if (is_plain_stats(reqbuf))
+        return local_stats(env, frag, nfrag, out);
     int dump = is_cachedump(reqbuf);
     const char *first_err = NULL;
     size_t first_err_len = 0;

@@ -491,7 +491,8 @@ static void mc_req_flush(struct proto_parser *p, const struct mc_line *l, struct
 }
 
 /*
- * `stats` alone is the proxy's own (LOCAL, memcache_local.c). The per-server statistics are
+ * `stats` alone is sent to every server and answered from their numbers summed and the
+ * proxy's own (memcache_local.c). The per-server statistics are
  * sent to every server and merged with the server named on each line (memcache_local.c):
  * items, slabs, settings, sizes, conns, and cachedump (whose ITEM lines memcdump reads).
  * reset and detail change the servers' state and are refused; any other argument is
@@ -505,7 +506,7 @@ static void mc_req_stats(const struct mc_line *l, struct proto_req *req)
     uint32_t at = l->pos;
 
     if (!memcache__next(l->buf, &at, l->end, &t)) {
-        mc_req_local(req, memcache__cmds[l->cmd].rflags);
+        req->kind = PROTO_REQ_BROADCAST;
         return;
     }
     for (size_t i = 0; i < sizeof(broadcast) / sizeof(broadcast[0]); i++) {

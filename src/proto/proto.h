@@ -66,6 +66,8 @@ enum proto_kind {
 #define PROTO_RF_VARIANT    0x0200  /* the client speaks the protocol's second variant
                                      * (Redis RESP3): server connections of that variant
                                      * carry it and the replies the proxy writes are in it */
+#define PROTO_RF_NOAUTH     0x0400  /* an ERROR request refused because the client has not
+                                     * authenticated (counted apart: refused_auth) */
 
 /*
  * Sessions: a run of one client's requests on a server connection of its own

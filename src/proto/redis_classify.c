@@ -541,6 +541,7 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     }
     if (!(p->flags & PROTO_PF_AUTHED) && !(c->flags & REDIS_CMD_NOAUTH)) {
         req_static_error(req, ERR_NOAUTH);
+        req->flags |= PROTO_RF_NOAUTH;
         return 0;
     }
     if ((p->flags & (PROTO_PF_SUBSCRIBED | PROTO_PF_VARIANT)) == PROTO_PF_SUBSCRIBED &&

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lib/buf.h"
@@ -516,26 +517,45 @@ static const char *const info_names[INFO_NSECTIONS] = {
     "cluster", "keyspace",
 };
 
-/* The backends' INFO texts that answered, and the proxy's numbers. */
+/*
+ * The backends' INFO texts that answered, and the proxy's numbers. Both arrays are sized
+ * to what is given (one text per fragment; the numbers grow as render_stats emits them):
+ * a fixed array once filled up and silently dropped the fields emitted last
+ * (total_connections among them). A number that cannot be kept sets `nomem` and the whole
+ * INFO fails (-ENOMEM): never a reply with a field missing.
+ */
+struct info_num_kv {
+    const char *name;
+    int64_t     value;
+};
+
 struct info_ctx {
-    const char *text[64];
-    size_t      len[64];
-    uint32_t    n, asked;
-    struct {
-        const char *name;
-        int64_t     value;
-    } num[96];
-    uint32_t    nnum;
+    const char        **text;
+    size_t             *len;
+    uint32_t            n, asked;
+    struct info_num_kv *num;
+    uint32_t            nnum, cap;
+    int                 nomem;
 };
 
 static void info_collect(void *arg, const char *name, int64_t value)
 {
     struct info_ctx *ic = arg;
-    if (ic->nnum < sizeof(ic->num) / sizeof(ic->num[0])) {
-        ic->num[ic->nnum].name = name;
-        ic->num[ic->nnum].value = value;
-        ic->nnum++;
+    if (ic->nomem)
+        return;
+    if (ic->nnum == ic->cap) {
+        uint32_t cap = ic->cap ? 2 * ic->cap : 128;
+        struct info_num_kv *num = realloc(ic->num, cap * sizeof(*num));
+        if (num == NULL) {
+            ic->nomem = 1;
+            return;
+        }
+        ic->num = num;
+        ic->cap = cap;
     }
+    ic->num[ic->nnum].name = name;
+    ic->num[ic->nnum].value = value;
+    ic->nnum++;
 }
 
 static int64_t info_own(const struct info_ctx *ic, const char *name)
@@ -880,8 +900,15 @@ int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfra
     memset(&ic, 0, sizeof(ic));
     if (info_sections(reqbuf, want) < 0)
         return -1;
+    buf_init(&b);
     ic.asked = nfrag;
-    for (uint32_t f = 0; f < nfrag && ic.n < sizeof(ic.text) / sizeof(ic.text[0]); f++) {
+    if (nfrag > 0) {
+        ic.text = calloc(nfrag, sizeof(*ic.text));
+        ic.len = calloc(nfrag, sizeof(*ic.len));
+        if (ic.text == NULL || ic.len == NULL)
+            goto out;
+    }
+    for (uint32_t f = 0; f < nfrag; f++) {
         const char *t;
         size_t tl;
         if (redis__text(buf_rptr(frag[f]), buf_len(frag[f]), &t, &tl) < 0)
@@ -892,7 +919,8 @@ int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfra
     }
     if (env != NULL && env->render_stats != NULL)
         env->render_stats(env->ctx, info_collect, &ic);
-    buf_init(&b);
+    if (ic.nomem)
+        goto out;                       /* a field would be missing: no reply rather */
     for (int k = 0; k < INFO_NSECTIONS; k++)
         if (want[k] && info_section(&b, (enum info_section)k, &ic, env, keyspace) < 0)
             goto out;
@@ -903,6 +931,9 @@ int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfra
     rc = redis__append_text(out, env != NULL && env->variant, buf_len(&b) ? buf_rptr(&b) : "", n);
 out:
     buf_free(&b);
+    free(ic.num);
+    free(ic.len);
+    free(ic.text);
     return rc;
 }
 

@@ -66,10 +66,40 @@ void forward_answer(struct client *c, struct msg *m)
     msg_complete(c->w, m);
 }
 
-/* Answer m here with a protocol error (it was never sent). */
+/*
+ * Answer m here with a protocol error (it was never sent), counted by why: a refusal of
+ * what the client asked (keys on different servers, a bound of the proxy, an aborted
+ * transaction's commit, counted in transactions_aborted) is the application's doing and
+ * has a counter of its own; only a request the proxy could not forward (no server, no
+ * connection, no memory) is a forward_error, which the shipped alerts watch.
+ */
 void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const char *reason)
 {
-    STATS_ADD(&c->pool->stats, forward_error, 1);
+    switch (code) {
+    case PROTO_ERR_CROSSSLOT:
+    case PROTO_ERR_CROSSSLOT_SLOT:
+        STATS_ADD(&c->pool->stats, crossslot, 1);
+        break;
+    case PROTO_ERR_LIMIT:
+        STATS_ADD(&c->pool->stats, refused_limit, 1);
+        break;
+    case PROTO_ERR_TARGET:
+        STATS_ADD(&c->pool->stats, refused_commands, 1);
+        break;
+    case PROTO_ERR_ABORTED:
+        break;
+    default:
+        STATS_ADD(&c->pool->stats, forward_error, 1);
+        break;
+    }
+    msg_fail(c->w, m, code, reason);
+}
+
+/* Answer m here with a protocol error: a command the proxy does not serve there. */
+void forward_refuse_command(struct client *c, struct msg *m, enum proto_err code,
+                            const char *reason)
+{
+    STATS_ADD(&c->pool->stats, refused_commands, 1);
     msg_fail(c->w, m, code, reason);
 }
 
@@ -78,7 +108,6 @@ int forward_keys_together(struct client *c, struct wpool *pool, struct msg *m,
 {
     for (uint32_t i = 1; i < nkeys; i++) {
         if (!route_key_together(&pool->view, &rk[i], &rk[0])) {   /* a cluster: one slot */
-            STATS_ADD(&pool->stats, crossslot, 1);
             forward_refuse(c, m, pool->view.cluster ? PROTO_ERR_CROSSSLOT_SLOT : PROTO_ERR_CROSSSLOT,
                            "keys in request don't hash to the same server");
             return 0;
@@ -567,7 +596,6 @@ struct wpool *forward_place(struct client *c, struct msg *m, const struct proto_
          * parser's memory. */
         forward_key(c->pool, req, buf, i, dec, &rk[i]);
         if (!channel && c->pool->cp->nroutes > 0 && forward_key_pool(c, &rk[i]) != pool) {
-            STATS_ADD(&c->pool->stats, crossslot, 1);
             forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request belong to different pools");
             return NULL;
         }
@@ -658,6 +686,8 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
     switch (req->kind) {
     case PROTO_REQ_ERROR:
         STATS_ADD(&pool->stats, client_errors_sent, 1);
+        if (req->flags & PROTO_RF_NOAUTH)
+            STATS_ADD(&pool->stats, refused_auth, 1);
         m->flags |= MSG_F_ERROR;
         if (req->flags & PROTO_RF_CLOSE)
             m->flags |= MSG_F_CLOSE;
@@ -739,7 +769,7 @@ struct server *forward_pick(struct client *c, struct wpool *pool, struct msg *m,
                                                    which serves its reads meanwhile; the
                                                    session's writes are remembered for the
                                                    rejoin (session_note_write) */
-        forward_refuse(c, m, PROTO_ERR_SERVER, "transactions and blocking commands need "
+        forward_refuse_command(c, m, PROTO_ERR_SERVER, "transactions and blocking commands need "
                        "one server per key: the pool has replicas");
         return NULL;
     case ROUTE_MISS:

@@ -58,6 +58,8 @@ void forward_retract(struct client *c, struct msg *m);
 /* m is answered here: with what m->rsp holds, or with the protocol's error. */
 void forward_answer(struct client *c, struct msg *m);
 void forward_refuse(struct client *c, struct msg *m, enum proto_err code, const char *reason);
+void forward_refuse_command(struct client *c, struct msg *m, enum proto_err code,
+                            const char *reason);
 
 /* Whether keys rk[0..nkeys) of one request may be served together (one server, or in a
  * cluster pool one slot); if not, m is refused with the CROSSSLOT the pool's clients

@@ -274,11 +274,10 @@ struct pubsub_step {
     uint8_t           sent;    /* it changes the client's subscriptions: the servers hear it */
 };
 
-/* Answer m here with an error (no subscription changed). */
+/* Answer m here with an error (no subscription changed), counted as forward_refuse counts. */
 static void pubsub_fail(struct client *c, struct msg *m, enum proto_err code, const char *why)
 {
-    STATS_ADD(&c->pool->stats, forward_error, 1);
-    msg_fail(c->w, m, code, why);
+    forward_refuse(c, m, code, why);
 }
 
 /* A pin for server srv (taken now when c has none there); NULL with *reason. */
@@ -561,7 +560,7 @@ void pubsub_request(struct client *c, struct msg *m, const struct proto_req *req
     uint32_t n;
 
     if (ops->sub_write == NULL || ops->sub_reply == NULL) {
-        pubsub_fail(c, m, PROTO_ERR_SERVER, "pub/sub is not supported by this protocol");
+        forward_refuse_command(c, m, PROTO_ERR_SERVER, "pub/sub is not supported by this protocol");
         return;
     }
     if (c->pubsub == NULL && (c->pubsub = calloc(1, sizeof(*c->pubsub))) == NULL)

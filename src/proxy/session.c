@@ -357,7 +357,7 @@ static enum session_verdict session_open(struct client *c, const struct proto_re
         return SESSION_DONE;
     }
     if (!req_keyed(req)) {
-        forward_refuse(c, m, PROTO_ERR_SERVER, "a session needs a key to be placed by");
+        forward_refuse_command(c, m, PROTO_ERR_SERVER, "a session needs a key to be placed by");
         return SESSION_DONE;
     }
     struct server *srv = session_place(c, m, req, buf, &rk, dec, &pool);
@@ -543,7 +543,6 @@ static enum session_verdict session_atomic(struct session *sess, const struct pr
             return SESSION_DONE;
         }
         if (!session_owns(sess, pool, rk, req->nkeys)) {
-            STATS_ADD(&c->pool->stats, crossslot, 1);
             session_spoil(sess);
             forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
             return SESSION_DONE;
@@ -553,7 +552,7 @@ static enum session_verdict session_atomic(struct session *sess, const struct pr
     } else if (req->kind != PROTO_REQ_SESSION) {
         /* the protocol refuses what needs other servers inside the atomic part */
         session_spoil(sess);
-        forward_refuse(c, m, PROTO_ERR_SERVER, "not possible inside a transaction");
+        forward_refuse_command(c, m, PROTO_ERR_SERVER, "not possible inside a transaction");
         return SESSION_DONE;
     }
     if (session_send(sess, m, req, buf) < 0 && !(req->sess & PROTO_SS_END))
@@ -613,7 +612,6 @@ static enum session_verdict session_watching(struct session *sess, const struct 
     }
     if (req->sess & PROTO_SS_OPEN) {
         /* WATCH of keys elsewhere: one session watches one server's keys */
-        STATS_ADD(&pool->stats, crossslot, 1);
         forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
         return SESSION_DONE;
     }

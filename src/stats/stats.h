@@ -36,6 +36,9 @@ struct json_t;
     ACTION(local_replies,       COUNTER, "# requests answered by the proxy itself")       \
     ACTION(client_errors_sent,  COUNTER, "# protocol errors answered to clients")         \
     ACTION(crossslot,           COUNTER, "# multi-key requests refused: keys on different servers") \
+    ACTION(refused_commands,    COUNTER, "# requests refused: a command the proxy does not serve there (inside a transaction, pub/sub, a pool with replicas, a stale SCAN cursor)") \
+    ACTION(refused_auth,        COUNTER, "# requests refused before the client authenticated (NOAUTH)") \
+    ACTION(refused_limit,       COUNTER, "# requests refused by a bound of the proxy on one client (commands queued before a transaction's first key)") \
     ACTION(client_paused,       COUNTER, "# times a client was paused for backpressure")  \
     ACTION(client_rejected,     COUNTER, "# connections refused over client_connections") \
     ACTION(hits,                COUNTER, "# memcached retrieval hits")                    \

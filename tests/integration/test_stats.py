@@ -432,20 +432,106 @@ def local_replies_and_client_errors(env):
     with env.client() as c, env.client() as c2:
         for _ in range(3):
             eq(c.mc(b"mn"), b"MN\r\n", "mn")       # `version` asks the servers; mn does not
-        local_stat(c2, b"requests")               # `stats`: answered by the proxy
+        local_stat(c2, b"requests")               # `stats`: every server's, and the proxy's
         eq(c.mc(b"bogus_command"), b"ERROR\r\n")
         eq(c2.mc(b"get"), b"ERROR\r\n")          # get without a key
         eq(c.mc(b"mn"), b"MN\r\n", "the connection still works")
     d = delta(before, env.stats())
-    expect(d, {("mc", "requests"): 7, ("mc", "local_replies"): 5,
+    expect(d, {("mc", "requests"): 7, ("mc", "local_replies"): 4,
                ("mc", "client_errors_sent"): 2}, "local replies / client errors")
     for s in MC_NAMES:
-        eq(d.get(("mc", s, "requests"), 0), 0, "nothing reached %s" % s)
+        eq(d.get(("mc", s, "requests"), 0), 1, "only `stats` reached %s" % s)
     m = env.metrics()
     eq(sample(m, "ringleader_pool_local_replies_total", pool="mc"),
-       before["mc"]["local_replies"] + 5, "local replies in /metrics")
+       before["mc"]["local_replies"] + 4, "local replies in /metrics")
     eq(sample(m, "ringleader_pool_client_errors_sent_total", pool="mc"),
        before["mc"]["client_errors_sent"] + 2, "client errors in /metrics")
+
+
+def mc_stats(addr):
+    """{name: value} of `stats` sent to addr (a memcached or the proxy), read to END."""
+    with socket.create_connection(addr, timeout=10) as s:
+        s.sendall(b"stats\r\n")
+        raw = b""
+        deadline = time.monotonic() + patience(10)
+        while not raw.endswith(b"END\r\n") and time.monotonic() < deadline:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            raw += chunk
+    check(raw.endswith(b"END\r\n"), "stats ends with END: %r", raw[-200:])
+    out = {}
+    for line in raw.decode().split("\r\n"):
+        f = line.split(" ", 2)
+        if len(f) == 3 and f[0] == "STAT":
+            out[f[1]] = f[2]
+    return out
+
+
+# what only the servers know: the proxy's `stats` shows their sum
+MC_SUMMED = ("curr_items", "total_items", "bytes", "limit_maxbytes", "evictions", "get_hits",
+             "get_misses", "cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses")
+
+
+@R.test
+def mc_stats_sums_the_servers(env):
+    """memcached `stats` through the proxy, against the 4 memcached servers' own: after
+    known sets and gets through the proxy, curr_items, bytes, limit_maxbytes, evictions,
+    get_hits, get_misses ... equal the sum of the servers' values and moved by the traffic
+    sent; version is the servers' lowest (the `version` command's answer), not the proxy's;
+    pymemcache's stats() shows them."""
+    p = unique("mcst")
+    keys = [b"%d:%s" % (i, p) for i in range(40)]
+    missing = [b"m%d:%s" % (i, p) for i in range(10)]
+    before = mc_stats(env.proxy.addr("mc"))
+    with env.client() as c:
+        for k in keys:
+            eq(c.mc_store(b"set", k, b"v-" + k), b"STORED\r\n", "set %r" % k)
+        for k in keys:
+            check(c.mc(b"get " + k).startswith(b"VALUE "), "get %r" % k)
+            c.read_until(lambda b: (b.find(b"END\r\n") + 5) if b.find(b"END\r\n") >= 0 else None)
+        for k in missing:
+            eq(c.mc(b"get " + k), b"END\r\n", "get %r" % k)
+        eq(c.mc(b"delete " + keys[0]), b"DELETED\r\n")
+        version = c.mc(b"version")
+    proxy = mc_stats(env.proxy.addr("mc"))
+    servers = [mc_stats(m.addr) for m in env.mc]
+    for name in MC_SUMMED:
+        check(name in proxy, "%s in the proxy's stats: %r", name, sorted(proxy))
+        eq(int(proxy[name]), sum(int(sv[name]) for sv in servers),
+           "%s = the servers' sum" % name)
+    eq(int(proxy["get_hits"]) - int(before["get_hits"]), 40, "get_hits moved by the 40 hits")
+    eq(int(proxy["get_misses"]) - int(before["get_misses"]), 10, "get_misses moved by 10")
+    eq(int(proxy["curr_items"]) - int(before["curr_items"]), 39, "39 items more (40 set, 1 deleted)")
+    eq(int(proxy["cmd_set"]) - int(before["cmd_set"]), 40, "cmd_set moved by the 40 sets")
+    check(int(proxy["bytes"]) > int(before["bytes"]), "bytes grew")
+    eq(int(proxy["limit_maxbytes"]), sum(int(sv["limit_maxbytes"]) for sv in servers),
+       "limit_maxbytes: the pool's capacity")
+    eq(version, b"VERSION %s\r\n" % proxy["version"].encode(), "stats version = version's answer")
+    eq(proxy["version"], min((sv["version"] for sv in servers),
+                             key=lambda v: tuple(int(x) for x in v.split("-")[0].split("."))),
+       "the servers' lowest version")
+    check(proxy["ringleader_version"] != proxy["version"] or proxy["version"][0] != "0",
+          "the proxy's own version is ringleader_version")
+    eq(proxy["ringleader_servers"], "4", "ringleader_servers")
+    eq(proxy["ringleader_servers_answering"], "4", "ringleader_servers_answering")
+    # the proxy's own numbers stay under theirs: connections, and hits as the stats port counts
+    doc = env.stats()
+    check(int(proxy["total_connections"]) <= doc["total_connections"], "total_connections")
+    check("hits" in proxy and "requests" in proxy, "ringleader's own counters")
+    try:
+        from pymemcache.client.base import Client
+    except ImportError:
+        raise Skip("python3-pymemcache not installed")
+    pc = Client(env.proxy.addr("mc"), connect_timeout=5, timeout=10)
+    try:
+        st = pc.stats()
+    finally:
+        pc.close()
+    for name in ("curr_items", "bytes", "limit_maxbytes", "evictions", "get_hits", "get_misses"):
+        check(name.encode() in st, "pymemcache stats() has %s: %r", name, sorted(st)[:40])
+    eq(st[b"limit_maxbytes"], int(proxy["limit_maxbytes"]), "pymemcache limit_maxbytes")
+    eq(st[b"curr_items"], int(proxy["curr_items"]), "pymemcache curr_items")
 
 
 # ---------------------------------------------------------------- redis counts
@@ -509,6 +595,87 @@ def redis_pool_counters(env):
     # own AUTH on each new server connection is not counted: that was a bug, now fixed).
     got = {s: d.get(("rd", s, "response_bytes"), 0) for s in RD_NAMES}
     eq(got, recv, "redis response_bytes per server")
+
+
+def info_fields(text):
+    """{field: value} of an INFO text (a bulk string's bytes or str)."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    out = {}
+    for line in text.split("\r\n"):
+        if line and not line.startswith("#") and ":" in line:
+            k, v = line.split(":", 1)
+            out[k] = v
+    return out
+
+
+# ringleader's pool fields that are not counters of the pool (the ring's, the reloads')
+POOL_EXT_FIELDS = {"epoch", "reloads", "last_reload_at", "keys_max_over_mean",
+                   "requests_max_over_mean"}
+
+
+@R.test
+def info_total_connections_and_every_pool_number(env):
+    """INFO through the proxy: total_connections_received counts the client connections
+    the proxy accepted (it read 0: the builder's fixed array filled up before the number
+    arrived) and every number of the pool the stats port shows is in INFO's Stats section
+    as ringleader_<name>: the builder drops none."""
+    with env.rd_client() as c:
+        i0 = info_fields(c.rd("INFO"))
+        for _ in range(3):
+            env.rd_client().close()
+        i1 = info_fields(c.rd("INFO"))
+        doc = env.stats()
+    t0 = int(i0["total_connections_received"])
+    check(t0 >= 1, "total_connections_received counts this very connection: %r", t0)
+    eq(int(i1["total_connections_received"]) - t0, 3, "3 connections opened between the INFOs")
+    eq(int(i1["ringleader_total_connections"]), int(i1["total_connections_received"]),
+       "ringleader_total_connections")
+    check(int(i1["total_connections_received"]) <= doc["total_connections"],
+          "not above the stats port's total_connections")
+    want = sorted(k for k, v in doc["rd"].items()
+                  if isinstance(v, int) and not isinstance(v, bool) and k not in POOL_EXT_FIELDS)
+    check(len(want) > 50, "the pool's numbers: %r", want)
+    missing = [k for k in want + ["curr_connections", "servers_up", "ops_per_sec"]
+               if "ringleader_" + k not in i1]
+    check(not missing, "pool numbers missing from INFO: %s", missing)
+    for name in ("server_requests", "server_eof", "server_in_flight"):
+        check("ringleader_" + name in i1, "%s (servers summed) in INFO", name)
+
+
+@R.test
+def refusals_counted_by_reason_not_as_forward_errors(env):
+    """A CROSSSLOT refusal (RENAME across two servers) counts in crossslot, a request before
+    AUTH in refused_auth: neither is a forward_error (the RingleaderForwardErrors alert
+    watches forward_error: an application's key layout must not fire it)."""
+    from harness import RespError
+    p = unique("xs")
+    keys = [b"%d:%s" % (i, p) for i in range(40)]
+    own = env.owners("rd", keys)
+    a = keys[0]
+    b = next(k for k in keys if own[k] != own[a])
+    before = env.stats()
+    m_before = env.metrics()
+    with env.rd_client() as c:
+        eq(c.rd("SET", a, "v"), "OK")
+        for _ in range(3):
+            r = c.rd("RENAME", a, b)
+            check(isinstance(r, RespError) and str(r).startswith("CROSSSLOT"),
+                  "RENAME across servers: %r", r)
+        eq(c.rd("GET", a), b"v", "the connection still works")
+    with env.client("rd") as c:
+        r = c.rd("GET", a)
+        check(isinstance(r, RespError) and str(r).startswith("NOAUTH"), "GET before AUTH: %r", r)
+    d = delta(before, env.stats())
+    expect(d, {("rd", "crossslot"): 3, ("rd", "refused_auth"): 1,
+               ("rd", "client_errors_sent"): 1}, "refusals")
+    for k in ("forward_error", "refused_commands", "refused_limit"):
+        eq(d.get(("rd", k), 0), 0, "rd %s" % k)
+    m = env.metrics()
+    for name, n in (("crossslot", 3), ("refused_auth", 1), ("forward_error", 0)):
+        fam = "ringleader_pool_%s_total" % name
+        eq(sample(m, fam, pool="rd") - m_before.get((fam, frozenset({"pool": "rd"}.items())), 0),
+           n, "%s in /metrics" % fam)
 
 
 # ---------------------------------------------------------------- hot keys
@@ -795,6 +962,23 @@ def killed_backend_counts_server_errors(env):
     m = env.metrics()
     eq(sample(m, "ringleader_server_eof_total", pool="mc", server=name),
        before["mc"][name]["server_eof"] + eof, "server_eof in /metrics")
+    # a request that cannot be forwarded (its server unreachable, reconnecting) is still a
+    # forward_error, not a refusal: the alert on forward_error fires for a dead backend
+    with env.client() as c:
+        for k in mine[1:21]:
+            r = c.mc(b"get " + k)
+            check(r.startswith(b"SERVER_ERROR"), "get of a key on the dead server: %r", r)
+    d = delta(before, env.stats())
+    check(d.get(("mc", "forward_error"), 0) >= 1, "forward_error counts the dead server: %r",
+          {k: v for k, v in d.items() if len(k) == 2})
+    for k in ("crossslot", "refused_commands", "refused_limit", "refused_auth"):
+        eq(d.get(("mc", k), 0), 0, "mc %s" % k)
+    # `stats` still answers: the live servers' numbers summed, the dead one left out
+    proxy = mc_stats(env.proxy.addr("mc"))
+    live = [mc_stats(m.addr) for i, m in enumerate(env.mc) if i != victim]
+    eq(proxy["ringleader_servers_answering"], "3", "3 of 4 servers answer stats")
+    for name in ("curr_items", "limit_maxbytes", "get_hits"):
+        eq(int(proxy[name]), sum(int(sv[name]) for sv in live), "%s: the live servers' sum" % name)
     check(env.proxy.proc.alive(), "the proxy survives a dead backend")
 
 

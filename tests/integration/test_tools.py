@@ -92,7 +92,19 @@ def memcstat_parses_every_general_field(env):
     stats = env.proxy.stats()
     check(int(fields["get_hits"]) >= 1 and int(fields["get_misses"]) >= 1, "hits and misses: %r" % fields)
     eq(int(fields["cmd_get"]), int(fields["get_hits"]) + int(fields["get_misses"]), "cmd_get")
-    eq(int(fields["get_hits"]), stats["mc"]["hits"], "get_hits = the stats port's, every worker")
+    # get_hits is the servers' (summed); the proxy's own count is `hits`, the stats port's
+    own = 0
+    for be in env.mc:
+        with be.client() as c:
+            c.send(b"stats\r\n")
+            raw = c.read_until(lambda b: b.find(b"END\r\n") + 5 if b.find(b"END\r\n") >= 0 else None)
+        own += int(re.search(rb"STAT get_hits (\d+)", raw).group(1))
+    eq(int(fields["get_hits"]), own, "get_hits = the servers' summed")
+    with env.proxy.client("mc") as c:
+        c.send(b"stats\r\n")
+        raw = c.read_until(lambda b: b.find(b"END\r\n") + 5 if b.find(b"END\r\n") >= 0 else None)
+    eq(int(re.search(rb"STAT hits (\d+)", raw).group(1)), stats["mc"]["hits"],
+       "hits = the stats port's, every worker")
     check(re.match(r"^\d+\.\d{6}$", fields["rusage_user"]), "rusage_user %r" % fields["rusage_user"])
 
 

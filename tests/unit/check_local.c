@@ -71,24 +71,6 @@ static char *text_of(struct buf *b)
 
 /* ---------------------------------------------------------------- memcached */
 
-static const char *mc_local_reply(const char *line)
-{
-    static struct buf b;
-    struct proto_parser p;
-    struct proto_req r;
-    struct proto_client c;
-
-    memset(&p, 0, sizeof(p));
-    memset(&c, 0, sizeof(c));
-    ck_assert_int_eq(proto_memcache_ops.parse_req(&p, line, strlen(line), &r), (int)strlen(line));
-    ck_assert_int_eq(r.kind, PROTO_REQ_LOCAL);
-    buf_free(&b);
-    buf_init(&b);
-    ck_assert_int_ge(proto_memcache_ops.local(&c, &p, &r, line, &env, &b), 0);
-    proto_parser_free(&p);
-    return text_of(&b);
-}
-
 /* `version`: every server's, the lowest (libmemcached reads major.minor.micro and refuses a
  * major of 0, the proxy's own); a server down is left out */
 START_TEST(test_mc_version_is_the_lowest_backends)
@@ -116,18 +98,47 @@ START_TEST(test_mc_version_is_the_lowest_backends)
 }
 END_TEST
 
-/* memcached's general fields first, in its order, with the values the core gave */
+static const char *mc_merge(const char *line, struct buf **frag, uint32_t n, int *rc);
+
+/* `stats` with the servers' replies: memcached's general fields first, in its order; what
+ * only the servers know summed over those that answered (a server down left out), their
+ * lowest version; the proxy's own where the client talks to the proxy */
 START_TEST(test_mc_stats_general_fields)
 {
-    const char *s = mc_local_reply("stats \r\n");       /* memcstat sends a trailing space */
+    struct buf *f[3] = {
+        mkbuf("STAT pid 11\r\nSTAT uptime 5\r\nSTAT version 1.6.21\r\nSTAT curr_connections 2\r\n"
+              "STAT cmd_get 10\r\nSTAT cmd_set 4\r\nSTAT get_hits 7\r\nSTAT get_misses 3\r\n"
+              "STAT limit_maxbytes 67108864\r\nSTAT threads 4\r\nSTAT bytes 300\r\n"
+              "STAT curr_items 4\r\nSTAT total_items 4\r\nSTAT evictions 1\r\nEND\r\n"),
+        mkbuf("SERVER_ERROR no server available: server 127.0.0.1:11212 is down\r\n"),
+        mkbuf("STAT pid 12\r\nSTAT version 1.6.9\r\nSTAT cmd_get 5\r\nSTAT cmd_set 2\r\n"
+              "STAT get_hits 1\r\nSTAT get_misses 4\r\nSTAT limit_maxbytes 67108864\r\n"
+              "STAT bytes 100\r\nSTAT curr_items 2\r\nSTAT total_items 3\r\n"
+              "STAT evictions 0\r\nEND\r\n"),
+    };
+    int rc;
+    const char *s = mc_merge("stats \r\n", f, 3, &rc);  /* memcstat sends a trailing space */
+    ck_assert_int_eq(rc, 0);
     ck_assert_str_eq(s,
-        "STAT pid 4242\r\nSTAT uptime 3600\r\nSTAT time 1700000000\r\nSTAT version 0.1.0\r\n"
+        "STAT pid 4242\r\nSTAT uptime 3600\r\nSTAT time 1700000000\r\nSTAT version 1.6.9\r\n"
         "STAT pointer_size 64\r\nSTAT rusage_user 1.500001\r\nSTAT rusage_system 0.000250\r\n"
-        "STAT curr_connections 9\r\nSTAT total_connections 90\r\nSTAT cmd_get 100\r\n"
-        "STAT get_hits 70\r\nSTAT get_misses 30\r\nSTAT threads 2\r\n"
+        "STAT curr_connections 9\r\nSTAT total_connections 90\r\nSTAT cmd_get 15\r\n"
+        "STAT cmd_set 6\r\nSTAT get_hits 8\r\nSTAT get_misses 7\r\n"
+        "STAT limit_maxbytes 134217728\r\nSTAT threads 2\r\nSTAT bytes 400\r\n"
+        "STAT curr_items 6\r\nSTAT total_items 7\r\nSTAT evictions 1\r\n"
         "STAT ringleader_version 0.1.0\r\n"
+        "STAT ringleader_servers 3\r\nSTAT ringleader_servers_answering 2\r\n"
         "STAT requests 1234\r\nSTAT hits 70\r\nSTAT misses 30\r\nSTAT client_connections 5\r\n"
         "STAT client_rejected 2\r\nSTAT ops_per_sec 17\r\nSTAT worker 1\r\nEND\r\n");
+    /* every server down: the proxy's numbers still, none made up for the servers' */
+    s = mc_merge("stats\r\n", f + 1, 1, &rc);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_null(strstr(s, "curr_items"));
+    ck_assert_ptr_null(strstr(s, "get_hits"));
+    ck_assert_ptr_nonnull(strstr(s, "STAT version 0.1.0\r\n"));
+    ck_assert_ptr_nonnull(strstr(s, "STAT ringleader_servers_answering 0\r\n"));
+    ck_assert_ptr_nonnull(strstr(s, "STAT hits 70\r\n"));
+    freebufs(f, 3);
 }
 END_TEST
 
@@ -352,6 +363,48 @@ START_TEST(test_info_with_every_server_down)
 }
 END_TEST
 
+/* As many numbers as the core gives a pool with every feature on, and more: the fixed
+ * array INFO kept them in filled up and dropped the last ones (total_connections among
+ * them: total_connections_received read 0). Every number given appears, under its name. */
+#define MANY_NUMBERS 300
+
+static void many_numbers(void *ctx, proto_stat_fn emit, void *arg)
+{
+    static char name[MANY_NUMBERS][32];
+    (void)ctx;
+    for (int i = 0; i < MANY_NUMBERS; i++) {
+        snprintf(name[i], sizeof(name[i]), "counter_%d", i);
+        emit(arg, name[i], 1000 + i);
+    }
+    emit(arg, "client_connections", 5);
+    emit(arg, "total_connections", 90);     /* given last, as pool_numbers.c does */
+}
+
+START_TEST(test_info_keeps_every_number_given)
+{
+    static struct buf out;
+    struct proto_env many = env;
+    struct buf *f[1] = { bulk(backend_a) };
+    const struct redis_command *c = redis_command_find("INFO");
+    char want[64];
+
+    many.render_stats = many_numbers;
+    buf_init(&out);
+    ck_assert_int_eq(proto_redis_ops.merge_env((uint16_t)(c - redis_commands),
+                                               "*1\r\n$4\r\nINFO\r\n", f, 1, &many, &out), 0);
+    const char *s = text_of(&out);
+    for (int i = 0; i < MANY_NUMBERS; i++) {
+        snprintf(want, sizeof(want), "\r\nringleader_counter_%d:%d\r\n", i, 1000 + i);
+        has(s, want);
+    }
+    has(s, "\r\nringleader_total_connections:90\r\n");
+    has(s, "\r\ntotal_connections_received:90\r\n");
+    has(s, "\r\nconnected_clients:5\r\n");
+    buf_free(&out);
+    freebufs(f, 1);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- CLIENT */
 
 static const char *redis_say(struct proto_parser *p, struct proto_client *c, const char *line)
@@ -407,6 +460,7 @@ static Suite *local_suite(void)
     tcase_add_test(tc, test_info_merges_backends_and_the_proxy);
     tcase_add_test(tc, test_info_sections_asked);
     tcase_add_test(tc, test_info_with_every_server_down);
+    tcase_add_test(tc, test_info_keeps_every_number_given);
     tcase_add_test(tc, test_client_setinfo_no_evict_no_touch);
     suite_add_tcase(s, tc);
     return s;
