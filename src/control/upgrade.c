@@ -501,6 +501,21 @@ static void upgrade_connection_cb(uv_stream_t *server, int status)
         upgrade_conn_end(c);
 }
 
+/* The address of the unix socket at path: 0, or -1 with err when the path does not fit. */
+static int upgrade_sun(struct sockaddr_un *sun, const char *path, char *err, size_t errlen)
+{
+    size_t len = strlen(path);
+
+    if (len >= sizeof(sun->sun_path)) {
+        snprintf(err, errlen, "upgrade socket '%s': path too long", path);
+        return -1;
+    }
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    memcpy(sun->sun_path, path, len + 1);
+    return 0;
+}
+
 /* A new unix socket at path, mode 0600. An existing file is replaced only when nothing
  * answers on it (a process that ended without removing it); a live one is refused, since
  * two proxies on one path would take each other's successors. fd or -errno with err. */
@@ -509,13 +524,8 @@ static int upgrade_socket_open(const char *path, char *err, size_t errlen)
     struct sockaddr_un sun;
     int fd = -1, e;
 
-    if (strlen(path) >= sizeof(sun.sun_path)) {
-        snprintf(err, errlen, "upgrade socket '%s': path too long", path);
+    if (upgrade_sun(&sun, path, err, errlen) < 0)
         return -ENAMETOOLONG;
-    }
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    memcpy(sun.sun_path, path, strlen(path) + 1);
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         goto fail;
@@ -654,13 +664,8 @@ static int upgrade_connect(const char *path, char *err, size_t errlen)
     struct sockaddr_un sun;
     pid_t pid;
 
-    if (strlen(path) >= sizeof(sun.sun_path)) {
-        snprintf(err, errlen, "upgrade socket '%s': path too long", path);
+    if (upgrade_sun(&sun, path, err, errlen) < 0)
         return -ENAMETOOLONG;
-    }
-    memset(&sun, 0, sizeof(sun));
-    sun.sun_family = AF_UNIX;
-    memcpy(sun.sun_path, path, strlen(path) + 1);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
         int e = errno;
