@@ -143,6 +143,7 @@ struct rlb_bench {
     int epfd;
     bool prefilling;
     bool stop_issuing;
+    uint64_t paced_end_ns;         /* --rate with --duration: no request is due from here on */
     uint64_t issued;
     uint64_t limit;                /* requests to issue in this phase; UINT64_MAX: time-bound */
     uint32_t prefill_next[RLB_MAX_SERVERS];
@@ -712,7 +713,7 @@ static void conn_fill(struct rlb_bench *b, struct rlb_conn *c)
     while (c->qlen < b->o.pipeline) {
         uint32_t key;
         uint8_t op;
-        if (paced && c->next_ns > t)
+        if (paced && (c->next_ns > t || (b->paced_end_ns && c->next_ns >= b->paced_end_ns)))
             break;
         if (conn_next(b, c, &key, &op) < 0)
             break;
@@ -1000,6 +1001,10 @@ static uint64_t bench_phase(struct rlb_bench *b)
     bool paced = b->o.rate > 0 && !b->prefilling;
 
     b->stop_issuing = false;
+    /* Open loop: the schedule is the workload. Every request due before the deadline
+     * goes, late if the box is busy (its latency counts from when it was due), so the
+     * count is the rate times the duration whatever the load; none due after it does. */
+    b->paced_end_ns = paced ? deadline : 0;
     b->issued = 0;
     for (unsigned i = 0; i < b->o.conns; i++) {
         /* --rate: the connections' schedules interleave evenly */
@@ -1038,8 +1043,14 @@ static uint64_t bench_phase(struct rlb_bench *b)
             last_progress = t;
             end = t;
         }
-        if (deadline && t >= deadline)
+        if (deadline && t >= deadline && !paced)
             b->stop_issuing = true;
+        if (deadline && paced && !b->stop_issuing) {
+            bool due = false;           /* a live connection still has a request before it */
+            for (unsigned i = 0; i < b->o.conns && !due; i++)
+                due = !b->conns[i].dead && b->conns[i].next_ns < deadline;
+            b->stop_issuing = !due;
+        }
         if (b->live == 0)
             break;
         if (t - last_progress > timeout_ns) {
