@@ -134,15 +134,20 @@ static inline struct client *msg_payer(const struct msg *m)
     return NULL;
 }
 
-/* The charge of a client's request that is not a parent: its buffers. The common one
- * (a reply whole behind another), inline. */
-static inline void msg_charge_bufs(struct msg *m, struct client *c)
+/* m's charge in c's held_cost becomes cost. */
+static inline void msg_charge_set(struct msg *m, struct client *c, size_t cost)
 {
-    size_t cost = m->rsp.cap + m->req.cap + m->reqcopy.cap;
     if (cost == m->charged)
         return;
     c->held_cost = c->held_cost - RL_MIN(c->held_cost, m->charged) + cost;
     m->charged = cost;
+}
+
+/* The charge of a client's request that is not a parent: its buffers. The common one
+ * (a reply whole behind another), inline. */
+static inline void msg_charge_bufs(struct msg *m, struct client *c)
+{
+    msg_charge_set(m, c, m->rsp.cap + m->req.cap + m->reqcopy.cap);
 }
 
 void msg_charge(struct msg *m)
@@ -157,10 +162,7 @@ void msg_charge(struct msg *m)
         cost += (size_t)m->nfrag * (sizeof(struct msg *) + sizeof(struct buf *)) +
                 (m->key_frag != NULL ? (size_t)m->nkeys * (sizeof(uint32_t) +
                                                             sizeof(struct proto_key)) : 0);
-    if (cost == m->charged)
-        return;
-    c->held_cost = c->held_cost - RL_MIN(c->held_cost, m->charged) + cost;
-    m->charged = cost;
+    msg_charge_set(m, c, cost);
 }
 
 void msg_uncharge(struct msg *m)
