@@ -48,11 +48,22 @@ static inline int util_parse_dec(const char *s, size_t len, unsigned grammar, ui
     if ((grammar & UTIL_DEC_CANON) &&
         (len > 20 || (s[i] == '0' && (len - i > 1 || minus))))
         return -1;
-    for (; i < len; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return -1;
-        v = v * 10 + d;
+    if (__builtin_expect(len - i <= 19, 1)) {
+        /* 19 digits are at most 10^19 - 1 < 2^64: no overflow to test for (the test's
+         * division, even as a multiply, was most of a short number's cost) */
+        for (; i < len; i++) {
+            unsigned d = (unsigned char)s[i] - '0';
+            if (d > 9)
+                return -1;
+            v = v * 10 + d;
+        }
+    } else {
+        for (; i < len; i++) {
+            unsigned d = (unsigned char)s[i] - '0';
+            if (d > 9 || v > (UINT64_MAX - d) / 10)
+                return -1;
+            v = v * 10 + d;
+        }
     }
     if (minus && v > (uint64_t)INT64_MAX + 1)
         return -1;

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "lib/buf.h"
+#include "lib/util.h"
 #include "proto/memcache.h"
 #include "proto/proto.h"
 
@@ -94,8 +95,30 @@ static inline uint32_t memcache__tokens(const char *buf, uint32_t pos, uint32_t 
     return n;
 }
 
-/* Numbers as memcached reads them (memcache_request.c). */
-bool memcache__tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out);
+/*
+ * Numbers, as memcached's safe_strtoul/safe_strtol/safe_strtoull read them
+ * (strtoul and strtol: an optional sign, then decimal digits, leading zeros
+ * allowed), narrowed to what they read without surprise: the proxy refuses
+ * a value memcached would silently truncate to 32 bits (flags 4294967296 is
+ * stored as 0, a length of 99999999999 becomes 1215752191), a trailing
+ * blank other than a space (memcached stops at it), and an unsigned number
+ * with a '-' unless it is zero ("-0": strtoull reads 0). Refusing is safe;
+ * accepting must give memcached's value.
+ */
+#define MC_DEC (UTIL_DEC_PLUS | UTIL_DEC_MINUS)
+
+/* An unsigned number of at most max (inline: every VALUE line reads two). */
+static inline bool memcache__tok_u64(const char *buf, const struct mc_tok *t, uint64_t max,
+                                     uint64_t *out)
+{
+    uint64_t v;
+    int neg;
+    if (util_parse_dec(buf + t->off, t->len, MC_DEC, &v, &neg) < 0 || (neg && v != 0) ||
+        v > max)
+        return false;
+    *out = v;
+    return true;
+}
 
 /* proto_ops.parse_req (memcache_request.c). */
 int memcache__parse_req(struct proto_parser *p, const char *buf, size_t len,

@@ -33,6 +33,10 @@ static bool mc_line_starts(const char *s, size_t n, const char *lit, size_t litn
 /* An error line: ERROR, or CLIENT_ERROR / SERVER_ERROR with or without a reason. */
 static bool mc_is_error_line(const char *s, size_t n)
 {
+    /* First the one byte that tells nearly every line apart (VALUE, END, STORED...):
+     * each reply's every line meets this test */
+    if (n < 5 || (s[0] != 'E' && s[0] != 'C' && s[0] != 'S'))
+        return false;
     return LINE_IS(s, n, "ERROR") || LINE_STARTS(s, n, "ERROR ") ||
            LINE_IS(s, n, "CLIENT_ERROR") || LINE_STARTS(s, n, "CLIENT_ERROR ") ||
            LINE_IS(s, n, "SERVER_ERROR") || LINE_STARTS(s, n, "SERVER_ERROR ");

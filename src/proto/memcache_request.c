@@ -115,30 +115,6 @@ static bool mc_tok_is(const char *buf, const struct mc_tok *t, const char *s, si
 
 #define TOK_IS(buf, t, lit) mc_tok_is((buf), (t), lit, sizeof(lit) - 1)
 
-/*
- * Numbers, as memcached's safe_strtoul/safe_strtol/safe_strtoull read them
- * (strtoul and strtol: an optional sign, then decimal digits, leading zeros
- * allowed), narrowed to what they read without surprise: the proxy refuses
- * a value memcached would silently truncate to 32 bits (flags 4294967296 is
- * stored as 0, a length of 99999999999 becomes 1215752191), a trailing
- * blank other than a space (memcached stops at it), and an unsigned number
- * with a '-' unless it is zero ("-0": strtoull reads 0). Refusing is safe;
- * accepting must give memcached's value.
- */
-#define MC_DEC (UTIL_DEC_PLUS | UTIL_DEC_MINUS)
-
-/* An unsigned number of at most max. */
-bool memcache__tok_u64(const char *buf, const struct mc_tok *t, uint64_t max, uint64_t *out)
-{
-    uint64_t v;
-    int neg;
-    if (util_parse_dec(buf + t->off, t->len, MC_DEC, &v, &neg) < 0 || (neg && v != 0) ||
-        v > max)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* A signed 32-bit number (exptime: negative means already expired). */
 static bool mc_tok_i32(const char *buf, const struct mc_tok *t)
 {
@@ -524,7 +500,8 @@ static void mc_req_stats(const struct mc_line *l, struct proto_req *req)
 static uint16_t mc_lookup(const char *s, uint32_t n)
 {
     for (uint16_t c = 1; c < MEMCACHE_CMD_COUNT; c++)
-        if (memcache__cmds[c].len == n && memcmp(memcache__cmds[c].name, s, n) == 0)
+        if (memcache__cmds[c].len == n && memcache__cmds[c].name[0] == s[0] &&
+            memcmp(memcache__cmds[c].name, s, n) == 0)
             return c;
     return MEMCACHE_CMD_NONE;
 }

@@ -26,7 +26,7 @@ static int proto_grow(void **mem, uint32_t *cap, uint32_t n, size_t elem, uint32
     return 0;
 }
 
-int proto__keys_reserve(struct proto_parser *p, uint32_t n)
+int proto__keys_grow(struct proto_parser *p, uint32_t n)
 {
     void *m = p->keys;
     int rc = proto_grow(&m, &p->keycap, n, sizeof(*p->keys), 16);

@@ -532,8 +532,13 @@ struct proto_ops {
 extern const struct proto_ops proto_memcache_ops;
 extern const struct proto_ops proto_redis_ops;
 
-/* Key array growth shared by the parsers: room for n keys; 0 or -ENOMEM. */
-int proto__keys_reserve(struct proto_parser *p, uint32_t n);
+/* Key array growth shared by the parsers: room for n keys; 0 or -ENOMEM. Inline test
+ * first: the parsers ask once per argument, and the array nearly always has room. */
+int proto__keys_grow(struct proto_parser *p, uint32_t n);
+static inline int proto__keys_reserve(struct proto_parser *p, uint32_t n)
+{
+    return __builtin_expect(n <= p->keycap, 1) ? 0 : proto__keys_grow(p, n);
+}
 /* Decode buffer growth: room for n bytes in p->dec; 0 or -ENOMEM. */
 int proto__dec_reserve(struct proto_parser *p, uint32_t n);
 /* Free what a parser grew (keys, dec); the struct may be reused zeroed. */

@@ -180,6 +180,10 @@ const struct redis_command *redis_command_find(const char *upper);
 
 /* Case-insensitive lookup of name[0..len); NULL if unknown. */
 const struct redis_command *redis_command_lookup(const char *name, size_t len);
+/* The same for a request's first argument: a name holding '|' is NULL ("NAME|SUB" is how
+ * the table names a subcommand, never a command Redis knows: sent as a name,
+ * "XINFO|STREAM k" is unknown to Redis too). */
+const struct redis_command *redis_command_of_request(const char *name, size_t len);
 
 /* The number of commands COMMAND and COMMAND COUNT list (top level, not refused). */
 size_t redis_command_listed(void);

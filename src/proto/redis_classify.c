@@ -497,10 +497,7 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
     req->flags |= (uint16_t)((p->flags & PROTO_PF_VARIANT) << 4);
     /* "NAME|SUB" is how the table names a subcommand, never a command Redis
      * knows: sent as a name ("XINFO|STREAM k") it is unknown to Redis too. */
-    const struct redis_command *c =
-        memchr(buf + args[0].off, '|', args[0].len) != NULL
-            ? NULL
-            : redis_command_lookup(buf + args[0].off, args[0].len);
+    const struct redis_command *c = redis_command_of_request(buf + args[0].off, args[0].len);
     char name[REDIS_MAX_NAME * 2 + 2];
 
     if (c == NULL) {

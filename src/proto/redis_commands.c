@@ -435,9 +435,10 @@ static void cmd_index_build(void)
     }
 }
 
-static const struct redis_command *cmd_find(const char *upper, size_t len)
+/* The entry named upper (len bytes, no NUL) whose hash is h, or NULL. */
+static const struct redis_command *cmd_find_hashed(const char *upper, size_t len, uint32_t h)
 {
-    uint32_t slot = cmd_hash(upper, len) & (CMD_INDEX_SLOTS - 1);
+    uint32_t slot = h & (CMD_INDEX_SLOTS - 1);
 
     pthread_once(&cmd_index_once, cmd_index_build);
     for (uint32_t n = 0; n < CMD_INDEX_SLOTS && cmd_index[slot] != 0; n++) {
@@ -455,22 +456,37 @@ static const struct redis_command *cmd_find(const char *upper, size_t len)
 
 const struct redis_command *redis_command_find(const char *upper)
 {
-    return cmd_find(upper, strlen(upper));
+    size_t len = strlen(upper);
+    return cmd_find_hashed(upper, len, cmd_hash(upper, len));
 }
 
-const struct redis_command *redis_command_lookup(const char *name, size_t len)
+/* Upper-cases and hashes in one pass; a name holding '|' is NULL unless subs. */
+static inline const struct redis_command *cmd_lookup(const char *name, size_t len, int subs)
 {
     char up[REDIS_MAX_NAME];
+    uint32_t h = 2166136261u;       /* cmd_hash, folded into the pass that upper-cases */
 
     if (len == 0 || len >= sizeof(up))
         return NULL;
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)name[i];
-        if (ch == '\0')
+        if (ch == '\0' || (ch == '|' && !subs))
             return NULL;
-        up[i] = (char)((ch >= 'a' && ch <= 'z') ? ch - 'a' + 'A' : ch);
+        ch = (unsigned char)((ch >= 'a' && ch <= 'z') ? ch - 'a' + 'A' : ch);
+        up[i] = (char)ch;
+        h = (h ^ ch) * 16777619u;
     }
-    return cmd_find(up, len);
+    return cmd_find_hashed(up, len, h);
+}
+
+const struct redis_command *redis_command_lookup(const char *name, size_t len)
+{
+    return cmd_lookup(name, len, 1);
+}
+
+const struct redis_command *redis_command_of_request(const char *name, size_t len)
+{
+    return cmd_lookup(name, len, 0);
 }
 
 size_t redis_command_listed(void)

@@ -265,9 +265,14 @@ static inline void key_copy(char *dst, const char *src, size_t len)
         for (size_t i = 0; i + 8 < len; i += 8)
             memcpy(dst + i, src + i, 8);
         memcpy(dst + len - 8, src + len - 8, 8);
-    } else {
-        for (size_t i = 0; i < len; i++)
-            dst[i] = src[i];
+    } else if (len >= 4) {                  /* short keys the same way: two moves that */
+        memcpy(dst, src, 4);                /* may overlap, not a byte loop */
+        memcpy(dst + len - 4, src + len - 4, 4);
+    } else if (len >= 2) {
+        memcpy(dst, src, 2);
+        memcpy(dst + len - 2, src + len - 2, 2);
+    } else if (len == 1) {
+        dst[0] = src[0];
     }
 }
 

@@ -469,6 +469,13 @@ START_TEST(test_delete_incr_touch)
     ck_assert_uint_eq(x->r.flags, PROTO_RF_WRITE | PROTO_RF_NOREPLY);
     const char *delta = "CLIENT_ERROR invalid numeric delta argument\r\n";
     assert_err(req("incr n 18446744073709551616\r\n"), delta);
+    /* 19 digits take the parser's unchecked loop, 20 and more the checked one */
+    ck_assert_uint_eq(req("incr n 9999999999999999999\r\n")->r.kind, PROTO_REQ_SINGLE);
+    ck_assert_uint_eq(req("incr n 000000000000000000018446744073709551615\r\n")->r.kind,
+                      PROTO_REQ_SINGLE);
+    assert_err(req("incr n 99999999999999999999\r\n"), delta);
+    assert_err(req("incr n 0000000000000000000018446744073709551616\r\n"), delta);
+    assert_err(req("incr n 999999999999999999x\r\n"), delta);
     assert_err(req("incr n -1\r\n"), delta);
     assert_err(req("incr n abc\r\n"), delta);
     assert_err(req("incr n\r\n"), "ERROR\r\n");
