@@ -46,14 +46,21 @@ static ssize_t mcbin_decode_rx(struct conn *c)
     return (ssize_t)(buf_len(&c->ibuf) - before);
 }
 
+/* What one encode takes of c->obuf at most: conn_flush sends it and comes back for more,
+ * so a deep pipeline of large replies is not held twice over (text and frames). Every
+ * reply line the text path writes is far shorter, so each call makes progress. */
+#define MCBIN_ENCODE_STEP (256u * 1024)
+
 /* c->obuf's complete replies into tx; 0 or a libuv error (a reply that matches no
  * frame, or no memory: the connection closes). */
 static int mcbin_encode_tx(struct conn *c)
 {
     struct mcbin_conn *t = mcbin_of(c);
-    size_t used = 0;
+    size_t used = 0, len = buf_len(&c->obuf);
 
-    int rc = mcbin_encode(&t->st, buf_rptr(&c->obuf), buf_len(&c->obuf), &used, &t->tx);
+    if (len > MCBIN_ENCODE_STEP)
+        len = MCBIN_ENCODE_STEP;
+    int rc = mcbin_encode(&t->st, buf_rptr(&c->obuf), len, &used, &t->tx);
     buf_consume(&c->obuf, used);
     if (rc < 0)
         return rc == -ENOMEM ? UV_ENOMEM : UV_EPROTO;
