@@ -151,13 +151,15 @@ static int mcbin_push(struct mcbin *b, const struct mcbin_pend *pd, const char *
     return 0;
 }
 
-/* The key as the text protocol can carry it: as sent when every byte is a visible
- * ASCII character, else base64 (the caller adds the meta b flag). 1 when base64. */
+/* The key as the text protocol can carry it: as sent unless a byte would end its token
+ * or its line where memcached reads text (a space, CR, LF, NUL: memcached splits tokens
+ * on spaces only, so other bytes stay in the key), else base64 (the caller adds the meta
+ * b flag). 1 when base64. */
 static int mcbin_key(struct buf *text, const char *key, uint16_t len, int *rc)
 {
     for (uint16_t i = 0; i < len; i++) {
         uint8_t ch = (uint8_t)key[i];
-        if (ch <= 0x20 || ch >= 0x7f) {
+        if (ch == ' ' || ch == '\r' || ch == '\n' || ch == '\0') {
             *rc = buf_append_b64(text, key, len);
             return 1;
         }
@@ -213,6 +215,14 @@ static uint8_t mcbin_base(uint8_t op, int *quiet)
         *quiet = 0;
         return op;
     }
+}
+
+/* A binary expiration (unsigned 32 bits) as the text protocol reads one (a signed 32-bit
+ * number): past INT32_MAX, an absolute time after January 2038, it is capped there. */
+static uint32_t mcbin_exptime(const char *p)
+{
+    uint32_t t = mcbin_rd32(p);
+    return t > INT32_MAX ? (uint32_t)INT32_MAX : t;
 }
 
 /* Append " b" when the key went as base64, then the line's end. */
@@ -282,7 +292,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
         }
         pd.kind = MCBIN_K_FLUSH;
         if (extlen == 4 && mcbin_rd32(ext) != 0)
-            rc = buf_appendf(text, "flush_all %" PRIu32 "\r\n", mcbin_rd32(ext));
+            rc = buf_appendf(text, "flush_all %" PRIu32 "\r\n", mcbin_exptime(ext));
         else
             rc = buf_append_str(text, "flush_all\r\n");
         break;
@@ -319,7 +329,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
         b64 = mcbin_key(text, key, keylen, &rc);
         if (rc == 0)
             rc = buf_appendf(text, " %" PRIu32 " F%" PRIu32 " T%" PRIu32 " c", rest,
-                             mcbin_rd32(ext), mcbin_rd32(ext + 4));
+                             mcbin_rd32(ext), mcbin_exptime(ext + 4));
         if (rc == 0 && cas != 0)
             rc = buf_appendf(text, " C%" PRIu64, cas);
         else if (rc == 0 && op != MCBIN_SET)
@@ -380,7 +390,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
             return -ENOMEM;
         b64 = mcbin_key(text, key, keylen, &rc);
         if (rc == 0)
-            rc = buf_appendf(text, " T%" PRIu32 " f%s c", mcbin_rd32(ext),
+            rc = buf_appendf(text, " T%" PRIu32 " f%s c", mcbin_exptime(ext),
                              op == MCBIN_TOUCH ? "" : " v");
         if (rc == 0)
             rc = mcbin_line_end(text, b64);
@@ -414,7 +424,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
                              op == MCBIN_INCR ? 'I' : 'D');
         /* expiration 0xffffffff: no item is created on a miss */
         if (rc == 0 && mcbin_rd32(ext + 16) != 0xffffffffu)
-            rc = buf_appendf(text, " N%" PRIu32 " J%" PRIu64, mcbin_rd32(ext + 16),
+            rc = buf_appendf(text, " N%" PRIu32 " J%" PRIu64, mcbin_exptime(ext + 16),
                              mcbin_rd64(ext + 8));
         if (rc == 0 && cas != 0)
             rc = buf_appendf(text, " C%" PRIu64, cas);
