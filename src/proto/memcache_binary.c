@@ -233,7 +233,8 @@ static int mcbin_line_end(struct buf *text, int b64)
 
 /*
  * One frame at p[0..n): >0 bytes consumed (the header, extras and key; a value or a
- * swallowed body is left to the caller through b->in), 0 when the prefix is not all
+ * swallowed body is left to the caller through b->in; when the connection ends, the
+ * header, and MCBIN_IN_CLOSED drops the rest), 0 when the prefix is not all
  * here, -ENOMEM. The checks and their order are memcached 1.6's
  * (try_read_command_binary, dispatch_bin_command).
  */
@@ -250,7 +251,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
     if ((uint8_t)p[0] != MCBIN_REQ_MAGIC) {
         /* memcached closes without a word */
         b->in = MCBIN_IN_CLOSED;
-        return buf_append_str(text, "quit\r\n") < 0 ? -ENOMEM : (int)n;
+        return buf_append_str(text, "quit\r\n") < 0 ? -ENOMEM : MCBIN_HDR_LEN;
     }
     uint16_t keylen = mcbin_rd16(p + 2);
     uint8_t extlen = (uint8_t)p[4];
@@ -259,9 +260,9 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
 
     /* memcached waits for the key's bytes before these checks; the answer is the same */
     if (keylen > bodylen || (uint32_t)keylen + extlen > bodylen)
-        return mcbin_fatal(b, &pd, MCBIN_UNKNOWN, text) < 0 ? -ENOMEM : (int)n;
+        return mcbin_fatal(b, &pd, MCBIN_UNKNOWN, text) < 0 ? -ENOMEM : MCBIN_HDR_LEN;
     if (bodylen > MCBIN_BODY_MAX || keylen > MCBIN_KEY_MAX)
-        return mcbin_fatal(b, &pd, MCBIN_EINVAL, text) < 0 ? -ENOMEM : (int)n;
+        return mcbin_fatal(b, &pd, MCBIN_EINVAL, text) < 0 ? -ENOMEM : MCBIN_HDR_LEN;
 
     size_t pre = (size_t)MCBIN_HDR_LEN + extlen + keylen;
     if (n < pre)
@@ -313,7 +314,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
         b->in = MCBIN_IN_CLOSED;
         if (mcbin_push(b, &pd, NULL) < 0 || buf_append_str(text, "mn\r\nquit\r\n") < 0)
             return -ENOMEM;
-        return (int)n;
+        return (int)pre;
     case MCBIN_SET:
     case MCBIN_ADD:
     case MCBIN_REPLACE:
@@ -477,7 +478,7 @@ static int mcbin_frame(struct mcbin *b, const char *p, size_t n, struct buf *tex
         return (int)pre;
     }
     if (bad)
-        return mcbin_fatal(b, &pd, MCBIN_EINVAL, text) < 0 ? -ENOMEM : (int)n;
+        return mcbin_fatal(b, &pd, MCBIN_EINVAL, text) < 0 ? -ENOMEM : MCBIN_HDR_LEN;
     if (rc < 0 || mcbin_push(b, &pd, key) < 0)
         return -ENOMEM;
     if (b->in == MCBIN_IN_VALUE && b->in_left == 0) {
