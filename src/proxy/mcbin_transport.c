@@ -37,6 +37,8 @@ static ssize_t mcbin_decode_rx(struct conn *c)
     struct mcbin_conn *t = mcbin_of(c);
     size_t before = buf_len(&c->ibuf), used = 0;
 
+    if (buf_len(&t->rx) == 0)
+        return 0;
     int rc = mcbin_decode(&t->st, buf_rptr(&t->rx), buf_len(&t->rx), &used, &c->ibuf);
     buf_consume(&t->rx, used);
     if (rc < 0)
@@ -58,6 +60,8 @@ static int mcbin_encode_tx(struct conn *c)
     struct mcbin_conn *t = mcbin_of(c);
     size_t used = 0, len = buf_len(&c->obuf);
 
+    if (len == 0)
+        return 0;
     if (len > MCBIN_ENCODE_STEP)
         len = MCBIN_ENCODE_STEP;
     int rc = mcbin_encode(&t->st, buf_rptr(&c->obuf), len, &used, &t->tx);

@@ -34,6 +34,12 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A buffer's unread bytes, "" for one never allocated (no arithmetic on NULL). */
+static const char *bptr(const struct buf *b)
+{
+    return b->data != NULL ? buf_rptr(b) : "";
+}
+
 /* Decode in[0..n) in chunks of `chunk` bytes into text; returns the bytes left over. */
 static size_t decode_chunked(struct mcbin *b, const char *in, size_t n, size_t chunk,
                              struct buf *text)
@@ -44,7 +50,7 @@ static size_t decode_chunked(struct mcbin *b, const char *in, size_t n, size_t c
         size_t k = n - pos < chunk ? n - pos : chunk;
         FUZZ_CHECK(buf_append(&pending, in + pos, k) == 0);
         size_t used = 0;
-        FUZZ_CHECK(mcbin_decode(b, buf_rptr(&pending), buf_len(&pending), &used, text) == 0);
+        FUZZ_CHECK(mcbin_decode(b, bptr(&pending), buf_len(&pending), &used, text) == 0);
         FUZZ_CHECK(used <= buf_len(&pending));
         buf_consume(&pending, used);
     }
@@ -58,7 +64,7 @@ static long count_requests(const struct buf *text)
 {
     struct proto_parser p;
     struct proto_req r;
-    const char *t = buf_rptr(text);
+    const char *t = bptr(text);
     size_t len = buf_len(text), pos = 0;
     long n = 0;
 
@@ -99,7 +105,7 @@ static void fuzz_decode(const char *in, size_t n, size_t chunk)
     FUZZ_CHECK(left == n - used);
     FUZZ_CHECK(a.npend == b.npend);
     FUZZ_CHECK(buf_len(&ta) == buf_len(&tb) &&
-               (buf_len(&ta) == 0 || memcmp(buf_rptr(&ta), buf_rptr(&tb), buf_len(&ta)) == 0));
+               (buf_len(&ta) == 0 || memcmp(bptr(&ta), bptr(&tb), buf_len(&ta)) == 0));
     long reqs = count_requests(&ta);
     FUZZ_CHECK(reqs >= 0);
     FUZZ_CHECK((uint64_t)reqs == a.npend);
@@ -112,7 +118,9 @@ static void fuzz_decode(const char *in, size_t n, size_t chunk)
 /* Whole frames with the response magic from the start of out (the last may be cut). */
 static void check_frames(const struct buf *out)
 {
-    const uint8_t *p = (const uint8_t *)buf_rptr(out);
+    if (buf_len(out) == 0)
+        return;
+    const uint8_t *p = (const uint8_t *)bptr(out);
     size_t len = buf_len(out), pos = 0;
     while (len - pos >= MCBIN_HDR_LEN) {
         FUZZ_CHECK(p[pos] == MCBIN_RES_MAGIC);
@@ -144,7 +152,7 @@ static void fuzz_encode(const char *in, size_t n, size_t chunk)
     b = a;
     buf_init(&b.pend);
     if (buf_len(&a.pend) > 0)
-        FUZZ_CHECK(buf_append(&b.pend, buf_rptr(&a.pend), buf_len(&a.pend)) == 0);
+        FUZZ_CHECK(buf_append(&b.pend, bptr(&a.pend), buf_len(&a.pend)) == 0);
 
     int rc = mcbin_encode(&a, rsp, rlen, &used, &oa);
     FUZZ_CHECK(used <= rlen);
@@ -159,14 +167,14 @@ static void fuzz_encode(const char *in, size_t n, size_t chunk)
         if (rlen > u2)
             FUZZ_CHECK(buf_append(&rest, rsp + u2, rlen - u2) == 0);
         size_t u3 = 0;
-        rc2 = mcbin_encode(&b, buf_rptr(&rest), buf_len(&rest), &u3, &ob);
+        rc2 = mcbin_encode(&b, bptr(&rest), buf_len(&rest), &u3, &ob);
         u2 += u3;
         buf_free(&rest);
     }
     if (rc == 0 && rc2 == 0) {
         FUZZ_CHECK(u2 == used);
         FUZZ_CHECK(buf_len(&oa) == buf_len(&ob) &&
-                   (buf_len(&oa) == 0 || memcmp(buf_rptr(&oa), buf_rptr(&ob), buf_len(&oa)) == 0));
+                   (buf_len(&oa) == 0 || memcmp(bptr(&oa), bptr(&ob), buf_len(&oa)) == 0));
     }
     mcbin_free(&a);
     mcbin_free(&b);
