@@ -502,6 +502,27 @@ def values_large_and_too_large(env):
 
 
 @R.test
+def a_large_value_streams_through_in_pieces(env):
+    """A value far over the read size, asked first on a fresh connection (the proxy
+    streams such a value into the client's output as it arrives) and read slowly."""
+    k = unique()
+    big = bytes(range(256)) * 3800             # 950 KiB
+    for c in (env.direct(), env.one()):
+        with c:
+            eq([f[5] for f in c.req(frame(SET, k, store_ext(7, 0), big, opaque=1))], [0])
+    got = []
+    for c in (env.direct(), env.one()):
+        with c:
+            c.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.send(frame(GETK, k, opaque=2) + frame(GET, k + b"miss", opaque=3) + noop_end())
+            time.sleep(0.2)                    # the reply waits in the proxy meanwhile
+            frames, closed = c.until_end()
+            got.append((norm(frames), closed))
+    eq(got[1], got[0])
+    eq(got[0][0][0][9], b"\0\0\0\7" + k + big)
+
+
+@R.test
 def text_clients_are_unchanged(env):
     with harness.Raw(env.proxy.addr("one")) as t:
         k = unique()
