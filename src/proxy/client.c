@@ -831,6 +831,15 @@ static int client_sniff(struct client *c)
     return 0;
 }
 
+/* A binary frame whose header is not whole (held by the transport, not in the input):
+ * client_header_timeout counts from now, as for a text request's partial line. */
+static inline void client_partial_frame(struct client *c)
+{
+    if (c->conn.tp == &transport_mcbin && c->partial_ms == 0 && !c->closing &&
+        mcbin_transport_partial(&c->conn) > 0)
+        c->partial_ms = uv_now(&c->w->loop);
+}
+
 static void client_on_read(struct conn *conn, ssize_t nread)
 {
     struct client *c = CONN_OWNER(conn, struct client, conn);
@@ -847,11 +856,13 @@ static void client_on_read(struct conn *conn, ssize_t nread)
         if (!c->sniffed && client_sniff(c) < 0)
             return;
         client_process(c);
+        client_partial_frame(c);
         if (conn_transport_output(conn) > 0 && !conn_closing(conn))
             client_mark(c->w, c);    /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
+        client_partial_frame(c);
         if (conn_output(conn) > 0)
             client_mark(c->w, c);
         return;

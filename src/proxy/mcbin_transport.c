@@ -92,6 +92,12 @@ const struct transport transport_mcbin = {
     .release = mcbin_release,
 };
 
+size_t mcbin_transport_partial(const struct conn *c)
+{
+    const struct mcbin_conn *t = mcbin_of(c);
+    return t->st.in == MCBIN_IN_FRAME ? buf_len(&t->rx) : 0;
+}
+
 ssize_t mcbin_transport_attach(struct conn *c)
 {
     RL_ASSERT(c->tpd == NULL && c->tp == &transport_plain);

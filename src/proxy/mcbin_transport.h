@@ -21,4 +21,8 @@ ssize_t mcbin_transport_attach(struct conn *c);
 
 extern const struct transport transport_mcbin;
 
+/* Bytes of a frame not whole yet (its header, extras or key) that c's transport holds:
+ * client_header_timeout applies to them as to a text request's partial line. */
+size_t mcbin_transport_partial(const struct conn *c);
+
 #endif

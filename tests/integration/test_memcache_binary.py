@@ -486,6 +486,24 @@ def partial_frame_does_not_stall_other_clients(env):
 
 
 @R.test
+def a_frame_header_not_whole_times_out_as_a_text_line(env):
+    """client_header_timeout (slowloris) holds for a binary frame's header as for a line."""
+    p = Proxy({"slow": {"hash": "md5", "distribution": "ketama", "timeout": 10000,
+                        "servers": server_lines(env.one_srv, ["a"])}},
+              glob={"client_header_timeout": 1})
+    try:
+        with Bin(p.addr(), timeout=harness.patience(10)) as c:
+            eq([f[5] for f in c.req(frame(NOOP, opaque=1))], [0])
+            t0 = time.monotonic()
+            c.send(frame(GET, b"k")[:10])
+            eq(c.rest(), [])                   # closed, nothing answered
+            check(c.eof and time.monotonic() - t0 < harness.patience(8),
+                  "closed by client_header_timeout")
+    finally:
+        p.stop()
+
+
+@R.test
 def values_large_and_too_large(env):
     k = unique()
     big = bytes(range(256)) * 2048           # 512 KiB
