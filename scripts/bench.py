@@ -31,6 +31,7 @@ MODES = {
     "stampede": ("safety", "stampede"), "rejoin_cost": ("safety", "rejoin_cost"),
     "shadow": ("safety", "shadow"), "callgrind": ("safety", "callgrind"),
     "pubsub": ("modes", "pubsub_fanout"), "cluster": ("modes", "cluster"),
+    "binary": ("binary", "binary"),
 }
 
 SCENARIOS = [
@@ -419,6 +420,7 @@ class Bench:
         self.listen = {}
         mode = next((m for m in MODES if getattr(a, m)), None)
         if mode:
+            import bench_binary
             import bench_modes
             import bench_safety
             if not self.ringleader:
@@ -428,7 +430,8 @@ class Bench:
             print(f"rlbench: {self.rlbench}\nringleader: {self.ringleader}\nwork dir: {self.tmp}")
             print(f"load average at start: {loadavg()}")
             module, fn = MODES[mode]
-            return getattr({"modes": bench_modes, "safety": bench_safety}[module], fn)(self)
+            return getattr({"modes": bench_modes, "safety": bench_safety,
+                            "binary": bench_binary}[module], fn)(self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -610,6 +613,9 @@ def main():
     m.add_argument("--cluster", action="store_true",
                    help="a 3-master Redis Cluster: redis-benchmark --cluster directly against "
                         "redis-benchmark through a redis_cluster pool (GET/SET, P=1 and P=16)")
+    m.add_argument("--binary", action="store_true",
+                   help="memcached's binary protocol beside the text one (set/get, P1 and P16), "
+                        "straight at 4 memcached and through ringleader (nutcracker cannot)")
     a = ap.parse_args()
     if a.quick:
         a.rounds, a.duration = 1, 2.0

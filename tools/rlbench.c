@@ -63,7 +63,7 @@
 #define HIST_HALF (HIST_SUB / 2)
 #define HIST_BUCKETS (HIST_SUB + (64 - HIST_SUB_BITS) * HIST_HALF)
 
-enum rlb_proto { RLB_MEMCACHE, RLB_REDIS };
+enum rlb_proto { RLB_MEMCACHE, RLB_REDIS, RLB_MEMCACHE_BINARY };
 enum rlb_op { RLB_GET, RLB_SET };
 
 struct rlb_hist {
@@ -264,7 +264,7 @@ static void usage(FILE *f)
         "  --host H --port P          one target (a proxy or a server); default 127.0.0.1:11211\n"
         "  --server H:P               direct mode, repeatable: connections round-robin over the\n"
         "                             servers, key n owned by server n %% nservers\n"
-        "  --proto memcache|redis     default memcache\n"
+        "  --proto memcache|memcache-binary|redis  default memcache\n"
         "  -c, --connections N        default 50\n"
         "  -P, --pipeline N           requests in flight per connection, default 1\n"
         "  --ratio G:S                GETs to SETs, default 1:0 (0:1 SET only, 9:1 mixed)\n"
@@ -386,8 +386,10 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
                 o->proto = RLB_MEMCACHE;
             else if (strcmp(optarg, "redis") == 0)
                 o->proto = RLB_REDIS;
+            else if (strcmp(optarg, "memcache-binary") == 0)
+                o->proto = RLB_MEMCACHE_BINARY;
             else {
-                fprintf(stderr, "rlbench: --proto is memcache or redis\n");
+                fprintf(stderr, "rlbench: --proto is memcache, memcache-binary or redis\n");
                 return -1;
             }
             break;
@@ -608,6 +610,23 @@ static void conn_format(struct rlb_bench *b, struct rlb_conn *c, uint32_t key, u
     char keybuf[16];
     size_t klen = key_fmt(keybuf, key);
 
+    if (b->o.proto == RLB_MEMCACHE_BINARY) {
+        /* memcached's binary GET or SET (flags 0, no expiry); the opaque is the key */
+        uint32_t extlen = op == RLB_GET ? 0 : 8;
+        uint32_t body = extlen + (uint32_t)klen + (op == RLB_GET ? 0 : b->o.value_size);
+        uint8_t h[24] = { 0x80, op == RLB_GET ? 0x00 : 0x01, 0, (uint8_t)klen, (uint8_t)extlen };
+        for (int i = 0; i < 4; i++) {
+            h[8 + i] = (uint8_t)(body >> (24 - 8 * i));
+            h[12 + i] = (uint8_t)(key >> (24 - 8 * i));
+        }
+        memcpy(p, h, sizeof h), p += sizeof h;
+        memset(p, 0, extlen), p += extlen;
+        memcpy(p, keybuf, klen), p += klen;
+        if (op == RLB_SET)
+            value_fill(b, p, key), p += b->o.value_size;
+        c->wlen = (size_t)(p - c->wbuf);
+        return;
+    }
     if (b->o.proto == RLB_MEMCACHE) {
         if (op == RLB_GET) {
             memcpy(p, "get ", 4), p += 4;
@@ -827,6 +846,47 @@ static ssize_t mc_parse(struct rlb_bench *b, const struct rlb_inflight *r, const
     return (ssize_t)need;
 }
 
+/* Parses one memcached binary reply for request r; same contract as mc_parse. */
+static ssize_t mcbin_parse(struct rlb_bench *b, const struct rlb_inflight *r, const char *p,
+                           size_t avail, enum rlb_verdict *v)
+{
+    const uint8_t *h = (const uint8_t *)p;
+    if (avail < 24)
+        return 0;
+    uint32_t body = (uint32_t)h[8] << 24 | (uint32_t)h[9] << 16 | (uint32_t)h[10] << 8 | h[11];
+    uint32_t opaque = (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 | (uint32_t)h[14] << 8 | h[15];
+    uint16_t status = (uint16_t)(h[6] << 8 | h[7]);
+    uint16_t klen = (uint16_t)(h[2] << 8 | h[3]);
+    if (h[0] != 0x81 || body > (64u << 20) || h[4] + klen > body)
+        return -1;
+    size_t need = 24 + (size_t)body;
+    if (need > b->conns[0].rcap)
+        return -1;
+    if (avail < need)
+        return 0;
+    if (h[1] != (r->op == RLB_GET ? 0x00 : 0x01) || opaque != r->key) {
+        *v = V_MISMATCH;                   /* an answer to another request */
+    } else if (status == 1 && r->op == RLB_GET) {
+        *v = V_MISS;
+    } else if (status == 2 || status == 5) {
+        *v = V_MISMATCH;
+    } else if (status != 0) {
+        *v = V_ERROR_REPLY;
+    } else if (r->op == RLB_SET) {
+        *v = V_OK;
+    } else {
+        const char *data = p + 24 + h[4] + klen;
+        uint32_t flags = (uint32_t)h[24] << 24 | (uint32_t)h[25] << 16 | (uint32_t)h[26] << 8 | h[27];
+        bool ok = h[4] == 4 && flags == 0 && body - 4 - klen == b->o.value_size;
+        if (ok) {
+            value_fill(b, b->scratch, r->key);
+            ok = memcmp(data, b->scratch, b->o.value_size) == 0;
+        }
+        *v = ok ? V_HIT : V_MISMATCH;
+    }
+    return (ssize_t)need;
+}
+
 /* Parses one RESP reply for request r; same contract as mc_parse. */
 static ssize_t redis_parse(struct rlb_bench *b, const struct rlb_inflight *r, const char *p,
                            size_t avail, enum rlb_verdict *v)
@@ -918,7 +978,8 @@ again:
         const char *p = c->rbuf + c->rpos;
         size_t avail = c->rlen - c->rpos;
         ssize_t used = b->o.proto == RLB_MEMCACHE ? mc_parse(b, r, p, avail, &v)
-                                                   : redis_parse(b, r, p, avail, &v);
+                       : b->o.proto == RLB_MEMCACHE_BINARY ? mcbin_parse(b, r, p, avail, &v)
+                       : redis_parse(b, r, p, avail, &v);
         if (used == 0)
             break;
         if (used < 0) {
@@ -1074,7 +1135,8 @@ static void stats_print(const struct rlb_bench *b, uint64_t elapsed_ns)
     double p999 = hist_quantile(&s->hist, 0.999) / 1e3;
     double mean = s->hist.n ? (double)s->hist.sum / (double)s->hist.n / 1e3 : 0;
     double max = (double)s->hist.max / 1e3;
-    const char *proto = o->proto == RLB_MEMCACHE ? "memcache" : "redis";
+    const char *proto = o->proto == RLB_MEMCACHE ? "memcache"
+                      : o->proto == RLB_MEMCACHE_BINARY ? "memcache-binary" : "redis";
     char target[RLB_MAX_SERVERS * 24 + 16];
     size_t tl = 0;
 

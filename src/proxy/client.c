@@ -11,6 +11,8 @@
 #include "lib/log.h"
 #include "proxy/client.h"
 #include "proxy/forward.h"
+#include "proxy/mcbin_transport.h"
+#include "proto/memcache_binary.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/snapshot.h"
@@ -812,6 +814,32 @@ static void client_tls_failed(struct client *c, enum tls_fail why)
     client_close(c);
 }
 
+/* memcached 1.6's detection, once per connection: a client of a memcached pool whose
+ * first byte is the binary request magic speaks the binary protocol, through the
+ * translating transport (mcbin_transport.h). 0, or -1 when c was closed. */
+static int client_sniff(struct client *c)
+{
+    c->sniffed = 1;
+    if (c->pool->ops != &proto_memcache_ops || c->conn.tp != &transport_plain ||
+        !mcbin_detect(buf_rptr(&c->conn.ibuf), buf_len(&c->conn.ibuf)))
+        return 0;
+    if (mcbin_transport_attach(&c->conn) < 0) {
+        STATS_ADD(&c->pool->stats, client_err, 1);
+        client_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+/* A binary frame whose header is not whole (held by the transport, not in the input):
+ * client_header_timeout counts from now, as for a text request's partial line. */
+static inline void client_partial_frame(struct client *c)
+{
+    if (c->conn.tp == &transport_mcbin && c->partial_ms == 0 && !c->closing &&
+        mcbin_transport_partial(&c->conn) > 0)
+        c->partial_ms = uv_now(&c->w->loop);
+}
+
 static void client_on_read(struct conn *conn, ssize_t nread)
 {
     struct client *c = CONN_OWNER(conn, struct client, conn);
@@ -825,12 +853,16 @@ static void client_on_read(struct conn *conn, ssize_t nread)
     }
     if (nread > 0) {
         c->active_ms = uv_now(&c->w->loop);
+        if (!c->sniffed && client_sniff(c) < 0)
+            return;
         client_process(c);
+        client_partial_frame(c);
         if (conn_transport_output(conn) > 0 && !conn_closing(conn))
             client_mark(c->w, c);    /* e.g. a TLS key update's answer */
         return;
     }
     if (nread == 0) {
+        client_partial_frame(c);
         if (conn_output(conn) > 0)
             client_mark(c->w, c);
         return;

@@ -69,6 +69,7 @@ struct client {
     uint8_t             lingering;      /* answered and FIN sent: input dropped until its
                                            close or linger_until (client_linger) */
     uint64_t            linger_until;
+    uint8_t             sniffed;        /* its first bytes were looked at (client_sniff) */
 };
 
 /* Schedule a flush of c's output at the end of the iteration (w: c's worker, the

@@ -175,6 +175,17 @@ class TestRlbench(unittest.TestCase):
         rc, r = rlbench(*servers, "--prefill", "-c", "7", "-n", "5000", "--keys", "1000")
         self.assertEqual((rc, r["errors"], r["hits"]), (0, 0, 5000))
 
+    def test_memcached_binary_protocol_hits_and_mismatches(self):
+        port = self.memcached()
+        rc, r = rlbench("--proto", "memcache-binary", "--port", str(port), "--prefill",
+                        "-P", "8", "-n", "5000", "--keys", "500", "--ratio", "9:1", "-c", "4",
+                        "--expect-hits")
+        self.assertEqual((rc, r["errors"], r["requests"], r["proto"]), (0, 0, 5000, "memcache-binary"))
+        self.assertEqual(r["hits"], r["gets"])
+        rc, r = rlbench("--proto", "memcache-binary", "--port", str(port), "--expect-hits",
+                        "--keys", "500", "--value-size", "99", "-n", "100")
+        self.assertEqual((rc, r["mismatches"]), (1, 100))
+
     def test_gets_of_a_different_value_size_are_mismatches(self):
         port = self.memcached()
         self.assertEqual(rlbench("--port", str(port), "--prefill-only", "--keys", "100",
