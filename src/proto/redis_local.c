@@ -1226,6 +1226,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
             return buf_append_str(out, "-ERR value is not an integer or out of range\r\n");
         if (v == c->db)
             return buf_append_str(out, "+OK\r\n");
+        /* a session's requests go to the connection it holds, in the database it began in
+         * (inside MULTI the parser refuses every local command) */
+        if (p->flags & PROTO_PF_SESSION)
+            return buf_append_str(out, "-ERR SELECT after WATCH is not supported by ringleader: "
+                                  "SELECT before WATCH\r\n");
         /* Redis Cluster has database 0 only: a cluster pool keeps its refusal */
         if (env != NULL && env->cluster)
             return buf_append_str(out, "-ERR SELECT is not allowed in cluster mode\r\n");

@@ -105,6 +105,12 @@ static inline void client_unmark(struct worker *w, struct client *c)
     sched_unmark(&c->sched);
 }
 
+/* The database c's requests go to, as msg.db has it: 0 the pool's, n database n-1. */
+static inline uint8_t client_db(const struct client *c)
+{
+    return c->pc.selected ? (uint8_t)(c->pc.db + 1) : 0;
+}
+
 /* Accept one connection from a listener (worker thread). */
 void client_accept(struct listener *l);
 

@@ -158,7 +158,8 @@ int sconn__hello(struct sconn *s, int reset)
     }
     if (ops->server_hello != NULL) {
         const struct proto_hello hello = {
-            .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+            .username = cp->redis_username, .password = cp->redis_auth,
+            .db = s->db != 0 ? s->db - 1 : cp->redis_db,    /* SELECT's, or the pool's */
             .replica_reads = cp->replica_reads,
             .variant = s->variant,
         };
@@ -308,7 +309,7 @@ static void sconn_connect(struct sconn *s)
  * hello queued, connecting. NULL without memory; a connection that failed at
  * once comes back CLOSING.
  */
-struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant)
+struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant, uint8_t db)
 {
     struct worker *w = srv->w;
     struct sconn *s = calloc(1, sizeof(*s));
@@ -318,6 +319,7 @@ struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant)
     s->server = srv;
     s->slot = slot;
     s->variant = variant;
+    s->db = db;
     s->parser.item_size_max = srv->pool->cp->item_size_max;
     if (srv->pool->cp->redis_cluster)
         s->parser.flags |= PROTO_PF_CLUSTER;    /* its MOVED/ASK/TRYAGAIN are followed */
