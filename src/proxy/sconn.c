@@ -810,9 +810,17 @@ static void sconn_process(struct sconn *s)
         if (rsp.flags & PROTO_SF_ITEM)
             m->items++;
         if (rsp.flags & PROTO_SF_ERROR) {
-            if (m->role == MSG_HELLO)
+            if (m->role == MSG_HELLO) {
                 log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello",
                             p, rsp.hdr_len);
+                if (s->db != 0) {
+                    /* a database a client SELECTed that this server does not have (fewer
+                     * than 16): its requests fail rather than reach another database; not
+                     * the server's failure (no ejection) */
+                    sconn_close(s, "the server refused SELECT of the client's database", 0);
+                    return;
+                }
+            }
             else if (m->role == MSG_OWN)
                 m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
         }
