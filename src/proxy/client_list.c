@@ -77,6 +77,8 @@ static int client_list_worker(struct worker *w, const struct client *asker, cons
         struct proto_client_row r;
         if (c->pool != asker->pool && strcmp(c->pool->cp->name, pool) != 0)
             continue;
+        if (atomic_load(&c->kill) != 0 && c != asker)
+            continue;       /* killed, closing on its worker: gone, as in Redis */
         client_row(c, asker, now_ms, wall_ms, &r);
         int v = visit(arg, &r);
         if (v < 0) {
