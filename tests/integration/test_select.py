@@ -32,7 +32,9 @@ class Env(harness.Env):
         base = {"redis": True, "hash": "md5", "distribution": "ketama", "timeout": 10000,
                 "auto_eject_hosts": False,
                 "servers": server_lines(self.backends, ["a", "b", "c"])}
-        self.proxy = Proxy({"rd": dict(base), "rd1": dict(base, redis_db=1)}, workers=2)
+        # verbosity 6: the log says when every worker runs a reloaded configuration
+        self.proxy = Proxy({"rd": dict(base), "rd1": dict(base, redis_db=1)}, workers=2,
+                           verbosity=6)
 
     def where(self, db, keys):
         """{key: [index of each server holding it in database db]}."""
@@ -209,6 +211,34 @@ def pool_with_its_own_db(env):
         with env.backends[held[k.decode()][0]].client() as d:
             d.rd("SELECT", str(db))
             eq(d.rd("GET", k), want)
+
+
+@R.test
+def reload_keeps_the_database(env):
+    """A reload (the pool's settings refreshed in every client) keeps a client's SELECT."""
+    import signal
+    k = unique() + b":rl"
+    with env.proxy.client("rd") as c:
+        eq(c.rd("SELECT", "7"), "OK")
+        env.proxy.pools["rd"]["timeout"] = 9000
+        env.proxy.rewrite()
+        done = b"every worker runs the new configuration"
+        with open(env.proxy.log_file, "rb") as f:
+            seen = f.read().count(done)
+        os.kill(env.proxy.proc.pid, signal.SIGHUP)
+        deadline = time.monotonic() + patience(10)
+        while time.monotonic() < deadline:
+            with open(env.proxy.log_file, "rb") as f:
+                if f.read().count(done) > seen:
+                    break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no reload in the log")
+        eq(c.rd("PING"), "PONG")
+        eq(c.rd("SET", k, "seven"), "OK")
+        info = dict(kv.split("=", 1) for kv in c.rd("CLIENT", "INFO").decode().split())
+        eq(info["db"], "7")
+    eq(len(env.where(7, [k.decode()])[k.decode()]), 1, "written in db 7 after the reload")
 
 
 PHP_SESSION = r"""<?php
