@@ -817,12 +817,13 @@ static void sconn_process(struct sconn *s)
                     /* a database a client SELECTed that this server does not have (fewer
                      * than 16): its requests fail rather than reach another database; not
                      * the server's failure (no ejection) */
+                    s->db_refused = 1;
                     sconn_close(s, "the server refused SELECT of the client's database", 0);
                     return;
                 }
-            }
-            else if (m->role == MSG_OWN)
+            } else if (m->role == MSG_OWN) {
                 m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
+            }
         }
         int big = rsp.body_len > SCONN_STREAM_MIN;
         msg_reply_bytes(m, p, rsp.hdr_len, big, drop);
@@ -927,7 +928,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         STATS_ADD(&srv->stats, tls_connections, -1);
     if (is_error)
         STATS_ADD(&srv->stats, server_err, 1);
-    if (!srv->removed && (is_error || !queue_empty(&s->sent)))
+    if (!srv->removed && (is_error || (!queue_empty(&s->sent) && !s->db_refused)))
         server_failed(srv, reason);
     if (!queue_empty(&s->sent))
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,

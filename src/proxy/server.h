@@ -81,6 +81,8 @@ struct sconn {
     uint8_t            variant;         /* the protocol variant its hello asked for (RESP3) */
     uint8_t            db;              /* the database its hello selects: 0 the pool's,
                                            n database n-1 (a client's SELECT: msg.db) */
+    uint8_t            db_refused;      /* the server has no such database: closed, and
+                                           not the server's failure */
     uint8_t            push_logged;     /* a push nobody asked for was logged */
     uint32_t           slot;            /* in srv->conns, or SCONN_PIN_SLOT */
     uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */

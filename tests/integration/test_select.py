@@ -28,13 +28,16 @@ class Env(harness.Env):
                             "documents ringleader's SELECT")
         self.backends = [Redis.start() for _ in range(3)]
         self.direct = Redis.start()
-        self.more_backends = [self.direct]
+        self.few = Redis.start(extra=("--databases", "4"))
+        self.more_backends = [self.direct, self.few]
         base = {"redis": True, "hash": "md5", "distribution": "ketama", "timeout": 10000,
                 "auto_eject_hosts": False,
                 "servers": server_lines(self.backends, ["a", "b", "c"])}
         # verbosity 6: the log says when every worker runs a reloaded configuration
-        self.proxy = Proxy({"rd": dict(base), "rd1": dict(base, redis_db=1)}, workers=2,
-                           verbosity=6)
+        few = dict(base, auto_eject_hosts=True, server_failure_limit=1,
+                   servers=server_lines([self.few], ["f"]))
+        self.proxy = Proxy({"rd": dict(base), "rd1": dict(base, redis_db=1), "rd4": few},
+                           workers=2, verbosity=6)
 
     def where(self, db, keys):
         """{key: [index of each server holding it in database db]}."""
@@ -239,6 +242,21 @@ def reload_keeps_the_database(env):
         info = dict(kv.split("=", 1) for kv in c.rd("CLIENT", "INFO").decode().split())
         eq(info["db"], "7")
     eq(len(env.where(7, [k.decode()])[k.decode()]), 1, "written in db 7 after the reload")
+
+
+@R.test
+def a_server_without_the_database(env):
+    """A server with 4 databases refuses the connection's SELECT 8: the client's requests
+    get an error, and the server is not taken for down (it ejected a server that every
+    other client could use)."""
+    k = unique() + b":few"
+    with env.proxy.client("rd4") as c, env.proxy.client("rd4") as other:
+        eq(c.rd("SELECT", "8"), "OK")     # the proxy serves 0..15; this server has 4
+        for _ in range(3):
+            r = c.rd("GET", k)
+            check(isinstance(r, RespError) and "refused SELECT" in str(r), "GET: %r" % r)
+        eq(other.rd("SET", k, "v"), "OK")
+        eq(other.rd("GET", k), b"v")
 
 
 PHP_SESSION = r"""<?php
