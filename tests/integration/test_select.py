@@ -257,6 +257,7 @@ def a_server_without_the_database(env):
             check(isinstance(r, RespError) and "refused SELECT" in str(r), "GET: %r" % r)
         eq(other.rd("SET", k, "v"), "OK")
         eq(other.rd("GET", k), b"v")
+    eq(env.proxy.stats()["rd4"]["server_ejects"], 0, "server_ejects")
 
 
 PHP_SESSION = r"""<?php
