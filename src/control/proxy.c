@@ -121,6 +121,8 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
     p->workers = calloc(p->nworkers, sizeof(*p->workers));
     if (p->workers == NULL)
         return -1;
+    p->hub.workers = p->workers;        /* CLIENT LIST walks them (client_list.c) */
+    p->hub.nworkers = p->nworkers;
     for (uint32_t i = 0; i < p->nworkers; i++) {
         if (worker_init(&p->workers[i], &p->hub, i, snap, err, sizeof(err)) < 0) {
             fprintf(stderr, "ringleader: %s\n", err);

@@ -244,6 +244,10 @@ struct proto_hello {
                                 * Cluster READONLY) */
 };
 
+/* Databases a client may SELECT (0..PROTO_DBS-1: Redis's default `databases 16`); each
+ * one other than the pool's has its own shared server connections, opened on demand. */
+#define PROTO_DBS 16
+
 /* Per-client state the proxy keeps for local commands. */
 struct proto_client {
     uint64_t    id;
@@ -251,11 +255,42 @@ struct proto_client {
     char        lib_name[64];     /* CLIENT SETINFO LIB-NAME (Redis 7.2 clients send it) */
     char        lib_ver[32];      /* CLIENT SETINFO LIB-VER */
     const char *auth;             /* pool password, NULL if none */
-    int         db;               /* pool redis_db */
+    int         db;               /* its database: the pool's redis_db, or SELECT's */
+    int         pool_db;          /* the pool's redis_db */
     int         authed;
     char        peer[64];         /* "ip:port" */
     uint64_t    created_ms;
+    int         selected;         /* SELECT chose db: a reload keeps it (else the pool's) */
+    /* Called with 1 before and 0 after this client's name, lib-name, lib-ver or db change,
+     * which other threads read (CLIENT LIST over every worker); NULL: nobody reads them. */
+    void      (*guard)(struct proto_client *c, int locked);
 };
+
+/* ---- CLIENT LIST / INFO / KILL over the proxy's clients (proto_env.clients) */
+
+#define PROTO_CL_SUBSCRIBED 0x01    /* in subscribed mode (RESP2) or holding subscriptions */
+#define PROTO_CL_MULTI      0x02    /* inside MULTI */
+#define PROTO_CL_BLOCKED    0x04    /* waiting for a blocking command's reply */
+#define PROTO_CL_VARIANT    0x08    /* speaks the protocol's second variant (RESP3) */
+#define PROTO_CL_PAUSED     0x10    /* not read now (backpressure): no read event */
+#define PROTO_CL_CLOSING    0x20    /* closes once its replies are written */
+#define PROTO_CL_SELF       0x40    /* the client asking */
+
+/* One of the proxy's clients as CLIENT LIST shows it (strings valid during the visit). */
+struct proto_client_row {
+    uint64_t    id;
+    const char *addr, *laddr, *name, *lib_name, *lib_ver;
+    int         fd, db, multi;
+    uint32_t    flags;              /* PROTO_CL_* */
+    uint32_t    sub, psub, ssub;
+    uint32_t    cmd;                /* the protocol's id of its last command (UINT32_MAX: none) */
+    uint64_t    age_s, idle_s;
+    uint64_t    qbuf, qbuf_free, rbs, rbp, obl, oll, omem, tot_mem;
+};
+
+/* Look at one client: 1 when it matches what the caller asks for (a kill then ends it),
+ * 0 when not, -ENOMEM to stop the walk. */
+typedef int (*proto_client_fn)(void *arg, const struct proto_client_row *row);
 
 /* One of the proxy's own numbers, by its name (stats.h's, or the few proto_env documents);
  * the protocol formats it: memcached "STAT name value", Redis "name:value". */
@@ -289,6 +324,10 @@ struct proto_env {
                                        * (nservers: none; a cluster pool's walk skips
                                        * replicas) */
     int         cluster;              /* the pool is a cluster pool (redis_cluster) */
+    /* Every client of this pool over every worker, the asking one included: visit(arg,
+     * row) for each; with `kill`, the ones it matched are closed (the asking one after its
+     * reply). Returns how many matched, or -ENOMEM. NULL: only the asking client is known. */
+    int       (*clients)(void *ctx, int kill, proto_client_fn visit, void *arg);
     void       *ctx;
 };
 /* Errors the core asks the protocol to phrase. */

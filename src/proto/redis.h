@@ -147,7 +147,8 @@ enum redis_local {
     REDIS_LOCAL_CLUSTER_SLOTS,
     REDIS_LOCAL_CLUSTER_SHARDS,
     REDIS_LOCAL_CLUSTER_NODES,
-    REDIS_LOCAL_CLUSTER_INFO
+    REDIS_LOCAL_CLUSTER_INFO,
+    REDIS_LOCAL_CLIENT_KILL  /* the proxy's own clients, over every worker */
 };
 
 /*

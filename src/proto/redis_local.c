@@ -95,6 +95,13 @@ static int local_auth(struct proto_client *c, struct proto_parser *p, const stru
     return buf_append_str(out, "+OK\r\n");
 }
 
+/* What other threads read of c (CLIENT LIST over every worker) changes between these. */
+static void client_guard(struct proto_client *c, int locked)
+{
+    if (c->guard != NULL)
+        c->guard(c, locked);
+}
+
 /* Client names: printable ASCII without spaces (Redis's rule). */
 static int name_valid(const char *s, size_t n)
 {
@@ -114,8 +121,10 @@ static int set_name(struct proto_client *c, const struct largs *l, uint32_t i, s
     if (n >= sizeof(c->name))
         return buf_appendf(out, "-ERR Client name is too long: ringleader keeps at most %zu bytes\r\n",
                            sizeof(c->name) - 1) < 0 ? -ENOMEM : 1;
+    client_guard(c, 1);
     memcpy(c->name, s, n);
     c->name[n] = '\0';
+    client_guard(c, 0);
     return 0;
 }
 
@@ -382,14 +391,261 @@ static int local_command(int what, struct proto_parser *p, const struct largs *l
 
 /* -------------------------------------------------------- INFO, CLIENT */
 
-static int client_line(const struct proto_client *c, const struct proto_env *env, int v3,
-                       struct buf *s)
+/* The name of command id `cmd` as CLIENT LIST's cmd= shows it: lower case, "client|list". */
+static void client_cmd_name(uint32_t cmd, char *out, size_t len)
+{
+    size_t i = 0;
+    if (cmd < redis_ncommands) {
+        const char *n = redis_commands[cmd].name;
+        for (; n[i] != '\0' && i + 1 < len; i++)
+            out[i] = (n[i] >= 'A' && n[i] <= 'Z') ? (char)(n[i] - 'A' + 'a') : n[i];
+    } else {
+        for (; "NULL"[i] != '\0' && i + 1 < len; i++)
+            out[i] = "NULL"[i];
+    }
+    out[i] = '\0';
+}
+
+/*
+ * One CLIENT LIST line, with every field Redis 7.0 prints, in its order (Redis 7.2's
+ * lib-name and lib-ver after them, as 7.2 prints them). docs/redis.md says which values
+ * are the proxy's own and which are approximations.
+ */
+static int client_line(const struct proto_client_row *r, struct buf *s)
+{
+    char flags[8], cmd[REDIS_MAX_NAME * 2 + 2];
+    int nf = 0;
+
+    if (r->flags & PROTO_CL_BLOCKED)
+        flags[nf++] = 'b';
+    if (r->flags & PROTO_CL_SUBSCRIBED)
+        flags[nf++] = 'P';
+    if (r->flags & PROTO_CL_MULTI)
+        flags[nf++] = 'x';
+    if (r->flags & PROTO_CL_CLOSING)
+        flags[nf++] = 'A';
+    if (nf == 0)
+        flags[nf++] = 'N';
+    flags[nf] = '\0';
+    client_cmd_name(r->cmd, cmd, sizeof(cmd));
+    const char *events = (r->flags & PROTO_CL_PAUSED) ? (r->obl ? "w" : "") : (r->obl ? "rw" : "r");
+    return buf_appendf(s, "id=%" PRIu64 " addr=%s laddr=%s fd=%d name=%s age=%" PRIu64
+                       " idle=%" PRIu64 " flags=%s db=%d sub=%" PRIu32 " psub=%" PRIu32
+                       " ssub=%" PRIu32 " multi=%d qbuf=%" PRIu64 " qbuf-free=%" PRIu64
+                       " argv-mem=0 multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
+                       " oll=%" PRIu64 " omem=%" PRIu64 " tot-mem=%" PRIu64 " events=%s cmd=%s"
+                       " user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                       r->id, r->addr, r->laddr, r->fd, r->name, r->age_s, r->idle_s, flags, r->db,
+                       r->sub, r->psub, r->ssub, r->multi, r->qbuf, r->qbuf_free, r->rbs, r->rbp,
+                       r->obl, r->oll, r->omem, r->tot_mem, events, cmd,
+                       (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver);
+}
+
+/* The asking client alone, when the core offers no walk (a unit test's env). */
+static void client_row_self(const struct proto_client *c, const struct proto_env *env, int v3,
+                            struct proto_client_row *r)
 {
     uint64_t now_ms = env ? env->now_us / 1000 : 0;
-    uint64_t age = now_ms >= c->created_ms ? (now_ms - c->created_ms) / 1000 : 0;
-    return buf_appendf(s, "id=%" PRIu64 " addr=%s name=%s age=%" PRIu64 " db=%d resp=%d "
-                       "lib-name=%s lib-ver=%s\n", c->id, c->peer, c->name, age, c->db,
-                       v3 ? 3 : 2, c->lib_name, c->lib_ver);
+    memset(r, 0, sizeof(*r));
+    r->id = c->id;
+    r->addr = c->peer;
+    r->laddr = c->peer;
+    r->name = c->name;
+    r->lib_name = c->lib_name;
+    r->lib_ver = c->lib_ver;
+    r->fd = -1;
+    r->db = c->db;
+    r->multi = -1;
+    r->cmd = UINT32_MAX;
+    r->flags = PROTO_CL_SELF | (v3 ? PROTO_CL_VARIANT : 0);
+    r->age_s = now_ms >= c->created_ms ? (now_ms - c->created_ms) / 1000 : 0;
+}
+
+/*
+ * What CLIENT LIST / INFO / KILL ask of each client (Redis 7.0's filters). type: -1 any,
+ * else CL_TYPE_*; ids: a list of ids (CLIENT LIST ID) or NULL; addr, laddr: exact text;
+ * skipme: the asking client never matches.
+ */
+enum { CL_TYPE_NORMAL, CL_TYPE_REPLICA, CL_TYPE_PUBSUB, CL_TYPE_MASTER };
+
+struct client_query {
+    int            type;
+    const struct largs *l;
+    uint32_t       ids_from;    /* CLIENT LIST ID: arguments [ids_from, argc) are ids */
+    int64_t        id;          /* CLIENT KILL ID: 0 none */
+    const char    *addr, *laddr;
+    size_t         addr_len, laddr_len;
+    int            skipme;
+    int            self_only;   /* CLIENT INFO */
+    struct buf    *out;         /* the lines, or NULL (a kill) */
+};
+
+static int text_is(const char *s, const char *want, size_t len)
+{
+    return strlen(s) == len && memcmp(s, want, len) == 0;
+}
+
+static int client_visit(void *arg, const struct proto_client_row *r)
+{
+    struct client_query *q = arg;
+    int self = (r->flags & PROTO_CL_SELF) != 0;
+
+    if ((q->self_only && !self) || (q->skipme && self))
+        return 0;
+    if (q->type >= 0) {
+        int t = (r->flags & PROTO_CL_SUBSCRIBED) ? CL_TYPE_PUBSUB : CL_TYPE_NORMAL;
+        if (t != q->type)
+            return 0;
+    }
+    if (q->id > 0 && r->id != (uint64_t)q->id)
+        return 0;
+    if (q->addr != NULL && !text_is(r->addr, q->addr, q->addr_len))
+        return 0;
+    if (q->laddr != NULL && !text_is(r->laddr, q->laddr, q->laddr_len))
+        return 0;
+    if (q->ids_from > 0) {
+        int found = 0;
+        for (uint32_t i = q->ids_from; i < q->l->argc && !found; i++) {
+            int64_t id;
+            found = util_parse_dec_i64(q->l->buf + q->l->a[i].off, q->l->a[i].len, REDIS_DEC,
+                                       &id) == 0 && (uint64_t)id == r->id;
+        }
+        if (!found)
+            return 0;
+    }
+    if (q->out != NULL && client_line(r, q->out) < 0)
+        return -ENOMEM;
+    return 1;
+}
+
+/* Redis's client type names (getClientTypeByName); -1 for another. */
+static int client_type_named(const struct largs *l, uint32_t i)
+{
+    if (arg_is(l, i, "NORMAL"))
+        return CL_TYPE_NORMAL;
+    if (arg_is(l, i, "SLAVE") || arg_is(l, i, "REPLICA"))
+        return CL_TYPE_REPLICA;
+    if (arg_is(l, i, "PUBSUB"))
+        return CL_TYPE_PUBSUB;
+    if (arg_is(l, i, "MASTER"))
+        return CL_TYPE_MASTER;
+    return -1;
+}
+
+static int client_bad_type(const struct largs *l, uint32_t i, struct buf *out)
+{
+    int n = (int)(l->a[i].len < 64 ? l->a[i].len : 64);
+    char t[65];
+    memcpy(t, l->buf + l->a[i].off, (size_t)n);
+    for (int j = 0; j < n; j++)
+        if (t[j] == '\r' || t[j] == '\n')
+            t[j] = ' ';
+    return buf_appendf(out, "-ERR Unknown client type '%.*s'\r\n", n, t);
+}
+
+/* Run q over the clients: the core's walk over every worker, or the asking client alone. */
+static int client_walk(struct proto_client *c, const struct proto_env *env, int v3, int kill,
+                       struct client_query *q)
+{
+    if (env != NULL && env->clients != NULL)
+        return env->clients(env->ctx, kill, client_visit, q);
+    struct proto_client_row r;
+    client_row_self(c, env, v3, &r);
+    return kill ? 0 : client_visit(q, &r);   /* nothing to kill without the core */
+}
+
+/* CLIENT LIST [TYPE type] [ID id ...] and CLIENT INFO: Redis 7.0's syntax and errors. */
+static int client_list(int info, struct proto_client *c, const struct largs *l,
+                       const struct proto_env *env, int v3, struct buf *out)
+{
+    struct client_query q = { .type = -1, .l = l, .self_only = info };
+    struct buf s;
+    int r;
+
+    if (!info && l->argc == 4 && arg_is(l, 2, "TYPE")) {
+        if ((q.type = client_type_named(l, 3)) < 0)
+            return client_bad_type(l, 3, out);
+    } else if (!info && l->argc > 3 && arg_is(l, 2, "ID")) {
+        for (uint32_t i = 3; i < l->argc; i++) {
+            int64_t id;
+            if (util_parse_dec_i64(l->buf + l->a[i].off, l->a[i].len, REDIS_DEC, &id) < 0)
+                return buf_append_str(out, "-ERR Invalid client ID\r\n");
+        }
+        q.ids_from = 3;
+    } else if (!info && l->argc != 2) {
+        return buf_append_str(out, "-ERR syntax error\r\n");
+    }
+    buf_init(&s);
+    q.out = &s;
+    r = client_walk(c, env, v3, 0, &q);
+    if (r >= 0)
+        r = redis__append_text(out, v3, buf_len(&s) ? buf_rptr(&s) : "", buf_len(&s));
+    buf_free(&s);
+    return r < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * CLIENT KILL addr:port (the old form: +OK, or "No such client") and CLIENT KILL
+ * <filter value> ... (ID, TYPE, USER, ADDR, LADDR, SKIPME; the number killed), as Redis
+ * 7.0 reads them, over the proxy's own clients of this pool.
+ */
+static int client_kill(struct proto_client *c, const struct largs *l, const struct proto_env *env,
+                       int v3, struct buf *out)
+{
+    struct client_query q = { .type = -1, .l = l, .skipme = 1 };
+    int old = l->argc == 3;
+
+    if (old) {
+        q.addr = l->buf + l->a[2].off;
+        q.addr_len = l->a[2].len;
+        q.skipme = 0;
+    } else {
+        for (uint32_t i = 2; i < l->argc; i += 2) {
+            if (i + 1 >= l->argc)
+                return buf_append_str(out, "-ERR syntax error\r\n");
+            const char *v = l->buf + l->a[i + 1].off;
+            size_t vl = l->a[i + 1].len;
+            if (arg_is(l, i, "ID")) {
+                if (util_parse_dec_i64(v, vl, REDIS_DEC, &q.id) < 0 || q.id < 1)
+                    return buf_append_str(out, "-ERR client-id should be greater than 0\r\n");
+            } else if (arg_is(l, i, "TYPE")) {
+                if ((q.type = client_type_named(l, i + 1)) < 0)
+                    return client_bad_type(l, i + 1, out);
+            } else if (arg_is(l, i, "ADDR")) {
+                q.addr = v;
+                q.addr_len = vl;
+            } else if (arg_is(l, i, "LADDR")) {
+                q.laddr = v;
+                q.laddr_len = vl;
+            } else if (arg_is(l, i, "USER")) {
+                /* behind the proxy every client is the default user */
+                if (!(vl == 7 && memcmp(v, "default", 7) == 0)) {
+                    int n = (int)(vl < 64 ? vl : 64);
+                    char u[65];
+                    memcpy(u, v, (size_t)n);
+                    for (int j = 0; j < n; j++)
+                        if (u[j] == '\r' || u[j] == '\n')
+                            u[j] = ' ';
+                    return buf_appendf(out, "-ERR No such user '%.*s'\r\n", n, u);
+                }
+            } else if (arg_is(l, i, "SKIPME")) {
+                if (arg_is(l, i + 1, "YES"))
+                    q.skipme = 1;
+                else if (arg_is(l, i + 1, "NO"))
+                    q.skipme = 0;
+                else
+                    return buf_append_str(out, "-ERR syntax error\r\n");
+            } else {
+                return buf_append_str(out, "-ERR syntax error\r\n");
+            }
+        }
+    }
+    int n = client_walk(c, env, v3, 1, &q);
+    if (n < 0)
+        return -ENOMEM;
+    if (old)
+        return buf_append_str(out, n > 0 ? "+OK\r\n" : "-ERR No such client\r\n");
+    return buf_appendf(out, ":%d\r\n", n);
 }
 
 /* CLIENT SETINFO LIB-NAME <name> | LIB-VER <version> (Redis 7.2): kept for CLIENT INFO/LIST.
@@ -422,8 +678,10 @@ static int client_setinfo(struct proto_client *c, const struct largs *l, struct 
     if (n >= cap)
         return buf_appendf(out, "-ERR %s is too long: ringleader keeps at most %zu bytes\r\n",
                            dst == c->lib_name ? "lib-name" : "lib-ver", cap - 1);
+    client_guard(c, 1);
     memcpy(dst, v, n);
     dst[n] = '\0';
+    client_guard(c, 0);
     return buf_append_str(out, "+OK\r\n");
 }
 
@@ -459,7 +717,6 @@ static int local_tracking(int what, const struct largs *l, int v3, struct buf *o
 static int local_client(int what, struct proto_client *c, const struct largs *l,
                         const struct proto_env *env, int v3, struct buf *out)
 {
-    struct buf s;
     int r;
 
     switch (what) {
@@ -484,13 +741,10 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
         if (!arg_is(l, 2, "ON") && !arg_is(l, 2, "OFF"))
             return buf_append_str(out, "-ERR syntax error\r\n");
         return buf_append_str(out, "+OK\r\n");
-    default:                    /* CLIENT INFO, CLIENT LIST: this client only */
-        buf_init(&s);
-        r = client_line(c, env, v3, &s);
-        if (r == 0)
-            r = redis__append_text(out, v3, buf_rptr(&s), buf_len(&s));
-        buf_free(&s);
-        return r;
+    case REDIS_LOCAL_CLIENT_KILL:
+        return client_kill(c, l, env, v3, out);
+    default:                    /* CLIENT INFO, CLIENT LIST */
+        return client_list(what == REDIS_LOCAL_CLIENT_INFO, c, l, env, v3, out);
     }
 }
 
@@ -972,7 +1226,21 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
             return buf_append_str(out, "-ERR value is not an integer or out of range\r\n");
         if (v == c->db)
             return buf_append_str(out, "+OK\r\n");
-        return buf_appendf(out, "-ERR SELECT is not allowed: this pool uses database %d\r\n", c->db);
+        /* a session's requests go to the connection it holds, in the database it began in
+         * (inside MULTI the parser refuses every local command) */
+        if (p->flags & PROTO_PF_SESSION)
+            return buf_append_str(out, "-ERR SELECT after WATCH is not supported by ringleader: "
+                                  "SELECT before WATCH\r\n");
+        /* Redis Cluster has database 0 only: a cluster pool keeps its refusal */
+        if (env != NULL && env->cluster)
+            return buf_append_str(out, "-ERR SELECT is not allowed in cluster mode\r\n");
+        if (v != c->pool_db && (v < 0 || v >= PROTO_DBS))
+            return buf_append_str(out, "-ERR DB index is out of range\r\n");
+        client_guard(c, 1);
+        c->db = (int)v;
+        c->selected = c->db != c->pool_db;
+        client_guard(c, 0);
+        return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_AUTH:
         return local_auth(c, p, &l, out);
     case REDIS_LOCAL_HELLO:
@@ -981,7 +1249,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_RESET:
         /* RESP2 again, out of subscribed mode (the core ends the subscriptions) */
+        client_guard(c, 1);
         c->name[0] = '\0';
+        c->db = c->pool_db;         /* RESET selects the database a new client has */
+        c->selected = 0;
+        client_guard(c, 0);
         if (c->auth != NULL) {
             c->authed = 0;
             p->flags &= ~(uint32_t)PROTO_PF_AUTHED;
@@ -1020,6 +1292,7 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_SETINFO:
     case REDIS_LOCAL_CLIENT_NO_EVICT:
     case REDIS_LOCAL_CLIENT_NO_TOUCH:
+    case REDIS_LOCAL_CLIENT_KILL:
         return local_client(cmd->local, c, &l, env, v3, out);
     case REDIS_LOCAL_CLUSTER_OK:
     case REDIS_LOCAL_CLUSTER_KEYSLOT:

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "lib/log.h"
 #include "proxy/client.h"
+#include "proxy/client_list.h"
 #include "proxy/forward.h"
 #include "proxy/mcbin_transport.h"
 #include "proto/memcache_binary.h"
@@ -71,10 +73,47 @@ static size_t client_mem_usage(const struct client *c)
            (c->pubsub != NULL ? pubsub_memory(c) : 0);
 }
 
+/* What CLIENT LIST shows of c on any worker (struct client_pub): relaxed stores, from its
+ * read and flush paths. */
+void client_publish(struct client *c)
+{
+    struct client_pub *p = &c->pub;
+    uint32_t f = 0, sub = 0, psub = 0, ssub = 0;
+    const struct buf *in = &c->conn.ibuf;
+
+    if (c->parser.flags & PROTO_PF_VARIANT)
+        f |= PROTO_CL_VARIANT;
+    if (c->parser.flags & PROTO_PF_ATOMIC)
+        f |= PROTO_CL_MULTI;
+    if (c->paused)
+        f |= PROTO_CL_PAUSED;
+    if (c->eof || c->closing)
+        f |= PROTO_CL_CLOSING;
+    if (c->nsessions != 0 && session_blocked(c))
+        f |= PROTO_CL_BLOCKED;
+    if (c->pubsub != NULL)
+        pubsub_counts(c, &sub, &psub, &ssub);
+    if ((c->parser.flags & PROTO_PF_SUBSCRIBED) || sub + psub + ssub > 0)
+        f |= PROTO_CL_SUBSCRIBED;
+    atomic_store_explicit(&p->flags, f, memory_order_relaxed);
+    atomic_store_explicit(&p->sub, sub, memory_order_relaxed);
+    atomic_store_explicit(&p->psub, psub, memory_order_relaxed);
+    atomic_store_explicit(&p->ssub, ssub, memory_order_relaxed);
+    atomic_store_explicit(&p->qbuf, buf_len(in), memory_order_relaxed);
+    atomic_store_explicit(&p->qbuf_free, in->cap - buf_len(in), memory_order_relaxed);
+    atomic_store_explicit(&p->rbs, in->cap, memory_order_relaxed);
+    atomic_store_explicit(&p->obl, conn_output(&c->conn), memory_order_relaxed);
+    atomic_store_explicit(&p->oll, c->nmsgs, memory_order_relaxed);
+    atomic_store_explicit(&p->omem, c->held_bytes + conn_output(&c->conn), memory_order_relaxed);
+    atomic_store_explicit(&p->tot, client_mem_usage(c), memory_order_relaxed);
+}
+
 /* Bring the proxy-wide count up to date with this client's use (in steps,
  * so the shared counter is touched rarely; `exact` on close). */
 static inline void client_mem_sync(struct client *c, int exact)
 {
+    if (!exact)
+        client_publish(c);
     size_t now = exact ? 0 : client_mem_usage(c);
     int64_t delta = (int64_t)now - (int64_t)c->mem_reported;
 
@@ -203,7 +242,9 @@ void client_close(struct client *c)
     client_drop_msgs(c);
     c->held_bytes = 0;
     c->held_cost = 0;
+    uv_mutex_lock(&w->clients_mu);         /* CLIENT LIST on another worker reads the list */
     queue_remove(&c->link);
+    uv_mutex_unlock(&w->clients_mu);
     atomic_fetch_sub(&c->pool->view.shared->clients, 1);
     STATS_ADD(&c->pool->stats, client_connections, -1);
     if (tls_is(&c->conn))
@@ -611,6 +652,8 @@ static int client_try_stream(struct client *c, const struct proto_req *req, cons
 static inline int client_request(struct client *c, const struct proto_req *req,
                                  const char *buf)
 {
+    atomic_store_explicit(&c->pub.cmd, req->cmd, memory_order_relaxed);
+    atomic_store_explicit(&c->pub.last_ms, uv_now(&c->w->loop), memory_order_relaxed);
     if (req->sess != 0 || c->nsessions != 0) {
         enum session_verdict v = session_request(c, req, buf);
         if (v != SESSION_PASS)
@@ -992,7 +1035,11 @@ void client_refresh(struct client *c)
                   (had && strcmp(c->pc.auth, cp->redis_auth) != 0);
 
     client_parser_conf(c);
-    c->pc.db = cp->redis_db;
+    c->pc.pool_db = cp->redis_db;       /* under the worker's mu, which CLIENT LIST holds */
+    if (!c->pc.selected || c->pc.db == cp->redis_db || cp->redis_cluster) {
+        c->pc.db = cp->redis_db;        /* a database SELECT chose stays the client's */
+        c->pc.selected = 0;
+    }
     /* A password added or changed makes connected clients authenticate (again);
      * a password removed lets them in. */
     c->pc.auth = cp->redis_auth;
@@ -1030,6 +1077,38 @@ static void client_peer_name(struct client *c, char *out, size_t len)
     snprintf(out, len, "%s:%d", ip, port);
 }
 
+/* The address the client connected to (a cluster pool's CLUSTER SLOTS names it). */
+static int client_local_addr(void *ctx, char *out, size_t len)
+{
+    struct client *c = ctx;
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    char ip[64];
+
+    if (c->conn.is_unix || uv_tcp_getsockname(&c->conn.h.tcp, (struct sockaddr *)&ss, &sl) != 0)
+        return -1;
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+        snprintf(out, len, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
+    } else if (ss.ss_family == AF_INET6) {
+        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+        snprintf(out, len, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* pc.guard: what CLIENT LIST reads of c on other workers changes under this lock. */
+static void client_guard(struct proto_client *pc, int locked)
+{
+    struct client *c = CONN_OWNER(pc, struct client, pc);
+    if (locked)
+        uv_mutex_lock(&c->w->clients_mu);
+    else
+        uv_mutex_unlock(&c->w->clients_mu);
+}
+
 void client_accept(struct listener *l)
 {
     struct worker *w = l->w;
@@ -1061,7 +1140,30 @@ void client_accept(struct listener *l)
     c->holder.ops = &client_holder_ops;
     queue_init(&c->holder.pins);
     queue_init(&c->sessions);
+    /* What CLIENT LIST shows and never changes is set before the client joins the list */
+    if (!l->is_unix) {
+        client_peer_name(c, c->pc.peer, sizeof(c->pc.peer));
+        if (client_local_addr(c, c->pub.laddr, sizeof(c->pub.laddr)) < 0)
+            snprintf(c->pub.laddr, sizeof(c->pub.laddr), "?:0");
+    } else {
+        snprintf(c->pc.peer, sizeof(c->pc.peer), "%s:0", pool->cp->listen.path);
+        snprintf(c->pub.laddr, sizeof(c->pub.laddr), "%s:0", pool->cp->listen.path);
+    }
+    uv_os_fd_t fd = -1;
+    c->pub.fd = uv_fileno(&c->conn.h.handle, &fd) == 0 ? (int)fd : -1;
+    c->pc.id = atomic_fetch_add(&w->hub->next_client_id, 1) + 1;
+    c->pc.auth = pool->cp->redis_auth;
+    c->pc.db = pool->cp->redis_db;
+    c->pc.pool_db = pool->cp->redis_db;
+    c->pc.guard = client_guard;
+    c->pc.authed = pool->cp->redis_auth == NULL;
+    c->pc.created_ms = util_wall_us() / 1000;
+    atomic_init(&c->pub.cmd, UINT32_MAX);
+    atomic_init(&c->pub.last_ms, uv_now(&w->loop));
+    atomic_init(&c->kill, 0);
+    uv_mutex_lock(&w->clients_mu);
     queue_insert_tail(&w->clients, &c->link);
+    uv_mutex_unlock(&w->clients_mu);
     pool->refs++;
     w->curr_connections++;
     w->total_connections++;
@@ -1082,18 +1184,11 @@ void client_accept(struct listener *l)
         uv_tcp_nodelay(&c->conn.h.tcp, 1);
         if (pool->cp->tcpkeepalive)
             uv_tcp_keepalive(&c->conn.h.tcp, 1, 60);
-        client_peer_name(c, c->pc.peer, sizeof(c->pc.peer));
-    } else {
-        snprintf(c->pc.peer, sizeof(c->pc.peer), "%s", pool->cp->listen.path);
     }
     client_parser_conf(c);
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
-    c->pc.id = atomic_fetch_add(&w->hub->next_client_id, 1) + 1;
-    c->pc.auth = pool->cp->redis_auth;
-    c->pc.db = pool->cp->redis_db;
-    c->pc.authed = pool->cp->redis_auth == NULL;
-    c->pc.created_ms = util_wall_us() / 1000;
+    client_publish(c);
     client_read_start(c);
 }
 
@@ -1113,26 +1208,30 @@ static const char *client_server_name(void *ctx, uint32_t i)
     return i < c->pool->nservers ? c->pool->servers[i]->label : "?";
 }
 
-/* The address the client connected to (a cluster pool's CLUSTER SLOTS names it). */
-static int client_local_addr(void *ctx, char *out, size_t len)
+/* proto_env.clients: CLIENT LIST / INFO / KILL over the pool's clients on every worker. */
+static int client_clients(void *ctx, int kill, proto_client_fn visit, void *arg)
 {
     struct client *c = ctx;
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    char ip[64];
+    client_publish(c);              /* its own line as of now */
+    return client_list_walk(c, kill, visit, arg);
+}
 
-    if (c->conn.is_unix || uv_tcp_getsockname(&c->conn.h.tcp, (struct sockaddr *)&ss, &sl) != 0)
-        return -1;
-    if (ss.ss_family == AF_INET) {
-        uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-        snprintf(out, len, "%s:%d", ip, ntohs(((struct sockaddr_in *)&ss)->sin_port));
-    } else if (ss.ss_family == AF_INET6) {
-        uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-        snprintf(out, len, "[%s]:%d", ip, ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-    } else {
-        return -1;
+void client_reap(struct worker *w)
+{
+    struct qnode *n, *tmp;
+
+    QUEUE_FOREACH_SAFE(n, tmp, &w->clients) {
+        struct client *c = QUEUE_DATA(n, struct client, link);
+        int k = atomic_exchange(&c->kill, 0);
+        if (k == 0 || c->closing || conn_closing(&c->conn))
+            continue;
+        log_info("pool '%s': client %s (id %" PRIu64 ") closed by CLIENT KILL", c->pool->cp->name,
+                 c->pc.peer, c->pc.id);
+        if (k == 2)
+            client_end(c, PROTO_ERR_SERVER, NULL);   /* the killer: after its reply */
+        else
+            client_close(c);
     }
-    return 0;
 }
 
 void client_env(struct client *c, struct proto_env *env)
@@ -1151,6 +1250,7 @@ void client_env(struct client *c, struct proto_env *env)
         .local_addr = client_local_addr,
         .epoch = pool_epoch(c->pool),
         .cluster = c->pool->cp->redis_cluster,
+        .clients = client_clients,
         .ctx = c,
     };
 }

@@ -2,6 +2,7 @@
 #ifndef RL_PROXY_CLIENT_H
 #define RL_PROXY_CLIENT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -29,6 +30,22 @@ enum client_in {
     CLIENT_IN_STREAM,   /* copy `stream_left` body bytes to the pinned connection `stream` */
     CLIENT_IN_HOLD      /* a streamed request, or a session's last or blocking request, is
                            unanswered: parse nothing until it is */
+};
+
+/*
+ * What CLIENT LIST, answered on any worker, reads of a client (client_list.c). The owner
+ * stores these relaxed as they change (a few stores per read or flush, no lock); the rest
+ * of a line is fixed before the client joins its worker's list (id, addresses, fd, age),
+ * or changes under the worker's clients_mu (name, lib-name, lib-ver, db: pc.guard).
+ */
+struct client_pub {
+    atomic_uint_fast64_t last_ms;   /* its last request, uv_now's clock (idle=) */
+    atomic_uint          cmd;       /* the protocol's id of its last command */
+    atomic_uint          flags;     /* PROTO_CL_* */
+    atomic_uint          sub, psub, ssub;
+    atomic_uint_fast64_t qbuf, qbuf_free, rbs, obl, oll, omem, tot;
+    int                  fd;
+    char                 laddr[64]; /* "ip:port" it connected to (a unix socket's path) */
 };
 
 struct client {
@@ -70,6 +87,9 @@ struct client {
                                            close or linger_until (client_linger) */
     uint64_t            linger_until;
     uint8_t             sniffed;        /* its first bytes were looked at (client_sniff) */
+    struct client_pub   pub;            /* what other workers read (CLIENT LIST) */
+    atomic_int          kill;           /* CLIENT KILL from any worker: 1 close now, 2 end
+                                           after its replies (the killer itself) */
 };
 
 /* Schedule a flush of c's output at the end of the iteration (w: c's worker, the
@@ -84,6 +104,12 @@ static inline void client_unmark(struct worker *w, struct client *c)
 {
     (void)w;
     sched_unmark(&c->sched);
+}
+
+/* The database c's requests go to, as msg.db has it: 0 the pool's, n database n-1. */
+static inline uint8_t client_db(const struct client *c)
+{
+    return c->pc.selected ? (uint8_t)(c->pc.db + 1) : 0;
 }
 
 /* Accept one connection from a listener (worker thread). */
@@ -140,6 +166,12 @@ void client_env(struct client *c, struct proto_env *env);
  * its output is written. Without memory for the message it is closed at the next flush.
  */
 void client_end(struct client *c, enum proto_err code, const char *why);
+
+/* Close the clients CLIENT KILL marked (the worker's async callback). */
+void client_reap(struct worker *w);
+
+/* Bring c's published numbers (struct client_pub) up to date (its own worker). */
+void client_publish(struct client *c);
 
 /* The callbacks a client installs for the request lifecycle (msg.h). */
 extern const struct msg_client_ops client_msg_ops;

@@ -34,6 +34,7 @@ struct msg *forward_msg(struct client *c, const struct proto_req *req)
     m->role = MSG_REQUEST;
     m->cmd = req->cmd;
     m->rflags = req->flags;
+    m->db = client_db(c);
     m->nkeys = req->nkeys;
     m->start_us = worker_now_us(c->w);
     if (req->flags & PROTO_RF_NOREPLY) {
@@ -243,7 +244,9 @@ int forward_write(struct wpool *pool, struct msg *m, struct server *srv, struct 
                   const uint32_t *idx, uint32_t n, enum forward_how how, uint64_t body,
                   struct stage_req *r, enum proto_err *code, const char **reason)
 {
-    struct sconn *s = via != NULL ? via : server_pick(srv, hint, m->rflags, reason);
+    struct sconn *s = via != NULL ? via : __builtin_expect(m->db == 0, 1)
+                      ? server_pick(srv, hint, m->rflags, reason)
+                      : server_pick_db(srv, hint, m->rflags, m->db, reason);
 
     m->server = srv;
     if (s == NULL) {
@@ -329,6 +332,7 @@ static struct msg *forward_new_child(struct worker *w, struct msg *parent, enum 
     fm->parent = parent;
     fm->cmd = req->cmd;
     fm->rflags = req->flags & (uint16_t)~PROTO_RF_NOREPLY;
+    fm->db = parent->db;
     fm->nkeys = nkeys;
     fm->start_us = parent->start_us;
     return fm;
@@ -819,8 +823,8 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
     }
     struct server *srv = pool->servers[rt.to[0]];
     const char *reason = NULL;
-    struct sconn *s = server_pin(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
-                                 &reason);
+    struct sconn *s = server_pin_db(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
+                                    client_db(c), &reason);
     if (s == NULL) {
         log_info("pool '%s': large request buffered, not streamed: %s", pool->cp->name, reason);
         return NULL;

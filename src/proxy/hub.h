@@ -10,6 +10,7 @@
 
 struct cluster;
 struct snapshot;
+struct worker;
 
 /*
  * Workers never call the control layer. Control owns one hub, publishes snapshots in it,
@@ -47,6 +48,9 @@ struct hub {
     atomic_size_t         client_output_limit;  /* pause a client beyond this (reloadable) */
     size_t                buf_size;         /* -m: a client's read size, 0: the default */
     uint64_t              start_wall_us;    /* the process's start, for uptime */
+    struct worker        *workers;          /* [nworkers]: CLIENT LIST reads every one's
+                                             * clients under its clients_mu */
+    uint32_t              nworkers;
     const struct hub_ops *ops;
     void                 *ctx;              /* control's, passed to every callback */
 };

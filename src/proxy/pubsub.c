@@ -244,6 +244,14 @@ size_t pubsub_memory(const struct client *c)
     return c->pubsub != NULL ? c->pubsub->mem : 0;
 }
 
+void pubsub_counts(const struct client *c, uint32_t *sub, uint32_t *psub, uint32_t *ssub)
+{
+    const struct pubsub *ps = c->pubsub;
+    *sub = ps != NULL ? ps->channels.n : 0;
+    *psub = ps != NULL ? ps->npatterns : 0;
+    *ssub = ps != NULL ? ps->shards.n : 0;
+}
+
 /* Whether pin carries the client's patterns. */
 static int pin_has_patterns(const struct pubsub *ps, const struct pubsub_pin *pin)
 {

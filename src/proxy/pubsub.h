@@ -75,4 +75,7 @@ void pubsub_refresh(struct client *c, int kind_changed);
 /* The bytes c's subscriptions hold (counted in its memory). */
 size_t pubsub_memory(const struct client *c);
 
+/* c's channels, patterns and shard channels (CLIENT LIST's sub, psub, ssub). */
+void pubsub_counts(const struct client *c, uint32_t *sub, uint32_t *psub, uint32_t *ssub);
+
 #endif

@@ -158,7 +158,8 @@ int sconn__hello(struct sconn *s, int reset)
     }
     if (ops->server_hello != NULL) {
         const struct proto_hello hello = {
-            .username = cp->redis_username, .password = cp->redis_auth, .db = cp->redis_db,
+            .username = cp->redis_username, .password = cp->redis_auth,
+            .db = s->db != 0 ? s->db - 1 : cp->redis_db,    /* SELECT's, or the pool's */
             .replica_reads = cp->replica_reads,
             .variant = s->variant,
         };
@@ -308,7 +309,7 @@ static void sconn_connect(struct sconn *s)
  * hello queued, connecting. NULL without memory; a connection that failed at
  * once comes back CLOSING.
  */
-struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant)
+struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant, uint8_t db)
 {
     struct worker *w = srv->w;
     struct sconn *s = calloc(1, sizeof(*s));
@@ -318,6 +319,7 @@ struct sconn *sconn__open(struct server *srv, uint32_t slot, uint8_t variant)
     s->server = srv;
     s->slot = slot;
     s->variant = variant;
+    s->db = db;
     s->parser.item_size_max = srv->pool->cp->item_size_max;
     if (srv->pool->cp->redis_cluster)
         s->parser.flags |= PROTO_PF_CLUSTER;    /* its MOVED/ASK/TRYAGAIN are followed */
@@ -808,11 +810,20 @@ static void sconn_process(struct sconn *s)
         if (rsp.flags & PROTO_SF_ITEM)
             m->items++;
         if (rsp.flags & PROTO_SF_ERROR) {
-            if (m->role == MSG_HELLO)
+            if (m->role == MSG_HELLO) {
                 log_hexdump(LOG_ERR_, __FILE__, __LINE__, "server refused the connection hello",
                             p, rsp.hdr_len);
-            else if (m->role == MSG_OWN)
+                if (s->db != 0) {
+                    /* a database a client SELECTed that this server does not have (fewer
+                     * than 16): its requests fail rather than reach another database; not
+                     * the server's failure (no ejection) */
+                    s->db_refused = 1;
+                    sconn_close(s, "the server refused SELECT of the client's database", 0);
+                    return;
+                }
+            } else if (m->role == MSG_OWN) {
                 m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
+            }
         }
         int big = rsp.body_len > SCONN_STREAM_MIN;
         msg_reply_bytes(m, p, rsp.hdr_len, big, drop);
@@ -917,7 +928,7 @@ void sconn_close(struct sconn *s, const char *reason, int is_error)
         STATS_ADD(&srv->stats, tls_connections, -1);
     if (is_error)
         STATS_ADD(&srv->stats, server_err, 1);
-    if (!srv->removed && (is_error || !queue_empty(&s->sent)))
+    if (!srv->removed && (is_error || (!queue_empty(&s->sent) && !s->db_refused)))
         server_failed(srv, reason);
     if (!queue_empty(&s->sent))
         log_warn("server '%s' (%s): %s; failing %u in-flight request(s)", srv->label,

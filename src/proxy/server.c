@@ -68,7 +68,11 @@ struct server *server_create(struct worker *w, struct wpool *pool, const struct 
     s->w = w;
     s->pool = pool;
     s->nconns = pool->cp->server_connections ? pool->cp->server_connections : 1;
-    s->nslots = s->nconns * PROTO_VARIANTS;
+    /* a Redis pool's clients may SELECT PROTO_DBS databases: a set of slots for each,
+     * filled on demand (docs/redis.md) */
+    uint32_t sets = pool->cp->protocol == CONF_PROTO_REDIS && !pool->cp->redis_cluster
+                    ? SERVER_DB_SETS : 1;
+    s->nslots = s->nconns * PROTO_VARIANTS * sets;
     s->conns = calloc(s->nslots, sizeof(*s->conns));
     if (s->conns == NULL)
         goto fail;
@@ -170,8 +174,10 @@ static __attribute__((noinline)) struct sconn *server_pick_open(struct server *s
         server_failed(srv, *reason);
         return NULL;
     }
-    /* the slots past nconns are the second variant's */
-    struct sconn *s = sconn__open(srv, slot, slot >= srv->nconns);
+    /* slots: [(db * PROTO_VARIANTS + variant) * nconns + i] */
+    uint32_t set = slot / srv->nconns;
+    struct sconn *s = sconn__open(srv, slot, (uint8_t)(set % PROTO_VARIANTS),
+                                  (uint8_t)(set / PROTO_VARIANTS));
     if (s == NULL) {
         *reason = "out of memory";
         return NULL;
@@ -195,12 +201,28 @@ struct sconn *server_pick(struct server *srv, uint64_t hint, uint16_t rflags, co
     return server_pick_open(srv, slot, reason);
 }
 
+struct sconn *server_pick_db(struct server *srv, uint64_t hint, uint16_t rflags, uint8_t db,
+                             const char **reason)
+{
+    uint32_t set = (uint32_t)db * PROTO_VARIANTS + ((rflags & PROTO_RF_VARIANT) ? 1 : 0);
+    uint32_t slot = set * srv->nconns + (uint32_t)(hint % srv->nconns);
+
+    if (slot >= srv->nslots) {      /* a database the pool has no slots for (not Redis) */
+        *reason = "no such database";
+        return NULL;
+    }
+    struct sconn *s = srv->conns[slot];
+    if (s != NULL && s->state != SCONN_CLOSING)
+        return s;
+    return server_pick_open(srv, slot, reason);
+}
+
 /* Re-dispatch (server.h): beside the pick it starts with. */
 int server_resend(struct worker *w, struct msg *m, struct server *to, const char *prefix,
                   size_t prefix_len)
 {
     const char *reason = NULL;
-    struct sconn *s = server_pick(to, 0, m->rflags, &reason);
+    struct sconn *s = server_pick_db(to, 0, m->rflags, m->db, &reason);
     struct msg *pm = NULL;
 
     if (s == NULL || m->state != MSG_NEW || buf_len(&m->req) == 0)
@@ -314,7 +336,7 @@ void server__pins_ready(struct server *srv, uint8_t variant)
             atomic_fetch_sub(&srv->health->pinned, 1);
             return;
         }
-        struct sconn *s = sconn__open(srv, SCONN_PIN_SLOT, variant);
+        struct sconn *s = sconn__open(srv, SCONN_PIN_SLOT, variant, 0);
         if (s == NULL) {
             atomic_fetch_sub(&srv->health->pinned, 1);
             return;
@@ -345,13 +367,22 @@ static void server_pool_ready(struct wpool *pool, uint8_t variant)
 struct sconn *server_pin(struct server *srv, struct sconn_holder *h, uint8_t variant,
                          const char **reason)
 {
+    return server_pin_db(srv, h, variant, 0, reason);
+}
+
+struct sconn *server_pin_db(struct server *srv, struct sconn_holder *h, uint8_t variant,
+                            uint8_t db, const char **reason)
+{
     struct qnode *n;
     struct sconn *s = NULL;
 
     if (!srv->pool->pins_seen)
         server_pool_ready(srv->pool, variant);
 
+    /* idle ones are in the pool's database: another one opens a connection of its own */
     QUEUE_FOREACH(n, &srv->idle_pins) {
+        if (db != 0)
+            break;
         struct sconn *idle = QUEUE_DATA(n, struct sconn, pin_link);
         if (idle->variant == variant) {
             s = idle;
@@ -375,7 +406,7 @@ struct sconn *server_pin(struct server *srv, struct sconn_holder *h, uint8_t var
             *reason = "server unreachable (reconnecting)";
             return NULL;
         }
-        s = sconn__open(srv, SCONN_PIN_SLOT, variant);
+        s = sconn__open(srv, SCONN_PIN_SLOT, variant, db);
         if (s == NULL) {
             atomic_fetch_sub(&srv->health->pinned, 1);
             *reason = "out of memory";
@@ -404,6 +435,7 @@ void sconn_unpin(struct sconn *s, int keep)
     s->pinned = NULL;
     /* Requests still in flight there belong to the client that let go: their
      * replies are absorbed (they are orphans by now) before the reset's. */
+    s->db = 0;      /* the reset's hello selects the pool's database again */
     if (keep && !srv->removed && s->state != SCONN_CLOSING && srv->nidle_pins < SERVER_IDLE_PINS_MAX &&
         sconn__hello(s, 1) == 0) {
         server_idle_push(srv, s);

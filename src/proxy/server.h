@@ -79,6 +79,10 @@ struct sconn {
     uint8_t            resolving;       /* a getaddrinfo is pending */
     uint8_t            is_pin;          /* a pinned connection (held or idle), not a shared one */
     uint8_t            variant;         /* the protocol variant its hello asked for (RESP3) */
+    uint8_t            db;              /* the database its hello selects: 0 the pool's,
+                                           n database n-1 (a client's SELECT: msg.db) */
+    uint8_t            db_refused;      /* the server has no such database: closed, and
+                                           not the server's failure */
     uint8_t            push_logged;     /* a push nobody asked for was logged */
     uint32_t           slot;            /* in srv->conns, or SCONN_PIN_SLOT */
     uint32_t           closes_pending;  /* handles (and a resolution) still to end before free */
@@ -126,8 +130,11 @@ struct server {
     struct conf_addr   addr;            /* owned copy */
     uint32_t           index;           /* in its pool's servers[] */
     uint32_t           nconns;          /* server_connections */
-    uint32_t           nslots;          /* nconns per protocol variant */
-    struct sconn     **conns;           /* shared connections: [variant * nconns + i] */
+    uint32_t           nslots;          /* nconns per protocol variant and database */
+    struct sconn     **conns;           /* shared connections: [(db * PROTO_VARIANTS +
+                                           variant) * nconns + i], db as msg.db: the
+                                           pool's first, then each one a client SELECTed
+                                           (Redis pools: SERVER_DB_SETS), opened on demand */
     struct qnode       pins;            /* pinned connections held by clients */
     struct qnode       idle_pins;       /* reset pinned connections ready for the next client */
     uint32_t           nidle_pins;
@@ -156,6 +163,12 @@ void server_destroy(struct server *s, int now);
  * in the reconnect back-off. */
 struct sconn *server_pick(struct server *s, uint64_t hint, uint16_t rflags, const char **reason);
 
+/* The same for a request of a client that SELECTed another database than the pool's:
+ * db as msg.db (0: server_pick's), a set of connections of its own per database, whose
+ * hello selects it. */
+struct sconn *server_pick_db(struct server *s, uint64_t hint, uint16_t rflags, uint8_t db,
+                             const char **reason);
+
 /*
  * Re-dispatch: m (NEW, taken out of its server queue, with its request
  * bytes kept in m->req) is sent again to server `to`, after the optional
@@ -178,6 +191,10 @@ int  server_resend(struct worker *w, struct msg *m, struct server *to, const cha
  */
 struct sconn *server_pin(struct server *s, struct sconn_holder *h, uint8_t variant,
                          const char **reason);
+/* ... in database db (as msg.db; 0: server_pin): a new connection whose hello selects it
+ * (the idle ones are in the pool's); let go with keep, it is reset to the pool's. */
+struct sconn *server_pin_db(struct server *s, struct sconn_holder *h, uint8_t variant,
+                            uint8_t db, const char **reason);
 void sconn_unpin(struct sconn *s, int keep);
 
 /* Queue m on s for its reply (its request bytes are already in s's output,

@@ -147,8 +147,8 @@ static int session_pin(struct session *sess, struct msg *m, struct wpool *pool,
 {
     struct client *c = sess->c;
     const char *reason = NULL;
-    struct sconn *s = server_pin(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
-                                 &reason);
+    struct sconn *s = server_pin_db(srv, &c->holder, (c->parser.flags & PROTO_PF_VARIANT) != 0,
+                                    client_db(c), &reason);
 
     if (s == NULL) {
         log_info("pool '%s': client %s: no pinned connection to '%s': %s", pool->cp->name,

@@ -527,6 +527,9 @@ static void worker_async_cb(uv_async_t *a)
     int stop = atomic_load(&w->stop);
     struct qnode *n, *tmp;
 
+    if (atomic_exchange(&w->kills, 0))
+        client_reap(w);             /* CLIENT KILL, from any worker */
+
     if (stop && !w->closing) {
         w->closing = 1;
         sched_lazy_off(&w->sched);  /* copies waiting for their batch go out before the end */
@@ -609,6 +612,7 @@ int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot 
     w->tick.data = w;
     uv_timer_start(&w->tick, worker_tick_cb, 1000, 1000);
     uv_mutex_init(&w->mu);
+    uv_mutex_init(&w->clients_mu);
     snapshot_ref(snap);
     w->snap = snap;
     rc = worker_build_pools(w, snap, err, errlen);
@@ -669,6 +673,7 @@ void worker_join(struct worker *w)
     while ((n = queue_first(&w->retired)) != NULL)
         wpool_free(QUEUE_DATA(n, struct wpool, retired_link));
     uv_mutex_destroy(&w->mu);
+    uv_mutex_destroy(&w->clients_mu);
     while ((n = queue_first(&w->free_msgs)) != NULL) {
         struct msg *m = QUEUE_DATA(n, struct msg, cq);
         queue_remove(n);

@@ -108,6 +108,9 @@ struct worker {
     uint32_t          npools;
     struct qnode      retired;        /* pools removed by a reload, draining */
     uv_mutex_t        mu;             /* held while pools change and while stats are read */
+    uv_mutex_t        clients_mu;     /* held while `clients` changes, and by CLIENT LIST
+                                         (any worker) while it reads them (client_list.c) */
+    atomic_int        kills;          /* CLIENT KILL marked some of its clients */
     struct qnode      free_msgs;
     uint32_t          nfree_msgs;
     struct qnode      clients;        /* every open client */

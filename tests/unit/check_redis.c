@@ -549,7 +549,6 @@ START_TEST(test_refusals)
 {
     expect_refused("MONITOR", "MONITOR");
     expect_refused("script kill", "SCRIPT KILL");
-    expect_refused("CLIENT KILL 1.2.3.4:5", "CLIENT KILL");
     expect_refused("client pause 10", "CLIENT PAUSE");
     expect_refused("CONFIG GET maxmemory", "CONFIG GET");
     expect_refused("DEBUG SLEEP 0", "DEBUG");
@@ -1206,7 +1205,16 @@ START_TEST(test_local_basics)
     ck_assert_str_eq(say(&s, "PING a b", NULL), "-ERR wrong number of arguments for 'ping' command\r\n");
     ck_assert_str_eq(say(&s, "ECHO x~y", NULL), "$3\r\nx y\r\n");
     ck_assert_str_eq(say(&s, "SELECT 0", NULL), "+OK\r\n");
-    ck_assert_str_eq(say(&s, "SELECT 3", NULL), "-ERR SELECT is not allowed: this pool uses database 0\r\n");
+    ck_assert_str_eq(say(&s, "SELECT 16", NULL), "-ERR DB index is out of range\r\n");
+    ck_assert_str_eq(say(&s, "SELECT -1", NULL), "-ERR DB index is out of range\r\n");
+    ck_assert_str_eq(say(&s, "SELECT 3", NULL), "+OK\r\n");     /* served (docs/redis.md) */
+    ck_assert_int_eq(s.c.db, 3);
+    ck_assert_int_eq(s.c.selected, 1);
+    ck_assert_str_eq(say(&s, "SELECT 0", NULL), "+OK\r\n");
+    ck_assert_int_eq(s.c.selected, 0);
+    s.env.cluster = 1;          /* Redis Cluster has database 0 only */
+    ck_assert_str_eq(say(&s, "SELECT 3", NULL), "-ERR SELECT is not allowed in cluster mode\r\n");
+    s.env.cluster = 0;
     ck_assert_str_eq(say(&s, "SELECT x", NULL), "-ERR value is not an integer or out of range\r\n");
     ck_assert_str_eq(say(&s, "TIME", NULL), "*2\r\n$10\r\n1700000000\r\n$6\r\n123456\r\n");
     ck_assert_str_eq(say(&s, "CLIENT GETNAME", NULL), "$-1\r\n");
@@ -1215,7 +1223,14 @@ START_TEST(test_local_basics)
     ck_assert_str_eq(say(&s, "CLIENT SETNAME a~b", NULL),
                      "-ERR Client names cannot contain spaces, newlines or special characters.\r\n");
     ck_assert_str_eq(say(&s, "CLIENT ID", NULL), ":42\r\n");
-    ck_assert_ptr_nonnull(strstr(say(&s, "CLIENT INFO", NULL), "id=42 addr=127.0.0.1:5555 name=app1"));
+    ck_assert_ptr_nonnull(strstr(say(&s, "CLIENT INFO", NULL), "id=42 addr=127.0.0.1:5555 "));
+    ck_assert_ptr_nonnull(strstr(say(&s, "CLIENT LIST", NULL), " idle=0 flags=N db=0 "));
+    /* without the core's walk nothing can be killed: Redis's answers for none */
+    ck_assert_str_eq(say(&s, "CLIENT KILL 1.2.3.4:5", NULL), "-ERR No such client\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT KILL ID 42", NULL), ":0\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT KILL ID 0", NULL), "-ERR client-id should be greater than 0\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT KILL USER bob", NULL), "-ERR No such user 'bob'\r\n");
+    ck_assert_str_eq(say(&s, "CLIENT LIST TYPE x", NULL), "-ERR Unknown client type 'x'\r\n");
     /* INFO goes to every server and is merged with the proxy's numbers (check_info.c) */
     ck_assert_str_eq(say(&s, "INFO", NULL), "<fwd>");
     ck_assert_str_eq(say(&s, "QUIT", &close), "+OK\r\n");
