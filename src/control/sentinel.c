@@ -1,0 +1,1329 @@
+/* Redis Sentinel pools on the main thread: each pool's master asked of its sentinels, confirmed with ROLE, followed through +switch-master, published to the workers as a new snapshot. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netdb.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "control/proxy.h"
+#include "control/sentinel.h"
+#include "lib/buf.h"
+#include "lib/log.h"
+#include "lib/queue.h"
+#include "lib/util.h"
+
+#define SENTINEL_STEP_MAX_MS     1000   /* one sentinel's or master's answer, at most */
+#define SENTINEL_BACKOFF_MIN_MS  100    /* between rounds while news keeps coming */
+#define SENTINEL_BACKOFF_MAX_MS  1000
+#define SENTINEL_CHECK_MS        5000   /* a round after a good one, pub/sub or not */
+#define SENTINEL_SUB_RETRY_MAX_MS 2000  /* a sentinel's pub/sub reconnects within this */
+#define SENTINEL_PUBLISH_RETRY_MS 10    /* a reload is being adopted: publish after it */
+#define SENTINEL_BUILD_RETRY_MS  1000   /* a snapshot could not be built */
+#define SENTINEL_LOG_EVERY_MS    60000  /* a pool whose rounds keep failing: a line a minute */
+#define SENTINEL_READ_CHUNK      4096
+#define SENTINEL_REPLY_MAX       (1u << 20)   /* a reply larger than this ends the link */
+#define SENTINEL_DEPTH_MAX       4
+#define SENTINEL_ELEMS_MAX       4096
+#define SENTINEL_REPLIES_MAX     4
+#define SENTINEL_SWITCH_CHANNEL  "+switch-master"
+
+/* ------------------------------------------------------------------ RESP replies */
+
+/* One reply, as a tree: type '+', '-', ':', '$' (str NULL: nil), '*' (elem NULL: nil). */
+struct sresp {
+    char          type;
+    long long     num;
+    char         *str;
+    size_t        len;
+    struct sresp *elem;
+    size_t        n;
+};
+
+static void sresp_clear(struct sresp *r)
+{
+    for (size_t i = 0; r->elem != NULL && i < r->n; i++)
+        sresp_clear(&r->elem[i]);
+    free(r->elem);
+    free(r->str);
+    memset(r, 0, sizeof(*r));
+}
+
+static void sresp_free(struct sresp *r)
+{
+    if (r != NULL) {
+        sresp_clear(r);
+        free(r);
+    }
+}
+
+/* The line at p[0..n) up to CRLF: its length without CRLF, -1 when not whole yet. */
+static long sresp_line(const char *p, size_t n)
+{
+    const char *cr = memchr(p, '\r', n);
+    if (cr == NULL || (size_t)(cr - p) + 1 >= n)
+        return -1;
+    return (long)(cr - p);
+}
+
+/*
+ * Parse one reply at p[0..n) into r (zeroed by the caller). Returns the bytes it took
+ * (> 0), 0 when more input is needed, -1 when malformed or beyond the limits, -2 without
+ * memory; r holds what was built either way (sresp_clear it).
+ */
+static long sresp_parse(const char *p, size_t n, struct sresp *r, int depth)
+{
+    long ll = sresp_line(p, n);
+    char num[32];
+
+    if (ll < 0)
+        return n > 64 && memchr(p, '\r', n) == NULL ? -1 : 0;
+    if (ll < 1 || p[ll + 1] != '\n')
+        return -1;
+    r->type = p[0];
+    size_t hdr = (size_t)ll + 2;
+    switch (r->type) {
+    case '+':
+    case '-':
+        if ((r->str = util_strndup(p + 1, (size_t)ll - 1)) == NULL)
+            return -2;
+        r->len = (size_t)ll - 1;
+        return (long)hdr;
+    case ':':
+    case '$':
+    case '*': {
+        if (ll - 1 >= (long)sizeof(num) || ll < 2)
+            return -1;
+        memcpy(num, p + 1, (size_t)ll - 1);
+        num[ll - 1] = '\0';
+        char *end;
+        r->num = strtoll(num, &end, 10);
+        if (*end != '\0')
+            return -1;
+        if (r->type == ':')
+            return (long)hdr;
+        if (r->num < 0)
+            return r->num == -1 ? (long)hdr : -1;          /* nil */
+        if (r->type == '$') {
+            if (r->num > (long long)SENTINEL_REPLY_MAX)
+                return -1;
+            size_t len = (size_t)r->num;
+            if (n < hdr + len + 2)
+                return 0;
+            if (p[hdr + len] != '\r' || p[hdr + len + 1] != '\n')
+                return -1;
+            if ((r->str = util_strndup(p + hdr, len)) == NULL)
+                return -2;
+            r->len = len;
+            return (long)(hdr + len + 2);
+        }
+        if (depth >= SENTINEL_DEPTH_MAX || r->num > SENTINEL_ELEMS_MAX)
+            return -1;
+        r->elem = calloc(r->num ? (size_t)r->num : 1, sizeof(*r->elem));
+        if (r->elem == NULL)
+            return -2;
+        r->n = (size_t)r->num;
+        size_t off = hdr;
+        for (size_t i = 0; i < r->n; i++) {
+            long k = sresp_parse(p + off, n - off, &r->elem[i], depth + 1);
+            if (k <= 0)
+                return k;
+            off += (size_t)k;
+        }
+        return (long)off;
+    }
+    default:
+        return -1;
+    }
+}
+
+/* A command as a RESP array of bulk strings into b. 0 or -ENOMEM. */
+static int sresp_command(struct buf *b, int argc, const char *const *argv)
+{
+    int rc = buf_appendf(b, "*%d\r\n", argc);
+    for (int i = 0; i < argc && rc == 0; i++)
+        rc = buf_appendf(b, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    return rc < 0 ? -ENOMEM : 0;
+}
+
+/* AUTH [user] password, when there is a password. Returns the replies it adds (0 or 1). */
+static int sresp_auth(struct buf *b, const char *user, const char *pass)
+{
+    if (pass == NULL)
+        return 0;
+    const char *argv[3] = { "AUTH", user ? user : pass, pass };
+    return sresp_command(b, user ? 3 : 2, argv) < 0 ? -1 : 1;
+}
+
+/* ------------------------------------------------------------------ a link */
+
+/*
+ * One TCP connection to a sentinel or a master: connect, write the commands given, read
+ * `want` replies (the first `skip` must not be errors: AUTH) and call cb once with them;
+ * everything within timeout_ms. A link with a push callback stays open after that (a
+ * subscription): each further reply goes to push, and push(arg, NULL) says it ended.
+ */
+typedef void (*slink_cb)(void *arg, struct sresp *const *r, uint32_t n, const char *err);
+typedef void (*slink_push_cb)(void *arg, const struct sresp *r);
+
+struct slink {
+    uv_tcp_t          tcp;
+    uv_timer_t        timer;
+    uv_connect_t      creq;
+    uv_write_t        wreq;
+    uv_getaddrinfo_t  gai;
+    int               resolving;
+    int               ended;
+    uint32_t          pending;      /* handles and requests to end before the free */
+    struct buf        in, out;
+    uint32_t          skip, want, got;
+    struct sresp     *r[SENTINEL_REPLIES_MAX];
+    slink_cb          cb;
+    slink_push_cb     push;
+    void             *arg;
+    char              host[SENTINEL_ADDR_MAX];
+    uint16_t          port;
+    char              err_later[200];   /* a failure found while starting, told from the loop */
+};
+
+static void slink_unref(struct slink *l)
+{
+    if (--l->pending > 0)
+        return;
+    for (uint32_t i = 0; i < SENTINEL_REPLIES_MAX; i++)
+        sresp_free(l->r[i]);
+    buf_free(&l->in);
+    buf_free(&l->out);
+    free(l);
+}
+
+static void slink_closed(uv_handle_t *h)
+{
+    slink_unref(h->data);
+}
+
+/* End the link: the callback (unless cancelled or already called), then its handles close. */
+static void slink_end(struct slink *l, const char *err)
+{
+    if (l->ended)
+        return;
+    l->ended = 1;
+    if (err != NULL && l->cb != NULL) {
+        slink_cb cb = l->cb;
+        l->cb = NULL;
+        cb(l->arg, NULL, 0, err);
+    } else if (l->push != NULL && l->cb == NULL && l->arg != NULL) {
+        slink_push_cb push = l->push;
+        l->push = NULL;
+        push(l->arg, NULL);         /* a live subscription ended */
+    }
+    uv_timer_stop(&l->timer);
+    uv_close((uv_handle_t *)&l->timer, slink_closed);
+    if (l->resolving)
+        uv_cancel((uv_req_t *)&l->gai);
+    uv_close((uv_handle_t *)&l->tcp, slink_closed);
+}
+
+static void slink_fail(struct slink *l, const char *fmt, const char *what)
+{
+    char err[400];
+    snprintf(err, sizeof(err), fmt, what);
+    slink_end(l, err);
+}
+
+static void slink_cancel(struct slink *l)
+{
+    if (l == NULL)
+        return;
+    l->cb = NULL;
+    l->push = NULL;
+    l->arg = NULL;
+    slink_end(l, NULL);
+}
+
+static void slink_timeout_cb(uv_timer_t *t)
+{
+    slink_fail(t->data, "%s", "timed out");
+}
+
+/* Replies in l->in: the first ones to cb, later ones (a subscription's) to push. */
+static void slink_process(struct slink *l)
+{
+    while (!l->ended && buf_len(&l->in) > 0) {
+        struct sresp *r = calloc(1, sizeof(*r));
+        if (r == NULL) {
+            slink_fail(l, "%s", "out of memory");
+            return;
+        }
+        long k = sresp_parse(buf_rptr(&l->in), buf_len(&l->in), r, 0);
+        if (k <= 0) {
+            sresp_free(r);
+            if (k == 0 && buf_len(&l->in) <= SENTINEL_REPLY_MAX)
+                return;
+            slink_fail(l, "%s", k == -2 ? "out of memory" : "malformed reply");
+            return;
+        }
+        buf_consume(&l->in, (size_t)k);
+        if (l->got < l->want) {
+            if (l->got < l->skip && r->type == '-') {
+                char what[200];
+                snprintf(what, sizeof(what), "%.150s", r->str);
+                sresp_free(r);
+                slink_fail(l, "AUTH refused: %s", what);
+                return;
+            }
+            l->r[l->got++] = r;
+            if (l->got < l->want)
+                continue;
+            slink_cb cb = l->cb;
+            l->cb = NULL;
+            if (l->push == NULL) {
+                if (cb != NULL)
+                    cb(l->arg, l->r + l->skip, l->want - l->skip, NULL);
+                slink_end(l, NULL);
+                return;
+            }
+            uv_timer_stop(&l->timer);   /* a subscription lives on */
+            if (cb != NULL)
+                cb(l->arg, l->r + l->skip, l->want - l->skip, NULL);
+            continue;
+        }
+        if (l->push != NULL && l->arg != NULL)
+            l->push(l->arg, r);
+        sresp_free(r);
+    }
+}
+
+static void slink_alloc_cb(uv_handle_t *h, size_t hint, uv_buf_t *b)
+{
+    struct slink *l = h->data;
+    (void)hint;
+    if (buf_reserve(&l->in, SENTINEL_READ_CHUNK) < 0) {
+        b->base = NULL;
+        b->len = 0;
+        return;
+    }
+    b->base = buf_wptr(&l->in);
+    b->len = buf_room(&l->in);
+}
+
+static void slink_read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    struct slink *l = s->data;
+    (void)b;
+    if (l->ended)
+        return;
+    if (nread > 0) {
+        buf_produce(&l->in, (size_t)nread);
+        slink_process(l);
+        return;
+    }
+    if (nread == UV_ENOBUFS)
+        slink_fail(l, "%s", "out of memory");
+    else if (nread < 0)
+        slink_fail(l, "%s", nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
+}
+
+static void slink_write_cb(uv_write_t *req, int status)
+{
+    struct slink *l = req->data;
+    if (status < 0 && !l->ended)
+        slink_fail(l, "write: %s", uv_strerror(status));
+    slink_unref(l);
+}
+
+static void slink_connect_cb(uv_connect_t *req, int status)
+{
+    struct slink *l = req->data;
+    if (l->ended)
+        return;
+    if (status < 0) {
+        slink_fail(l, "connect: %s", uv_strerror(status));
+        return;
+    }
+    uv_tcp_nodelay(&l->tcp, 1);
+    uv_buf_t b = uv_buf_init(buf_rptr(&l->out), (unsigned)buf_len(&l->out));
+    l->wreq.data = l;
+    int rc = uv_write(&l->wreq, (uv_stream_t *)&l->tcp, &b, 1, slink_write_cb);
+    if (rc == 0)
+        l->pending++;
+    if (rc < 0 || uv_read_start((uv_stream_t *)&l->tcp, slink_alloc_cb, slink_read_cb) < 0)
+        slink_fail(l, "%s", rc < 0 ? uv_strerror(rc) : "cannot read");
+}
+
+static void slink_later_cb(uv_timer_t *t)
+{
+    struct slink *l = t->data;
+    slink_end(l, l->err_later);
+}
+
+/* A failure found while starting: told from the loop, so that the owner's callback never
+ * runs inside slink_start (its caller has not stored the link yet). */
+static void slink_fail_later(struct slink *l, const char *fmt, const char *what)
+{
+    snprintf(l->err_later, sizeof(l->err_later), fmt, what);
+    uv_timer_start(&l->timer, slink_later_cb, 0, 0);
+}
+
+static void slink_connect(struct slink *l, const struct sockaddr *sa)
+{
+    l->creq.data = l;
+    int rc = uv_tcp_connect(&l->creq, &l->tcp, sa, slink_connect_cb);
+    if (rc < 0)
+        slink_fail_later(l, "connect: %s", uv_strerror(rc));
+}
+
+static void slink_gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct slink *l = req->data;
+    l->resolving = 0;
+    if (!l->ended) {
+        if (status < 0 || res == NULL)
+            slink_fail(l, "resolve: %s", uv_strerror(status < 0 ? status : UV_EAI_NONAME));
+        else
+            slink_connect(l, res->ai_addr);
+    }
+    if (res != NULL)
+        uv_freeaddrinfo(res);
+    slink_unref(l);
+}
+
+/*
+ * Start a link to host:port that writes cmds (taken: the link owns the buffer) and reads
+ * want replies of which the first skip are AUTH's. NULL when it could not start (no
+ * memory; cb is not called, cmds freed).
+ */
+static struct slink *slink_start(uv_loop_t *loop, const char *host, uint16_t port,
+                                 struct buf *cmds, uint32_t skip, uint32_t want,
+                                 uint32_t timeout_ms, slink_cb cb, slink_push_cb push, void *arg)
+{
+    struct slink *l = calloc(1, sizeof(*l));
+    if (l == NULL || strlen(host) >= sizeof(l->host) || want > SENTINEL_REPLIES_MAX ||
+        uv_tcp_init(loop, &l->tcp) < 0) {
+        free(l);
+        buf_free(cmds);
+        return NULL;
+    }
+    l->tcp.data = l;
+    uv_timer_init(loop, &l->timer);
+    l->timer.data = l;
+    l->pending = 2;
+    l->out = *cmds;
+    buf_init(cmds);
+    buf_init(&l->in);
+    l->skip = skip;
+    l->want = want;
+    l->cb = cb;
+    l->push = push;
+    l->arg = arg;
+    l->port = port;
+    snprintf(l->host, sizeof(l->host), "%s", host);
+    uv_timer_start(&l->timer, slink_timeout_cb, timeout_ms, 0);
+
+    struct sockaddr_storage ss;
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) == 0 ||
+        uv_ip6_addr(host, port, (struct sockaddr_in6 *)&ss) == 0) {
+        slink_connect(l, (struct sockaddr *)&ss);
+        return l;
+    }
+    char ps[8];
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(ps, sizeof(ps), "%u", port);
+    l->gai.data = l;
+    l->pending++;
+    l->resolving = 1;
+    int rc = uv_getaddrinfo(loop, &l->gai, slink_gai_cb, l->host, ps, &hints);
+    if (rc < 0) {
+        l->resolving = 0;
+        l->pending--;
+        slink_fail_later(l, "resolve: %s", uv_strerror(rc));
+    }
+    return l;
+}
+
+/* ------------------------------------------------------------------ records */
+
+struct sentinel_registry;
+
+enum sentinel_phase { SENTINEL_IDLE, SENTINEL_ASKING, SENTINEL_CONFIRMING };
+
+struct sentinel {
+    struct qnode             link;
+    struct sentinel_registry *reg;
+    char                    *pool;          /* the pool's name: the record's key */
+    /* from the configuration last built (main thread) */
+    char                    *master_name;
+    char                   **addrs;         /* the sentinels, "host:port" */
+    uint32_t                 naddrs;
+    char                    *key;           /* master name and sentinels: a change drops the master */
+    char                    *s_user, *s_pass;   /* sentinel_username / sentinel_auth */
+    char                    *m_user, *m_pass;   /* the pool's redis_username / redis_auth */
+    uint32_t                 step_ms;
+    /* the master in use (main thread; "" none) */
+    char                     master[SENTINEL_ADDR_MAX];
+    /* a round (main thread) */
+    uv_loop_t               *loop;          /* the round's: the main loop, or a private one */
+    int                      sync;          /* the round is a start-up one (no publish) */
+    enum sentinel_phase      phase;
+    struct slink            *lk;
+    uint32_t                 first;         /* the sentinel that answered last */
+    uint32_t                 tried;         /* sentinels asked this round */
+    uint32_t                 asking;        /* the index asked now */
+    char                     cand[SENTINEL_ADDR_MAX];   /* the address it named */
+    char                     round_err[1024];
+    int                      active;
+    uv_timer_t               timer;
+    int                      timer_open;
+    uint64_t                 due_ms;
+    uint64_t                 last_start_ms;
+    uint32_t                 backoff_ms;
+    int                      again;
+    uint64_t                 fail_logged_ms;
+    uint32_t                 fail_rounds;
+    /* any thread */
+    atomic_int               wanted;
+    atomic_uint_fast64_t     requested[SENTINEL_WHY_COUNT];
+    uv_mutex_t               mu;            /* st */
+    struct sentinel_stats    st;
+};
+
+/* One sentinel's pub/sub connection, shared by every pool that lists that sentinel with
+ * the same credentials. */
+struct sentinel_sub {
+    struct qnode             link;
+    struct sentinel_registry *reg;
+    char                    *addr;
+    char                    *user, *pass;
+    struct slink            *lk;
+    int                      subscribed;
+    int                      was_subscribed;    /* a reconnect may have missed a switch */
+    int                      used;
+    uv_timer_t               timer;
+    uint32_t                 backoff_ms;
+};
+
+struct sentinel_registry {
+    struct proxy        *p;
+    sentinel_rebuild_fn  rebuild;
+    struct qnode         records;
+    struct qnode         subs;
+    uv_async_t           async;             /* workers: a round is wanted */
+    uv_timer_t           publish_timer;
+    int                  open;
+    int                  publish_pending;
+};
+
+static void sentinel_round_start(struct sentinel *sn);
+static void sentinel_schedule(struct sentinel *sn, int now);
+static void sentinel_timer_cb(uv_timer_t *t);
+static void sentinel_publish_timer_cb(uv_timer_t *t);
+static void sentinel_sub_connect(struct sentinel_sub *sub);
+static void sentinel_sub_timer_cb(uv_timer_t *t);
+
+static void sentinel_strv_free(char **v, uint32_t n)
+{
+    for (uint32_t i = 0; v != NULL && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static char *sentinel_strdup0(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+static struct sentinel *sentinel_get(struct sentinel_registry *reg, const char *pool)
+{
+    struct qnode *n;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        if (strcmp(sn->pool, pool) == 0)
+            return sn;
+    }
+    struct sentinel *sn = calloc(1, sizeof(*sn));
+    if (sn == NULL || (sn->pool = strdup(pool)) == NULL) {
+        free(sn);
+        return NULL;
+    }
+    sn->reg = reg;
+    sn->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+    uv_mutex_init(&sn->mu);
+    if (reg->open) {
+        uv_timer_init(&reg->p->loop, &sn->timer);
+        sn->timer.data = sn;
+        sn->timer_open = 1;
+    }
+    queue_insert_tail(&reg->records, &sn->link);
+    return sn;
+}
+
+/* The record's settings from pool cp. 1 when the master name or the sentinels changed
+ * (the master in use is dropped: it is asked again), 0, or -1 without memory. */
+static int sentinel_configure(struct sentinel *sn, const struct conf_pool *cp)
+{
+    const struct conf_sentinel *cs = cp->sentinel;
+    struct buf key;
+    char **addrs = calloc(cs->naddrs, sizeof(*addrs));
+    char *mname = strdup(cs->master);
+    char *su = sentinel_strdup0(cs->username), *sp = sentinel_strdup0(cs->auth);
+    char *mu = sentinel_strdup0(cp->redis_username), *mp = sentinel_strdup0(cp->redis_auth);
+    int rc = 0;
+
+    buf_init(&key);
+    rc |= buf_append_str(&key, cs->master);
+    for (uint32_t i = 0; addrs != NULL && i < cs->naddrs; i++) {
+        rc |= buf_appendf(&key, " %s", cs->addrs[i].text);
+        if ((addrs[i] = strdup(cs->addrs[i].text)) == NULL)
+            rc = -1;
+    }
+    rc |= buf_append(&key, "", 1);
+    if (rc != 0 || addrs == NULL || mname == NULL || (cs->username && su == NULL) ||
+        (cs->auth && sp == NULL) || (cp->redis_username && mu == NULL) ||
+        (cp->redis_auth && mp == NULL)) {
+        sentinel_strv_free(addrs, cs->naddrs);
+        free(mname);
+        free(su);
+        free(sp);
+        free(mu);
+        free(mp);
+        buf_free(&key);
+        return -1;
+    }
+    int changed = sn->key == NULL || strcmp(sn->key, buf_rptr(&key)) != 0;
+    sentinel_strv_free(sn->addrs, sn->naddrs);
+    free(sn->master_name);
+    free(sn->key);
+    free(sn->s_user);
+    free(sn->s_pass);
+    free(sn->m_user);
+    free(sn->m_pass);
+    sn->addrs = addrs;
+    sn->naddrs = cs->naddrs;
+    sn->master_name = mname;
+    sn->key = strdup(buf_rptr(&key));
+    buf_free(&key);
+    sn->s_user = su;
+    sn->s_pass = sp;
+    sn->m_user = mu;
+    sn->m_pass = mp;
+    uint32_t t = cp->timeout_ms > 0 ? (uint32_t)cp->timeout_ms : SENTINEL_STEP_MAX_MS;
+    sn->step_ms = RL_MIN(t, (uint32_t)SENTINEL_STEP_MAX_MS);
+    if (changed) {
+        /* a round for the old master must not bring its answer back */
+        slink_cancel(sn->lk);
+        sn->lk = NULL;
+        sn->phase = SENTINEL_IDLE;
+        sn->master[0] = '\0';
+        sn->first = 0;
+    }
+    uv_mutex_lock(&sn->mu);
+    snprintf(sn->st.master_name, sizeof(sn->st.master_name), "%s", mname);
+    uv_mutex_unlock(&sn->mu);
+    return sn->key == NULL ? -1 : changed;
+}
+
+static void sentinel_note_error(struct sentinel *sn, const char *err)
+{
+    snprintf(sn->round_err, sizeof(sn->round_err), "%s", err);
+}
+
+/* ------------------------------------------------------------------ publish */
+
+/* Have a snapshot with every sentinel pool's master built and published (after the
+ * publish in progress, if any). */
+static void sentinel_publish(struct sentinel_registry *reg)
+{
+    struct proxy *p = reg->p;
+    char err[1024] = "";
+    int rc = 1;
+
+    if (!atomic_load(&p->stopping))
+        rc = reg->rebuild(p, err, sizeof(err));
+    reg->publish_pending = rc != 0;
+    if (rc < 0)
+        log_error("sentinel: new master not published: %s (retrying)", err);
+    if (rc != 0 && reg->open && !atomic_load(&p->stopping))
+        uv_timer_start(&reg->publish_timer, sentinel_publish_timer_cb,
+                       rc > 0 ? SENTINEL_PUBLISH_RETRY_MS : SENTINEL_BUILD_RETRY_MS, 0);
+}
+
+static void sentinel_publish_timer_cb(uv_timer_t *t)
+{
+    struct sentinel_registry *reg = t->data;
+    if (reg->publish_pending)
+        sentinel_publish(reg);
+}
+
+/* ------------------------------------------------------------------ a round */
+
+static void sentinel_ask_next(struct sentinel *sn);
+
+/* The round ended: addr is the confirmed master, or NULL (sn->round_err says why). */
+static void sentinel_round_end(struct sentinel *sn, const char *addr)
+{
+    struct sentinel_registry *reg = sn->reg;
+    uint64_t now = util_now_ms() + 1;
+
+    sn->phase = SENTINEL_IDLE;
+    sn->lk = NULL;
+    if (addr == NULL) {
+        uv_mutex_lock(&sn->mu);
+        sn->st.round_errors++;
+        snprintf(sn->st.last_error, sizeof(sn->st.last_error), "%.255s", sn->round_err);
+        uv_mutex_unlock(&sn->mu);
+        sn->backoff_ms = RL_MIN(sn->backoff_ms * 2, (uint32_t)SENTINEL_BACKOFF_MAX_MS);
+        sn->fail_rounds++;
+        if (!sn->sync && (sn->fail_logged_ms == 0 || now - sn->fail_logged_ms >= SENTINEL_LOG_EVERY_MS)) {
+            log_warn("pool '%s': no sentinel named a master '%s' that ROLE confirms (%s); "
+                     "%u round(s) since the last such line, logged at most once a minute",
+                     sn->pool, sn->master_name, sn->round_err, sn->fail_rounds);
+            sn->fail_logged_ms = now;
+            sn->fail_rounds = 0;
+        }
+        if (!sn->sync)
+            sentinel_schedule(sn, 0);   /* again after the back-off: the failover is coming */
+        return;
+    }
+    sn->fail_logged_ms = 0;
+    sn->fail_rounds = 0;
+    int changed = strcmp(sn->master, addr) != 0;
+    uv_mutex_lock(&sn->mu);
+    sn->st.rounds++;
+    sn->st.last_error[0] = '\0';
+    if (changed && sn->master[0] != '\0') {
+        snprintf(sn->st.previous, sizeof(sn->st.previous), "%s", sn->master);
+        sn->st.switches++;
+        sn->st.switched_at_us = util_wall_us();
+    }
+    snprintf(sn->st.master, sizeof(sn->st.master), "%s", addr);
+    uv_mutex_unlock(&sn->mu);
+    if (!changed) {
+        sn->backoff_ms = RL_MIN(sn->backoff_ms * 2, (uint32_t)SENTINEL_BACKOFF_MAX_MS);
+        if (!sn->sync)
+            sentinel_schedule(sn, 0);
+        return;
+    }
+    if (sn->sync) {
+        log_notice("pool '%s': master '%s' is %s (sentinel %s, ROLE master)", sn->pool,
+                   sn->master_name, addr, sn->addrs[sn->first]);
+    } else {
+        log_notice("pool '%s': master '%s' moved from %s to %s (sentinel %s, ROLE master): "
+                   "new requests go there, keys stay where they were", sn->pool,
+                   sn->master_name, sn->master[0] ? sn->master : "(none)", addr,
+                   sn->addrs[sn->first]);
+    }
+    snprintf(sn->master, sizeof(sn->master), "%s", addr);
+    sn->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+    if (!sn->sync) {
+        sentinel_publish(reg);
+        sentinel_schedule(sn, 0);
+    }
+}
+
+/* The master's ROLE: "master" confirms the candidate; anything else, the next sentinel. */
+static void sentinel_roled(void *arg, struct sresp *const *r, uint32_t n, const char *err)
+{
+    struct sentinel *sn = arg;
+    char why[1024];
+
+    sn->lk = NULL;
+    if (err == NULL && n == 1 && r[0]->type == '*' && r[0]->n >= 1 &&
+        r[0]->elem[0].type == '$' && r[0]->elem[0].str != NULL &&
+        strcmp(r[0]->elem[0].str, "master") == 0) {
+        sn->first = sn->asking;
+        sentinel_round_end(sn, sn->cand);
+        return;
+    }
+    if (err != NULL)
+        snprintf(why, sizeof(why), "%s named by sentinel %s: ROLE: %s", sn->cand,
+                 sn->addrs[sn->asking], err);
+    else if (n == 1 && r[0]->type == '-')
+        snprintf(why, sizeof(why), "%s named by sentinel %s: ROLE: %.100s", sn->cand,
+                 sn->addrs[sn->asking], r[0]->str);
+    else
+        snprintf(why, sizeof(why), "%s named by sentinel %s is not a master (ROLE: %.40s)",
+                 sn->cand, sn->addrs[sn->asking],
+                 n == 1 && r[0]->type == '*' && r[0]->n >= 1 && r[0]->elem[0].str ?
+                 r[0]->elem[0].str : "?");
+    sentinel_note_error(sn, why);
+    log_info("pool '%s': %s", sn->pool, why);
+    sn->tried++;
+    sentinel_ask_next(sn);
+}
+
+/* A sentinel's answer to get-master-addr-by-name: ["ip", "port"], or nil (unknown name). */
+static void sentinel_asked(void *arg, struct sresp *const *r, uint32_t n, const char *err)
+{
+    struct sentinel *sn = arg;
+    const char *at = sn->addrs[sn->asking];
+    char why[1024];
+
+    sn->lk = NULL;
+    if (err != NULL) {
+        snprintf(why, sizeof(why), "sentinel %s: %s", at, err);
+    } else if (n != 1 || r[0]->type != '*' || r[0]->n != 2 || r[0]->elem[0].type != '$' ||
+               r[0]->elem[1].type != '$' || r[0]->elem[0].str == NULL ||
+               r[0]->elem[1].str == NULL) {
+        if (n == 1 && r[0]->type == '-')
+            snprintf(why, sizeof(why), "sentinel %s: %.150s", at, r[0]->str);
+        else
+            snprintf(why, sizeof(why), "sentinel %s does not know master '%s'", at,
+                     sn->master_name);
+    } else {
+        struct conf_addr a;
+        char aerr[200];
+        const char *host = r[0]->elem[0].str;
+        int v6 = strchr(host, ':') != NULL;
+        snprintf(sn->cand, sizeof(sn->cand), "%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
+                 r[0]->elem[1].str);
+        if (conf_parse_addr(sn->cand, &a, aerr, sizeof(aerr)) == 0 && a.host != NULL) {
+            struct buf cmds;
+            buf_init(&cmds);
+            int skip = sresp_auth(&cmds, sn->m_user, sn->m_pass);
+            const char *role[1] = { "ROLE" };
+            if (skip >= 0 && sresp_command(&cmds, 1, role) == 0) {
+                sn->phase = SENTINEL_CONFIRMING;
+                sn->lk = slink_start(sn->loop, a.host, a.port, &cmds, (uint32_t)skip,
+                                     (uint32_t)skip + 1, sn->step_ms, sentinel_roled, NULL, sn);
+            }
+            buf_free(&cmds);
+            conf_addr_free(&a);
+            if (sn->lk != NULL)
+                return;
+            snprintf(why, sizeof(why), "%s: out of memory", sn->cand);
+        } else {
+            conf_addr_free(&a);
+            snprintf(why, sizeof(why), "sentinel %s named '%s': %s", at, sn->cand, aerr);
+        }
+    }
+    sentinel_note_error(sn, why);
+    log_info("pool '%s': %s", sn->pool, why);
+    sn->tried++;
+    sentinel_ask_next(sn);
+}
+
+/* Ask the round's next sentinel (the one that answered last first, then the list's
+ * order); none left: the round failed. */
+static void sentinel_ask_next(struct sentinel *sn)
+{
+    while (sn->tried < sn->naddrs) {
+        uint32_t i = (sn->first + sn->tried) % sn->naddrs;
+        struct conf_addr a;
+        char aerr[200];
+        sn->asking = i;
+        if (conf_parse_addr(sn->addrs[i], &a, aerr, sizeof(aerr)) == 0 && a.host != NULL) {
+            struct buf cmds;
+            buf_init(&cmds);
+            int skip = sresp_auth(&cmds, sn->s_user, sn->s_pass);
+            const char *q[3] = { "SENTINEL", "get-master-addr-by-name", sn->master_name };
+            if (skip >= 0 && sresp_command(&cmds, 3, q) == 0) {
+                sn->phase = SENTINEL_ASKING;
+                sn->lk = slink_start(sn->loop, a.host, a.port, &cmds, (uint32_t)skip,
+                                     (uint32_t)skip + 1, sn->step_ms, sentinel_asked, NULL, sn);
+            }
+            buf_free(&cmds);
+        }
+        conf_addr_free(&a);
+        if (sn->lk != NULL)
+            return;
+        sn->tried++;
+    }
+    if (sn->round_err[0] == '\0')
+        sentinel_note_error(sn, "no sentinel could be asked");
+    sentinel_round_end(sn, NULL);
+}
+
+static void sentinel_round_start(struct sentinel *sn)
+{
+    sn->last_start_ms = uv_now(sn->loop);
+    sn->again = 0;
+    sn->tried = 0;
+    sn->round_err[0] = '\0';
+    if (sn->first >= sn->naddrs)
+        sn->first = 0;
+    sentinel_ask_next(sn);
+}
+
+/* ------------------------------------------------------------------ scheduling */
+
+static void sentinel_arm(struct sentinel *sn, uint64_t at)
+{
+    uint64_t now = uv_now(&sn->reg->p->loop);
+    if (!sn->timer_open || (sn->due_ms != 0 && sn->due_ms <= at))
+        return;
+    sn->due_ms = at;
+    uv_timer_start(&sn->timer, sentinel_timer_cb, at > now ? at - now : 0, 0);
+}
+
+#define SENTINEL_NEWS   1   /* a worker's news: a round, spaced by the back-off */
+#define SENTINEL_URGENT 2   /* +switch-master: a round now */
+
+/*
+ * A round now (news: `now`, spaced by the back-off; +switch-master: at once) or the next periodic one (after a
+ * good round, SENTINEL_CHECK_MS; after a failed one, the back-off). One round at a time:
+ * news during a round runs another after it.
+ */
+static void sentinel_schedule(struct sentinel *sn, int now_wanted)
+{
+    struct proxy *p = sn->reg->p;
+    if (!sn->active || !sn->reg->open || atomic_load(&p->stopping))
+        return;
+    if (sn->phase != SENTINEL_IDLE) {
+        sn->again = RL_MAX(sn->again, now_wanted);
+        return;
+    }
+    uint64_t now = uv_now(&p->loop);
+    uint64_t spaced = sn->last_start_ms + sn->backoff_ms;
+    if (now_wanted || sn->again) {
+        int urgent = now_wanted == SENTINEL_URGENT || sn->again == SENTINEL_URGENT;
+        sn->again = 0;
+        if (spaced <= now || urgent) {
+            sn->loop = &p->loop;
+            sn->sync = 0;
+            sentinel_round_start(sn);
+            return;
+        }
+        sentinel_arm(sn, spaced);
+        return;
+    }
+    int failing = sn->st.last_error[0] != '\0';     /* main thread: the only writer */
+    sentinel_arm(sn, failing ? spaced : sn->last_start_ms + SENTINEL_CHECK_MS);
+}
+
+static void sentinel_timer_cb(uv_timer_t *t)
+{
+    struct sentinel *sn = t->data;
+    sn->due_ms = 0;
+    if (sn->phase != SENTINEL_IDLE) {
+        sn->again = 1;
+        return;
+    }
+    if (sn->active && sn->reg->open && !atomic_load(&sn->reg->p->stopping)) {
+        sn->loop = &sn->reg->p->loop;
+        sn->sync = 0;
+        sentinel_round_start(sn);
+    }
+}
+
+void sentinel_refresh_request(struct sentinel *sn, enum sentinel_why why)
+{
+    atomic_fetch_add_explicit(&sn->requested[why], 1, memory_order_relaxed);
+    if (atomic_exchange_explicit(&sn->wanted, 1, memory_order_acq_rel) == 0 && sn->reg->open)
+        uv_async_send(&sn->reg->async);
+}
+
+static void sentinel_async_cb(uv_async_t *a)
+{
+    struct sentinel_registry *reg = a->data;
+    struct qnode *n;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        if (atomic_exchange_explicit(&sn->wanted, 0, memory_order_acq_rel))
+            sentinel_schedule(sn, SENTINEL_NEWS);
+    }
+}
+
+/* ------------------------------------------------------------------ pub/sub */
+
+static int sentinel_lists(const struct sentinel *sn, const char *addr)
+{
+    for (uint32_t i = 0; i < sn->naddrs; i++)
+        if (strcmp(sn->addrs[i], addr) == 0)
+            return 1;
+    return 0;
+}
+
+static int sentinel_sub_matches(const struct sentinel_sub *sub, const struct sentinel *sn)
+{
+    return sentinel_lists(sn, sub->addr) &&
+           ((sub->user == NULL && sn->s_user == NULL) ||
+            (sub->user && sn->s_user && strcmp(sub->user, sn->s_user) == 0)) &&
+           ((sub->pass == NULL && sn->s_pass == NULL) ||
+            (sub->pass && sn->s_pass && strcmp(sub->pass, sn->s_pass) == 0));
+}
+
+/* The number of sn's sentinels whose subscription is live, into its stats. */
+static void sentinel_count_subs(struct sentinel_registry *reg)
+{
+    struct qnode *n, *m;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        uint32_t live = 0;
+        QUEUE_FOREACH(m, &reg->subs) {
+            struct sentinel_sub *sub = QUEUE_DATA(m, struct sentinel_sub, link);
+            live += sub->subscribed && sentinel_sub_matches(sub, sn);
+        }
+        uv_mutex_lock(&sn->mu);
+        sn->st.subscribed = live;
+        uv_mutex_unlock(&sn->mu);
+    }
+}
+
+/* News for the pools that follow master `name` through this sentinel. */
+static void sentinel_sub_news(struct sentinel_sub *sub, const char *name, size_t len, int msg)
+{
+    struct qnode *n;
+    QUEUE_FOREACH(n, &sub->reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        if (!sn->active || !sentinel_sub_matches(sub, sn) ||
+            (name != NULL && (strlen(sn->master_name) != len ||
+                              memcmp(sn->master_name, name, len) != 0)))
+            continue;
+        if (msg) {
+            uv_mutex_lock(&sn->mu);
+            sn->st.switch_messages++;
+            uv_mutex_unlock(&sn->mu);
+            log_info("pool '%s': sentinel %s: +switch-master for '%s'", sn->pool, sub->addr,
+                     sn->master_name);
+            for (uint32_t i = 0; i < sn->naddrs; i++)
+                if (strcmp(sn->addrs[i], sub->addr) == 0)
+                    sn->first = i;      /* it knows the new master: asked first */
+        }
+        sentinel_schedule(sn, msg ? SENTINEL_URGENT : SENTINEL_NEWS);
+    }
+}
+
+/* A subscription's message: ["message", "+switch-master", "<name> <old ip> <old port>
+ * <new ip> <new port>"]; NULL: the connection ended. */
+static void sentinel_sub_push(void *arg, const struct sresp *r)
+{
+    struct sentinel_sub *sub = arg;
+    if (r == NULL) {
+        sub->lk = NULL;
+        sub->subscribed = 0;
+        sentinel_count_subs(sub->reg);
+        log_info("sentinel %s: pub/sub connection lost; reconnecting", sub->addr);
+        if (sub->reg->open && sub->used)
+            uv_timer_start(&sub->timer, sentinel_sub_timer_cb, sub->backoff_ms, 0);
+        return;
+    }
+    if (r->type != '*' || r->n != 3 || r->elem[0].str == NULL || r->elem[1].str == NULL ||
+        r->elem[2].str == NULL || strcmp(r->elem[0].str, "message") != 0 ||
+        strcmp(r->elem[1].str, SENTINEL_SWITCH_CHANNEL) != 0)
+        return;
+    const char *payload = r->elem[2].str;
+    const char *sp = strchr(payload, ' ');
+    sentinel_sub_news(sub, payload, sp ? (size_t)(sp - payload) : strlen(payload), 1);
+}
+
+/* The subscription's confirmation (or its failure: try again after a back-off). */
+static void sentinel_sub_confirmed(void *arg, struct sresp *const *r, uint32_t n, const char *err)
+{
+    struct sentinel_sub *sub = arg;
+    if (err != NULL || n != 1 || r[0]->type != '*') {
+        log_info("sentinel %s: cannot subscribe to " SENTINEL_SWITCH_CHANNEL ": %s", sub->addr,
+                 err ? err : (n == 1 && r[0]->type == '-' ? r[0]->str : "unexpected reply"));
+        if (err == NULL)
+            slink_cancel(sub->lk);      /* refused: the connection is of no use */
+        sub->lk = NULL;
+        sub->backoff_ms = RL_MIN(sub->backoff_ms * 2, (uint32_t)SENTINEL_SUB_RETRY_MAX_MS);
+        if (sub->reg->open && sub->used)
+            uv_timer_start(&sub->timer, sentinel_sub_timer_cb, sub->backoff_ms, 0);
+        return;
+    }
+    sub->subscribed = 1;
+    sub->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+    sentinel_count_subs(sub->reg);
+    if (sub->was_subscribed)
+        sentinel_sub_news(sub, NULL, 0, 0);     /* a switch may have gone by meanwhile */
+    sub->was_subscribed = 1;
+}
+
+static void sentinel_sub_connect(struct sentinel_sub *sub)
+{
+    struct conf_addr a;
+    char aerr[200];
+    struct proxy *p = sub->reg->p;
+
+    if (sub->lk != NULL || !sub->used || !sub->reg->open || atomic_load(&p->stopping))
+        return;
+    if (conf_parse_addr(sub->addr, &a, aerr, sizeof(aerr)) == 0 && a.host != NULL) {
+        struct buf cmds;
+        buf_init(&cmds);
+        int skip = sresp_auth(&cmds, sub->user, sub->pass);
+        const char *q[2] = { "SUBSCRIBE", SENTINEL_SWITCH_CHANNEL };
+        if (skip >= 0 && sresp_command(&cmds, 2, q) == 0)
+            sub->lk = slink_start(&p->loop, a.host, a.port, &cmds, (uint32_t)skip,
+                                  (uint32_t)skip + 1, SENTINEL_STEP_MAX_MS,
+                                  sentinel_sub_confirmed, sentinel_sub_push, sub);
+        buf_free(&cmds);
+    }
+    conf_addr_free(&a);
+    if (sub->lk == NULL)
+        uv_timer_start(&sub->timer, sentinel_sub_timer_cb, SENTINEL_SUB_RETRY_MAX_MS, 0);
+}
+
+static void sentinel_sub_timer_cb(uv_timer_t *t)
+{
+    sentinel_sub_connect(t->data);
+}
+
+/* The subscription to sentinel addr with sn's credentials (made when missing). */
+static struct sentinel_sub *sentinel_sub_get(struct sentinel_registry *reg,
+                                             const struct sentinel *sn, const char *addr)
+{
+    struct qnode *n;
+    QUEUE_FOREACH(n, &reg->subs) {
+        struct sentinel_sub *sub = QUEUE_DATA(n, struct sentinel_sub, link);
+        if (strcmp(sub->addr, addr) == 0 && sentinel_sub_matches(sub, sn))
+            return sub;
+    }
+    struct sentinel_sub *sub = calloc(1, sizeof(*sub));
+    if (sub == NULL)
+        return NULL;
+    sub->reg = reg;
+    sub->addr = strdup(addr);
+    sub->user = sentinel_strdup0(sn->s_user);
+    sub->pass = sentinel_strdup0(sn->s_pass);
+    if (sub->addr == NULL || (sn->s_user && sub->user == NULL) || (sn->s_pass && sub->pass == NULL)) {
+        free(sub->addr);
+        free(sub->user);
+        free(sub->pass);
+        free(sub);
+        return NULL;
+    }
+    sub->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+    uv_timer_init(&reg->p->loop, &sub->timer);
+    sub->timer.data = sub;
+    queue_insert_tail(&reg->subs, &sub->link);
+    return sub;
+}
+
+/* Subscriptions for every active pool's sentinels; the ones no pool uses any more end. */
+static void sentinel_subs_update(struct sentinel_registry *reg)
+{
+    struct qnode *n;
+    QUEUE_FOREACH(n, &reg->subs)
+        QUEUE_DATA(n, struct sentinel_sub, link)->used = 0;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        for (uint32_t i = 0; sn->active && i < sn->naddrs; i++) {
+            struct sentinel_sub *sub = sentinel_sub_get(reg, sn, sn->addrs[i]);
+            if (sub != NULL)
+                sub->used = 1;
+        }
+    }
+    QUEUE_FOREACH(n, &reg->subs) {
+        struct sentinel_sub *sub = QUEUE_DATA(n, struct sentinel_sub, link);
+        if (sub->used && sub->lk == NULL && !uv_is_active((uv_handle_t *)&sub->timer)) {
+            sentinel_sub_connect(sub);
+        } else if (!sub->used) {
+            slink_cancel(sub->lk);
+            sub->lk = NULL;
+            sub->subscribed = 0;
+            sub->was_subscribed = 0;
+            uv_timer_stop(&sub->timer);
+        }
+    }
+    sentinel_count_subs(reg);
+}
+
+/* ------------------------------------------------------------------ snapshots */
+
+/* A start-up round on a private loop: every sentinel in turn, each step within step_ms. */
+static void sentinel_round_sync(struct sentinel *sn)
+{
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) != 0) {
+        sentinel_note_error(sn, "cannot make a loop");
+        return;
+    }
+    sn->loop = &loop;
+    sn->sync = 1;
+    sentinel_round_start(sn);
+    uv_run(&loop, UV_RUN_DEFAULT);      /* ends when the round's links are closed */
+    sn->sync = 0;
+    sn->loop = NULL;
+    uv_loop_close(&loop);
+}
+
+int sentinel_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
+                           struct snapshot_pool *sp, char *err, size_t errlen)
+{
+    struct sentinel_registry *reg = p->sentinels;
+    const struct conf_pool *cp = &conf->pools[pool];
+    struct sentinel *sn = reg != NULL ? sentinel_get(reg, cp->name) : NULL;
+
+    if (sn == NULL || sentinel_configure(sn, cp) < 0)
+        goto nomem;
+    if (sn->master[0] == '\0' && sn->phase == SENTINEL_IDLE) {
+        sentinel_round_sync(sn);
+        if (sn->master[0] == '\0') {
+            snprintf(err, errlen, "pool '%s': no sentinel named a master '%s' that ROLE "
+                     "confirms: %s", cp->name, cp->sentinel->master, sn->round_err);
+            return -1;
+        }
+    } else if (sn->master[0] == '\0') {
+        snprintf(err, errlen, "pool '%s': the master '%s' is being asked of the sentinels; "
+                 "try again", cp->name, cp->sentinel->master);
+        return -1;
+    }
+    /* The pool's one server: the master, known by its name on the ring (a new address
+     * moves no key) */
+    struct conf_server *s = calloc(1, sizeof(*s));
+    char serr[200];
+    if (s == NULL)
+        goto nomem;
+    if (conf_server_init(s, sn->master, NULL, serr, sizeof(serr)) < 0) {
+        free(s);
+        snprintf(err, errlen, "pool '%s': master %s: %s", cp->name, sn->master, serr);
+        return -1;
+    }
+    free(s->ident);
+    free(s->label);
+    s->ident = strdup(cp->sentinel->master);
+    s->label = strdup(cp->sentinel->master);
+    s->name = strdup(cp->sentinel->master);
+    if (s->ident == NULL || s->label == NULL || s->name == NULL) {
+        conf_server_free(s);
+        free(s);
+        goto nomem;
+    }
+    conf_derive_servers(conf, pool, s, 1, NULL);
+    sp->sentinel = sn;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+void sentinel_snapshot_published(struct proxy *p, const struct snapshot *snap)
+{
+    struct sentinel_registry *reg = p->sentinels;
+    struct qnode *n;
+
+    if (reg == NULL || !reg->open)
+        return;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        int active = 0;
+        for (uint32_t i = 0; i < snap->conf->npools; i++)
+            active |= snap->pools[i].sentinel == sn;
+        if (active && !sn->active) {
+            sn->active = 1;
+            sn->last_start_ms = uv_now(&p->loop);   /* the build asked: the next is periodic */
+            sentinel_schedule(sn, 0);
+        } else if (!active && sn->active) {
+            sn->active = 0;
+            slink_cancel(sn->lk);
+            sn->lk = NULL;
+            sn->phase = SENTINEL_IDLE;
+            if (sn->timer_open)
+                uv_timer_stop(&sn->timer);
+            sn->due_ms = 0;
+        }
+    }
+    sentinel_subs_update(reg);
+}
+
+void sentinel_stats_read(struct sentinel *sn, struct sentinel_stats *out)
+{
+    uv_mutex_lock(&sn->mu);
+    *out = sn->st;
+    uv_mutex_unlock(&sn->mu);
+    for (int w = 0; w < SENTINEL_WHY_COUNT; w++)
+        out->requested[w] = atomic_load_explicit(&sn->requested[w], memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ registry */
+
+int sentinel_registry_init(struct proxy *p, sentinel_rebuild_fn rebuild)
+{
+    struct sentinel_registry *reg = calloc(1, sizeof(*reg));
+    if (reg == NULL)
+        return -ENOMEM;
+    reg->p = p;
+    reg->rebuild = rebuild;
+    queue_init(&reg->records);
+    queue_init(&reg->subs);
+    p->sentinels = reg;
+    return 0;
+}
+
+void sentinel_registry_start(struct proxy *p)
+{
+    struct sentinel_registry *reg = p->sentinels;
+    struct qnode *n;
+
+    uv_async_init(&p->loop, &reg->async, sentinel_async_cb);
+    reg->async.data = reg;
+    uv_timer_init(&p->loop, &reg->publish_timer);
+    reg->publish_timer.data = reg;
+    reg->open = 1;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        uv_timer_init(&p->loop, &sn->timer);
+        sn->timer.data = sn;
+        sn->timer_open = 1;
+    }
+    sentinel_snapshot_published(p, atomic_load(&p->hub.current));
+}
+
+void sentinel_registry_close(struct proxy *p)
+{
+    struct sentinel_registry *reg = p->sentinels;
+    struct qnode *n;
+
+    if (reg == NULL || !reg->open)
+        return;
+    reg->open = 0;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        slink_cancel(sn->lk);
+        sn->lk = NULL;
+        sn->phase = SENTINEL_IDLE;
+        sn->active = 0;
+        if (sn->timer_open) {
+            uv_close((uv_handle_t *)&sn->timer, NULL);
+            sn->timer_open = 0;
+        }
+    }
+    QUEUE_FOREACH(n, &reg->subs) {
+        struct sentinel_sub *sub = QUEUE_DATA(n, struct sentinel_sub, link);
+        slink_cancel(sub->lk);
+        sub->lk = NULL;
+        uv_close((uv_handle_t *)&sub->timer, NULL);
+    }
+    uv_close((uv_handle_t *)&reg->async, NULL);
+    uv_close((uv_handle_t *)&reg->publish_timer, NULL);
+}
+
+void sentinel_registry_free(struct proxy *p)
+{
+    struct sentinel_registry *reg = p->sentinels;
+    struct qnode *n;
+
+    if (reg == NULL)
+        return;
+    while ((n = queue_first(&reg->records)) != NULL) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        queue_remove(n);
+        sentinel_strv_free(sn->addrs, sn->naddrs);
+        free(sn->master_name);
+        free(sn->key);
+        free(sn->s_user);
+        free(sn->s_pass);
+        free(sn->m_user);
+        free(sn->m_pass);
+        free(sn->pool);
+        uv_mutex_destroy(&sn->mu);
+        free(sn);
+    }
+    while ((n = queue_first(&reg->subs)) != NULL) {
+        struct sentinel_sub *sub = QUEUE_DATA(n, struct sentinel_sub, link);
+        queue_remove(n);
+        free(sub->addr);
+        free(sub->user);
+        free(sub->pass);
+        free(sub);
+    }
+    free(reg);
+    p->sentinels = NULL;
+}
