@@ -342,6 +342,33 @@ static json_t *json_tls_certs(const struct stats_view_pool *p)
     return a;
 }
 
+/* A sentinel pool's master, by name and address, and how often it moved. */
+static int json_sentinel(json_t *o, const struct stats_view_sentinel *s)
+{
+    int rc = jset(o, "sentinel_master_name", jstr(s->master_name));
+    if (rc == 0)
+        rc = jset(o, "sentinel_master", jstr(s->master));
+    if (rc == 0)
+        rc = jset(o, "sentinel_previous_master", jstr(s->previous));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switches", json_integer((json_int_t)s->switches));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switched_at", json_integer(s->switched_at));
+    if (rc == 0)
+        rc = jset(o, "sentinel_rounds", json_integer((json_int_t)s->rounds));
+    if (rc == 0)
+        rc = jset(o, "sentinel_round_errors", json_integer((json_int_t)s->round_errors));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switch_messages", json_integer((json_int_t)s->switch_messages));
+    if (rc == 0)
+        rc = jset(o, "sentinel_asked", json_integer((json_int_t)s->asked));
+    if (rc == 0)
+        rc = jset(o, "sentinel_subscribed", json_integer((json_int_t)s->subscribed));
+    if (rc == 0)
+        rc = jset(o, "sentinel_error", jstr(s->error));
+    return rc;
+}
+
 static int json_pool(json_t *root, const struct stats_view_pool *p)
 {
     json_t *o = json_object();
@@ -372,6 +399,8 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
     if (rc == 0 && p->is_cluster)
         rc = json_cluster(o, &p->cluster);
+    if (rc == 0 && p->is_sentinel)
+        rc = json_sentinel(o, &p->sentinel);
     if (rc == 0)
         rc = jset(o, "tls_certs", json_tls_certs(p));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
