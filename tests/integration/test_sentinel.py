@@ -5,6 +5,7 @@ back as a replica, the stats naming the new master; nutcracker beside it on the 
 servers for comparison (logged, not asserted)."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -411,6 +412,42 @@ def graceful_failover(env):
              lambda: proxy_conns() == [], 10)
     check("errorstat_READONLY" not in info(demoted, "errorstats") or readonly > 0,
           "a READONLY on the demoted master is one a client saw")
+
+
+@R.test
+def reload_asks_again(env):
+    """A reload that changes a pool's sentinels asks them again (the same master: no
+    switch counted, no key moved); one that names no reachable sentinel is refused and the
+    running pool keeps its master."""
+    st0 = env.pool_stats()
+    master = st0["sentinel_master"]
+    sess = env.proxy.pools["sess"]
+    sess["sentinel"] = {"master": MASTER,
+                        "sentinels": [s.hostport() for s in env.sentinels[1:]][::-1]}
+    published = env.proxy.log_tail(100000).count("new configuration published")
+    env.proxy.rewrite()
+    os.kill(env.proxy.proc.pid, signal.SIGHUP)
+    wait_for("the reload", lambda: env.proxy.log_tail(100000).count(
+        "new configuration published") > published, 20)
+    st = env.pool_stats()
+    eq(st["sentinel_master"], master)
+    eq(st["sentinel_switches"], st0["sentinel_switches"])
+    eq(st["sentinel_round_errors"] >= st0["sentinel_round_errors"], True)
+    with env.proxy.client() as c:
+        k = unique().decode()
+        eq(c.rd("SET", k, "r"), "OK")
+    # sentinels that do not answer: refused, the old configuration stays
+    dead = "127.0.0.1:%d" % free_port()
+    sess["sentinel"] = {"master": MASTER, "sentinels": [dead]}
+    env.proxy.rewrite()
+    os.kill(env.proxy.proc.pid, signal.SIGHUP)
+    refusal = "refused, the running configuration keeps serving: pool 'sess': no sentinel " \
+              "named a master 'mymaster' that ROLE confirms: sentinel %s: connect: " % dead
+    wait_for("the refusal in the log", lambda: refusal in env.proxy.log_tail(200), 20)
+    with env.proxy.client() as c:
+        k = unique().decode()
+        eq(c.rd("SET", k, "r"), "OK", "the running pool still writes to its master")
+    eq(env.pool_stats()["sentinel_master"], master)
 
 
 def proxy_client_ports(pid):
