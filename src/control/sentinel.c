@@ -539,64 +539,57 @@ static char *sentinel_strdup0(const char *s)
     return s != NULL ? strdup(s) : NULL;
 }
 
-static struct sentinel *sentinel_get(struct sentinel_registry *reg, const char *pool)
-{
-    struct qnode *n;
-    QUEUE_FOREACH(n, &reg->records) {
-        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
-        if (strcmp(sn->pool, pool) == 0)
-            return sn;
-    }
-    struct sentinel *sn = calloc(1, sizeof(*sn));
-    if (sn == NULL || (sn->pool = strdup(pool)) == NULL) {
-        free(sn);
-        return NULL;
-    }
-    sn->reg = reg;
-    sn->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
-    uv_mutex_init(&sn->mu);
-    if (reg->open) {
-        uv_timer_init(&reg->p->loop, &sn->timer);
-        sn->timer.data = sn;
-        sn->timer_open = 1;
-    }
-    queue_insert_tail(&reg->records, &sn->link);
-    return sn;
-}
-
-/* The record's settings from pool cp. 1 when the master name or the sentinels changed
- * (the master in use is dropped: it is asked again), 0, or -1 without memory. */
-static int sentinel_configure(struct sentinel *sn, const struct conf_pool *cp)
+/* Everything of pool cp the record follows: master name, sentinels in order, credentials,
+ * timeout ("\001" between fields: no field holds it unescaped... and a clash only costs a
+ * question to the sentinels). A new string, or NULL without memory. */
+static char *sentinel_key(const struct conf_pool *cp)
 {
     const struct conf_sentinel *cs = cp->sentinel;
     struct buf key;
-    char **addrs = calloc(cs->naddrs, sizeof(*addrs));
-    char *mname = strdup(cs->master);
-    char *su = sentinel_strdup0(cs->username), *sp = sentinel_strdup0(cs->auth);
-    char *mu = sentinel_strdup0(cp->redis_username), *mp = sentinel_strdup0(cp->redis_auth);
     int rc = 0;
 
     buf_init(&key);
-    rc |= buf_append_str(&key, cs->master);
-    for (uint32_t i = 0; addrs != NULL && i < cs->naddrs; i++) {
-        rc |= buf_appendf(&key, " %s", cs->addrs[i].text);
-        if ((addrs[i] = strdup(cs->addrs[i].text)) == NULL)
-            rc = -1;
-    }
+    rc |= buf_appendf(&key, "%s\001%d\001%s\001%s\001%s\001%s", cs->master, cp->timeout_ms,
+                      cs->username ? cs->username : "", cs->auth ? cs->auth : "",
+                      cp->redis_username ? cp->redis_username : "",
+                      cp->redis_auth ? cp->redis_auth : "");
+    for (uint32_t i = 0; i < cs->naddrs; i++)
+        rc |= buf_appendf(&key, "\001%s", cs->addrs[i].text);
     rc |= buf_append(&key, "", 1);
-    if (rc != 0 || addrs == NULL || mname == NULL || (cs->username && su == NULL) ||
-        (cs->auth && sp == NULL) || (cp->redis_username && mu == NULL) ||
-        (cp->redis_auth && mp == NULL)) {
-        sentinel_strv_free(addrs, cs->naddrs);
-        free(mname);
-        free(su);
-        free(sp);
-        free(mu);
-        free(mp);
-        buf_free(&key);
+    char *out = rc == 0 ? strdup(buf_rptr(&key)) : NULL;
+    buf_free(&key);
+    return out;
+}
+
+/* The new record's settings from pool cp. 0, or -1 without memory. */
+static int sentinel_configure(struct sentinel *sn, const struct conf_pool *cp)
+{
+    const struct conf_sentinel *cs = cp->sentinel;
+
+    sn->addrs = calloc(cs->naddrs, sizeof(*sn->addrs));
+    if (sn->addrs == NULL)
         return -1;
-    }
-    int changed = sn->key == NULL || strcmp(sn->key, buf_rptr(&key)) != 0;
+    sn->naddrs = cs->naddrs;
+    for (uint32_t i = 0; i < cs->naddrs; i++)
+        if ((sn->addrs[i] = strdup(cs->addrs[i].text)) == NULL)
+            return -1;
+    sn->master_name = strdup(cs->master);
+    sn->s_user = sentinel_strdup0(cs->username);
+    sn->s_pass = sentinel_strdup0(cs->auth);
+    sn->m_user = sentinel_strdup0(cp->redis_username);
+    sn->m_pass = sentinel_strdup0(cp->redis_auth);
+    if (sn->master_name == NULL || (cs->username && sn->s_user == NULL) ||
+        (cs->auth && sn->s_pass == NULL) || (cp->redis_username && sn->m_user == NULL) ||
+        (cp->redis_auth && sn->m_pass == NULL))
+        return -1;
+    uint32_t t = cp->timeout_ms > 0 ? (uint32_t)cp->timeout_ms : SENTINEL_STEP_MAX_MS;
+    sn->step_ms = RL_MIN(t, (uint32_t)SENTINEL_STEP_MAX_MS);
+    snprintf(sn->st.master_name, sizeof(sn->st.master_name), "%s", cs->master);
+    return 0;
+}
+
+static void sentinel_record_free(struct sentinel *sn)
+{
     sentinel_strv_free(sn->addrs, sn->naddrs);
     free(sn->master_name);
     free(sn->key);
@@ -604,29 +597,51 @@ static int sentinel_configure(struct sentinel *sn, const struct conf_pool *cp)
     free(sn->s_pass);
     free(sn->m_user);
     free(sn->m_pass);
-    sn->addrs = addrs;
-    sn->naddrs = cs->naddrs;
-    sn->master_name = mname;
-    sn->key = strdup(buf_rptr(&key));
-    buf_free(&key);
-    sn->s_user = su;
-    sn->s_pass = sp;
-    sn->m_user = mu;
-    sn->m_pass = mp;
-    uint32_t t = cp->timeout_ms > 0 ? (uint32_t)cp->timeout_ms : SENTINEL_STEP_MAX_MS;
-    sn->step_ms = RL_MIN(t, (uint32_t)SENTINEL_STEP_MAX_MS);
-    if (changed) {
-        /* a round for the old master must not bring its answer back */
-        slink_cancel(sn->lk);
-        sn->lk = NULL;
-        sn->phase = SENTINEL_IDLE;
-        sn->master[0] = '\0';
-        sn->first = 0;
+    free(sn->pool);
+    uv_mutex_destroy(&sn->mu);
+    free(sn);
+}
+
+/*
+ * The record of pool cp's settings (made when missing). A record is never changed by a
+ * build: a reload that changes the settings gets a record of its own, and the running
+ * pool keeps following with its own until the new snapshot is published (a refused reload
+ * leaves it as it was). NULL without memory.
+ */
+static struct sentinel *sentinel_get(struct sentinel_registry *reg, const struct conf_pool *cp)
+{
+    struct qnode *n;
+    char *key = sentinel_key(cp);
+
+    if (key == NULL)
+        return NULL;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        if (strcmp(sn->pool, cp->name) == 0 && strcmp(sn->key, key) == 0) {
+            free(key);
+            return sn;
+        }
     }
-    uv_mutex_lock(&sn->mu);
-    snprintf(sn->st.master_name, sizeof(sn->st.master_name), "%s", mname);
-    uv_mutex_unlock(&sn->mu);
-    return sn->key == NULL ? -1 : changed;
+    struct sentinel *sn = calloc(1, sizeof(*sn));
+    if (sn == NULL) {
+        free(key);
+        return NULL;
+    }
+    sn->key = key;
+    uv_mutex_init(&sn->mu);
+    if ((sn->pool = strdup(cp->name)) == NULL || sentinel_configure(sn, cp) < 0) {
+        sentinel_record_free(sn);
+        return NULL;
+    }
+    sn->reg = reg;
+    sn->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+    if (reg->open) {
+        uv_timer_init(&reg->p->loop, &sn->timer);
+        sn->timer.data = sn;
+        sn->timer_open = 1;
+    }
+    queue_insert_tail(&reg->records, &sn->link);
+    return sn;
 }
 
 static void sentinel_note_error(struct sentinel *sn, const char *err)
@@ -1149,10 +1164,12 @@ int sentinel_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
 {
     struct sentinel_registry *reg = p->sentinels;
     const struct conf_pool *cp = &conf->pools[pool];
-    struct sentinel *sn = reg != NULL ? sentinel_get(reg, cp->name) : NULL;
+    struct sentinel *sn = reg != NULL ? sentinel_get(reg, cp) : NULL;
 
-    if (sn == NULL || sentinel_configure(sn, cp) < 0)
+    if (sn == NULL)
         goto nomem;
+    if (!sn->active)
+        sn->master[0] = '\0';     /* not followed since: what it knew may be stale */
     if (sn->master[0] == '\0' && sn->phase == SENTINEL_IDLE) {
         sentinel_round_sync(sn);
         if (sn->master[0] == '\0') {
@@ -1194,6 +1211,34 @@ nomem:
     return -1;
 }
 
+/* A pool's new settings (a reload) have a record of their own: the pool's counters go on
+ * from the record it followed with until now (still active here), so they never go back. */
+static void sentinel_carry(struct sentinel_registry *reg, struct sentinel *to)
+{
+    struct qnode *n;
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *from = QUEUE_DATA(n, struct sentinel, link);
+        if (from == to || !from->active || strcmp(from->pool, to->pool) != 0)
+            continue;
+        uv_mutex_lock(&from->mu);
+        struct sentinel_stats st = from->st;
+        uv_mutex_unlock(&from->mu);
+        uv_mutex_lock(&to->mu);
+        to->st.switches += st.switches;
+        to->st.rounds += st.rounds;
+        to->st.round_errors += st.round_errors;
+        to->st.switch_messages += st.switch_messages;
+        if (to->st.switched_at_us == 0) {
+            to->st.switched_at_us = st.switched_at_us;
+            snprintf(to->st.previous, sizeof(to->st.previous), "%s", st.previous);
+        }
+        uv_mutex_unlock(&to->mu);
+        for (int w = 0; w < SENTINEL_WHY_COUNT; w++)
+            atomic_fetch_add(&to->requested[w], atomic_load(&from->requested[w]));
+        return;
+    }
+}
+
 void sentinel_snapshot_published(struct proxy *p, const struct snapshot *snap)
 {
     struct sentinel_registry *reg = p->sentinels;
@@ -1201,16 +1246,28 @@ void sentinel_snapshot_published(struct proxy *p, const struct snapshot *snap)
 
     if (reg == NULL || !reg->open)
         return;
+    /* the records that start first (their counters carried from the ones they replace),
+     * then the ones that stop */
     QUEUE_FOREACH(n, &reg->records) {
         struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
         int active = 0;
         for (uint32_t i = 0; i < snap->conf->npools; i++)
             active |= snap->pools[i].sentinel == sn;
         if (active && !sn->active) {
-            sn->active = 1;
+            sentinel_carry(reg, sn);
+            sn->active = 2;                         /* started now: not stopped below */
             sn->last_start_ms = uv_now(&p->loop);   /* the build asked: the next is periodic */
             sentinel_schedule(sn, 0);
-        } else if (!active && sn->active) {
+        }
+    }
+    QUEUE_FOREACH(n, &reg->records) {
+        struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        int active = 0;
+        for (uint32_t i = 0; i < snap->conf->npools; i++)
+            active |= snap->pools[i].sentinel == sn;
+        if (active) {
+            sn->active = 1;
+        } else if (sn->active) {
             sn->active = 0;
             slink_cancel(sn->lk);
             sn->lk = NULL;
@@ -1305,16 +1362,7 @@ void sentinel_registry_free(struct proxy *p)
     while ((n = queue_first(&reg->records)) != NULL) {
         struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
         queue_remove(n);
-        sentinel_strv_free(sn->addrs, sn->naddrs);
-        free(sn->master_name);
-        free(sn->key);
-        free(sn->s_user);
-        free(sn->s_pass);
-        free(sn->m_user);
-        free(sn->m_pass);
-        free(sn->pool);
-        uv_mutex_destroy(&sn->mu);
-        free(sn);
+        sentinel_record_free(sn);
     }
     while ((n = queue_first(&reg->subs)) != NULL) {
         struct sentinel_sub *sub = QUEUE_DATA(n, struct sentinel_sub, link);
