@@ -705,6 +705,44 @@ static int prom_clusters(const struct stats_view *v, struct buf *out)
     return 0;
 }
 
+/* A sentinel pool's master and its switches (families only when some pool has sentinel:). */
+static int prom_sentinels(const struct stats_view *v, struct buf *out)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        { "ringleader_pool_sentinel_master_info", "gauge", "the master a sentinel pool writes to (always 1; label master: host:port)" },
+        { "ringleader_pool_sentinel_switches_total", "counter", "# masters the sentinels named that replaced the one in use" },
+        { "ringleader_pool_sentinel_round_errors_total", "counter", "# rounds where no sentinel named a master that ROLE confirms" },
+        { "ringleader_pool_sentinel_subscribed", "gauge", "sentinels whose +switch-master subscription is live" },
+    };
+    int rc, any = 0;
+    for (size_t i = 0; i < v->npools; i++)
+        any |= v->pools[i].is_sentinel;
+    if (!any)
+        return 0;
+    for (size_t f = 0; f < RL_ARRAY_SIZE(fam); f++) {
+        TRY(prom_head(out, fam[f].name, fam[f].type, fam[f].help));
+        for (size_t i = 0; i < v->npools; i++) {
+            const struct stats_view_sentinel *sn = &v->pools[i].sentinel;
+            if (!v->pools[i].is_sentinel)
+                continue;
+            if (f == 0) {
+                TRY(buf_append_str(out, "ringleader_pool_sentinel_master_info{pool=\""));
+                TRY(prom_label(out, v->pools[i].name));
+                TRY(buf_append_str(out, "\",master=\""));
+                TRY(prom_label(out, sn->master));
+                TRY(buf_append_str(out, "\"} 1\n"));
+                continue;
+            }
+            TRY(prom_series(out, fam[f].name, v->pools[i].name, NULL));
+            TRY(buf_appendf(out, "%" PRIu64 "\n", f == 1 ? sn->switches :
+                            f == 2 ? sn->round_errors : (uint64_t)sn->subscribed));
+        }
+    }
+    return 0;
+}
+
 static int prom_pools(const struct stats_view *v, struct buf *out)
 {
     int rc;
@@ -813,6 +851,7 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
     TRY(prom_servers(v, out));
     TRY(prom_pools(v, out));
     TRY(prom_clusters(v, out));
+    TRY(prom_sentinels(v, out));
     return 0;
 }
 

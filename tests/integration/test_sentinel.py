@@ -6,15 +6,16 @@ servers for comparison (logged, not asserted)."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PROXY_KIND, Env, Proc, Proxy, Redis, RespError, Runner,  # noqa: E402
-                     Skip, StartError, binary, check, eq, free_port, patience, tmpdir,
-                     unique, ydump, yaml_dump)
+from harness import (Env, Proc, Proxy, Redis, Runner, Skip, StartError,  # noqa: E402
+                     binary, check, eq, free_port, patience, tmpdir, unique, ydump, yaml_dump)
+from harness.wire import http  # noqa: E402
+
+PROMTOOL = "/usr/bin/promtool"
 
 R = Runner("test_sentinel", per_test_timeout=60, total_timeout=200)
 MASTER = "mymaster"
@@ -124,7 +125,7 @@ class SentinelEnv(Env):
                      "sentinel": {"master": MASTER, "sentinels": sentinels}},
             "other": {"redis": True, "timeout": 2000,
                       "sentinel": {"master": OTHER, "sentinels": sentinels[::-1]}},
-        }, dump=ydump)
+        }, dump=ydump, admin=True)
         self.nutcracker = None
 
     def _start_sentinel(self):
@@ -297,6 +298,21 @@ def master_killed(env):
     eq(role(env.replica), "master")
     eq(env.pool_stats("other")["sentinel_switches"], 0, "the other master did not move")
     eq(env.pool_stats("other")["sentinel_master"], env.other.hostport())
+    # the admin endpoint says the same: /stats, and /metrics (valid for promtool)
+    status, body = http(env.proxy.admin_port, "GET", "/metrics")
+    eq(status, 200)
+    check('ringleader_pool_sentinel_master_info{pool="sess",master="%s"} 1' %
+          env.replica.hostport() in body, "/metrics names the new master")
+    check('ringleader_pool_sentinel_switches_total{pool="sess"} 1' in body,
+          "/metrics counts the switch")
+    if os.access(PROMTOOL, os.X_OK):
+        r = subprocess.run([PROMTOOL, "check", "metrics"], input=body.encode(),
+                           capture_output=True, timeout=patience(30))
+        eq(r.returncode, 0, "promtool check metrics: %r" % (r.stdout + r.stderr)[-800:])
+    status, body = http(env.proxy.admin_port, "GET", "/stats")
+    eq(status, 200)
+    check('"sentinel_master": "%s"' % env.replica.hostport() in body or
+          '"sentinel_master":"%s"' % env.replica.hostport() in body, "/stats names the new master")
 
     # the old master comes back: the sentinels make it a replica of the new master
     back = Redis.start(port=old.port)
