@@ -270,6 +270,7 @@ def master_killed(env):
     old.proc.kill()
     first_ok = None
     rl_errors = 0
+    first_error = None
     deadline = t0 + patience(30)
     i = 0
     while time.monotonic() < deadline:
@@ -283,12 +284,16 @@ def master_killed(env):
             first_ok = time.monotonic()
             break
         rl_errors += 1
+        first_error = first_error or r
         time.sleep(0.02)
     check(first_ok is not None, "a write succeeded again within 30 s of the kill")
     took = first_ok - t0
     bound = (DOWN_AFTER_MS + FAILOVER_TIMEOUT_MS) / 1000.0 + 1.0
-    print("  writes succeed again %.2f s after the SIGKILL (%d failed meanwhile); the "
-          "sentinels' failover time + 1 s is %.1f s" % (took, rl_errors, bound))
+    print("  writes succeed again %.2f s after the SIGKILL (%d failed meanwhile, the first "
+          "with %r); the sentinels' failover time + 1 s is %.1f s" % (
+              took, rl_errors, first_error, bound))
+    check(first_error is None or first_error.startswith("ERR"),
+          "a failed write is answered in RESP's own terms: %r" % first_error)
     check(took <= patience(bound * 2), "recovered in %.2f s (bound %.1f s, scaled)" % (
         took, patience(bound * 2)))
     st = env.pool_stats()
@@ -363,6 +368,16 @@ def master_killed(env):
                   nut_errors["readonly"]))
         if nut[0] is not None:
             nut[0].close()
+        # its file edited to name the new master, and restarted (it has no reload)
+        env.nutcracker.stop()
+        env.nutcracker = start_nutcracker(env, env.replica.port)
+        if env.nutcracker is not None:
+            box = [None]
+            ok = try_set(box, env.nutcracker, "nut-edited-" + unique().decode())
+            print("  nutcracker with its file edited to %s and restarted: %s" % (
+                env.replica.hostport(), "writes succeed" if ok is True else ok))
+            if box[0] is not None:
+                box[0].close()
     if rl[0] is not None:
         rl[0].close()
 
