@@ -38,6 +38,7 @@ static void conf__pool_free(struct conf_pool *pool)
     free(pool->shadow.pool);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
+    conf__sentinel_free(pool->sentinel);
     for (uint32_t i = 0; i < pool->nservers; i++)
         conf__server_free(&pool->servers[i]);
     free(pool->servers);

@@ -81,6 +81,16 @@ struct conf_tls {
     struct conf_pos at, at_cert, at_key, at_ca, at_ciphers, at_ciphersuites;
 };
 
+/* sentinel: the pool's one server is the master Redis Sentinel names (src/control/sentinel.c). */
+struct conf_sentinel {
+    char    *master;              /* the name the sentinels monitor */
+    struct conf_addr *addrs;      /* the sentinels, asked in this order */
+    uint32_t naddrs;
+    char    *auth;                /* sentinel_auth: AUTH to the sentinels; NULL: none */
+    char    *username;            /* sentinel_username; NULL: default */
+    enum conf_read_from read_from;  /* primary (any-live: refused for now) */
+};
+
 struct conf_pool {
     char    *name;
     int      line, col;
@@ -141,6 +151,8 @@ struct conf_pool {
                                      (node connections send READONLY) */
     struct conf_server *servers;  /* YAML order */
     uint32_t nservers;
+    struct conf_sentinel *sentinel; /* NULL: servers are listed; else none are, and the
+                                       snapshot's one server is the master (conf_derive) */
 };
 
 struct conf_global {

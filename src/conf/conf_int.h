@@ -148,6 +148,13 @@ void conf__tls_free(struct conf_tls *t);
 const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
                           yaml_node_t *node, void *obj);
 
+/* The sentinel: section (conf_sentinel.c). */
+void conf__sentinel_free(struct conf_sentinel *s);
+const char *conf__set_sentinel(struct conf_ctx *c, const struct conf_command *cmd,
+                               yaml_node_t *node, void *obj);
+int conf__pool_sentinel(struct conf_ctx *c, struct conf_pool *pool, yaml_node_t *sentinel,
+                        yaml_node_t *servers, yaml_node_t *cluster, int explicit_memcache);
+
 /* The walk over a keyword table (conf_table.c). */
 int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
                   yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,

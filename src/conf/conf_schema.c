@@ -109,6 +109,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
+    { "sentinel",             conf__set_sentinel, P(sentinel), 0, 0, NULL, 0 },
 };
 #undef P
 
@@ -337,7 +338,7 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
         errors -= conf__fail(c, name_node, "listen", "missing in pool '%s' (e.g. 127.0.0.1:22121)%s",
                              pool->name, conf__near_global(pool->name) ?
                              "; did you mean the '" CONF_GLOBAL_KEY ":' section?" : "");
-    if (!GIVEN("servers") && !FAILED("servers"))
+    if (!GIVEN("servers") && !FAILED("servers") && !GIVEN("sentinel"))
         errors -= conf__fail(c, name_node, "servers", "pool '%s' has no servers", pool->name);
     if (GIVEN("redis") && GIVEN("protocol") && !FAILED("redis") && !FAILED("protocol")) {
         int redis = strcmp((const char *)conf__pool_value(values, "redis")->data.scalar.value, "true") == 0;
@@ -381,6 +382,11 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
                                  pool->maglev_table_size, pool->nservers, pool->name);
     }
     errors += conf__pool_cluster(c, pool, values, failed);
+    errors += conf__pool_sentinel(c, pool, conf__pool_value(values, "sentinel"),
+                                  conf__pool_value(values, "servers"),
+                                  conf__pool_value(values, "redis_cluster"),
+                                  (GIVEN("protocol") || GIVEN("redis")) &&
+                                  pool->protocol != CONF_PROTO_REDIS);
 #undef FAILED
 #undef GIVEN
     return errors;

@@ -11,6 +11,7 @@
 #include "state/health.h"
 #include "lib/log.h"
 #include "control/cluster.h"
+#include "control/sentinel.h"
 #include "control/observe.h"
 #include "control/proxy.h"
 #include "state/registry.h"
@@ -44,6 +45,27 @@ static void add_server(struct stats_view_server *vs, const struct server *s)
     vs->stats.out_queue += in_flight - in_queue;
     vs->stats.out_queue_bytes -= in_queue_bytes;
     histogram_merge(&vs->latency, &s->latency);
+}
+
+/* A sentinel pool's master and switches (sentinel.c's record). */
+static void observe_sentinel(struct sentinel *sn, struct stats_view_pool *vp)
+{
+    struct sentinel_stats st;
+    sentinel_stats_read(sn, &st);
+    struct stats_view_sentinel *v = &vp->sentinel;
+    vp->is_sentinel = 1;
+    snprintf(v->master_name, sizeof(v->master_name), "%s", st.master_name);
+    snprintf(v->master, sizeof(v->master), "%s", st.master);
+    snprintf(v->previous, sizeof(v->previous), "%s", st.previous);
+    v->switches = st.switches;
+    v->rounds = st.rounds;
+    v->round_errors = st.round_errors;
+    v->switch_messages = st.switch_messages;
+    for (int w = 0; w < SENTINEL_WHY_COUNT; w++)
+        v->asked += st.requested[w];
+    v->switched_at = (int64_t)(st.switched_at_us / 1000000u);
+    v->subscribed = st.subscribed;
+    snprintf(v->error, sizeof(v->error), "%s", st.last_error);
 }
 
 /* A cluster pool's map and refreshes (cluster.c's record). */
@@ -133,6 +155,8 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         }
         if (snap->pools[i].cluster != NULL)
             observe_cluster(snap->pools[i].cluster, vp);
+        if (snap->pools[i].sentinel != NULL)
+            observe_sentinel(snap->pools[i].sentinel, vp);
         vp->nhot_keys = 0;
         if (p->reload != NULL) {
             struct reload_state *rs = &p->reload->st;

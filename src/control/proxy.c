@@ -14,6 +14,7 @@
 #include "control/ops_rate.h"
 #include "proto/proto.h"
 #include "control/cluster.h"
+#include "control/sentinel.h"
 #include "control/observe.h"
 #include "control/pool_numbers.h"
 #include "control/proxy.h"
@@ -210,6 +211,12 @@ static void proxy_hub_cluster_refresh(void *ctx, struct cluster *cl, enum cluste
     cluster_refresh_request(cl, why);
 }
 
+static void proxy_hub_sentinel_refresh(void *ctx, struct sentinel *sn, enum sentinel_why why)
+{
+    (void)ctx;
+    sentinel_refresh_request(sn, why);
+}
+
 static void proxy_hub_pool_numbers(void *ctx, struct snapshot *snap, const char *pool,
                                    uint32_t worker, proto_stat_fn emit, void *arg)
 {
@@ -221,6 +228,7 @@ static const struct hub_ops proxy_hub_ops = {
     .adopted = proxy_hub_adopted,
     .cluster_refresh = proxy_hub_cluster_refresh,
     .pool_numbers = proxy_hub_pool_numbers,
+    .sentinel_refresh = proxy_hub_sentinel_refresh,
 };
 
 int proxy_run(struct proxy_options *opt)
@@ -244,7 +252,8 @@ int proxy_run(struct proxy_options *opt)
     p->pools_shared = registry_new(sizeof(struct pool_shared));
     p->healths = registry_new(sizeof(struct health));
     if (p->pools_shared == NULL || p->healths == NULL ||
-        cluster_registry_init(p, reload_rebuild) < 0) {
+        cluster_registry_init(p, reload_rebuild) < 0 ||
+        sentinel_registry_init(p, reload_rebuild) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }
@@ -313,6 +322,7 @@ int proxy_run(struct proxy_options *opt)
     p->signals = signals_start(p);
     p->ops_rate = ops_rate_start(p);
     cluster_registry_start(p);
+    sentinel_registry_start(p);
     if (reload_init(p, snap->conf->global.watch) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
@@ -331,6 +341,7 @@ out_loop:
     observe_stats_close(p);
     reload_close(p);
     cluster_registry_close(p);
+    sentinel_registry_close(p);
     rejoin_store_close(p->rejoin);      /* the workers are gone: nothing uses a log now */
     p->rejoin = NULL;
     uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -343,6 +354,7 @@ out_loop:
 out_registries:
     upgrade_inherit_free(p->inherit);       /* a failed start: the predecessor goes on */
     cluster_registry_free(p);
+    sentinel_registry_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
     registry_free(p->healths);

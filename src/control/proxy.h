@@ -15,6 +15,7 @@
 struct admin;
 struct cluster;
 struct cluster_registry;
+struct sentinel_registry;
 struct cluster_view;
 struct health;
 struct pool_shared;
@@ -67,6 +68,7 @@ struct proxy {
     struct reload             *reload;        /* reload.c: acks, history, POST /reload */
     struct admin              *admin;         /* the admin endpoint, or NULL */
     struct cluster_registry   *clusters;      /* Redis Cluster pools' maps (cluster.c) */
+    struct sentinel_registry  *sentinels;     /* Redis Sentinel pools' masters (sentinel.c) */
     struct rejoin_store       *rejoin;        /* every server's rejoin log, the journal */
     struct upgrade            *upgrade;       /* the upgrade socket (upgrade.c), or NULL */
     struct upgrade_inherit    *inherit;       /* what a predecessor handed over, until serving */

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "control/notify.h"
 #include "control/cluster.h"
+#include "control/sentinel.h"
 #include "control/proxy.h"
 #include "state/registry.h"
 #include "proxy/rejoin.h"
@@ -195,6 +196,7 @@ void reload_publish(struct proxy *p, struct snapshot *snap)
     atomic_store_explicit(&p->hub.current, snap, memory_order_release);
     uv_mutex_unlock(&p->snap_mu);
     cluster_snapshot_published(p, snap);
+    sentinel_snapshot_published(p, snap);
     for (uint32_t i = 0; i < p->nworkers; i++)
         worker_wake(&p->workers[i]);
 }

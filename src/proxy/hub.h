@@ -9,6 +9,7 @@
 #include "proto/proto.h"
 
 struct cluster;
+struct sentinel;
 struct snapshot;
 struct worker;
 
@@ -29,6 +30,14 @@ enum cluster_why {
     CLUSTER_WHY_COUNT
 };
 
+/* Why a worker asks a sentinel pool's sentinels for the master again (counted per reason). */
+enum sentinel_why {
+    SENTINEL_WHY_FAILED,        /* the master's connection failed */
+    SENTINEL_WHY_READONLY,      /* -READONLY: the server is a replica now */
+    SENTINEL_WHY_LOADING,       /* -LOADING: the server is loading its data set */
+    SENTINEL_WHY_COUNT
+};
+
 struct hub_ops {
     /* A worker adopted the published snapshot; `failed`: not every pool could be
      * applied (out of memory). Called once per worker per publication. */
@@ -36,6 +45,9 @@ struct hub_ops {
     /* A worker saw a sign that a cluster pool's map changed (a redirect, a failed
      * node, CLUSTERDOWN, ...): fetch it again soon. */
     void (*cluster_refresh)(void *ctx, struct cluster *cl, enum cluster_why why);
+    /* A sentinel pool's master failed or answered as no master does: ask the sentinels
+     * again (sentinel.c). */
+    void (*sentinel_refresh)(void *ctx, struct sentinel *sn, enum sentinel_why why);
     /* A pool's numbers over every worker, for memcached `stats` and Redis INFO. */
     void (*pool_numbers)(void *ctx, struct snapshot *snap, const char *pool, uint32_t worker,
                          proto_stat_fn emit, void *arg);

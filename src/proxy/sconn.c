@@ -18,6 +18,7 @@
 #include "proxy/snapshot.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
+#include "proxy/sentinel_worker.h"
 #include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
@@ -824,6 +825,8 @@ static void sconn_process(struct sconn *s)
             } else if (m->role == MSG_OWN) {
                 m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
             }
+            if (srv->pool->cp->sentinel != NULL)
+                sentinel_worker_error(srv, p, rsp.hdr_len);  /* -READONLY: ask the sentinels */
         }
         int big = rsp.body_len > SCONN_STREAM_MIN;
         msg_reply_bytes(m, p, rsp.hdr_len, big, drop);

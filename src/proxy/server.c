@@ -18,6 +18,7 @@
 #include "proxy/pubsub.h"
 #include "proxy/server.h"
 #include "proxy/server_int.h"
+#include "proxy/sentinel_worker.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
 
@@ -30,6 +31,8 @@ void server_failed(struct server *srv, const char *reason)
     const struct conf_pool *cp = srv->pool->cp;
     if (srv->pool->cworker != NULL)
         srv->pool->up->cluster_node_failed(srv);    /* the map may be stale: refresh it */
+    if (cp->sentinel != NULL)
+        sentinel_worker_failed(srv);                /* the master may have moved: ask again */
     if (srv->health == NULL || !cp->eject)
         return;     /* never ejected: each request tries the server itself */
     uint32_t retry = cp->server_retry_timeout_ms > 0 ? (uint32_t)cp->server_retry_timeout_ms : 30000;

@@ -10,6 +10,7 @@
 struct cluster;
 struct cluster_view;
 struct health;
+struct sentinel;
 struct pool_shared;
 struct proto_ops;
 struct ring;
@@ -45,6 +46,9 @@ struct snapshot_pool {
      * them, and open connections keep the context they started with */
     struct tls_ctx           *tls;
     struct tls_ctx           *server_tls;
+    /* a sentinel pool (conf_pool.sentinel): the proxy's record of it, which workers
+     * tell of a failing master (hub.h's sentinel_refresh) */
+    struct sentinel          *sentinel;
 };
 
 struct snapshot {

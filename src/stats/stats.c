@@ -342,6 +342,33 @@ static json_t *json_tls_certs(const struct stats_view_pool *p)
     return a;
 }
 
+/* A sentinel pool's master, by name and address, and how often it moved. */
+static int json_sentinel(json_t *o, const struct stats_view_sentinel *s)
+{
+    int rc = jset(o, "sentinel_master_name", jstr(s->master_name));
+    if (rc == 0)
+        rc = jset(o, "sentinel_master", jstr(s->master));
+    if (rc == 0)
+        rc = jset(o, "sentinel_previous_master", jstr(s->previous));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switches", json_integer((json_int_t)s->switches));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switched_at", json_integer(s->switched_at));
+    if (rc == 0)
+        rc = jset(o, "sentinel_rounds", json_integer((json_int_t)s->rounds));
+    if (rc == 0)
+        rc = jset(o, "sentinel_round_errors", json_integer((json_int_t)s->round_errors));
+    if (rc == 0)
+        rc = jset(o, "sentinel_switch_messages", json_integer((json_int_t)s->switch_messages));
+    if (rc == 0)
+        rc = jset(o, "sentinel_asked", json_integer((json_int_t)s->asked));
+    if (rc == 0)
+        rc = jset(o, "sentinel_subscribed", json_integer((json_int_t)s->subscribed));
+    if (rc == 0)
+        rc = jset(o, "sentinel_error", jstr(s->error));
+    return rc;
+}
+
 static int json_pool(json_t *root, const struct stats_view_pool *p)
 {
     json_t *o = json_object();
@@ -372,6 +399,8 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = jset(o, "requests_max_over_mean", json_real(stats_requests_max_over_mean(p)));
     if (rc == 0 && p->is_cluster)
         rc = json_cluster(o, &p->cluster);
+    if (rc == 0 && p->is_sentinel)
+        rc = json_sentinel(o, &p->sentinel);
     if (rc == 0)
         rc = jset(o, "tls_certs", json_tls_certs(p));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
@@ -676,6 +705,44 @@ static int prom_clusters(const struct stats_view *v, struct buf *out)
     return 0;
 }
 
+/* A sentinel pool's master and its switches (families only when some pool has sentinel:). */
+static int prom_sentinels(const struct stats_view *v, struct buf *out)
+{
+    static const struct {
+        const char *name, *type, *help;
+    } fam[] = {
+        { "ringleader_pool_sentinel_master_info", "gauge", "the master a sentinel pool writes to (always 1; label master: host:port)" },
+        { "ringleader_pool_sentinel_switches_total", "counter", "# masters the sentinels named that replaced the one in use" },
+        { "ringleader_pool_sentinel_round_errors_total", "counter", "# rounds where no sentinel named a master that ROLE confirms" },
+        { "ringleader_pool_sentinel_subscribed", "gauge", "sentinels whose +switch-master subscription is live" },
+    };
+    int rc, any = 0;
+    for (size_t i = 0; i < v->npools; i++)
+        any |= v->pools[i].is_sentinel;
+    if (!any)
+        return 0;
+    for (size_t f = 0; f < RL_ARRAY_SIZE(fam); f++) {
+        TRY(prom_head(out, fam[f].name, fam[f].type, fam[f].help));
+        for (size_t i = 0; i < v->npools; i++) {
+            const struct stats_view_sentinel *sn = &v->pools[i].sentinel;
+            if (!v->pools[i].is_sentinel)
+                continue;
+            if (f == 0) {
+                TRY(buf_append_str(out, "ringleader_pool_sentinel_master_info{pool=\""));
+                TRY(prom_label(out, v->pools[i].name));
+                TRY(buf_append_str(out, "\",master=\""));
+                TRY(prom_label(out, sn->master));
+                TRY(buf_append_str(out, "\"} 1\n"));
+                continue;
+            }
+            TRY(prom_series(out, fam[f].name, v->pools[i].name, NULL));
+            TRY(buf_appendf(out, "%" PRIu64 "\n", f == 1 ? sn->switches :
+                            f == 2 ? sn->round_errors : (uint64_t)sn->subscribed));
+        }
+    }
+    return 0;
+}
+
 static int prom_pools(const struct stats_view *v, struct buf *out)
 {
     int rc;
@@ -784,6 +851,7 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
     TRY(prom_servers(v, out));
     TRY(prom_pools(v, out));
     TRY(prom_clusters(v, out));
+    TRY(prom_sentinels(v, out));
     return 0;
 }
 

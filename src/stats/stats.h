@@ -240,6 +240,17 @@ struct stats_view_cluster {
     char     refresh_error[256];
 };
 
+/* A Redis Sentinel pool's master and its switches. */
+struct stats_view_sentinel {
+    char     master_name[128];          /* what the sentinels monitor */
+    char     master[300];               /* host:port in use */
+    char     previous[300];             /* the one before the last switch ("" none) */
+    uint64_t switches, rounds, round_errors, switch_messages, asked;
+    int64_t  switched_at;               /* unix seconds; 0 before the first switch */
+    uint32_t subscribed;                /* sentinels whose +switch-master pub/sub is live */
+    char     error[256];                /* the last failed round's ("" after a good one) */
+};
+
 /* A certificate file of a pool's TLS contexts and when it expires. */
 #define STATS_TLS_CERTS_MAX 4
 struct stats_tls_cert {
@@ -264,6 +275,8 @@ struct stats_view_pool {
     double keys_max_over_mean;          /* from the ring's keyspace shares (0: unknown) */
     int is_cluster;                     /* a Redis Cluster pool: cluster is filled in */
     struct stats_view_cluster cluster;
+    int is_sentinel;                    /* a Redis Sentinel pool: sentinel is filled in */
+    struct stats_view_sentinel sentinel;
     struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
     size_t ntls_certs;
 };

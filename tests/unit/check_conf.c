@@ -1045,6 +1045,51 @@ START_TEST(test_derive_servers)
 }
 END_TEST
 
+/* ------------------------------------------------------------ sentinel */
+
+#define SN_HEAD "sn:\n  listen: 127.0.0.1:22123\n"
+
+START_TEST(test_sentinel_pool)
+{
+    struct conf *c = load_ok(SN_HEAD "  redis_auth: mpw\n  sentinel:\n    master: mymaster\n"
+                             "    sentinels: [127.0.0.1:26379, \"[::1]:26380\", s3.internal:26381]\n"
+                             "    sentinel_auth: spw\n    sentinel_username: watcher\n"
+                             "    read_from: primary\n");
+    const struct conf_pool *p = &c->pools[0];
+    ck_assert_ptr_nonnull(p->sentinel);
+    ck_assert_int_eq(p->protocol, CONF_PROTO_REDIS);     /* implied */
+    ck_assert_uint_eq(p->nservers, 0);                   /* the master, at the snapshot */
+    ck_assert_str_eq(p->sentinel->master, "mymaster");
+    ck_assert_uint_eq(p->sentinel->naddrs, 3);
+    ck_assert_str_eq(p->sentinel->addrs[1].host, "::1");
+    ck_assert_uint_eq(p->sentinel->addrs[2].port, 26381);
+    ck_assert_str_eq(p->sentinel->auth, "spw");
+    ck_assert_str_eq(p->sentinel->username, "watcher");
+    ck_assert_str_eq(p->redis_auth, "mpw");
+    conf_free(c);
+
+    load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1]\n"
+             "    read_from: any-live\n", "t.yml:", "any-live is not supported for sentinel pools");
+    load_err(SN_HEAD "  sentinel:\n    sentinels: [127.0.0.1:1]\n", "t.yml:", "needs master");
+    load_err(SN_HEAD "  sentinel:\n    master: m\n", "t.yml:", "needs sentinels");
+    load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: []\n", "t.yml:",
+             "the list of sentinels is empty");
+    load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1, 127.0.0.1:1]\n",
+             "t.yml:", "listed twice");
+    load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [/tmp/s.sock]\n", "t.yml:",
+             "is not host:port");
+    load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1]\n"
+             "    master_name: x\n", "t.yml:", "unknown sentinel key");
+    load_err(SN_HEAD ONE_SERVER "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1]\n",
+             "t.yml:", "remove servers");
+    load_err(SN_HEAD "  protocol: memcache\n  sentinel:\n    master: m\n"
+             "    sentinels: [127.0.0.1:1]\n", "t.yml:", "a sentinel pool speaks Redis");
+    load_err(SN_HEAD "  server_tls:\n    verify: false\n  sentinel:\n    master: m\n"
+             "    sentinels: [127.0.0.1:1]\n", "t.yml:", "server_tls with sentinel");
+    load_err(SN_HEAD "  sentinel: mymaster\n", "t.yml:", "expected a mapping");
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
     Suite *s = suite_create("conf");
@@ -1080,6 +1125,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_redis_cluster_pool);
     tcase_add_test(tc, test_redis_cluster_errors);
     tcase_add_test(tc, test_derive_servers);
+    tcase_add_test(tc, test_sentinel_pool);
     suite_add_tcase(s, tc);
     return s;
 }
