@@ -21,6 +21,8 @@
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
+#include "control/resolve.h"
+#include "control/etcd_source.h"
 #include "control/signals.h"
 #include "control/snapshot_build.h"
 #include "control/upgrade.h"
@@ -246,7 +248,11 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }
-    if (conf_load(opt->conf_path, &conf, err, sizeof(err)) < 0) {
+    if (resolve_init(p) < 0 || etcd_source_init(p) < 0) {
+        fprintf(stderr, "ringleader: out of memory\n");
+        goto out_registries;
+    }
+    if (etcd_source_conf_load(p, &conf, err, sizeof(err)) < 0) {
         log_error("configuration: %s", err);
         fprintf(stderr, "ringleader: %s\n", err);
         goto out_registries;
@@ -311,6 +317,8 @@ int proxy_run(struct proxy_options *opt)
     p->signals = signals_start(p);
     p->ops_rate = ops_rate_start(p);
     cluster_registry_start(p);
+    resolve_start(p);
+    etcd_source_start(p);
     if (reload_init(p, snap->conf->global.watch) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
@@ -329,6 +337,8 @@ out_loop:
     observe_stats_close(p);
     reload_close(p);
     cluster_registry_close(p);
+    resolve_close(p);
+    etcd_source_close(p);
     rejoin_store_close(p->rejoin);      /* the workers are gone: nothing uses a log now */
     p->rejoin = NULL;
     uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -341,6 +351,8 @@ out_loop:
 out_registries:
     upgrade_inherit_free(p->inherit);       /* a failed start: the predecessor goes on */
     cluster_registry_free(p);
+    resolve_free(p);
+    etcd_source_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
     registry_free(p->healths);
