@@ -227,7 +227,8 @@ static void resolve_host_cb(void *arg, int status, int timeouts, struct ares_add
             e->have = 1;
             e->changes += had;
             uv_mutex_unlock(&r->mu);
-            if (had)
+            /* a first answer on the loop's channel: the snapshot has the bare name there */
+            if (had || a->ch == r->channel)
                 resolve_changed(r);
         }
     }
@@ -304,7 +305,7 @@ static void resolve_srv_cb(void *arg, int status, int timeouts, unsigned char *a
     uv_mutex_unlock(&r->mu);
     v = old;
     n = nold;
-    if (had)
+    if (had || a->ch == r->channel)
         resolve_changed(r);
 out:
     resolve_srv_free(v, n);
@@ -529,7 +530,7 @@ static void resolve_prune(struct resolve *r)
         QUEUE_DATA(n, struct resolve_entry, link)->used = 0;
     for (uint32_t i = 0; s != NULL && i < s->conf->npools; i++) {
         const struct conf_pool *cp = &conf_base(s->conf)->pools[i];
-        if (!resolve_pool_wanted(s->conf, cp))
+        if (!resolve_pool_wanted(conf_base(s->conf), cp))
             continue;
         struct resolve_entry *e;
         if (cp->discovery != NULL && (e = resolve_find(r, RESOLVE_SRV, cp->discovery)) != NULL) {
@@ -592,6 +593,10 @@ static int resolve_is_literal(const char *host)
 
 int resolve_pool_wanted(const struct conf *conf, const struct conf_pool *cp)
 {
+    /* the file's pool decides: a derived one's servers are addresses already */
+    const struct conf *base = conf_base((struct conf *)conf);
+    if (cp >= conf->pools && cp < conf->pools + conf->npools)
+        cp = &base->pools[cp - conf->pools];
     if (cp->redis_cluster)
         return 0;
     if (cp->discovery != NULL)
@@ -786,15 +791,17 @@ json_t *resolve_pool_json(struct proxy *p, const struct conf_pool *cp)
     int any = 0;
 
     uv_mutex_lock(&r->mu);
+    struct resolve_entry *srv = cp->discovery ? resolve_find(r, RESOLVE_SRV, cp->discovery) : NULL;
     struct qnode *n;
     QUEUE_FOREACH(n, &r->entries) {
         struct resolve_entry *e = QUEUE_DATA(n, struct resolve_entry, link);
         int mine = e->kind == RESOLVE_SRV ? cp->discovery && strcmp(cp->discovery, e->name) == 0
                                           : 0;
+        /* cp is the file's pool: its servers' hosts as written, and its SRV's targets */
         for (uint32_t k = 0; !mine && e->kind == RESOLVE_HOST && k < cp->nservers; k++)
-            mine = cp->servers[k].label != NULL && cp->servers[k].ident != NULL &&
-                   (strcmp(cp->servers[k].ident, e->name) == 0 ||
-                    strncmp(cp->servers[k].label, e->name, strlen(e->name)) == 0);
+            mine = cp->servers[k].addr.host != NULL && strcmp(cp->servers[k].addr.host, e->name) == 0;
+        for (uint32_t k = 0; !mine && e->kind == RESOLVE_HOST && srv != NULL && k < srv->nsrv; k++)
+            mine = strcmp(srv->srv[k].target, e->name) == 0;
         if (!mine)
             continue;
         any = 1;
