@@ -14,7 +14,6 @@
 
 #include "control/etcd_source.h"
 #include "control/proxy.h"
-#include "control/reload.h"
 #include "lib/buf.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -73,6 +72,7 @@ struct etcd_source {
     uv_thread_t     thread;
     int             thread_started;
     atomic_int      stop;
+    etcd_source_changed_fn changed; /* proxy.c's: a reload */
 };
 
 /* ------------------------------------------------------------------ HTTP */
@@ -399,7 +399,6 @@ static void etcd_thread(void *arg)
 static void etcd_async_cb(uv_async_t *a)
 {
     struct etcd_source *s = a->data;
-    char err[1024];
 
     uv_mutex_lock(&s->mu);
     uint64_t rev = s->doc_rev;
@@ -411,7 +410,7 @@ static void etcd_async_cb(uv_async_t *a)
     s->notified_deleted = deleted;
     log_notice("config_source %s: revision %" PRIu64 "%s", s->url, rev,
                deleted ? ": the key was deleted" : "");
-    reload_run(s->p, "etcd", err, sizeof(err));
+    s->changed(s->p);
 }
 
 /* Take config_source url (the first time a file names it); 0, or -1 with err. */
@@ -471,6 +470,7 @@ int etcd_source_conf_load(struct proxy *p, struct conf **out, char *err, size_t 
             etcd_keep(s, NULL, 0, 0, 1);
     }
     conf_free(file);
+    url = s->url;       /* the same text, which outlives the file's configuration */
     uv_mutex_lock(&s->mu);
     char *doc = s->doc ? util_strndup(s->doc, s->doclen) : NULL;
     size_t len = s->doclen;
@@ -504,7 +504,7 @@ int etcd_source_conf_load(struct proxy *p, struct conf **out, char *err, size_t 
 
 /* ------------------------------------------------------------------ life */
 
-int etcd_source_init(struct proxy *p)
+int etcd_source_init(struct proxy *p, etcd_source_changed_fn changed)
 {
     struct etcd_source *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -514,6 +514,7 @@ int etcd_source_init(struct proxy *p)
         return -ENOMEM;
     }
     s->p = p;
+    s->changed = changed;
     uv_mutex_init(&s->mu);
     uv_cond_init(&s->cond);
     atomic_init(&s->stop, 0);

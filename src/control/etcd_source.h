@@ -10,8 +10,12 @@
 
 struct proxy;
 
+/* A new document (or the key's deletion) was read: proxy.c installs what applies it (a
+ * reload, which reads the document through etcd_source_conf_load). Main thread. */
+typedef void (*etcd_source_changed_fn)(struct proxy *p);
+
 /* The proxy's record (p->etcd); 0 or -ENOMEM. Nothing is asked until a file names a source. */
-int  etcd_source_init(struct proxy *p);
+int  etcd_source_init(struct proxy *p, etcd_source_changed_fn changed);
 
 /*
  * The configuration as the file says (main thread): the file alone, or with

@@ -216,6 +216,26 @@ static void proxy_hub_pool_numbers(void *ctx, struct snapshot *snap, const char 
     pool_numbers_emit(ctx, snap, pool, worker, emit, arg);
 }
 
+/* ------------------------------------------------------------------ other sources */
+
+/* DNS answers changed a pool's servers (resolve.c): the configuration in effect built again
+ * with them and applied as a reload (epoch, movement report, warm-up, rejoin). 1: busy. */
+static int proxy_dns_rebuild(struct proxy *p, char *err, size_t errlen)
+{
+    if (reload_busy(p))
+        return 1;
+    struct conf *base = conf_base(atomic_load(&p->hub.current)->conf);
+    conf_ref(base);
+    return reload_apply(p, "dns", base, err, errlen) < 0 ? -1 : 0;
+}
+
+/* config_source's document changed (etcd_source.c): a reload reads it with the file. */
+static void proxy_etcd_changed(struct proxy *p)
+{
+    char err[1024];
+    reload_run(p, "etcd", err, sizeof(err));
+}
+
 /* What the workers may tell the main loop (src/proxy/hub.h). */
 static const struct hub_ops proxy_hub_ops = {
     .adopted = proxy_hub_adopted,
@@ -248,7 +268,7 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }
-    if (resolve_init(p) < 0 || etcd_source_init(p) < 0) {
+    if (resolve_init(p, proxy_dns_rebuild) < 0 || etcd_source_init(p, proxy_etcd_changed) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }

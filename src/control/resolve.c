@@ -14,7 +14,6 @@
 #include <uv.h>
 
 #include "control/proxy.h"
-#include "control/reload.h"
 #include "control/resolve.h"
 #include "lib/log.h"
 #include "lib/queue.h"
@@ -91,6 +90,7 @@ struct resolve {
     struct qnode    polls;          /* struct resolve_poll */
     int             changed;        /* a rebuild is wanted */
     uint64_t        rebuilds;
+    resolve_rebuild_fn rebuild_fn;  /* proxy.c's: build and apply */
 };
 
 /* ------------------------------------------------------------------ entries */
@@ -501,16 +501,12 @@ static void resolve_rebuild_cb(uv_timer_t *t)
             return;
         }
     }
-    if (reload_busy(p)) {
+    if (r->rebuild_fn(p, err, sizeof(err)) == 1) {   /* a reload is being applied: after it */
         uv_timer_start(&r->rebuild, resolve_rebuild_cb, RESOLVE_RETRY_MS, 0);
         return;
     }
     r->changed = 0;
-    struct snapshot *cur = atomic_load(&p->hub.current);
-    struct conf *base = conf_base(cur->conf);
-    conf_ref(base);
     r->rebuilds++;
-    reload_apply(p, "dns", base, err, sizeof(err));
 }
 
 static void resolve_changed(struct resolve *r)
@@ -565,8 +561,7 @@ static void resolve_tick_cb(uv_timer_t *t)
     struct qnode *n;
     int asked = 0;
 
-    if (!reload_busy(r->p))
-        resolve_prune(r);
+    resolve_prune(r);
     QUEUE_FOREACH(n, &r->entries) {
         struct resolve_entry *e = QUEUE_DATA(n, struct resolve_entry, link);
         if (e->pending)
@@ -834,7 +829,7 @@ json_t *resolve_pool_json(struct proxy *p, const struct conf_pool *cp)
 
 /* ------------------------------------------------------------------ life */
 
-int resolve_init(struct proxy *p)
+int resolve_init(struct proxy *p, resolve_rebuild_fn rebuild)
 {
     static int library;
     struct resolve *r = calloc(1, sizeof(*r));
@@ -846,6 +841,7 @@ int resolve_init(struct proxy *p)
     }
     library = 1;
     r->p = p;
+    r->rebuild_fn = rebuild;
     uv_mutex_init(&r->mu);
     queue_init(&r->entries);
     queue_init(&r->polls);

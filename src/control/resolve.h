@@ -11,8 +11,13 @@
 
 struct proxy;
 
+/* What an answer that changes a pool's servers calls (proxy.c installs it: the
+ * configuration in effect built again and applied as a reload): 0 done, 1 busy (asked
+ * again shortly), -1 refused (err). */
+typedef int (*resolve_rebuild_fn)(struct proxy *p, char *err, size_t errlen);
+
 /* The proxy's resolver state (p->resolve); 0 or -ENOMEM. Nothing runs until resolve_start. */
-int  resolve_init(struct proxy *p);
+int  resolve_init(struct proxy *p, resolve_rebuild_fn rebuild);
 /* On the main loop (initialised): re-resolution every pool's resolve_interval. */
 void resolve_start(struct proxy *p);
 void resolve_close(struct proxy *p);    /* handles closed; the loop runs once more */
