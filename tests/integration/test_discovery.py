@@ -18,13 +18,14 @@ addn-hosts file (re-read on SIGHUP). Proved here:
 
 import hashlib
 import json
+import subprocess
 import os
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import (Proc, Proxy, Raw, Runner, Skip, StartError, check, eq,  # noqa: E402
+from harness import (Proc, Proxy, Raw, Runner, Skip, StartError, binary, check, eq,  # noqa: E402
                      free_port, http, patience, ring_owners, tmpdir)
 
 R = Runner("test_discovery", per_test_timeout=60, total_timeout=180)
@@ -260,6 +261,33 @@ def a_name_whose_address_changes_reconnects_without_moving_keys(env):
         dns.stop()
         for m in (a1, a2, b):
             m.stop()
+
+
+@R.test
+def the_new_keys_are_checked_with_clear_errors(env):
+    d = tmpdir()
+    path = os.path.join(d, "discovery-bad.yml")
+    with open(path, "w") as f:
+        f.write("ringleader:\n  config_source: etcd://127.0.0.1:2379/x\n"
+                "  dns_servers: [dns.example:53]\n"
+                "c:\n  listen: 127.0.0.1:1\n  discovery: _memcache\n"
+                "  servers:\n   - 127.0.0.1:11211:1\n")
+    r = subprocess.run([binary("ringleader"), "-t", "-c", path], capture_output=True,
+                       timeout=patience(20))
+    out = r.stdout.decode() + r.stderr.decode()
+    eq(r.returncode, 1, "invalid: %s" % out)
+    for want in ("3:16: key 'dns_servers': 'dns.example:53' is not an IP address and port",
+                 "4:1: key 'c': a pool in a file with config_source",
+                 "6:14: key 'discovery': '_memcache' is not srv:NAME"):
+        check(want in out, "%r in %s" % (want, out))
+    # discovery without servers:, and config_source without pools, are whole files
+    for text in ("c:\n  listen: 127.0.0.1:1\n  discovery: srv:_m._tcp.x\n",
+                 "ringleader:\n  config_source: etcd://127.0.0.1:2379/x\n"):
+        with open(path, "w") as f:
+            f.write(text)
+        r = subprocess.run([binary("ringleader"), "-t", "-c", path], capture_output=True,
+                           timeout=patience(20))
+        eq(r.returncode, 0, "valid: %s" % (r.stdout + r.stderr).decode())
 
 
 if __name__ == "__main__":
