@@ -40,7 +40,7 @@
 #define RESOLVE_SYNC_MS     5000    /* start-up resolution: at most this long in all */
 #define RESOLVE_TIMEOUT_MS  1000    /* per try, per resolver */
 #define RESOLVE_TRIES       2
-#define RESOLVE_TICK_MS     250     /* how often due entries are looked for */
+#define RESOLVE_TICK_MS     100     /* how often due entries are looked for (the delay past a due time) */
 #define RESOLVE_RETRY_MS    100     /* a rebuild waits this long while a reload is applied */
 #define RESOLVE_ERR_LEN     160
 
