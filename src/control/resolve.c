@@ -612,7 +612,7 @@ static uint32_t resolve_interval(const struct conf_pool *cp)
 /*
  * A server as `orig` is (or an SRV target: ident and label from target:port) at the
  * address `host` (the name's kept address, or the name itself when DNS never answered:
- * the worker then asks its own resolver). 0, or -1 out of memory.
+ * the worker then asks its own resolver; NULL: orig's unix socket). 0, or -1 out of memory.
  */
 static int resolve_server(struct conf_server *out, const struct conf_server *orig,
                           const char *target, uint16_t port, uint32_t weight, const char *host)
@@ -623,9 +623,14 @@ static int resolve_server(struct conf_server *out, const struct conf_server *ori
     memset(out, 0, sizeof(*out));
     if (orig != NULL)
         port = orig->addr.port;
-    snprintf(text, sizeof(text), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
-    if (conf_parse_addr(text, &out->addr, err, sizeof(err)) < 0)
-        return -1;
+    if (host == NULL) {         /* a unix socket: as written */
+        if (conf_addr_copy(&out->addr, &orig->addr) < 0)
+            return -1;
+    } else {
+        snprintf(text, sizeof(text), strchr(host, ':') ? "[%s]:%u" : "%s:%u", host, port);
+        if (conf_parse_addr(text, &out->addr, err, sizeof(err)) < 0)
+            return -1;
+    }
     if (orig != NULL) {
         out->weight = orig->weight;
         out->name = orig->name ? strdup(orig->name) : NULL;
@@ -741,8 +746,7 @@ int resolve_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool, cha
             const struct conf_server *cs = &cp->servers[n];
             const char *h = cs->addr.host;
             if (h == NULL || resolve_is_literal(h)) {
-                if (resolve_server(&sv[n], cs, NULL, 0, 0, h ? h : "") < 0 ||
-                    (h == NULL && conf_addr_copy(&sv[n].addr, &cs->addr) < 0))
+                if (resolve_server(&sv[n], cs, NULL, 0, 0, h) < 0)
                     goto nomem;
                 continue;
             }
