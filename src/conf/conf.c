@@ -36,6 +36,7 @@ static void conf__pool_free(struct conf_pool *pool)
     }
     free(pool->cluster_zones);
     free(pool->shadow.pool);
+    free(pool->discovery);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
     conf__sentinel_free(pool->sentinel);
@@ -178,6 +179,9 @@ void conf_free(struct conf *conf)
     free(conf->global.log_file);
     free(conf->global.zone);
     free(conf->global.rejoin_log);
+    free(conf->global.dns_servers);
+    free(conf->global.config_source);
+    free(conf->source);
     free(conf->path);
     free(conf);
 }
@@ -236,9 +240,9 @@ static int conf__yaml_error(struct conf_ctx *c, const yaml_parser_t *parser)
 }
 
 /* Walk the loaded document into c->conf, recording every error. 0, or -1 when there was
- * any (the messages are in c->errors). */
-int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
-                     char *err, size_t errlen)
+ * any (the messages are in c->errors). source_lines: conf_load_source's document's lines. */
+static int conf__load(const char *name, const char *text, size_t len, uint32_t source_lines,
+                      struct conf **out, char *err, size_t errlen)
 {
     struct conf_ctx c;
     yaml_parser_t parser;
@@ -247,6 +251,7 @@ int conf_load_buffer(const char *name, const char *text, size_t len, struct conf
     int rc = -1;
 
     memset(&c, 0, sizeof(c));
+    c.source_lines = source_lines;
     c.file = name != NULL ? name : "(config)";
     c.err = err != NULL && errlen > 0 ? err : dummy;
     c.errlen = err != NULL && errlen > 0 ? errlen : sizeof(dummy);
@@ -303,14 +308,21 @@ out_parser:
     return rc;
 }
 
-int conf_load(const char *path, struct conf **out, char *err, size_t errlen)
+int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
+                     char *err, size_t errlen)
+{
+    return conf__load(name, text, len, 0, out, err, errlen);
+}
+
+/* The whole file at path in *text (malloc'd, NUL-terminated), its length in *len; 0, or -1
+ * with err. */
+static int conf__read_file(const char *path, char **out, size_t *outlen, char *err, size_t errlen)
 {
     FILE *f;
     char *text = NULL;
     size_t len = 0, cap = 0;
-    int rc;
+    int rc = -1;
 
-    *out = NULL;
     f = fopen(path, "rb");
     if (f == NULL) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -322,25 +334,89 @@ int conf_load(const char *path, struct conf **out, char *err, size_t errlen)
             char *p = ncap > cap ? realloc(text, ncap) : NULL;
             if (p == NULL) {
                 snprintf(err, errlen, "%s: %s", path, conf__enomem);
-                rc = -1;
                 goto out;
             }
             text = p;
             cap = ncap;
         }
-        size_t got = fread(text + len, 1, cap - len, f);
+        size_t got = fread(text + len, 1, cap - len - 1, f);
         len += got;
         if (got == 0)
             break;
     }
     if (ferror(f)) {
         snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-        rc = -1;
         goto out;
     }
-    rc = conf_load_buffer(path, text, len, out, err, errlen);
+    text[len] = '\0';
+    *out = text;
+    *outlen = len;
+    text = NULL;
+    rc = 0;
 out:
     free(text);
     fclose(f);
+    return rc;
+}
+
+int conf_load(const char *path, struct conf **out, char *err, size_t errlen)
+{
+    char *text;
+    size_t len;
+
+    *out = NULL;
+    if (conf__read_file(path, &text, &len, err, errlen) < 0)
+        return -1;
+    int rc = conf_load_buffer(path, text, len, out, err, errlen);
+    free(text);
+    return rc;
+}
+
+/*
+ * One text: the document first (its messages keep their lines), a newline, then the file
+ * (its global section; conf__build refuses pools after source_lines). Both are block
+ * mappings at the top, so the text is their union.
+ */
+int conf_load_source(const char *path, const char *name, uint64_t rev, const char *doc,
+                     size_t len, struct conf **out, char *err, size_t errlen)
+{
+    char *file, *text;
+    size_t flen;
+    uint32_t lines = 1;
+    int rc = -1;
+
+    *out = NULL;
+    if (conf__read_file(path, &file, &flen, err, errlen) < 0)
+        return -1;
+    text = malloc(len + flen + 2);
+    if (text == NULL) {
+        snprintf(err, errlen, "%s: %s", name, conf__enomem);
+        goto out;
+    }
+    memcpy(text, doc, len);
+    text[len] = '\n';
+    memcpy(text + len + 1, file, flen);
+    for (size_t i = 0; i < len; i++)
+        lines += doc[i] == '\n';
+    rc = conf__load(name, text, len + 1 + flen, lines, out, err, errlen);
+    if (rc == 0) {
+        char *p = strdup(path), *src = strdup(name);
+        if (p == NULL || src == NULL) {
+            free(p);
+            free(src);
+            conf_free(*out);
+            *out = NULL;
+            snprintf(err, errlen, "%s: %s", name, conf__enomem);
+            rc = -1;
+        } else {
+            free((*out)->path);
+            (*out)->path = p;       /* relative TLS paths and reloads: the file's */
+            (*out)->source = src;
+            (*out)->source_rev = rev;
+        }
+    }
+    free(text);
+out:
+    free(file);
     return rc;
 }

@@ -153,6 +153,11 @@ struct conf_pool {
     uint32_t nservers;
     struct conf_sentinel *sentinel; /* NULL: servers are listed; else none are, and the
                                        snapshot's one server is the master (conf_derive) */
+    /* DNS (docs/operations.md): host names of servers: re-resolved by the main loop every
+     * resolve_interval seconds (0: not given); discovery: the SRV name whose records are
+     * the servers ("_memcache._tcp.example"), NULL: none */
+    uint32_t resolve_interval_s;
+    char    *discovery;
 };
 
 struct conf_global {
@@ -183,6 +188,8 @@ struct conf_global {
                                           client-output-buffer-limit pubsub 32mb 8mb 60 */
     uint64_t pubsub_output_soft_limit; /* ... or with more than this: 8 MiB (0: none) */
     int      pubsub_output_soft_s;     /* ... for this long: 60 */
+    char    *dns_servers;         /* resolvers "ip:port ip:port" (c-ares); NULL: resolv.conf */
+    char    *config_source;       /* "etcd://host:port/key": the pools come from there; NULL */
 };
 
 struct conf {
@@ -193,6 +200,9 @@ struct conf {
     atomic_uint refs;             /* conf_ref / conf_free */
     struct conf *base;            /* a derived configuration (conf_derive): the one whose
                                      strings it shares (held by a reference); NULL: none */
+    char    *source;              /* where the pools came from when not the file
+                                     (config_source), NULL: the file */
+    uint64_t source_rev;          /* ... and that document's revision there */
 };
 
 /*
@@ -208,6 +218,15 @@ int conf_load(const char *path, struct conf **out, char *err, size_t errlen);
 /* The same from memory; `name` stands for the file name in messages. */
 int conf_load_buffer(const char *name, const char *text, size_t len, struct conf **out,
                      char *err, size_t errlen);
+
+/*
+ * The file at path (a `ringleader:` section with config_source, no pools) with the pools
+ * document doc[0..len) read from `name` at revision rev (etcd: docs/operations.md): one
+ * configuration, checked as one file; messages about the document name it. 0, or -1 with
+ * err as conf_load.
+ */
+int conf_load_source(const char *path, const char *name, uint64_t rev, const char *doc,
+                     size_t len, struct conf **out, char *err, size_t errlen);
 
 /* Drop a reference (conf_load gives one; conf_ref adds one); the last frees it. Safe on
  * any thread. */

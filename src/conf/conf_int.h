@@ -63,6 +63,8 @@ struct conf_ctx {
     yaml_node_t  **pool_name_nodes;     /* per pool: its key node */
     yaml_node_t  **pool_nodes;          /* per pool: value node of each command */
     size_t         npool_cmds;
+    uint32_t       source_lines;        /* conf_load_source: the document's lines (the
+                                           file's follow), 0: a file alone */
     /* An unknown key another section has: its message, or 0 (conf_schema.c's; NULL: none) */
     int          (*misplaced)(struct conf_ctx *c, yaml_node_t *k, const char *name,
                               const struct conf_command *cmds);
@@ -163,6 +165,16 @@ int conf__key_failed(const struct conf_ctx *c, const char *name);
 int conf__run(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
               yaml_node_t **keys, yaml_node_t **values, void *obj, int late,
               unsigned char *failed);
+
+/* DNS and config_source keys (conf_discovery.c). */
+const char *conf__set_dns_servers(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj);
+const char *conf__set_discovery(struct conf_ctx *c, const struct conf_command *cmd,
+                                yaml_node_t *node, void *obj);
+const char *conf__set_config_source(struct conf_ctx *c, const struct conf_command *cmd,
+                                    yaml_node_t *node, void *obj);
+/* The config_source the `ringleader:` section whose key node is global_key gives, or NULL. */
+const char *conf__config_source_of(struct conf_ctx *c, yaml_node_t *global_key);
 
 /* The keyword tables, the sections' checks, the whole tree (conf_schema.c). */
 int conf__build(struct conf_ctx *c);

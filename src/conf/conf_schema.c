@@ -110,6 +110,8 @@ static const struct conf_command conf_pool_commands[] = {
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
     { "sentinel",             conf__set_sentinel, P(sentinel), 0, 0, NULL, 0 },
+    { "resolve_interval",     conf__set_u32,      P(resolve_interval_s), 1, 86400, NULL, 0 },
+    { "discovery",            conf__set_discovery, P(discovery), 0, 0, NULL, 0 },
 };
 #undef P
 
@@ -156,6 +158,8 @@ static const struct conf_command conf_global_commands[] = {
     { "pubsub_output_limit", conf__set_u64,    G(pubsub_output_limit), 0, INT64_MAX, NULL, 0 },
     { "pubsub_output_soft_limit", conf__set_u64, G(pubsub_output_soft_limit), 0, INT64_MAX, NULL, 0 },
     { "pubsub_output_soft_seconds", conf__set_int, G(pubsub_output_soft_s), 0, 86400, NULL, 0 },
+    { "dns_servers",         conf__set_dns_servers, G(dns_servers), 0, 0, NULL, 0 },
+    { "config_source",       conf__set_config_source, G(config_source), 0, 0, NULL, 0 },
 };
 #undef G
 
@@ -338,7 +342,7 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
         errors -= conf__fail(c, name_node, "listen", "missing in pool '%s' (e.g. 127.0.0.1:22121)%s",
                              pool->name, conf__near_global(pool->name) ?
                              "; did you mean the '" CONF_GLOBAL_KEY ":' section?" : "");
-    if (!GIVEN("servers") && !FAILED("servers") && !GIVEN("sentinel"))
+    if (!GIVEN("servers") && !FAILED("servers") && !GIVEN("sentinel") && !GIVEN("discovery"))
         errors -= conf__fail(c, name_node, "servers", "pool '%s' has no servers", pool->name);
     if (GIVEN("redis") && GIVEN("protocol") && !FAILED("redis") && !FAILED("protocol")) {
         int redis = strcmp((const char *)conf__pool_value(values, "redis")->data.scalar.value, "true") == 0;
@@ -387,6 +391,12 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
                                   conf__pool_value(values, "redis_cluster"),
                                   (GIVEN("protocol") || GIVEN("redis")) &&
                                   pool->protocol != CONF_PROTO_REDIS);
+    if (GIVEN("discovery") && pool->redis_cluster)
+        errors -= conf__fail(c, conf__pool_value(values, "discovery"), "discovery",
+                             "a Redis Cluster's nodes come from the cluster itself");
+    if (GIVEN("discovery") && GIVEN("sentinel"))
+        errors -= conf__fail(c, conf__pool_value(values, "discovery"), "discovery",
+                             "a sentinel pool's server is the master its sentinels name");
 #undef FAILED
 #undef GIVEN
     return errors;
@@ -554,7 +564,15 @@ int conf__build(struct conf_ctx *c)
             return conf__fail(c, k, name, "%s", conf__enomem);
         }
     }
-    if (n == 0 && c->nerrors == 0)
+    /* config_source: the pools come from there (conf_load_source puts that document
+     * first, the file's lines after source_lines); the file itself has none */
+    const char *source = global != NULL ? conf__config_source_of(c, global) : NULL;
+    for (uint32_t i = 0; source != NULL && i < n; i++)
+        if ((uint32_t)conf->pools[i].line > c->source_lines)
+            conf__fail(c, c->pool_name_nodes[i], conf->pools[i].name,
+                       "a pool in a file with config_source (%s): the pools come from there; "
+                       "remove either", source);
+    if (n == 0 && c->nerrors == 0 && (source == NULL || c->source_lines > 0))
         conf__fail(c, root, NULL, "no pools: add at least one pool (see conf/ringleader.yml)");
 
     /* 2. the global section and each pool */

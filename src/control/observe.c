@@ -20,6 +20,8 @@
 #include "proxy/worker.h"
 #include "state/rejoin_log.h"
 #include "control/reload.h"
+#include "control/etcd_source.h"
+#include "control/resolve.h"
 #include "placement/ring.h"
 #include "stats/stats.h"
 #include "lib/util.h"
@@ -522,6 +524,8 @@ static int admin_config(void *ctx, struct buf *out)
     json_object_set_new(g, "admin_hosts", c->global.admin_hosts ? json_string(c->global.admin_hosts) : json_null());
     json_object_set_new(g, "watch", json_boolean(c->global.watch));
     json_object_set_new(g, "zone", c->global.zone ? json_string(c->global.zone) : json_null());
+    json_t *src = etcd_source_json(p);
+    json_object_set_new(g, "config_source", src ? src : json_null());
     json_object_set_new(root, "ringleader", g);
     json_t *pools = json_object();
     for (uint32_t i = 0; i < c->npools; i++) {
@@ -548,6 +552,12 @@ static int admin_config(void *ctx, struct buf *out)
         char sum[32];
         snprintf(sum, sizeof(sum), "%016llx", (unsigned long long)s->pools[i].ring->checksum);
         json_object_set_new(o, "ring_checksum", json_string(sum));
+        /* where the pools came from (ringleader-ring --fleet compares proxies by these) */
+        json_object_set_new(o, "source", json_string(conf_base(s->conf)->source ? conf_base(s->conf)->source : c->path ? c->path : ""));
+        json_object_set_new(o, "source_revision", json_integer((json_int_t)conf_base(s->conf)->source_rev));
+        json_t *dns = resolve_pool_json(p, &conf_base(s->conf)->pools[i]);
+        if (dns != NULL)
+            json_object_set_new(o, "dns", dns);
         json_t *servers = json_array();
         for (uint32_t k = 0; k < cp->nservers; k++) {
             const struct conf_server *cs = &cp->servers[k];

@@ -22,6 +22,8 @@
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
+#include "control/resolve.h"
+#include "control/etcd_source.h"
 #include "control/signals.h"
 #include "control/snapshot_build.h"
 #include "control/upgrade.h"
@@ -223,6 +225,26 @@ static void proxy_hub_pool_numbers(void *ctx, struct snapshot *snap, const char 
     pool_numbers_emit(ctx, snap, pool, worker, emit, arg);
 }
 
+/* ------------------------------------------------------------------ other sources */
+
+/* DNS answers changed a pool's servers (resolve.c): the configuration in effect built again
+ * with them and applied as a reload (epoch, movement report, warm-up, rejoin). 1: busy. */
+static int proxy_dns_rebuild(struct proxy *p, char *err, size_t errlen)
+{
+    if (reload_busy(p))
+        return 1;
+    struct conf *base = conf_base(atomic_load(&p->hub.current)->conf);
+    conf_ref(base);
+    return reload_apply(p, "dns", base, err, errlen) < 0 ? -1 : 0;
+}
+
+/* config_source's document changed (etcd_source.c): a reload reads it with the file. */
+static void proxy_etcd_changed(struct proxy *p)
+{
+    char err[1024];
+    reload_run(p, "etcd", err, sizeof(err));
+}
+
 /* What the workers may tell the main loop (src/proxy/hub.h). */
 static const struct hub_ops proxy_hub_ops = {
     .adopted = proxy_hub_adopted,
@@ -257,7 +279,11 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_registries;
     }
-    if (conf_load(opt->conf_path, &conf, err, sizeof(err)) < 0) {
+    if (resolve_init(p, proxy_dns_rebuild) < 0 || etcd_source_init(p, proxy_etcd_changed) < 0) {
+        fprintf(stderr, "ringleader: out of memory\n");
+        goto out_registries;
+    }
+    if (etcd_source_conf_load(p, &conf, err, sizeof(err)) < 0) {
         log_error("configuration: %s", err);
         fprintf(stderr, "ringleader: %s\n", err);
         goto out_registries;
@@ -323,6 +349,8 @@ int proxy_run(struct proxy_options *opt)
     p->ops_rate = ops_rate_start(p);
     cluster_registry_start(p);
     sentinel_registry_start(p);
+    resolve_start(p);
+    etcd_source_start(p);
     if (reload_init(p, snap->conf->global.watch) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
@@ -342,6 +370,8 @@ out_loop:
     reload_close(p);
     cluster_registry_close(p);
     sentinel_registry_close(p);
+    resolve_close(p);
+    etcd_source_close(p);
     rejoin_store_close(p->rejoin);      /* the workers are gone: nothing uses a log now */
     p->rejoin = NULL;
     uv_run(&p->loop, UV_RUN_DEFAULT);
@@ -355,6 +385,8 @@ out_registries:
     upgrade_inherit_free(p->inherit);       /* a failed start: the predecessor goes on */
     cluster_registry_free(p);
     sentinel_registry_free(p);
+    resolve_free(p);
+    etcd_source_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
     registry_free(p->healths);

@@ -23,6 +23,8 @@ struct tls_ctx;
 struct proto_ops;
 struct registry;
 struct reload;
+struct resolve;
+struct etcd_source;
 struct rejoin_store;
 struct worker;
 struct signals;
@@ -74,6 +76,8 @@ struct proxy {
     struct upgrade_inherit    *inherit;       /* what a predecessor handed over, until serving */
     uint64_t                   upgrades;      /* handoffs since the first process listened */
     int                        handed_over;   /* a successor serves: drain, leave its files */
+    struct resolve            *resolve;       /* DNS names and SRV discovery (resolve.c) */
+    struct etcd_source        *etcd;          /* config_source: etcd (etcd_source.c), or NULL */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "control/notify.h"
 #include "control/cluster.h"
+#include "control/etcd_source.h"
 #include "control/sentinel.h"
 #include "control/proxy.h"
 #include "state/registry.h"
@@ -74,9 +75,7 @@ static void reload_restart_needed(const struct conf *o, const struct conf *n, ch
 int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
 {
     struct reload *rl = p->reload;
-    struct reload_state *rs = &rl->st;
     struct conf *conf = NULL;
-    uint64_t t0 = util_now_us();
 
     if (rl->old != NULL) {
         /* Workers are still moving to the previous one: run after it. */
@@ -84,9 +83,20 @@ int reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen)
         snprintf(err, errlen, "a reload is in progress; this one will follow it");
         return 0;
     }
+    /* the file, with the pools document of its config_source (etcd_source.c) */
+    int rc = etcd_source_conf_load(p, &conf, err, errlen);
+    return reload_apply(p, trigger, rc == 0 ? conf : NULL, err, errlen);
+}
+
+int reload_apply(struct proxy *p, const char *trigger, struct conf *conf, char *err, size_t errlen)
+{
+    struct reload *rl = p->reload;
+    struct reload_state *rs = &rl->st;
+    uint64_t t0 = util_now_us();
+
     notify_reloading();
     struct snapshot *old = atomic_load(&p->hub.current);
-    int rc = conf_load(p->opt.conf_path, &conf, err, errlen);
+    int rc = conf != NULL ? 0 : -1;
     if (rc == 0 && rejoin_store_check(p->rejoin, conf->global.rejoin_log, err, errlen) < 0) {
         conf_free(conf);        /* not a journal: refused now rather than at the next start */
         rc = -1;

@@ -81,6 +81,10 @@ void reload_free(struct proxy *p);    /* after the main loop ended */
  * so one that cannot be opened refuses the reload.
  */
 int  reload_run(struct proxy *p, const char *trigger, char *err, size_t errlen);
+/* The same with a configuration already loaded (conf, owned; NULL: refused with err), for
+ * sources other than the file: DNS discovery (resolve.c). Only when !reload_busy(p). */
+int  reload_apply(struct proxy *p, const char *trigger, struct conf *conf, char *err,
+                  size_t errlen);
 
 /*
  * Publish snap (built from the configuration in effect or a new one) as the current

@@ -10,6 +10,7 @@
 #include "control/sentinel.h"
 #include "placement/cluster_map.h"
 #include "control/proxy.h"
+#include "control/resolve.h"
 #include "control/snapshot_build.h"
 #include "control/upgrade.h"
 #include "lib/util.h"
@@ -66,7 +67,8 @@ static int build_pool_ring(struct snapshot_pool *sp, const struct conf *conf,
 
     /* A rebuild of the same file (a cluster's slot map changed) keeps every other
      * pool's ring as it is, without building it again. */
-    if (j >= 0 && !cp->redis_cluster && cp->sentinel == NULL && conf_base(old->conf) == conf_base((struct conf *)conf)) {
+    if (j >= 0 && !cp->redis_cluster && cp->sentinel == NULL && !resolve_pool_wanted(conf, cp) &&
+        conf_base(old->conf) == conf_base((struct conf *)conf)) {
         const struct snapshot_pool *op = &old->pools[j];
         ring_ref(op->ring);
         sp->ring = op->ring;
@@ -180,7 +182,8 @@ struct snapshot *snapshot_build(struct proxy *p, struct conf *conf, const struct
     }
     atomic_init(&s->refs, 1);
     for (uint32_t i = 0; i < conf->npools; i++) {
-        if (!conf->pools[i].redis_cluster && conf->pools[i].sentinel == NULL)
+        if (!conf->pools[i].redis_cluster && conf->pools[i].sentinel == NULL &&
+            !resolve_pool_wanted(conf, &conf->pools[i]))
             continue;
         /* the cluster pools' servers are their nodes, a sentinel pool's its master: a
          * derived configuration */
@@ -209,6 +212,8 @@ struct snapshot *snapshot_build(struct proxy *p, struct conf *conf, const struct
         if (cp->redis_cluster && cluster_snapshot_pool(p, conf, i, sp, err, errlen) < 0)
             goto fail;
         if (cp->sentinel != NULL && sentinel_snapshot_pool(p, conf, i, sp, err, errlen) < 0)
+            goto fail;
+        if (resolve_pool_wanted(conf, cp) && resolve_snapshot_pool(p, conf, i, err, errlen) < 0)
             goto fail;
         if (build_pool_ring(sp, conf, cp, old, err, errlen) < 0)
             goto fail;

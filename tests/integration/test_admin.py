@@ -209,6 +209,7 @@ def chromium_draws_every_pool_and_server_and_a_screenshot_is_taken(env):
             eq(sorted(p["servers"]), sorted(names), "every server of %s" % pool)
             check(stats[pool]["ring_checksum"] in p["facts"], "checksum of %s shown" % pool)
             check("epoch %d" % stats[pool]["epoch"] in p["facts"], "epoch of %s shown" % pool)
+            check("source /" in p["facts"], "the configuration source of %s shown" % pool)
             for name, cells in p["servers"].items():
                 eq(cells[1], "up", "%s/%s state" % (pool, name))
                 eq(cells[2], str(stats[pool][name]["weight"]), "%s/%s weight" % (pool, name))

@@ -30,6 +30,7 @@ static void tool_usage(FILE *f)
             "       ringleader-ring [-c conf file] [-p pool] --diff NEW.yml [--samples N | --keys FILE]\n"
             "                       [--json] [--svg FILE]\n"
             "       ringleader-ring --cluster HOST:PORT | --cluster-shards FILE [--tsv|--json] [KEY...]\n"
+            "       ringleader-ring --fleet URL[,URL...]\n"
             "\n"
             "Offline placement: builds each pool's ring from the same YAML as ringleader.\n"
             "With no KEY arguments, keys are read from standard input, one per line.\n"
@@ -55,8 +56,11 @@ static void tool_usage(FILE *f)
             "      --cluster=HOST:PORT : the same, with the map asked of that cluster node\n"
             "                        (AUTH first when REDISCLI_AUTH holds a password)\n"
             "      --cluster-user=USER : the ACL user for that AUTH (default: default)\n"
+            "      --fleet=URL[,URL...] : whether the proxies at these admin endpoints run each\n"
+            "                        pool on one ring (checksum); which ones differ\n"
             "\n"
-            "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool.\n",
+            "Exit status: 0 ok, 1 bad configuration or I/O error, 2 usage error or unknown pool,\n"
+            "3 --fleet: the proxies differ.\n",
             TOOL_DEFAULT_CONF, RING_MAX_PREF, TOOL_DEFAULT_SAMPLES);
 }
 
@@ -448,7 +452,7 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER, OPT_CLUSTER_USER };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER, OPT_CLUSTER_USER, OPT_FLEET };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -465,6 +469,7 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "cluster-shards", required_argument, NULL, OPT_SHARDS },
         { "cluster",   required_argument, NULL, OPT_CLUSTER },
         { "cluster-user", required_argument, NULL, OPT_CLUSTER_USER },
+        { "fleet",     required_argument, NULL, OPT_FLEET },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -532,6 +537,10 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         case OPT_CLUSTER_USER:
             o->cluster_user = optarg;
             break;
+        case OPT_FLEET:
+            o->mode = TOOL_FLEET;
+            o->fleet = optarg;
+            break;
         default:
             tool_usage(stderr);
             return TOOL_EXIT_USAGE;
@@ -543,6 +552,8 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         fprintf(stderr, "ringleader-ring: --tsv and --json exclude each other\n");
         return TOOL_EXIT_USAGE;
     }
+    if (o->mode == TOOL_FLEET)
+        return TOOL_EXIT_OK;
     if (o->mode == TOOL_CLUSTER && (o->pool != NULL || o->npref || o->svg_path != NULL ||
                                     o->keys_path != NULL || samples_given)) {
         fprintf(stderr, "ringleader-ring: --cluster and --cluster-shards take keys, --tsv or "
@@ -581,8 +592,8 @@ int main(int argc, char **argv)
     /* 100,000 keys in one call: block-buffer stdout even on a pipe or terminal. */
     setvbuf(stdout, NULL, _IOFBF, TOOL_OUTBUF);
 
-    if (o.mode == TOOL_CLUSTER) {       /* the cluster's own map: no configuration */
-        rc = tool__cluster(&o);
+    if (o.mode == TOOL_CLUSTER || o.mode == TOOL_FLEET) {   /* no configuration file */
+        rc = o.mode == TOOL_FLEET ? tool__fleet(&o) : tool__cluster(&o);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             fprintf(stderr, "ringleader-ring: writing the output: %s\n", strerror(errno));
             return TOOL_EXIT_ERROR;
@@ -600,6 +611,7 @@ int main(int argc, char **argv)
         rc = tool__balance(&o, &oc);
         break;
     case TOOL_CLUSTER:
+    case TOOL_FLEET:
         break;
     case TOOL_DIFF:
         rc = tool_conf_load(o.diff_path, &nc);

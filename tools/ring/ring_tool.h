@@ -19,8 +19,9 @@
 #define TOOL_EXIT_OK     0
 #define TOOL_EXIT_ERROR  1   /* bad config, I/O error, out of memory */
 #define TOOL_EXIT_USAGE  2   /* bad options, unknown pool */
+#define TOOL_EXIT_DIFFER 3   /* --fleet: the proxies do not all run one ring per pool */
 
-enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF, TOOL_CLUSTER };
+enum tool_mode { TOOL_QUERY, TOOL_BALANCE, TOOL_DIFF, TOOL_CLUSTER, TOOL_FLEET };
 
 struct tool_opts {
     const char *conf_path;
@@ -37,6 +38,7 @@ struct tool_opts {
     const char *cluster_addr; /* --cluster: a node to ask for its map, "host:port" */
     const char *cluster_user; /* --cluster-user: the ACL user to AUTH as (password:
                                  REDISCLI_AUTH, as redis-cli reads it) */
+    const char *fleet;       /* --fleet: admin URLs, comma-separated */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
 };
@@ -104,5 +106,7 @@ int tool__balance(const struct tool_opts *o, const struct tool_conf *tc);
 int tool__diff(const struct tool_opts *o, const struct tool_conf *oc,
                const struct tool_conf *nc);
 int tool__cluster(const struct tool_opts *o);
+/* --fleet (ring_fleet.c): each pool's checksum on every proxy; TOOL_EXIT_DIFFER when not one. */
+int tool__fleet(const struct tool_opts *o);
 
 #endif
