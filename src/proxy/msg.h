@@ -146,6 +146,7 @@ struct msg {
     uint8_t        role;        /* enum msg_role */
     uint8_t        state;       /* enum msg_state */
     uint8_t        warm;        /* enum msg_warm */
+    uint8_t        lease;       /* enum lease_mark: a read the lease stage follows (lease.c) */
     uint16_t       flags;       /* MSG_F_* */
     uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */
