@@ -202,17 +202,26 @@ static void lease_arm(struct lease_table *t)
     uv_timer_start(&t->timer, lease_timer_cb, due > now ? due - now : 0, 0);
 }
 
-/* m->reqcopy holds [u32 key length][key][the request as forwarded]: what a held read
- * needs to be found by its key and sent again. 0, or -ENOMEM (m is not followed). */
+/*
+ * m->reqcopy holds [u32 key length][u64 arrival, usec][key][the request as forwarded]:
+ * what a held read needs to be found by its key and sent again, and when it came (its
+ * start_us is its latest send's, for the servers' latency). 0, or -ENOMEM (m is not
+ * followed).
+ */
+struct lease_rec {
+    uint32_t klen;
+    uint64_t since_us;
+};
+
 static int lease_record(struct msg *m, const char *key, size_t klen, const char *req,
                         size_t rlen)
 {
-    uint32_t k = (uint32_t)klen;
+    struct lease_rec h = { .klen = (uint32_t)klen, .since_us = m->start_us };
 
     if (klen > UINT32_MAX)
         return -ENOMEM;
     m->reqcopy.rpos = m->reqcopy.wpos = 0;
-    if (buf_append(&m->reqcopy, &k, sizeof(k)) < 0 || buf_append(&m->reqcopy, key, klen) < 0 ||
+    if (buf_append(&m->reqcopy, &h, sizeof(h)) < 0 || buf_append(&m->reqcopy, key, klen) < 0 ||
         buf_append(&m->reqcopy, req, rlen) < 0) {
         buf_free(&m->reqcopy);
         return -ENOMEM;
@@ -226,18 +235,29 @@ static int lease_recorded(const struct msg *m, const char **key, size_t *klen, c
                           size_t *rlen)
 {
     size_t n = buf_len(&m->reqcopy);
-    uint32_t k;
+    struct lease_rec h;
 
-    if (n < sizeof(k))
+    if (n < sizeof(h))
         return -1;
-    memcpy(&k, buf_rptr(&m->reqcopy), sizeof(k));
-    if (n - sizeof(k) < k)
+    memcpy(&h, buf_rptr(&m->reqcopy), sizeof(h));
+    if (n - sizeof(h) < h.klen)
         return -1;
-    *key = buf_rptr(&m->reqcopy) + sizeof(k);
-    *klen = k;
-    *req = *key + k;
-    *rlen = n - sizeof(k) - k;
+    *key = buf_rptr(&m->reqcopy) + sizeof(h);
+    *klen = h.klen;
+    *req = *key + h.klen;
+    *rlen = n - sizeof(h) - h.klen;
     return 0;
+}
+
+/* When m arrived (lease_record), or its start. */
+static uint64_t lease_since_us(const struct msg *m)
+{
+    struct lease_rec h;
+
+    if (buf_len(&m->reqcopy) < sizeof(h))
+        return m->start_us;
+    memcpy(&h, buf_rptr(&m->reqcopy), sizeof(h));
+    return h.since_us;
 }
 
 /* Whether m's complete reply is the protocol's miss for its command (byte for byte: an
@@ -299,7 +319,8 @@ static void lease_hold_time(struct lease_table *t, const struct msg *m)
 {
     struct stats_pool *st = &t->pool->stats;
     uint64_t now = worker_now_us(t->pool->w);
-    uint64_t us = now > m->start_us ? now - m->start_us : 0;
+    uint64_t since = lease_since_us(m);
+    uint64_t us = now > since ? now - since : 0;
 
     STATS_ADD(st, lease_hold_us, us);
     if (us <= 10000)
@@ -354,8 +375,10 @@ static void lease_resend(struct lease_table *t, struct msg *m, enum lease_mark m
     m->state = MSG_NEW;
     m->items = 0;
     m->req_bytes = rlen;
+    m->start_us = worker_now_us(w);     /* the server's latency counts from this send */
     m->lease = (uint8_t)mark;
-    m->flags |= MSG_F_STAGED;           /* lease_reply sees its reply */
+    if (mark != LEASE_M_NONE)
+        m->flags |= MSG_F_STAGED;       /* lease_reply sees its reply */
     STATS_ADD(&srv->stats, requests, 1);
     STATS_ADD(&srv->stats, request_bytes, rlen);
     sconn_enqueue(s, m);
@@ -416,9 +439,12 @@ static void lease_timer_cb(uv_timer_t *h)
         struct lease *l = QUEUE_DATA(n, struct lease, holding);
         QUEUE_FOREACH_SAFE(mn, mtmp, &l->held) {
             struct msg *m = QUEUE_DATA(mn, struct msg, sq);
-            if (m->client == NULL) {
+            if (m->client == NULL || m->client->eof || m->client->closing) {
+                /* Its client closed (or sent its end, and would be kept open until
+                 * answered): it is sent now, unfollowed, and answered if still read. */
                 lease_unhold(t, l, m);
-                lease_resend(t, m, LEASE_M_NONE);   /* dropped */
+                STATS_ADD(&t->pool->stats, lease_dropped, 1);
+                lease_resend(t, m, LEASE_M_NONE);
             }
         }
         if (l->nheld == 0 || l->probe_ms > now)
@@ -524,7 +550,7 @@ static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *
     const struct conf_leases *cl = &pool->cp->leases;
 
     if (wm != m || m->role != MSG_REQUEST || m->warm != MSG_WARM_NONE || pool->retain_req ||
-        (m->flags & MSG_F_NOREPLY) || m->client == NULL || cl->ttl_ms == 0 ||
+        (m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof || cl->ttl_ms == 0 ||
         pool->ops->collapsible == NULL || !pool->ops->collapsible(r->req, r->buf))
         return 0;
     struct lease_table *t = lease_table_get(pool);
@@ -624,6 +650,10 @@ static int lease_reply(struct worker *w, struct msg *m)
         return 0;
     if (m->items > 0) {
         struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
+        if (!fresh) {               /* a held read's re-read found the key stored */
+            lease_hold_time(t, m);
+            STATS_ADD(&pool->stats, lease_released_store, 1);
+        }
         if (l != NULL) {
             lease_end(t, l, LEASE_END_STORE);      /* stored where this proxy did not see */
             lease_arm(t);
@@ -643,6 +673,10 @@ static int lease_reply(struct worker *w, struct msg *m)
         lease_take_followers(t, l, m, now);
         lease_arm(t);
         return 0;                   /* m won: its client gets the miss */
+    }
+    if (m->client->eof || m->client->closing) {
+        STATS_ADD(&pool->stats, lease_dropped, 1);     /* its client left: answered now */
+        return 0;
     }
     if (t->nheld >= cl->max_waiters) {
         STATS_ADD(&pool->stats, lease_overflow, 1);
