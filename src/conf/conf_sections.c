@@ -611,8 +611,11 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
             return conf__why(c, "unknown key '%s' in leases (expected ttl_ms, max_waiters)", ks);
         c->errnode = v;
         const char *why = lk->set(c, lk, v, l);
-        if (why != NULL)
-            return why;
+        if (why != NULL) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "%s", why);      /* why may be c->why itself */
+            return conf__why(c, "leases.%s: %s", lk->name, msg);
+        }
     }
     c->errnode = NULL;
     return NULL;

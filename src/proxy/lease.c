@@ -477,11 +477,15 @@ void lease_free(struct wpool *wp)
             struct msg *m = QUEUE_DATA(mn, struct msg, sq);
             lease_unhold(t, l, m);
             m->lease = LEASE_M_NONE;
-            m->state = MSG_DONE;
-            /* a pool is freed when no client points at it any more */
-            RL_ASSERT(m->client == NULL);
-            if (m->client == NULL)
+            if (m->client == NULL) {
+                m->state = MSG_DONE;
                 msg_release(wp->w, m);
+            } else {
+                /* a client of another pool whose key routed here (routes:), and a
+                 * reload removed this pool */
+                m->state = MSG_NEW;
+                msg_fail(wp->w, m, PROTO_ERR_SERVER, "the key's pool was removed");
+            }
         }
     }
     lease_map_clear(&t->map);

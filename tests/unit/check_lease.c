@@ -100,29 +100,29 @@ START_TEST(test_conf_leases)
     struct conf *c = NULL;
     char err[512] = "";
 
-    ck_assert_int_eq(conf_try("p:\n  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 0);        /* off unless asked for */
     conf_free(c);
-    ck_assert_int_eq(conf_try("p:\n  leases: {}\n  servers:\n   - 127.0.0.1:11211:1\n",
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {}\n  servers:\n   - 127.0.0.1:11211:1\n",
                               &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 2000);
     ck_assert_uint_eq(c->pools[0].leases.max_waiters, 10000);
     conf_free(c);
-    ck_assert_int_eq(conf_try("p:\n  leases:\n    ttl_ms: 500\n    max_waiters: 7\n"
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases:\n    ttl_ms: 500\n    max_waiters: 7\n"
                               "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 500);
     ck_assert_uint_eq(c->pools[0].leases.max_waiters, 7);
     conf_free(c);
-    ck_assert_int_eq(conf_try("p:\n  leases: false\n  servers:\n   - 127.0.0.1:11211:1\n",
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: false\n  servers:\n   - 127.0.0.1:11211:1\n",
                               &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 0);
     conf_free(c);
     const char *bad[][2] = {
-        { "p:\n  leases: {ttl_ms: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "ttl_ms" },
-        { "p:\n  leases: {max_waiters: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "max_waiters" },
-        { "p:\n  leases: {ttl: 5}\n  servers:\n   - 127.0.0.1:11211:1\n", "unknown key 'ttl'" },
-        { "p:\n  leases: 5\n  servers:\n   - 127.0.0.1:11211:1\n", "expected {ttl_ms" },
-        { "p:\n  redis_cluster: true\n  redis: true\n  leases: {}\n"
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl_ms: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "ttl_ms" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {max_waiters: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "max_waiters" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl: 5}\n  servers:\n   - 127.0.0.1:11211:1\n", "unknown key 'ttl'" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: 5\n  servers:\n   - 127.0.0.1:11211:1\n", "expected {ttl_ms" },
+        { "p:\n  listen: 127.0.0.1:22121\n  redis_cluster: true\n  redis: true\n  leases: {}\n"
           "  servers:\n   - 127.0.0.1:7000:1\n", "leases" },
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
