@@ -322,7 +322,7 @@ static void lease_hold_time(struct lease_table *t, const struct msg *m)
     uint64_t since = lease_since_us(m);
     uint64_t us = now > since ? now - since : 0;
 
-    STATS_ADD(st, lease_hold_us, us);
+    STATS_ADD(st, lease_hold_time, us);
     if (us <= 10000)
         STATS_ADD(st, lease_hold_le_10ms, 1);
     else if (us <= 100000)
