@@ -20,6 +20,10 @@ What each test proves, against real memcached and redis-server:
   store_straight_to_server
       a set written to memcached directly (no proxy sees it) releases the held readers
       well before ttl_ms: the re-reads, backing off to 100 ms, find it.
+  stop_while_held
+      a proxy stopped while it holds reads (and has leases, a re-read out) exits cleanly:
+      status 0, nothing from the sanitizers in its output (the held reads are freed with
+      their pool); and so does every proxy of the file.
   limits
       a held reader that disconnects is dropped; the winner disconnecting does not end
       the lease; past max_waiters a read is answered at once (counted); a multi-key get
@@ -398,6 +402,33 @@ def limits(env):
             eq(c.read_until(harness.mc_values_len), mc_reply(key, b"v"))
         c.close()
     eq(pstats(px)["lease_released_timeout"], 0, "nothing waited for the ttl")
+
+
+def clean_exit(px):
+    """Stop px: its status and what the sanitizers said, if anything."""
+    rc = px.stop()
+    with open(px.proc.log_path, "rb") as f:
+        out = f.read()
+    bad = [ln for ln in out.splitlines() if b"Sanitizer" in ln or b"runtime error" in ln]
+    return rc, bad[:5]
+
+
+@R.test(ringleader=True)
+def stop_while_held(env):
+    px = env.proxy("memcache", {"ttl_ms": 1000}, backends=env.mcs[:1])
+    key = harness.unique("stop")
+    w = Raw(px.addr("p"))
+    eq(w.mc_get(b"get", key), [], "the first miss wins")
+    rs = readers(px, key, 3)
+    wait_stat(px, "lease_reads_held", 3, "held")
+    wait_stat(px, "lease_rereads", 1, "a re-read")
+    rs[0].close()               # one reader gone, two still waiting when the stop comes
+    eq(clean_exit(px), (0, []), "stopped while holding reads")
+    for c in rs[1:] + [w]:
+        c.close()
+    for other in env.proxies:
+        if other is not px:
+            eq(clean_exit(other), (0, []), "every proxy of the file exits cleanly")
 
 
 if __name__ == "__main__":
