@@ -159,6 +159,11 @@ struct lease_table {
     struct lease_map map;
     uint32_t         nheld;     /* held reads over all leases: max_waiters bounds it */
     uint64_t         due_ms;    /* what the timer is set for; UINT64_MAX: stopped */
+    char             miss[32];  /* the protocol's miss reply to miss_cmd (lease_is_miss) */
+    uint8_t          miss_len;
+    uint8_t          miss_valid;
+    uint16_t         miss_cmd;
+    uint16_t         miss_rflags;
 };
 
 enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
@@ -218,14 +223,21 @@ static int lease_record(struct msg *m, const char *key, size_t klen, const char 
 {
     struct lease_rec h = { .klen = (uint32_t)klen, .since_us = m->start_us };
 
-    if (klen > UINT32_MAX)
+    if (klen > UINT32_MAX || rlen > SIZE_MAX - sizeof(h) - klen)
         return -ENOMEM;
-    m->reqcopy.rpos = m->reqcopy.wpos = 0;
-    if (buf_append(&m->reqcopy, &h, sizeof(h)) < 0 || buf_append(&m->reqcopy, key, klen) < 0 ||
-        buf_append(&m->reqcopy, req, rlen) < 0) {
-        buf_free(&m->reqcopy);
+    /* Allocated to size, not as a pooled buffer (BUF_STD_SIZE): one per read followed. */
+    size_t n = sizeof(h) + klen + rlen;
+    char *d = malloc(n);
+    if (d == NULL)
         return -ENOMEM;
-    }
+    memcpy(d, &h, sizeof(h));
+    memcpy(d + sizeof(h), key, klen);
+    memcpy(d + sizeof(h) + klen, req, rlen);
+    buf_free(&m->reqcopy);
+    m->reqcopy.data = d;
+    m->reqcopy.cap = n;
+    m->reqcopy.rpos = 0;
+    m->reqcopy.wpos = n;
     msg_charge(m);
     return 0;
 }
@@ -261,19 +273,28 @@ static uint64_t lease_since_us(const struct msg *m)
 }
 
 /* Whether m's complete reply is the protocol's miss for its command (byte for byte: an
- * error reply, or a hit, is not). */
-static int lease_is_miss(const struct proto_ops *ops, const struct msg *m)
+ * error reply, or a hit, is not). The miss of the last command asked is kept in t: a
+ * stampede asks one command over and over. */
+static int lease_is_miss(struct lease_table *t, const struct proto_ops *ops, const struct msg *m)
 {
-    struct buf miss;
-    int eq;
-
     if (m->items != 0 || (m->flags & MSG_F_STREAMED))
         return 0;
-    buf_init(&miss);
-    eq = ops->miss_reply(m->cmd, m->rflags, &miss) == 0 && buf_len(&miss) == buf_len(&m->rsp) &&
-         memcmp(buf_rptr(&miss), buf_rptr(&m->rsp), buf_len(&miss)) == 0;
-    buf_free(&miss);
-    return eq;
+    if (!t->miss_valid || t->miss_cmd != m->cmd || t->miss_rflags != m->rflags) {
+        struct buf miss;
+        buf_init(&miss);
+        t->miss_valid = ops->miss_reply(m->cmd, m->rflags, &miss) == 0 &&
+                        buf_len(&miss) <= sizeof(t->miss);
+        if (t->miss_valid) {
+            memcpy(t->miss, buf_rptr(&miss), buf_len(&miss));
+            t->miss_len = (uint8_t)buf_len(&miss);
+            t->miss_cmd = m->cmd;
+            t->miss_rflags = m->rflags;
+        }
+        buf_free(&miss);
+        if (!t->miss_valid)
+            return 0;
+    }
+    return buf_len(&m->rsp) == t->miss_len && memcmp(buf_rptr(&m->rsp), t->miss, t->miss_len) == 0;
 }
 
 /* m waits in l's list (its reply so far, a miss, is dropped); `fresh`: a read held for
@@ -664,7 +685,7 @@ static int lease_reply(struct worker *w, struct msg *m)
         }
         return 0;
     }
-    if (!lease_is_miss(pool->ops, m))
+    if (!lease_is_miss(t, pool->ops, m))
         return 0;                   /* an error: answered as it is */
     const struct conf_leases *cl = &pool->cp->leases;
     uint64_t now = uv_now(&w->loop);
