@@ -50,6 +50,8 @@ struct conf_shadow {
 struct conf_leases {
     uint32_t ttl_ms;        /* 0: off; else how long reads of a missed key wait: 2000 */
     uint32_t max_waiters;   /* held reads over all keys (and leases outstanding): 10000 */
+    char     prefix[65];    /* lease_prefix: a fleet-wide lease is a key of the servers
+                               named prefix + key ("": per proxy) */
 };
 
 struct conf_route {

@@ -573,7 +573,8 @@ static const struct conf_command conf__lease_keys[] = {
     { "max_waiters", conf__set_u32, offsetof(struct conf_leases, max_waiters), 1, 10000000, NULL, 0 },
 };
 
-/* leases: {ttl_ms: N, max_waiters: N} (an empty mapping takes the defaults), or false. */
+/* leases: {ttl_ms: N, max_waiters: N, lease_prefix: S} (an empty mapping takes the
+ * defaults), or false. */
 const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
                              yaml_node_t *node, void *obj)
 {
@@ -597,6 +598,7 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
                          conf__node_kind(node));
     l->ttl_ms = 2000;
     l->max_waiters = 10000;
+    l->prefix[0] = 0;
     for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
         yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
         yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
@@ -604,11 +606,29 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
         const struct conf_command *lk = NULL;
 
         c->errnode = k;
+        if (strcmp(ks, "lease_prefix") == 0) {
+            size_t n;
+            c->errnode = v;
+            const char *p = conf__scalar(c, v, &n, 0);
+            if (p == NULL)
+                return c->why;
+            if (n == 0 || n >= sizeof(l->prefix))
+                return conf__why(c, "lease_prefix must be 1 to %zu bytes",
+                                 sizeof(l->prefix) - 1);
+            for (size_t i = 0; i < n; i++)
+                if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 0x7f)
+                    return conf__why(c, "lease_prefix: byte %zu is a space, a control "
+                                     "character or not ASCII (it begins memcached keys)", i);
+            memcpy(l->prefix, p, n);
+            l->prefix[n] = 0;
+            continue;
+        }
         for (size_t i = 0; i < RL_ARRAY_SIZE(conf__lease_keys) && lk == NULL; i++)
             if (strcmp(ks, conf__lease_keys[i].name) == 0)
                 lk = &conf__lease_keys[i];
         if (lk == NULL)
-            return conf__why(c, "unknown key '%s' in leases (expected ttl_ms, max_waiters)", ks);
+            return conf__why(c, "unknown key '%s' in leases (expected ttl_ms, max_waiters, "
+                             "lease_prefix)", ks);
         c->errnode = v;
         const char *why = lk->set(c, lk, v, l);
         if (why != NULL) {

@@ -10,6 +10,8 @@
 #include "conf/conf.h"
 #include "lib/invariant.h"
 #include "lib/util.h"
+#include "proto/memcache.h"
+#include "proto/redis.h"
 #include "proxy/client.h"
 #include "proxy/lease.h"
 #include "proxy/msg.h"
@@ -114,7 +116,7 @@ void lease_map_remove(struct lease_map *lm, struct lease *l)
 {
     struct lease **p = &lm->bucket[l->hash & (lm->nbucket - 1)];
 
-    RL_ASSERT(l->nheld == 0 && queue_empty(&l->held));
+    RL_ASSERT(l->nheld == 0 && queue_empty(&l->held) && l->cand == NULL);
     while (*p != NULL && *p != l)
         p = &(*p)->next;
     RL_ASSERT(*p == l);         /* in the map it was found in */
@@ -164,11 +166,13 @@ struct lease_table {
     uint8_t          miss_valid;
     uint16_t         miss_cmd;
     uint16_t         miss_rflags;
+    struct msg_watch take;      /* the fleet-wide lease requests report here */
 };
 
 enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
 
 static void lease_timer_cb(uv_timer_t *h);
+static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
 
 static struct lease_table *lease_table_get(struct wpool *pool)
 {
@@ -185,6 +189,7 @@ static struct lease_table *lease_table_get(struct wpool *pool)
     uv_timer_init(&pool->w->loop, &t->timer);
     uv_unref((uv_handle_t *)&t->timer);
     t->timer.data = t;
+    t->take.done = lease_take_done;
     t->pool = pool;
     t->due_ms = UINT64_MAX;
     pool->lease = t;
@@ -335,6 +340,19 @@ static void lease_unhold(struct lease_table *t, struct lease *l, struct msg *m)
         queue_remove(&l->holding);
 }
 
+/* The candidate of a fleet-wide lease (which kept its miss for the win) joins the reads
+ * to be sent again. */
+static void lease_cand_clear(struct msg *m)
+{
+    struct client *c = m->client;
+
+    if (c != NULL)
+        c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->lease = LEASE_M_HELD;
+}
+
 /* How long m was held: from its arrival to its release (counters by bucket). */
 static void lease_hold_time(struct lease_table *t, const struct msg *m)
 {
@@ -411,6 +429,151 @@ fail:
     msg_fail(w, m, PROTO_ERR_SERVER, reason);
 }
 
+/* ------------------------------------------------------------------ fleet-wide leases */
+
+/*
+ * lease_prefix: the first proxy to miss a key takes the fleet-wide lease from the key's
+ * server, as a key of its own, added only if absent: memcached `add <prefix><key> 0 <s> 1`
+ * (whole seconds, rounded up), Redis `SET <prefix><key> 1 NX PX <ttl_ms>`. A proxy that
+ * gets it answers its reader's miss (one recomputation in the fleet); one that does not
+ * holds the reader as if another reader of its own had won, and its re-reads find the
+ * value wherever it is stored. A write of the key through a proxy deletes the lease key.
+ */
+
+/* prefix + key into out (room for LEASE_KEY_MAX): its length, or 0 when the key cannot
+ * be one (too long, or bytes a memcached text key cannot carry). */
+#define LEASE_KEY_MAX 320
+
+static size_t lease_fleet_key(const struct wpool *pool, const char *key, size_t klen, char *out)
+{
+    const char *prefix = pool->cp->leases.prefix;
+    size_t pl = strlen(prefix);
+    int redis = pool->cp->protocol == CONF_PROTO_REDIS;
+
+    if (pl + klen > (redis ? LEASE_KEY_MAX : 250))
+        return 0;
+    for (size_t i = 0; !redis && i < klen; i++)
+        if ((unsigned char)key[i] <= ' ' || (unsigned char)key[i] == 0x7f)
+            return 0;
+    memcpy(out, prefix, pl);
+    memcpy(out + pl, key, klen);
+    return pl + klen;
+}
+
+/* The connection key k's requests take (its server, by the pool's routing), or NULL. */
+static struct sconn *lease_conn(struct wpool *pool, const char *key, size_t klen,
+                                struct server **srv)
+{
+    struct route_key rk = { .bytes = key, .len = klen };
+    struct route rt;
+    const char *reason = NULL;
+
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, PROTO_RF_WRITE, 1, 0, pool->w->rr,
+                  uv_now(&pool->w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return NULL;
+    *srv = pool->servers[rt.to[0]];
+    return server_pick(*srv, rk.hash, 0, &reason);
+}
+
+/* The lease key is written by the proxy only: its request bytes and the command id its
+ * reply parses as. 0, or -1. */
+static int lease_fleet_take_req(const struct wpool *pool, const char *lk, size_t lkl,
+                                struct buf *out, uint16_t *cmd)
+{
+    char num[32];
+    uint32_t ttl = pool->cp->leases.ttl_ms;
+
+    if (pool->cp->protocol == CONF_PROTO_REDIS) {
+        const struct redis_command *set = redis_command_find("SET");
+        if (set == NULL)
+            return -1;
+        *cmd = (uint16_t)(set - redis_commands);
+        int n = snprintf(num, sizeof(num), "%u", ttl);
+        char hdr[64];
+        snprintf(hdr, sizeof(hdr), "*6\r\n$3\r\nSET\r\n$%zu\r\n", lkl);
+        char tail[96];
+        snprintf(tail, sizeof(tail), "\r\n$1\r\n1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$%d\r\n%s\r\n",
+                 n, num);
+        return buf_append_str(out, hdr) < 0 || buf_append(out, lk, lkl) < 0 ||
+               buf_append_str(out, tail) < 0 ? -1 : 0;
+    }
+    *cmd = MEMCACHE_CMD_ADD;
+    snprintf(num, sizeof(num), " 0 %u 1\r\n1\r\n", (ttl + 999) / 1000);
+    return buf_append_str(out, "add ") < 0 || buf_append(out, lk, lkl) < 0 ||
+           buf_append_str(out, num) < 0 ? -1 : 0;
+}
+
+/* Ask for l's fleet-wide lease: 0 when asked (lease_take_done answers), -1 when it cannot
+ * be (the lease is then this proxy's alone). */
+static int lease_fleet_take(struct lease_table *t, struct lease *l)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    char lk[LEASE_KEY_MAX];
+    size_t lkl = lease_fleet_key(pool, l->key, l->klen, lk);
+    struct server *srv;
+    struct sconn *s = lkl > 0 ? lease_conn(pool, l->key, l->klen, &srv) : NULL;
+    uint16_t cmd;
+
+    if (s == NULL)
+        return -1;
+    struct msg *om = msg_get(w);
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (lease_fleet_take_req(pool, lk, lkl, &s->conn.obuf, &cmd) < 0 ||
+        lease_record(om, l->key, l->klen, "", 0) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = cmd;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = buf_len(&s->conn.obuf) - before;
+    om->watch = &t->take;
+    t->take.keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer (lease_take_done) */
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, om->req_bytes);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/* The lease key goes (a write of the key passed): the next expiry's first miss takes it. */
+static void lease_fleet_release(struct lease_table *t, const char *key, size_t klen)
+{
+    struct wpool *pool = t->pool;
+    char lk[LEASE_KEY_MAX];
+    size_t lkl;
+    struct server *srv;
+    struct sconn *s;
+    uint16_t cmd;
+
+    if (pool->cp->leases.prefix[0] == 0 || pool->ops->invalidate == NULL ||
+        (lkl = lease_fleet_key(pool, key, klen, lk)) == 0 ||
+        (s = lease_conn(pool, key, klen, &srv)) == NULL)
+        return;
+    struct msg *dm = msg_get(pool->w);
+    if (dm == NULL)
+        return;
+    size_t before = buf_len(&s->conn.obuf);
+    if (pool->ops->invalidate(lk, lkl, &s->conn.obuf, &cmd) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(pool->w, dm);
+        return;
+    }
+    dm->role = MSG_DISCARD;     /* its reply is swallowed */
+    dm->cmd = cmd;
+    dm->req_bytes = buf_len(&s->conn.obuf) - before;
+    sconn_enqueue(s, dm);
+    sconn_mark(pool->w, s);
+}
+
 /* The lease ends (its key was stored, deleted, seen on the server, or its ttl passed):
  * every read it held is sent again, in the order they were held. */
 static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why why)
@@ -418,11 +581,19 @@ static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why
     struct qnode list, *n;
 
     queue_init(&list);
+    if (l->cand != NULL) {      /* its fleet-wide lease was still being asked for */
+        struct msg *m = l->cand;
+        l->cand = NULL;
+        lease_cand_clear(m);
+        queue_insert_tail(&list, &m->sq);
+    }
     while ((n = queue_first(&l->held)) != NULL) {
         struct msg *m = QUEUE_DATA(n, struct msg, sq);
         lease_unhold(t, l, m);
         queue_insert_tail(&list, &m->sq);
     }
+    if (why == LEASE_END_STORE)
+        lease_fleet_release(t, l->key, l->klen);
     lease_map_remove(&t->map, l);
     /* The list is detached from the lease before any answer: answering may close a
      * client, which touches no lease but releases nothing held either. */
@@ -479,6 +650,43 @@ static void lease_timer_cb(uv_timer_t *h)
     lease_arm(t);
 }
 
+/* The servers answered a fleet-wide lease request (or it failed: then the lease is this
+ * proxy's). Won: the candidate gets its miss and recomputes. Lost: another proxy's reader
+ * recomputes; the candidate is held. */
+static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_table *t = QUEUE_DATA(wt, struct lease_table, take);
+    struct wpool *pool = t->pool;
+    const char *key, *req, *r = buf_rptr(&om->rsp);
+    size_t klen, rlen, n = buf_len(&om->rsp);
+    int won = 1;
+
+    if (ok && !(om->flags & MSG_F_ERROR) &&
+        ((n == 12 && memcmp(r, "NOT_STORED\r\n", 12) == 0) ||
+         (n == 5 && memcmp(r, "$-1\r\n", 5) == 0) || (n == 3 && memcmp(r, "_\r\n", 3) == 0)))
+        won = 0;
+    struct lease *l = lease_recorded(om, &key, &klen, &req, &rlen) == 0
+                      ? lease_map_find(&t->map, key, klen) : NULL;
+    if (l != NULL && l->cand != NULL) {
+        struct msg *m = l->cand;
+        l->cand = NULL;
+        if (m->client == NULL) {
+            m->lease = LEASE_M_NONE;
+            m->state = MSG_DONE;
+            msg_release(w, m);
+        } else if (won) {
+            STATS_ADD(&pool->stats, leases_won, 1);
+            m->lease = LEASE_M_NONE;
+            msg_complete(w, m);         /* its miss, kept */
+        } else {
+            STATS_ADD(&pool->stats, lease_fleet_lost, 1);
+            lease_hold(t, l, m, 1, uv_now(&w->loop));
+        }
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
 static void lease_timer_closed(uv_handle_t *h)
 {
     free(h->data);
@@ -494,6 +702,13 @@ void lease_free(struct wpool *wp)
     wp->lease = NULL;
     QUEUE_FOREACH(n, &t->map.age) {
         struct lease *l = QUEUE_DATA(n, struct lease, age);
+        if (l->cand != NULL) {
+            lease_cand_clear(l->cand);
+            queue_insert_tail(&l->held, &l->cand->sq);
+            l->nheld++;
+            t->nheld++;
+            l->cand = NULL;
+        }
         while ((mn = queue_first(&l->held)) != NULL) {
             struct msg *m = QUEUE_DATA(mn, struct msg, sq);
             lease_unhold(t, l, m);
@@ -698,6 +913,16 @@ static int lease_reply(struct worker *w, struct msg *m)
         if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
             (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
             return 0;               /* no lease: the miss, as without leases */
+        if (cl->prefix[0] != 0 && lease_fleet_take(t, l) == 0) {
+            /* m waits, its miss kept, for the fleet's answer (lease_take_done) */
+            l->cand = m;
+            m->lease = LEASE_M_HELD;
+            m->sconn = NULL;
+            m->server = NULL;
+            lease_take_followers(t, l, m, now);
+            lease_arm(t);
+            return 1;
+        }
         STATS_ADD(&pool->stats, leases_won, 1);
         lease_take_followers(t, l, m, now);
         lease_arm(t);

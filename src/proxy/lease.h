@@ -7,6 +7,7 @@
 
 #include "lib/queue.h"
 
+struct msg;
 struct wpool;
 
 /*
@@ -54,6 +55,8 @@ struct lease {
     uint64_t      probe_ms;     /* the next re-read while reads are held */
     uint32_t      backoff_ms;
     uint32_t      nheld;
+    struct msg   *cand;         /* lease_prefix: the read whose miss asks the servers for the
+                                   fleet-wide lease (answered with its miss if won, else held) */
     uint32_t      klen;
     char          key[];
 };

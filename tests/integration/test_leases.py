@@ -7,6 +7,13 @@ What each test proves, against real memcached and redis-server:
       expiring (deleted at its server) CYCLES times: at most 2 recomputations per expiry
       (one lease per proxy), every hit the bytes a winner stored in that cycle. The
       waiting clients' p50/p99 is printed, not asserted.
+  stampede_memcache_fleet_lease
+      the same with lease_prefix: the lease is taken from memcached (`add`), one win
+      between the two proxies per expiry (at most 2 asserted).
+  fleet_lease_memcache, fleet_lease_redis
+      two proxies with lease_prefix: a miss at the second proxy while the first one's
+      client holds the fleet-wide lease is held, not a second winner, and gets the value
+      stored through the first proxy; the lease key is deleted with the store.
   stampede_redis
       the same through one proxy in front of redis-server: at most 2 per expiry.
   collapse_and_leases
@@ -205,6 +212,65 @@ def stampede_memcache_two_proxies(env):
     check(min(misses) >= 1, "every expiry recomputed: %s" % misses)
     won = pstats(a)["leases_won"] + pstats(b)["leases_won"]
     eq(won, sum(misses), "leases_won counts the recomputations")
+
+
+@R.test(ringleader=True)
+def stampede_memcache_fleet_lease(env):
+    fleet = dict(LEASES, lease_prefix="__rl_lease:")
+    a = env.proxy("memcache", fleet, collapse=True)
+    b = env.proxy("memcache", fleet)
+    misses, waits = stampede(env, "memcache", [a, b])
+    report("memcached, two proxies, lease_prefix (fleet-wide)", misses, waits)
+    check(max(misses) <= 2, "at most 2 recomputations per expiry: %s" % misses)
+    won = pstats(a)["leases_won"] + pstats(b)["leases_won"]
+    eq(won, sum(misses), "leases_won counts the recomputations")
+
+
+def fleet(env, kind):
+    """Two proxies with lease_prefix: the second proxy's reader of a key the first one's
+    client won is held (not a second winner), and gets the value stored through the
+    first proxy; the lease key is gone afterwards."""
+    conf = {"ttl_ms": 5000, "lease_prefix": "__rl_lease:"}
+    be = env.mcs[:1] if kind == "memcache" else [env.rd]
+    a, b = env.proxy(kind, conf, backends=be), env.proxy(kind, conf, backends=be)
+    key = harness.unique("fleet")
+    value = b"stored-through-a"
+    with a.client() as wa:
+        if kind == "redis":
+            eq(wa.rd("GET", key), None, "the first miss in the fleet wins")
+        else:
+            eq(wa.mc_get(b"get", key), [], "the first miss in the fleet wins")
+        rb = Raw(b.addr("p"), timeout=harness.patience(10))
+        rb.send(harness.resp_encode("GET", key) if kind == "redis" else b"get " + key + b"\r\n")
+        wait_stat(b, "lease_fleet_lost", 1, "the other proxy's miss lost the fleet lease")
+        check(pending(rb, 0.2), "and its reader is held")
+        if kind == "redis":
+            eq(wa.rd("SET", key, value), "OK")
+        else:
+            eq(wa.mc_store(b"set", key, value), b"STORED\r\n")
+    if kind == "redis":
+        eq(rb.read_resp(), value, "released with the value stored through the other proxy")
+    else:
+        eq(rb.read_until(harness.mc_values_len), mc_reply(key, value))
+    rb.close()
+    eq(pstats(a)["leases_won"], 1, "one win")
+    eq(pstats(b)["leases_won"], 0, "in the whole fleet")
+    lk = b"__rl_lease:" + key
+    with be[0].client() as d:
+        if kind == "redis":
+            eq(d.rd("EXISTS", lk), 0, "the lease key is deleted with the store")
+        else:
+            eq(d.mc_get(b"get", lk), [], "the lease key is deleted with the store")
+
+
+@R.test(ringleader=True)
+def fleet_lease_memcache(env):
+    fleet(env, "memcache")
+
+
+@R.test(ringleader=True)
+def fleet_lease_redis(env):
+    fleet(env, "redis")
 
 
 @R.test(ringleader=True)
