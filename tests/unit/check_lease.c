@@ -117,10 +117,19 @@ START_TEST(test_conf_leases)
                               &c, err, sizeof(err)), 0);
     ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 0);
     conf_free(c);
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {lease_prefix: \"__l:\"}\n"
+                              "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c->pools[0].leases.prefix, "__l:");
+    conf_free(c);
     const char *bad[][2] = {
         { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl_ms: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "ttl_ms" },
         { "p:\n  listen: 127.0.0.1:22121\n  leases: {max_waiters: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "max_waiters" },
         { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl: 5}\n  servers:\n   - 127.0.0.1:11211:1\n", "unknown key 'ttl'" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {lease_prefix: \"a b\"}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "lease_prefix: byte 1" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {lease_prefix: "
+          "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "1 to 64 bytes" },
         { "p:\n  listen: 127.0.0.1:22121\n  leases: 5\n  servers:\n   - 127.0.0.1:11211:1\n", "expected {ttl_ms" },
         { "p:\n  listen: 127.0.0.1:22121\n  redis_cluster: true\n  redis: true\n  leases: {}\n"
           "  servers:\n   - 127.0.0.1:7000:1\n", "leases" },
