@@ -53,7 +53,7 @@ from harness import Memcached, Proxy, Raw, Redis, Runner, check, eq  # noqa: E40
 
 R = Runner("test_leases", per_test_timeout=60, total_timeout=240)
 
-CLIENTS = int(os.environ.get("RL_LEASE_CLIENTS", "100"))
+CLIENTS = int(os.environ.get("RL_LEASE_CLIENTS", "200"))
 CYCLES = int(os.environ.get("RL_LEASE_CYCLES", "10"))
 COMPUTE_S = 0.020           # the "database" a winner asks
 LEASES = {"ttl_ms": 2000, "max_waiters": 10000}
