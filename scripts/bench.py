@@ -32,6 +32,7 @@ MODES = {
     "shadow": ("safety", "shadow"), "callgrind": ("safety", "callgrind"),
     "pubsub": ("modes", "pubsub_fanout"), "cluster": ("modes", "cluster"),
     "binary": ("binary", "binary"),
+    "lease_stampede": ("leases", "lease_stampede"),
 }
 
 SCENARIOS = [
@@ -421,6 +422,7 @@ class Bench:
         mode = next((m for m in MODES if getattr(a, m)), None)
         if mode:
             import bench_binary
+            import bench_leases
             import bench_modes
             import bench_safety
             if not self.ringleader:
@@ -431,7 +433,7 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             module, fn = MODES[mode]
             return getattr({"modes": bench_modes, "safety": bench_safety,
-                            "binary": bench_binary}[module], fn)(self)
+                            "binary": bench_binary, "leases": bench_leases}[module], fn)(self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -589,6 +591,10 @@ def main():
                    help="one hot key asked by many connections at once, collapse_gets false, "
                    "true, inflight: backend gets per burst and latency")
     m.add_argument("--stampede-connections", type=int, default=200, help="default 200")
+    m.add_argument("--lease-stampede", action="store_true",
+                   help="cache-aside clients on one key that expires, leases off and on: "
+                   "recomputations per expiry, latency, backend requests; then GET/SET rows")
+    m.add_argument("--lease-expiries", type=int, default=10, help="default 10")
     m.add_argument("--rejoin-cost", action="store_true",
                    help="auto_eject_hosts pools with rejoin: invalidate vs trust on the "
                    "side-by-side scenarios")

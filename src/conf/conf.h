@@ -46,6 +46,14 @@ struct conf_shadow {
     uint32_t batch_ms;      /* copies wait up to this long to go out together: 1 (0: at once) */
 };
 
+/* leases: a missed key's first reader recomputes it; the others' reads wait for the store. */
+struct conf_leases {
+    uint32_t ttl_ms;        /* 0: off; else how long reads of a missed key wait: 2000 */
+    uint32_t max_waiters;   /* held reads over all keys (and leases outstanding): 10000 */
+    char     prefix[65];    /* lease_prefix: a fleet-wide lease is a key of the servers
+                               named prefix + key ("": per proxy) */
+};
+
 struct conf_route {
     char *prefix;       /* key prefix */
     char *pool;         /* target pool name */
@@ -138,6 +146,7 @@ struct conf_pool {
     uint32_t failover_ttl;        /* seconds: the longest TTL a write to a failover server
                                      carries; 0: off */
     enum conf_collapse collapse_gets; /* off (default), queued (true), inflight */
+    struct conf_leases leases;    /* leases: (proxy/lease.c) */
     struct conf_shadow shadow;
     struct conf_route *routes;
     uint32_t nroutes;

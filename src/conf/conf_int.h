@@ -144,6 +144,8 @@ const char *conf__set_cluster_zones(struct conf_ctx *c, const struct conf_comman
                                     yaml_node_t *node, void *obj);
 const char *conf__set_collapse(struct conf_ctx *c, const struct conf_command *cmd,
                                yaml_node_t *node, void *obj);
+const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
+                             yaml_node_t *node, void *obj);
 const char *conf__set_shadow(struct conf_ctx *c, const struct conf_command *cmd,
                              yaml_node_t *node, void *obj);
 void conf__tls_free(struct conf_tls *t);

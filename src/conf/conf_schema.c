@@ -108,6 +108,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "cluster_zones",        conf__set_cluster_zones, 0, 0, 0, NULL, 0 },
     { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
+    { "leases",               conf__set_leases,   P(leases), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
     { "sentinel",             conf__set_sentinel, P(sentinel), 0, 0, NULL, 0 },
     { "resolve_interval",     conf__set_u32,      P(resolve_interval_s), 1, 86400, NULL, 0 },
@@ -266,6 +267,7 @@ static int conf__pool_cluster(struct conf_ctx *c, struct conf_pool *pool, yaml_n
         { "rejoin_log_keys", "a node the cluster brings back rejoins as the cluster decides" },
         { "failover_ttl", "writes go to the slot's master, never to a failover server" },
         { "collapse_gets", "not yet: gets collapsed onto one that is redirected are untested" },
+        { "leases", "not yet: a held read is not re-sent through the cluster's redirects" },
     };
     int errors = 0;
     yaml_node_t *v;

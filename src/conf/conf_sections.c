@@ -567,6 +567,80 @@ const char *conf__set_collapse(struct conf_ctx *c, const struct conf_command *cm
     return NULL;
 }
 
+/* the keys of leases: */
+static const struct conf_command conf__lease_keys[] = {
+    { "ttl_ms",      conf__set_u32, offsetof(struct conf_leases, ttl_ms),      1, 600000,   NULL, 0 },
+    { "max_waiters", conf__set_u32, offsetof(struct conf_leases, max_waiters), 1, 10000000, NULL, 0 },
+};
+
+/* leases: {ttl_ms: N, max_waiters: N, lease_prefix: S} (an empty mapping takes the
+ * defaults), or false. */
+const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
+                             yaml_node_t *node, void *obj)
+{
+    struct conf_leases *l = (struct conf_leases *)(void *)((char *)obj + cmd->offset);
+    yaml_node_pair_t *pair;
+
+    if (node->type == YAML_SCALAR_NODE) {
+        size_t n;
+        const char *s = conf__scalar(c, node, &n, 0);
+        if (s == NULL)
+            return c->why;
+        if (strcmp(s, "false") == 0) {
+            l->ttl_ms = 0;
+            return NULL;
+        }
+        return conf__why(c, "expected {ttl_ms: N, max_waiters: N} or false, found '%.*s'",
+                         (int)RL_MIN(n, 64), s);
+    }
+    if (node->type != YAML_MAPPING_NODE)
+        return conf__why(c, "expected {ttl_ms: N, max_waiters: N} or false, found %s",
+                         conf__node_kind(node));
+    l->ttl_ms = 2000;
+    l->max_waiters = 10000;
+    l->prefix[0] = 0;
+    for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
+        yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
+        yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
+        const char *ks = k->type == YAML_SCALAR_NODE ? (const char *)k->data.scalar.value : "";
+        const struct conf_command *lk = NULL;
+
+        c->errnode = k;
+        if (strcmp(ks, "lease_prefix") == 0) {
+            size_t n;
+            c->errnode = v;
+            const char *p = conf__scalar(c, v, &n, 0);
+            if (p == NULL)
+                return c->why;
+            if (n == 0 || n >= sizeof(l->prefix))
+                return conf__why(c, "lease_prefix must be 1 to %zu bytes",
+                                 sizeof(l->prefix) - 1);
+            for (size_t i = 0; i < n; i++)
+                if ((unsigned char)p[i] <= ' ' || (unsigned char)p[i] >= 0x7f)
+                    return conf__why(c, "lease_prefix: byte %zu is a space, a control "
+                                     "character or not ASCII (it begins memcached keys)", i);
+            memcpy(l->prefix, p, n);
+            l->prefix[n] = 0;
+            continue;
+        }
+        for (size_t i = 0; i < RL_ARRAY_SIZE(conf__lease_keys) && lk == NULL; i++)
+            if (strcmp(ks, conf__lease_keys[i].name) == 0)
+                lk = &conf__lease_keys[i];
+        if (lk == NULL)
+            return conf__why(c, "unknown key '%s' in leases (expected ttl_ms, max_waiters, "
+                             "lease_prefix)", ks);
+        c->errnode = v;
+        const char *why = lk->set(c, lk, v, l);
+        if (why != NULL) {
+            char msg[200];
+            snprintf(msg, sizeof(msg), "%s", why);      /* why may be c->why itself */
+            return conf__why(c, "leases.%s: %s", lk->name, msg);
+        }
+    }
+    c->errnode = NULL;
+    return NULL;
+}
+
 /* shadow's plain keys (pool and fraction are read by conf__set_shadow itself) */
 static const struct conf_command conf__shadow_keys[] = {
     { "compare",     conf__set_bool, offsetof(struct conf_shadow, compare),     0, 0,       NULL, 0 },

@@ -148,6 +148,7 @@ struct msg {
     uint8_t        warm;        /* enum msg_warm */
     uint8_t        db;          /* its client's database: 0 the pool's, n database n-1
                                    (SELECT: its own shared connections, server_pick_db) */
+    uint8_t        lease;       /* enum lease_mark: a read the lease stage follows (lease.c) */
     uint16_t       flags;       /* MSG_F_* */
     uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */

@@ -16,6 +16,7 @@ static const struct stage *const stage_table[] = {
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
+    &stage_lease,           /* reads of a missed key wait for its first reader's store */
     &stage_collapse,        /* identical gets wait for one reply */
     &stage_shadow,          /* copies to a shadow pool */
 };

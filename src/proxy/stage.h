@@ -123,6 +123,7 @@ extern const struct stage stage_rejoin;        /* rejoin.c */
 extern const struct stage stage_failover_ttl;  /* ttl_cap.c */
 extern const struct stage stage_warmup;        /* warmup.c */
 extern const struct stage stage_collapse;      /* collapse.c */
+extern const struct stage stage_lease;         /* lease.c */
 extern const struct stage stage_shadow;        /* shadow.c */
 
 #endif

@@ -15,6 +15,7 @@
 #include "proxy/cluster_worker.h"
 #include "proxy/msg.h"
 #include "proxy/hub.h"
+#include "proxy/lease.h"
 #include "proxy/rejoin.h"
 #include "proxy/snapshot.h"
 #include "state/registry.h"
@@ -120,6 +121,7 @@ static void wpool_free(struct wpool *wp)
     if (queue_linked(&wp->retired_link))
         queue_remove(&wp->retired_link);
     cworker_free(wp->cworker);
+    lease_free(wp);
     if (wp->hold != NULL)
         snapshot_unref(wp->hold);
     free(wp->servers);

@@ -86,6 +86,7 @@ struct wpool {
                                             requests (cluster_worker.c), else NULL */
     uint32_t                 shadow;     /* shadow: the shadow pool's index, or ROUTE_NONE */
     struct stage_chain       chain;      /* the stages its requests pass (stage.h) */
+    struct lease_table      *lease;      /* leases: held reads by key (lease.c), or NULL */
     struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
     uint8_t                  pins_seen;  /* a client took a pinned connection here: the
                                             servers in use keep ready ones (server.c) */

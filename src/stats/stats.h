@@ -79,6 +79,19 @@ struct json_t;
     ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     ACTION(pubsub_dropped,      COUNTER, "# shard channels a Redis Cluster node unsubscribed (its slot moved away): the client got sunsubscribe") \
     ACTION(tls_reload_closed,   COUNTER, "# clients closed by a reload's tls: plaintext on a pool now TLS-only, or a certificate client_auth no longer admits") \
+    ACTION(leases_won,          COUNTER, "# misses that won a lease (leases:): their clients recompute the key") \
+    ACTION(lease_reads_held,    COUNTER, "# reads of a leased key held until its store, delete or ttl_ms") \
+    ACTION(lease_released_store, COUNTER, "# held reads released by a write of the key, or the key seen stored") \
+    ACTION(lease_released_timeout, COUNTER, "# held reads released by ttl_ms") \
+    ACTION(lease_overflow,      COUNTER, "# reads of a leased key answered at once: max_waiters reads held") \
+    ACTION(lease_dropped,       COUNTER, "# held reads dropped: their client closed") \
+    ACTION(lease_fleet_lost,    COUNTER, "# misses whose fleet-wide lease (lease_prefix) another proxy held: held, not answered") \
+    ACTION(lease_rereads,       COUNTER, "# held reads sent again to see whether their key was stored elsewhere") \
+    ACTION(lease_hold_time,     COUNTER, "total microseconds released reads were held (with the buckets: the hold time histogram)") \
+    ACTION(lease_hold_le_10ms,  COUNTER, "# released reads held at most 10 ms") \
+    ACTION(lease_hold_le_100ms, COUNTER, "# released reads held 10 to 100 ms") \
+    ACTION(lease_hold_le_1s,    COUNTER, "# released reads held 100 ms to 1 s") \
+    ACTION(lease_hold_over_1s,  COUNTER, "# released reads held over 1 s") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \

@@ -27,7 +27,8 @@ TABLES = [("src/conf/conf_schema.c", "conf_pool_commands"),
           ("src/conf/conf_sections.c", "conf_server_commands"),
           ("src/conf/conf_sections.c", "conf__shadow_keys"),
           ("src/conf/conf_sections.c", "conf_tls_commands"),
-          ("src/conf/conf_sentinel.c", "conf_sentinel_commands")]
+          ("src/conf/conf_sentinel.c", "conf_sentinel_commands"),
+          ("src/conf/conf_sections.c", "conf__lease_keys")]
 
 
 def table_keys(path, table):

@@ -1,0 +1,951 @@
+/* Leases (the pool key leases:): a missed key's first reader recomputes it, the other reads of the key wait for its store. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+#include <xxhash.h>
+
+#include "conf/conf.h"
+#include "lib/invariant.h"
+#include "lib/util.h"
+#include "proto/memcache.h"
+#include "proto/redis.h"
+#include "proxy/client.h"
+#include "proxy/lease.h"
+#include "proxy/msg.h"
+#include "proxy/route.h"
+#include "proxy/server.h"
+#include "proxy/stage.h"
+#include "proxy/worker.h"
+#include "stats/stats.h"
+
+/* ------------------------------------------------------------------ the map (pure) */
+
+#define LEASE_BUCKETS_MIN 64u
+
+int lease_map_init(struct lease_map *lm)
+{
+    memset(lm, 0, sizeof(*lm));
+    lm->bucket = calloc(LEASE_BUCKETS_MIN, sizeof(*lm->bucket));
+    if (lm->bucket == NULL)
+        return -ENOMEM;
+    lm->nbucket = LEASE_BUCKETS_MIN;
+    queue_init(&lm->age);
+    queue_init(&lm->holding);
+    return 0;
+}
+
+void lease_map_clear(struct lease_map *lm)
+{
+    for (uint32_t i = 0; lm->bucket != NULL && i < lm->nbucket; i++) {
+        struct lease *l = lm->bucket[i];
+        while (l != NULL) {
+            struct lease *next = l->next;
+            RL_ASSERT(l->nheld == 0 && queue_empty(&l->held));
+            free(l);
+            l = next;
+        }
+    }
+    free(lm->bucket);
+    lm->bucket = NULL;
+    lm->nbucket = 0;
+    lm->n = 0;
+    queue_init(&lm->age);
+    queue_init(&lm->holding);
+}
+
+struct lease *lease_map_find(const struct lease_map *lm, const char *key, size_t len)
+{
+    uint64_t h = XXH3_64bits(key, len);
+
+    for (struct lease *l = lm->bucket[h & (lm->nbucket - 1)]; l != NULL; l = l->next)
+        if (l->hash == h && l->klen == len && memcmp(l->key, key, len) == 0)
+            return l;
+    return NULL;
+}
+
+/* Twice the chains once there are as many leases as chains; without the memory the
+ * chains just grow longer. */
+static void lease_map_grow(struct lease_map *lm)
+{
+    uint32_t nb = lm->nbucket * 2;
+    struct lease **b = nb > lm->nbucket ? calloc(nb, sizeof(*b)) : NULL;
+
+    if (b == NULL)
+        return;
+    for (uint32_t i = 0; i < lm->nbucket; i++) {
+        struct lease *l = lm->bucket[i];
+        while (l != NULL) {
+            struct lease *next = l->next;
+            l->next = b[l->hash & (nb - 1)];
+            b[l->hash & (nb - 1)] = l;
+            l = next;
+        }
+    }
+    free(lm->bucket);
+    lm->bucket = b;
+    lm->nbucket = nb;
+}
+
+struct lease *lease_map_add(struct lease_map *lm, const char *key, size_t len,
+                            uint64_t deadline_ms)
+{
+    if (len > UINT32_MAX)
+        return NULL;
+    struct lease *l = calloc(1, sizeof(*l) + len);
+    if (l == NULL)
+        return NULL;
+    l->hash = XXH3_64bits(key, len);
+    l->klen = (uint32_t)len;
+    memcpy(l->key, key, len);
+    l->deadline_ms = deadline_ms;
+    queue_init(&l->held);
+    if (lm->n >= lm->nbucket)
+        lease_map_grow(lm);
+    uint32_t i = (uint32_t)(l->hash & (lm->nbucket - 1));
+    l->next = lm->bucket[i];
+    lm->bucket[i] = l;
+    queue_insert_tail(&lm->age, &l->age);
+    lm->n++;
+    return l;
+}
+
+void lease_map_remove(struct lease_map *lm, struct lease *l)
+{
+    struct lease **p = &lm->bucket[l->hash & (lm->nbucket - 1)];
+
+    RL_ASSERT(l->nheld == 0 && queue_empty(&l->held) && l->cand == NULL);
+    while (*p != NULL && *p != l)
+        p = &(*p)->next;
+    RL_ASSERT(*p == l);         /* in the map it was found in */
+    if (*p == l)
+        *p = l->next;
+    queue_remove(&l->age);
+    if (queue_linked(&l->holding))
+        queue_remove(&l->holding);
+    lm->n--;
+    free(l);
+}
+
+uint64_t lease_map_next_due(const struct lease_map *lm)
+{
+    uint64_t due = UINT64_MAX;
+    const struct qnode *n = queue_first(&lm->age);
+
+    if (n != NULL)
+        due = QUEUE_DATA(n, struct lease, age)->deadline_ms;
+    QUEUE_FOREACH(n, &lm->holding) {
+        const struct lease *l = QUEUE_DATA(n, struct lease, holding);
+        due = RL_MIN(due, l->probe_ms);
+    }
+    return due;
+}
+
+uint64_t lease_probe_next(struct lease *l, uint64_t now_ms)
+{
+    l->backoff_ms = l->backoff_ms == 0 ? LEASE_PROBE_MIN_MS
+                                       : RL_MIN(l->backoff_ms * 2, LEASE_PROBE_MAX_MS);
+    l->probe_ms = now_ms + l->backoff_ms;
+    return l->probe_ms;
+}
+
+/* ------------------------------------------------------------------ a pool's table */
+
+/* One per pool and worker, made at the pool's first lease-eligible read. */
+struct lease_table {
+    uv_timer_t       timer;     /* the next lease end or re-read (unreferenced: it keeps
+                                   no loop alive) */
+    struct wpool    *pool;
+    struct lease_map map;
+    uint32_t         nheld;     /* held reads over all leases: max_waiters bounds it */
+    uint64_t         due_ms;    /* what the timer is set for; UINT64_MAX: stopped */
+    char             miss[32];  /* the protocol's miss reply to miss_cmd (lease_is_miss) */
+    uint8_t          miss_len;
+    uint8_t          miss_valid;
+    uint16_t         miss_cmd;
+    uint16_t         miss_rflags;
+    struct msg_watch take;      /* the fleet-wide lease requests report here */
+};
+
+enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
+
+static void lease_timer_cb(uv_timer_t *h);
+static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+
+static struct lease_table *lease_table_get(struct wpool *pool)
+{
+    struct lease_table *t = pool->lease;
+
+    if (t != NULL)
+        return t;
+    if ((t = calloc(1, sizeof(*t))) == NULL)
+        return NULL;
+    if (lease_map_init(&t->map) < 0) {
+        free(t);
+        return NULL;
+    }
+    uv_timer_init(&pool->w->loop, &t->timer);
+    uv_unref((uv_handle_t *)&t->timer);
+    t->timer.data = t;
+    t->take.done = lease_take_done;
+    t->pool = pool;
+    t->due_ms = UINT64_MAX;
+    pool->lease = t;
+    return t;
+}
+
+/* Set the timer for what is due next (or stop it). */
+static void lease_arm(struct lease_table *t)
+{
+    uint64_t due = lease_map_next_due(&t->map);
+
+    if (due == t->due_ms)
+        return;
+    t->due_ms = due;
+    if (due == UINT64_MAX) {
+        uv_timer_stop(&t->timer);
+        return;
+    }
+    uint64_t now = uv_now(t->timer.loop);
+    uv_timer_start(&t->timer, lease_timer_cb, due > now ? due - now : 0, 0);
+}
+
+/*
+ * m->reqcopy holds [u32 key length][u64 arrival, usec][key][the request as forwarded]:
+ * what a held read needs to be found by its key and sent again, and when it came (its
+ * start_us is its latest send's, for the servers' latency). 0, or -ENOMEM (m is not
+ * followed).
+ */
+struct lease_rec {
+    uint32_t klen;
+    uint64_t since_us;
+};
+
+static int lease_record(struct msg *m, const char *key, size_t klen, const char *req,
+                        size_t rlen)
+{
+    struct lease_rec h = { .klen = (uint32_t)klen, .since_us = m->start_us };
+
+    if (klen > UINT32_MAX || rlen > SIZE_MAX - sizeof(h) - klen)
+        return -ENOMEM;
+    /* Allocated to size, not as a pooled buffer (BUF_STD_SIZE): one per read followed. */
+    size_t n = sizeof(h) + klen + rlen;
+    char *d = malloc(n);
+    if (d == NULL)
+        return -ENOMEM;
+    memcpy(d, &h, sizeof(h));
+    memcpy(d + sizeof(h), key, klen);
+    memcpy(d + sizeof(h) + klen, req, rlen);
+    buf_free(&m->reqcopy);
+    m->reqcopy.data = d;
+    m->reqcopy.cap = n;
+    m->reqcopy.rpos = 0;
+    m->reqcopy.wpos = n;
+    msg_charge(m);
+    return 0;
+}
+
+/* What lease_record kept: 0, or -1 when m holds no such record. */
+static int lease_recorded(const struct msg *m, const char **key, size_t *klen, const char **req,
+                          size_t *rlen)
+{
+    size_t n = buf_len(&m->reqcopy);
+    struct lease_rec h;
+
+    if (n < sizeof(h))
+        return -1;
+    memcpy(&h, buf_rptr(&m->reqcopy), sizeof(h));
+    if (n - sizeof(h) < h.klen)
+        return -1;
+    *key = buf_rptr(&m->reqcopy) + sizeof(h);
+    *klen = h.klen;
+    *req = *key + h.klen;
+    *rlen = n - sizeof(h) - h.klen;
+    return 0;
+}
+
+/* When m arrived (lease_record), or its start. */
+static uint64_t lease_since_us(const struct msg *m)
+{
+    struct lease_rec h;
+
+    if (buf_len(&m->reqcopy) < sizeof(h))
+        return m->start_us;
+    memcpy(&h, buf_rptr(&m->reqcopy), sizeof(h));
+    return h.since_us;
+}
+
+/* Whether m's complete reply is the protocol's miss for its command (byte for byte: an
+ * error reply, or a hit, is not). The miss of the last command asked is kept in t: a
+ * stampede asks one command over and over. */
+static int lease_is_miss(struct lease_table *t, const struct proto_ops *ops, const struct msg *m)
+{
+    if (m->items != 0 || (m->flags & MSG_F_STREAMED))
+        return 0;
+    if (!t->miss_valid || t->miss_cmd != m->cmd || t->miss_rflags != m->rflags) {
+        struct buf miss;
+        buf_init(&miss);
+        t->miss_valid = ops->miss_reply(m->cmd, m->rflags, &miss) == 0 &&
+                        buf_len(&miss) <= sizeof(t->miss);
+        if (t->miss_valid) {
+            memcpy(t->miss, buf_rptr(&miss), buf_len(&miss));
+            t->miss_len = (uint8_t)buf_len(&miss);
+            t->miss_cmd = m->cmd;
+            t->miss_rflags = m->rflags;
+        }
+        buf_free(&miss);
+        if (!t->miss_valid)
+            return 0;
+    }
+    return buf_len(&m->rsp) == t->miss_len && memcmp(buf_rptr(&m->rsp), t->miss, t->miss_len) == 0;
+}
+
+/* m waits in l's list (its reply so far, a miss, is dropped); `fresh`: a read held for
+ * the first time (counted). */
+static void lease_hold(struct lease_table *t, struct lease *l, struct msg *m, int fresh,
+                       uint64_t now_ms)
+{
+    struct client *c = m->client;
+
+    if (c != NULL)
+        c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->state = MSG_SENT;        /* owed an answer, by the lease */
+    m->sconn = NULL;
+    m->server = NULL;           /* it is sent again wherever its key routes then */
+    m->lease = LEASE_M_HELD;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    queue_insert_tail(&l->held, &m->sq);
+    l->nheld++;
+    t->nheld++;
+    if (!queue_linked(&l->holding)) {
+        queue_insert_tail(&t->map.holding, &l->holding);
+        if (l->probe_ms == 0)
+            lease_probe_next(l, now_ms);
+    }
+    if (fresh)
+        STATS_ADD(&t->pool->stats, lease_reads_held, 1);
+}
+
+static void lease_unhold(struct lease_table *t, struct lease *l, struct msg *m)
+{
+    RL_ASSERT(m->lease == LEASE_M_HELD && l->nheld > 0 && t->nheld > 0);
+    queue_remove(&m->sq);
+    l->nheld--;
+    t->nheld--;
+    if (l->nheld == 0 && queue_linked(&l->holding))
+        queue_remove(&l->holding);
+}
+
+/* The candidate of a fleet-wide lease (which kept its miss for the win) joins the reads
+ * to be sent again. */
+static void lease_cand_clear(struct msg *m)
+{
+    struct client *c = m->client;
+
+    if (c != NULL)
+        c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    m->lease = LEASE_M_HELD;
+}
+
+/* How long m was held: from its arrival to its release (counters by bucket). */
+static void lease_hold_time(struct lease_table *t, const struct msg *m)
+{
+    struct stats_pool *st = &t->pool->stats;
+    uint64_t now = worker_now_us(t->pool->w);
+    uint64_t since = lease_since_us(m);
+    uint64_t us = now > since ? now - since : 0;
+
+    STATS_ADD(st, lease_hold_time, us);
+    if (us <= 10000)
+        STATS_ADD(st, lease_hold_le_10ms, 1);
+    else if (us <= 100000)
+        STATS_ADD(st, lease_hold_le_100ms, 1);
+    else if (us <= 1000000)
+        STATS_ADD(st, lease_hold_le_1s, 1);
+    else
+        STATS_ADD(st, lease_hold_over_1s, 1);
+}
+
+/*
+ * Send held read m (out of every list) again, where its key routes now, its reply
+ * followed as `mark` says: answered as if it arrived now. A read whose client went away
+ * is dropped; one that cannot be sent is answered with the error the client would have
+ * had then.
+ */
+static void lease_resend(struct lease_table *t, struct msg *m, enum lease_mark mark)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    const char *key, *req, *reason = "no live server for this key";
+    size_t klen, rlen;
+    struct route rt;
+
+    m->lease = LEASE_M_NONE;
+    if (m->client == NULL) {            /* its client closed while it was held */
+        m->state = MSG_DONE;
+        msg_release(w, m);
+        return;
+    }
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+        goto fail;
+    struct route_key rk = { .bytes = key, .len = klen };
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, m->rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        goto fail;
+    struct server *srv = pool->servers[rt.to[0]];
+    reason = NULL;
+    struct sconn *s = server_pick(srv, rk.hash, m->rflags, &reason);
+    if (s == NULL) {
+        if (reason == NULL)
+            reason = "no connection";
+        goto fail;
+    }
+    if (buf_append(&s->conn.obuf, req, rlen) < 0) {
+        reason = "out of memory";
+        goto fail;
+    }
+    m->state = MSG_NEW;
+    m->items = 0;
+    m->req_bytes = rlen;
+    m->start_us = worker_now_us(w);     /* the server's latency counts from this send */
+    m->lease = (uint8_t)mark;
+    if (mark != LEASE_M_NONE)
+        m->flags |= MSG_F_STAGED;       /* lease_reply sees its reply */
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, rlen);
+    sconn_enqueue(s, m);
+    sconn_mark(w, s);
+    return;
+
+fail:
+    m->state = MSG_NEW;
+    msg_fail(w, m, PROTO_ERR_SERVER, reason);
+}
+
+/* ------------------------------------------------------------------ fleet-wide leases */
+
+/*
+ * lease_prefix: the first proxy to miss a key takes the fleet-wide lease from the key's
+ * server, as a key of its own, added only if absent: memcached `add <prefix><key> 0 <s> 1`
+ * (whole seconds, rounded up), Redis `SET <prefix><key> 1 NX PX <ttl_ms>`. A proxy that
+ * gets it answers its reader's miss (one recomputation in the fleet); one that does not
+ * holds the reader as if another reader of its own had won, and its re-reads find the
+ * value wherever it is stored. A write of the key through a proxy deletes the lease key.
+ */
+
+/* prefix + key into out (room for LEASE_KEY_MAX): its length, or 0 when the key cannot
+ * be one (too long, or bytes a memcached text key cannot carry). */
+#define LEASE_KEY_MAX 320
+
+static size_t lease_fleet_key(const struct wpool *pool, const char *key, size_t klen, char *out)
+{
+    const char *prefix = pool->cp->leases.prefix;
+    size_t pl = strlen(prefix);
+    int redis = pool->cp->protocol == CONF_PROTO_REDIS;
+
+    if (pl + klen > (redis ? LEASE_KEY_MAX : 250))
+        return 0;
+    for (size_t i = 0; !redis && i < klen; i++)
+        if ((unsigned char)key[i] <= ' ' || (unsigned char)key[i] == 0x7f)
+            return 0;
+    memcpy(out, prefix, pl);
+    memcpy(out + pl, key, klen);
+    return pl + klen;
+}
+
+/* The connection key k's requests take (its server, by the pool's routing), or NULL. */
+static struct sconn *lease_conn(struct wpool *pool, const char *key, size_t klen,
+                                struct server **srv)
+{
+    struct route_key rk = { .bytes = key, .len = klen };
+    struct route rt;
+    const char *reason = NULL;
+
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, PROTO_RF_WRITE, 1, 0, pool->w->rr,
+                  uv_now(&pool->w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return NULL;
+    *srv = pool->servers[rt.to[0]];
+    return server_pick(*srv, rk.hash, 0, &reason);
+}
+
+/* The lease key is written by the proxy only: its request bytes and the command id its
+ * reply parses as. 0, or -1. */
+static int lease_fleet_take_req(const struct wpool *pool, const char *lk, size_t lkl,
+                                struct buf *out, uint16_t *cmd)
+{
+    char num[32];
+    uint32_t ttl = pool->cp->leases.ttl_ms;
+
+    if (pool->cp->protocol == CONF_PROTO_REDIS) {
+        const struct redis_command *set = redis_command_find("SET");
+        if (set == NULL)
+            return -1;
+        *cmd = (uint16_t)(set - redis_commands);
+        int n = snprintf(num, sizeof(num), "%u", ttl);
+        char hdr[64];
+        snprintf(hdr, sizeof(hdr), "*6\r\n$3\r\nSET\r\n$%zu\r\n", lkl);
+        char tail[96];
+        snprintf(tail, sizeof(tail), "\r\n$1\r\n1\r\n$2\r\nNX\r\n$2\r\nPX\r\n$%d\r\n%s\r\n",
+                 n, num);
+        return buf_append_str(out, hdr) < 0 || buf_append(out, lk, lkl) < 0 ||
+               buf_append_str(out, tail) < 0 ? -1 : 0;
+    }
+    *cmd = MEMCACHE_CMD_ADD;
+    snprintf(num, sizeof(num), " 0 %u 1\r\n1\r\n", (ttl + 999) / 1000);
+    return buf_append_str(out, "add ") < 0 || buf_append(out, lk, lkl) < 0 ||
+           buf_append_str(out, num) < 0 ? -1 : 0;
+}
+
+/* Ask for l's fleet-wide lease: 0 when asked (lease_take_done answers), -1 when it cannot
+ * be (the lease is then this proxy's alone). */
+static int lease_fleet_take(struct lease_table *t, struct lease *l)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    char lk[LEASE_KEY_MAX];
+    size_t lkl = lease_fleet_key(pool, l->key, l->klen, lk);
+    struct server *srv;
+    struct sconn *s = lkl > 0 ? lease_conn(pool, l->key, l->klen, &srv) : NULL;
+    uint16_t cmd;
+
+    if (s == NULL)
+        return -1;
+    struct msg *om = msg_get(w);
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (lease_fleet_take_req(pool, lk, lkl, &s->conn.obuf, &cmd) < 0 ||
+        lease_record(om, l->key, l->klen, "", 0) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = cmd;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = buf_len(&s->conn.obuf) - before;
+    om->watch = &t->take;
+    t->take.keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer (lease_take_done) */
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, om->req_bytes);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/* The lease key goes (a write of the key passed): the next expiry's first miss takes it. */
+static void lease_fleet_release(struct lease_table *t, const char *key, size_t klen)
+{
+    struct wpool *pool = t->pool;
+    char lk[LEASE_KEY_MAX];
+    size_t lkl;
+    struct server *srv;
+    struct sconn *s;
+    uint16_t cmd;
+
+    if (pool->cp->leases.prefix[0] == 0 || pool->ops->invalidate == NULL ||
+        (lkl = lease_fleet_key(pool, key, klen, lk)) == 0 ||
+        (s = lease_conn(pool, key, klen, &srv)) == NULL)
+        return;
+    struct msg *dm = msg_get(pool->w);
+    if (dm == NULL)
+        return;
+    size_t before = buf_len(&s->conn.obuf);
+    if (pool->ops->invalidate(lk, lkl, &s->conn.obuf, &cmd) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(pool->w, dm);
+        return;
+    }
+    dm->role = MSG_DISCARD;     /* its reply is swallowed */
+    dm->cmd = cmd;
+    dm->req_bytes = buf_len(&s->conn.obuf) - before;
+    sconn_enqueue(s, dm);
+    sconn_mark(pool->w, s);
+}
+
+/* The lease ends (its key was stored, deleted, seen on the server, or its ttl passed):
+ * every read it held is sent again, in the order they were held. */
+static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why why)
+{
+    struct qnode list, *n;
+
+    queue_init(&list);
+    if (l->cand != NULL) {      /* its fleet-wide lease was still being asked for */
+        struct msg *m = l->cand;
+        l->cand = NULL;
+        lease_cand_clear(m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    while ((n = queue_first(&l->held)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    if (why == LEASE_END_STORE)
+        lease_fleet_release(t, l->key, l->klen);
+    lease_map_remove(&t->map, l);
+    /* The list is detached from the lease before any answer: answering may close a
+     * client, which touches no lease but releases nothing held either. */
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        if (m->client != NULL) {
+            lease_hold_time(t, m);
+            if (why == LEASE_END_STORE)
+                STATS_ADD(&t->pool->stats, lease_released_store, 1);
+            else
+                STATS_ADD(&t->pool->stats, lease_released_timeout, 1);
+        }
+        lease_resend(t, m, LEASE_M_READ);
+    }
+}
+
+/* Due: leases whose ttl passed end (released by timeout), held reads whose client went
+ * away are dropped, and each lease whose re-read is due sends its oldest held read again
+ * (held again on a miss, the key's readers released on a hit). */
+static void lease_timer_cb(uv_timer_t *h)
+{
+    struct lease_table *t = h->data;
+    uint64_t now = uv_now(h->loop);
+    struct qnode *n, *tmp, *mn, *mtmp;
+
+    t->due_ms = UINT64_MAX;
+    while ((n = queue_first(&t->map.age)) != NULL) {
+        struct lease *l = QUEUE_DATA(n, struct lease, age);
+        if (l->deadline_ms > now)
+            break;
+        lease_end(t, l, LEASE_END_TIMEOUT);
+    }
+    QUEUE_FOREACH_SAFE(n, tmp, &t->map.holding) {
+        struct lease *l = QUEUE_DATA(n, struct lease, holding);
+        QUEUE_FOREACH_SAFE(mn, mtmp, &l->held) {
+            struct msg *m = QUEUE_DATA(mn, struct msg, sq);
+            if (m->client == NULL || m->client->eof || m->client->closing) {
+                /* Its client closed (or sent its end, and would be kept open until
+                 * answered): it is sent now, unfollowed, and answered if still read. */
+                lease_unhold(t, l, m);
+                STATS_ADD(&t->pool->stats, lease_dropped, 1);
+                lease_resend(t, m, LEASE_M_NONE);
+            }
+        }
+        if (l->nheld == 0 || l->probe_ms > now)
+            continue;
+        struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
+        lease_unhold(t, l, m);
+        lease_probe_next(l, now);
+        STATS_ADD(&t->pool->stats, lease_rereads, 1);
+        lease_resend(t, m, LEASE_M_RESENT);
+    }
+    lease_arm(t);
+}
+
+/* The servers answered a fleet-wide lease request (or it failed: then the lease is this
+ * proxy's). Won: the candidate gets its miss and recomputes. Lost: another proxy's reader
+ * recomputes; the candidate is held. */
+static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_table *t = QUEUE_DATA(wt, struct lease_table, take);
+    struct wpool *pool = t->pool;
+    const char *key, *req, *r = buf_rptr(&om->rsp);
+    size_t klen, rlen, n = buf_len(&om->rsp);
+    int won = 1;
+
+    if (ok && !(om->flags & MSG_F_ERROR) &&
+        ((n == 12 && memcmp(r, "NOT_STORED\r\n", 12) == 0) ||
+         (n == 5 && memcmp(r, "$-1\r\n", 5) == 0) || (n == 3 && memcmp(r, "_\r\n", 3) == 0)))
+        won = 0;
+    struct lease *l = lease_recorded(om, &key, &klen, &req, &rlen) == 0
+                      ? lease_map_find(&t->map, key, klen) : NULL;
+    if (l != NULL && l->cand != NULL) {
+        struct msg *m = l->cand;
+        l->cand = NULL;
+        if (m->client == NULL) {
+            m->lease = LEASE_M_NONE;
+            m->state = MSG_DONE;
+            msg_release(w, m);
+        } else if (won) {
+            STATS_ADD(&pool->stats, leases_won, 1);
+            m->lease = LEASE_M_NONE;
+            msg_complete(w, m);         /* its miss, kept */
+        } else {
+            STATS_ADD(&pool->stats, lease_fleet_lost, 1);
+            lease_hold(t, l, m, 1, uv_now(&w->loop));
+        }
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
+static void lease_timer_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void lease_free(struct wpool *wp)
+{
+    struct lease_table *t = wp->lease;
+    struct qnode *n, *mn;
+
+    if (t == NULL)
+        return;
+    wp->lease = NULL;
+    QUEUE_FOREACH(n, &t->map.age) {
+        struct lease *l = QUEUE_DATA(n, struct lease, age);
+        if (l->cand != NULL) {
+            lease_cand_clear(l->cand);
+            queue_insert_tail(&l->held, &l->cand->sq);
+            l->nheld++;
+            t->nheld++;
+            l->cand = NULL;
+        }
+        while ((mn = queue_first(&l->held)) != NULL) {
+            struct msg *m = QUEUE_DATA(mn, struct msg, sq);
+            lease_unhold(t, l, m);
+            m->lease = LEASE_M_NONE;
+            if (m->client == NULL) {
+                m->state = MSG_DONE;
+                msg_release(wp->w, m);
+            } else {
+                /* a client of another pool whose key routed here (routes:), and a
+                 * reload removed this pool */
+                m->state = MSG_NEW;
+                msg_fail(wp->w, m, PROTO_ERR_SERVER, "the key's pool was removed");
+            }
+        }
+    }
+    lease_map_clear(&t->map);
+    if (uv_is_closing((uv_handle_t *)&t->timer))
+        free(t);                /* closed with the loop (the worker's end) */
+    else
+        uv_close((uv_handle_t *)&t->timer, lease_timer_closed);
+}
+
+/* ------------------------------------------------------------------ collapse_gets */
+
+/*
+ * m, a read that leads identical gets (collapse.c), missed: its followers would each get
+ * a copy of the miss, and each recompute. They are held on l instead (they were
+ * recorded as m was, before collapse joined them), or, past max_waiters, answered with
+ * the miss now.
+ */
+static void lease_take_followers(struct lease_table *t, struct lease *l, struct msg *m,
+                                 uint64_t now_ms)
+{
+    struct worker *w = t->pool->w;
+    uint32_t max = t->pool->cp->leases.max_waiters;
+
+    if (!(m->flags & MSG_F_LEADER))
+        return;
+    struct msg *f = m->waiters;
+    m->waiters = NULL;
+    m->flags &= (uint16_t)~MSG_F_LEADER;
+    while (f != NULL) {
+        struct msg *next = f->waiters;
+        f->waiters = NULL;
+        f->flags &= (uint16_t)~MSG_F_FOLLOWER;
+        if (f->client != NULL && f->lease == LEASE_M_READ && t->nheld < max) {
+            lease_hold(t, l, f, 1, now_ms);
+        } else {
+            if (f->client != NULL && f->lease == LEASE_M_READ)
+                STATS_ADD(&t->pool->stats, lease_overflow, 1);
+            f->lease = LEASE_M_NONE;
+            f->state = MSG_NEW;
+            msg_answer(w, f, buf_rptr(&m->rsp), buf_len(&m->rsp), 0);
+        }
+        f = next;
+    }
+}
+
+/* ------------------------------------------------------------------ the stage */
+
+static int lease_wanted(const struct conf_pool *cp, const struct conf_global *g)
+{
+    (void)g;
+    return cp->leases.ttl_ms > 0;
+}
+
+/*
+ * A single-key read (the protocol's collapsible get: memcached get, gets, mg without
+ * N, R, q, T; Redis GET) just written to s. Its key and bytes are recorded; while its
+ * key has a lease it is held (taken: the bytes are dropped), else it goes, followed
+ * (lease_reply). Reads a lease never holds: noreply, a session's (they never reach the
+ * write hook), a multi-key get's fragments (neither), a warm-up ask, a cluster pool's.
+ */
+static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *s,
+                             size_t before)
+{
+    struct msg *m = r->m;
+    struct wpool *pool = r->pool;
+    const struct conf_leases *cl = &pool->cp->leases;
+
+    if (wm != m || m->role != MSG_REQUEST || m->warm != MSG_WARM_NONE || pool->retain_req ||
+        (m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof || cl->ttl_ms == 0 ||
+        pool->ops->collapsible == NULL || !pool->ops->collapsible(r->req, r->buf))
+        return 0;
+    struct lease_table *t = lease_table_get(pool);
+    const struct buf *out = &s->conn.obuf;
+    if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, buf_rptr(out) + before,
+                                  buf_len(out) - before) < 0)
+        return 0;
+    struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
+                                   : NULL;
+    if (l != NULL && t->nheld < cl->max_waiters) {
+        lease_hold(t, l, m, 1, uv_now(&pool->w->loop));
+        lease_arm(t);
+        return STAGE_TAKEN;
+    }
+    /* Over max_waiters it goes: its miss (counted in lease_reply) is answered at once. */
+    m->lease = LEASE_M_READ;
+    m->flags |= MSG_F_STAGED;
+    return 0;
+}
+
+/*
+ * A write of a key (set, add, cas, ms, delete, SET, DEL, ...) was queued on s. A lease on
+ * the key ends when the write is answered (lease_reply): a re-read of the key sent before
+ * the write is answered before it, on the key's connection, and is held again instead of
+ * winning a new lease with a miss the write is about to end. A write without a reply
+ * (noreply), or of several keys, ends the leases now: the held reads go out behind it.
+ */
+static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn *s)
+{
+    struct lease_table *t = r->pool->lease;
+
+    (void)s;
+    if (t == NULL || t->map.n == 0 || !(r->req->flags & PROTO_RF_WRITE) || r->rk == NULL)
+        return;
+    int at_reply = r->req->nkeys == 1 && !(r->m->flags & MSG_F_NOREPLY) &&
+                   !(wm->flags & MSG_F_NOREPLY) && wm->lease == LEASE_M_NONE &&
+                   wm->warm == MSG_WARM_NONE;
+    for (uint32_t k = 0; k < r->req->nkeys; k++) {
+        struct lease *l = lease_map_find(&t->map, r->rk[k].bytes, r->rk[k].len);
+        if (l == NULL)
+            continue;
+        if (at_reply && lease_record(wm, r->rk[k].bytes, r->rk[k].len, "", 0) == 0) {
+            wm->lease = LEASE_M_WRITE;
+            wm->flags |= MSG_F_STAGED;
+            continue;
+        }
+        lease_end(t, l, LEASE_END_STORE);
+    }
+    lease_arm(t);
+}
+
+/* The reply of a write of a leased key (whatever it says: a failed add or cas leaves the
+ * value the re-reads find): the lease ends. */
+static void lease_write_done(struct msg *m)
+{
+    const char *key, *req;
+    size_t klen, rlen;
+
+    m->lease = LEASE_M_NONE;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    if (m->server == NULL)
+        return;
+    struct lease_table *t = m->server->pool->lease;
+    if (t == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+        return;
+    struct lease *l = lease_map_find(&t->map, key, klen);
+    if (l != NULL) {
+        lease_end(t, l, LEASE_END_STORE);
+        lease_arm(t);
+    }
+}
+
+/*
+ * A followed read's reply is complete (m has left its server's queue). A hit ends the
+ * key's lease (the value was stored, here or elsewhere). A miss with no lease on the
+ * key wins one: m gets the miss and its client recomputes. A miss while the key has a
+ * lease (m was sent before it began, or is a held read sent again) is held: 1 (taken).
+ */
+static int lease_reply(struct worker *w, struct msg *m)
+{
+    if (m->lease == LEASE_M_WRITE) {
+        lease_write_done(m);
+        return 0;
+    }
+    if (m->lease != LEASE_M_READ && m->lease != LEASE_M_RESENT)
+        return 0;
+    int fresh = m->lease == LEASE_M_READ;
+    m->lease = LEASE_M_NONE;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    if (m->server == NULL || m->client == NULL || m->state != MSG_SENT)
+        return 0;
+    struct wpool *pool = m->server->pool;
+    struct lease_table *t = pool->lease;
+    const char *key, *req;
+    size_t klen, rlen;
+    if (t == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+        return 0;
+    if (m->items > 0) {
+        struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
+        if (!fresh) {               /* a held read's re-read found the key stored */
+            lease_hold_time(t, m);
+            STATS_ADD(&pool->stats, lease_released_store, 1);
+        }
+        if (l != NULL) {
+            lease_end(t, l, LEASE_END_STORE);      /* stored where this proxy did not see */
+            lease_arm(t);
+        }
+        return 0;
+    }
+    if (!lease_is_miss(t, pool->ops, m))
+        return 0;                   /* an error: answered as it is */
+    const struct conf_leases *cl = &pool->cp->leases;
+    uint64_t now = uv_now(&w->loop);
+    struct lease *l = lease_map_find(&t->map, key, klen);
+    if (l == NULL) {
+        if (!fresh) {               /* a re-read out when its lease ran out */
+            lease_hold_time(t, m);
+            STATS_ADD(&pool->stats, lease_released_timeout, 1);
+        }
+        if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
+            (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
+            return 0;               /* no lease: the miss, as without leases */
+        if (cl->prefix[0] != 0 && lease_fleet_take(t, l) == 0) {
+            /* m waits, its miss kept, for the fleet's answer (lease_take_done) */
+            l->cand = m;
+            m->lease = LEASE_M_HELD;
+            m->sconn = NULL;
+            m->server = NULL;
+            lease_take_followers(t, l, m, now);
+            lease_arm(t);
+            return 1;
+        }
+        STATS_ADD(&pool->stats, leases_won, 1);
+        lease_take_followers(t, l, m, now);
+        lease_arm(t);
+        return 0;                   /* m won: its client gets the miss */
+    }
+    if (m->client->eof || m->client->closing) {
+        STATS_ADD(&pool->stats, lease_dropped, 1);     /* its client left: answered now */
+        return 0;
+    }
+    if (t->nheld >= cl->max_waiters) {
+        STATS_ADD(&pool->stats, lease_overflow, 1);
+        return 0;
+    }
+    lease_take_followers(t, l, m, now);
+    lease_hold(t, l, m, fresh, now);
+    lease_arm(t);
+    return 1;
+}
+
+const struct stage stage_lease = {
+    .name = "lease",
+    .wanted = lease_wanted,
+    .write = lease_stage_write,
+    .queued = lease_stage_queued,
+    .reply = lease_reply,
+};

@@ -1,0 +1,91 @@
+/* Leases (the pool key leases:): a missed key's first reader recomputes it, the other reads of the key wait for its store. */
+#ifndef RL_PROXY_LEASE_H
+#define RL_PROXY_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/queue.h"
+
+struct msg;
+struct wpool;
+
+/*
+ * What a cache-aside client sees (docs/routing.md, "Leases"):
+ *
+ *   get k ─▶ miss: no lease on k ──▶ the client gets the miss: it won the lease
+ *   get k ─▶ (lease on k) ─────────▶ held, not sent ─┐
+ *   get k ─▶ miss (sent before the lease) ──────────▶ held ─┤
+ *                                                           ├─▶ re-sent to the server,
+ *   set k ─▶ queued ─▶ the lease ends (released by store) ──┘   answered as if it arrived
+ *   ttl_ms passes ─▶ the lease ends (released by timeout) ──┘   then: the first miss among
+ *   a re-read (backing off) finds k stored ─────────────────┘   them wins the next lease
+ *
+ * A lease lives in the proxy's worker (one table per pool and worker); what crosses
+ * proxies is the store itself: a held reader's re-read finds the value a set through
+ * another proxy (or straight to the server) wrote.
+ */
+
+/* What the lease stage knows of a message (struct msg.lease). */
+enum lease_mark {
+    LEASE_M_NONE = 0,
+    LEASE_M_READ,       /* a read sent to its server: its reply decides (lease_reply) */
+    LEASE_M_RESENT,     /* a held read re-sent: held again on a miss (not counted again) */
+    LEASE_M_HELD,       /* waiting in a lease's list (linked through its sq) */
+    LEASE_M_WRITE       /* a write of a leased key: its reply ends the lease */
+};
+
+/* Re-reads of a held key back off from LEASE_PROBE_MIN_MS, doubling, to LEASE_PROBE_MAX_MS:
+ * a value stored without passing through this proxy releases its readers within about
+ * LEASE_PROBE_MAX_MS (plus a round trip). */
+#define LEASE_PROBE_MIN_MS 10u
+#define LEASE_PROBE_MAX_MS 100u
+
+/*
+ * One lease: key bytes, when it ends, its held reads. Pure bookkeeping (no I/O): the
+ * table below is what check_lease tests.
+ */
+struct lease {
+    struct lease *next;         /* hash chain */
+    struct qnode  age;          /* the table's leases in the order they were won */
+    struct qnode  holding;      /* in the table's list of leases with held reads */
+    struct qnode  held;         /* held messages, by their sq (oldest first) */
+    uint64_t      hash;
+    uint64_t      deadline_ms;  /* ttl_ms after it was won */
+    uint64_t      probe_ms;     /* the next re-read while reads are held */
+    uint32_t      backoff_ms;
+    uint32_t      nheld;
+    struct msg   *cand;         /* lease_prefix: the read whose miss asks the servers for the
+                                   fleet-wide lease (answered with its miss if won, else held) */
+    uint32_t      klen;
+    char          key[];
+};
+
+struct lease_map {
+    struct lease **bucket;      /* nbucket (a power of two) chains */
+    uint32_t       nbucket;
+    uint32_t       n;           /* leases */
+    struct qnode   age;         /* oldest first: deadline order for one ttl */
+    struct qnode   holding;     /* leases with held reads */
+};
+
+/* An empty map; 0 or -ENOMEM. lease_map_clear frees every lease (their held lists must
+ * be empty) and the buckets. */
+int  lease_map_init(struct lease_map *lm);
+void lease_map_clear(struct lease_map *lm);
+/* The lease of key[0..len), or NULL. */
+struct lease *lease_map_find(const struct lease_map *lm, const char *key, size_t len);
+/* A new lease of key (not in the map) ending at deadline_ms; NULL without memory. */
+struct lease *lease_map_add(struct lease_map *lm, const char *key, size_t len,
+                            uint64_t deadline_ms);
+/* Take l out of the map and free it (its held list must be empty). */
+void lease_map_remove(struct lease_map *lm, struct lease *l);
+/* When something is next due (a lease's end, a re-read of a held key), or UINT64_MAX. */
+uint64_t lease_map_next_due(const struct lease_map *lm);
+/* The next re-read time after a re-read at now: the backoff doubles up to the cap. */
+uint64_t lease_probe_next(struct lease *l, uint64_t now_ms);
+
+/* A pool is freed: its held reads (their clients are gone) and leases with it. */
+void lease_free(struct wpool *wp);
+
+#endif

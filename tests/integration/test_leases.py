@@ -1,0 +1,501 @@
+"""test_leases.py: leases — cache-aside clients recompute an expired key about once per expiry, every reply exact.
+
+What each test proves, against real memcached and redis-server:
+  stampede_memcache_two_proxies
+      CLIENTS cache-aside clients (get; on a miss 20 ms of "database", then set) over two
+      proxies in front of the same three memcached (one with collapse_gets too), the key
+      expiring (deleted at its server) CYCLES times: at most 2 recomputations per expiry
+      (one lease per proxy), every hit the bytes a winner stored in that cycle. The
+      waiting clients' p50/p99 is printed, not asserted.
+  stampede_memcache_fleet_lease
+      the same with lease_prefix: the lease is taken from memcached (`add`), one win
+      between the two proxies per expiry (at most 2 asserted).
+  fleet_lease_memcache, fleet_lease_redis
+      two proxies with lease_prefix: a miss at the second proxy while the first one's
+      client holds the fleet-wide lease is held, not a second winner, and gets the value
+      stored through the first proxy; the lease key is deleted with the store.
+  stampede_redis
+      the same through one proxy in front of redis-server: at most 2 per expiry.
+  collapse_and_leases
+      collapse_gets and leases together: gets of a missing key that arrive at once (the
+      proxy stopped while they are sent) share one backend get; its miss wins the lease
+      for one client only, the collapsed followers are held and get the stored value.
+  winner_never_sets
+      the winner never stores: the held readers are released after ttl_ms (not before),
+      exactly one of them gets the miss (the new winner) and the others are held again,
+      then get the value that winner stores.
+  store_straight_to_server
+      a set written to memcached directly (no proxy sees it) releases the held readers
+      well before ttl_ms: the re-reads, backing off to 100 ms, find it.
+  stop_while_held
+      a proxy stopped while it holds reads (and has leases, a re-read out) exits cleanly:
+      status 0, nothing from the sanitizers in its output (the held reads are freed with
+      their pool); and so does every proxy of the file.
+  limits
+      a held reader that disconnects is dropped; the winner disconnecting does not end
+      the lease; past max_waiters a read is answered at once (counted); a multi-key get
+      and a noreply get are never held; a delete through the proxy releases the readers
+      (one of them wins the next lease).
+"""
+
+import os
+import random
+import signal
+import socket
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import Memcached, Proxy, Raw, Redis, Runner, check, eq  # noqa: E402
+
+R = Runner("test_leases", per_test_timeout=60, total_timeout=240)
+
+CLIENTS = int(os.environ.get("RL_LEASE_CLIENTS", "200"))
+CYCLES = int(os.environ.get("RL_LEASE_CYCLES", "10"))
+COMPUTE_S = 0.020           # the "database" a winner asks
+LEASES = {"ttl_ms": 2000, "max_waiters": 10000}
+
+
+class Env(harness.Env):
+    def __init__(self):
+        self.mcs = [Memcached.start() for _ in range(3)]
+        self.rd = Redis.start()
+        self.backends = self.mcs + [self.rd]
+        self.proxies = []
+
+    def proxy(self, kind="memcache", leases=None, collapse=False, backends=None):
+        be = backends or (self.mcs if kind == "memcache" else [self.rd])
+        pool = {"hash": "fnv1a_64", "distribution": "ketama", "timeout": 4000,
+                "server_connections": 1, "collapse_gets": collapse,
+                "servers": ["%s:1 s%d" % (b.hostport(), i) for i, b in enumerate(be)]}
+        if leases is not None:
+            pool["leases"] = leases
+        if kind == "redis":
+            pool["redis"] = True
+        px = Proxy({"p": pool}, workers=1, dump=lambda pools: harness.ydump(pools) + "\n")
+        self.proxies.append(px)
+        return px
+
+    def close(self):
+        for px in self.proxies:
+            px.stop()
+        super().close()
+
+
+def pstats(px):
+    return px.stats()["p"]
+
+
+def wait_stat(px, name, want, what, timeout=10):
+    """Until the pool's counter `name` reaches want (bounded)."""
+    deadline = time.monotonic() + harness.patience(timeout)
+    while True:
+        got = pstats(px)[name]
+        if got >= want:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError("%s: %s is %d, not %d" % (what, name, got, want))
+        time.sleep(0.01)
+
+
+def mc_reply(key, value):
+    return b"VALUE %s 0 %d\r\n%s\r\nEND\r\n" % (key, len(value), value)
+
+
+def rd_reply(value):
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def expire_everywhere(env, kind, key):
+    """The key expires: deleted at every server, no proxy sees it."""
+    if kind == "redis":
+        with env.rd.client() as c:
+            c.rd("DEL", key)
+        return
+    for m in env.mcs:
+        with m.client() as c:
+            c.mc(b"delete " + key)
+
+
+def stampede(env, kind, proxies):
+    """CLIENTS cache-aside clients over `proxies` for CYCLES expiries of one key. Returns
+    (recomputations per cycle, wait times of the clients that got a hit)."""
+    key = harness.unique("hot")
+    barrier = threading.Barrier(CLIENTS + 1, timeout=harness.patience(60))
+    stored = [set() for _ in range(CYCLES)]       # what the winners wrote, by cycle
+    replies = [[] for _ in range(CYCLES)]         # (client, reply bytes, seconds)
+    errors = []
+
+    def client(i):
+        px = proxies[i % len(proxies)]
+        try:
+            with Raw(px.addr("p"), timeout=harness.patience(20)) as c:
+                for cyc in range(CYCLES):
+                    barrier.wait()
+                    t0 = time.monotonic()
+                    if kind == "redis":
+                        c.send(harness.resp_encode("GET", key))
+                        raw = c.read_until(lambda b: harness.resp_parse(b, 0)[1]
+                                           if harness.resp_parse(b, 0) else None)
+                        miss = raw in (b"$-1\r\n", b"_\r\n")
+                    else:
+                        c.send(b"get " + key + b"\r\n")
+                        raw = c.read_until(harness.mc_values_len)
+                        miss = raw == b"END\r\n"
+                    waited = time.monotonic() - t0
+                    replies[cyc].append((i, raw, waited, miss))
+                    if miss:
+                        time.sleep(COMPUTE_S)       # the database
+                        value = b"c%d-%d-%s" % (cyc, i, os.urandom(8).hex().encode())
+                        stored[cyc].add(value)
+                        if kind == "redis":
+                            eq(c.rd("SET", key, value), "OK")
+                        else:
+                            eq(c.mc_store(b"set", key, value), b"STORED\r\n")
+                    barrier.wait()
+        except Exception as e:      # noqa: BLE001 - reported below
+            errors.append((i, repr(e)))
+            barrier.abort()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    try:
+        for cyc in range(CYCLES):
+            expire_everywhere(env, kind, key)
+            barrier.wait()          # go
+            barrier.wait()          # every client answered (and the winners stored)
+    except threading.BrokenBarrierError:
+        pass
+    for t in threads:
+        t.join(harness.patience(30))
+    eq(errors, [], "clients failed")
+    misses, waits = [], []
+    for cyc in range(CYCLES):
+        want = {(mc_reply(key, v) if kind != "redis" else rd_reply(v)) for v in stored[cyc]}
+        n = 0
+        for i, raw, waited, miss in replies[cyc]:
+            if miss:
+                n += 1
+                continue
+            check(raw in want, "cycle %d client %d: %r is not a value stored in the cycle"
+                  % (cyc, i, raw[:80]))
+            waits.append(waited)
+        eq(len(replies[cyc]), CLIENTS, "every client answered in cycle %d" % cyc)
+        misses.append(n)
+    return misses, waits
+
+
+def pct(xs, p):
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+def report(what, misses, waits):
+    print("  %s: %d clients, %d expiries: recomputations per expiry %s; waiting clients "
+          "p50 %.1f ms, p99 %.1f ms" % (what, CLIENTS, CYCLES, misses,
+                                        pct(waits, 0.5) * 1000, pct(waits, 0.99) * 1000))
+
+
+@R.test(ringleader=True)
+def stampede_memcache_two_proxies(env):
+    a = env.proxy("memcache", LEASES, collapse=True)
+    b = env.proxy("memcache", LEASES)
+    misses, waits = stampede(env, "memcache", [a, b])
+    report("memcached, two proxies, leases on", misses, waits)
+    check(max(misses) <= 2, "at most 2 recomputations per expiry: %s" % misses)
+    check(min(misses) >= 1, "every expiry recomputed: %s" % misses)
+    won = pstats(a)["leases_won"] + pstats(b)["leases_won"]
+    eq(won, sum(misses), "leases_won counts the recomputations")
+
+
+@R.test(ringleader=True)
+def stampede_memcache_fleet_lease(env):
+    fleet = dict(LEASES, lease_prefix="__rl_lease:")
+    a = env.proxy("memcache", fleet, collapse=True)
+    b = env.proxy("memcache", fleet)
+    misses, waits = stampede(env, "memcache", [a, b])
+    report("memcached, two proxies, lease_prefix (fleet-wide)", misses, waits)
+    check(max(misses) <= 2, "at most 2 recomputations per expiry: %s" % misses)
+    won = pstats(a)["leases_won"] + pstats(b)["leases_won"]
+    eq(won, sum(misses), "leases_won counts the recomputations")
+
+
+def fleet(env, kind):
+    """Two proxies with lease_prefix: the second proxy's reader of a key the first one's
+    client won is held (not a second winner), and gets the value stored through the
+    first proxy; the lease key is gone afterwards."""
+    conf = {"ttl_ms": 5000, "lease_prefix": "__rl_lease:"}
+    be = env.mcs[:1] if kind == "memcache" else [env.rd]
+    a, b = env.proxy(kind, conf, backends=be), env.proxy(kind, conf, backends=be)
+    key = harness.unique("fleet")
+    value = b"stored-through-a"
+    with a.client() as wa:
+        if kind == "redis":
+            eq(wa.rd("GET", key), None, "the first miss in the fleet wins")
+        else:
+            eq(wa.mc_get(b"get", key), [], "the first miss in the fleet wins")
+        rb = Raw(b.addr("p"), timeout=harness.patience(10))
+        rb.send(harness.resp_encode("GET", key) if kind == "redis" else b"get " + key + b"\r\n")
+        wait_stat(b, "lease_fleet_lost", 1, "the other proxy's miss lost the fleet lease")
+        check(pending(rb, 0.2), "and its reader is held")
+        if kind == "redis":
+            eq(wa.rd("SET", key, value), "OK")
+        else:
+            eq(wa.mc_store(b"set", key, value), b"STORED\r\n")
+    if kind == "redis":
+        eq(rb.read_resp(), value, "released with the value stored through the other proxy")
+    else:
+        eq(rb.read_until(harness.mc_values_len), mc_reply(key, value))
+    rb.close()
+    eq(pstats(a)["leases_won"], 1, "one win")
+    eq(pstats(b)["leases_won"], 0, "in the whole fleet")
+    lk = b"__rl_lease:" + key
+    with be[0].client() as d:
+        if kind == "redis":
+            eq(d.rd("EXISTS", lk), 0, "the lease key is deleted with the store")
+        else:
+            eq(d.mc_get(b"get", lk), [], "the lease key is deleted with the store")
+
+
+@R.test(ringleader=True)
+def fleet_lease_memcache(env):
+    fleet(env, "memcache")
+
+
+@R.test(ringleader=True)
+def fleet_lease_redis(env):
+    fleet(env, "redis")
+
+
+@R.test(ringleader=True)
+def stampede_redis(env):
+    px = env.proxy("redis", LEASES)
+    misses, waits = stampede(env, "redis", [px])
+    report("redis, one proxy, leases on", misses, waits)
+    check(max(misses) <= 2, "at most 2 recomputations per expiry: %s" % misses)
+    eq(pstats(px)["leases_won"], sum(misses), "leases_won counts the recomputations")
+
+
+def readers(px, key, n, cmd=b"get"):
+    """n connections that each send `cmd key` now; returns them (replies unread)."""
+    out = []
+    for _ in range(n):
+        c = Raw(px.addr("p"), timeout=harness.patience(10))
+        c.send(cmd + b" " + key + b"\r\n")
+        out.append(c)
+    return out
+
+
+def pending(c, wait=0.05):
+    """Whether c has received nothing (and is not closed) within `wait` seconds."""
+    if c.buf:
+        return False
+    c.sock.settimeout(wait)
+    try:
+        c.sock.recv(1, socket.MSG_PEEK)
+        return False
+    except (socket.timeout, BlockingIOError):
+        return True
+    finally:
+        c.sock.settimeout(harness.patience(10))
+
+
+def answered(conns, wait=0.1):
+    """The connections of conns that have something to read within `wait` seconds."""
+    import select
+    ready, _, _ = select.select([c.sock for c in conns if not c.buf], [], [], wait)
+    return [c for c in conns if c.buf or c.sock in ready]
+
+
+@R.test(ringleader=True)
+def collapse_and_leases(env):
+    px = env.proxy("memcache", {"ttl_ms": 5000}, collapse=True, backends=env.mcs[:1])
+    key = harness.unique("col")
+    n = 30
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(px.addr("p"), 5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        socks.append(s)
+    for _ in range(400):
+        if pstats(px)["client_connections"] >= n:
+            break
+        time.sleep(0.025)
+    os.kill(px.proc.pid, signal.SIGSTOP)
+    harness.wait_stopped(px.proc.pid)
+    try:
+        for s in socks:
+            s.sendall(b"get " + key + b"\r\n")
+        time.sleep(0.2)         # loopback delivery (the proxy reads them all at once)
+    finally:
+        os.kill(px.proc.pid, signal.SIGCONT)
+    # exactly one client gets the miss; the others are held
+    wait_stat(px, "leases_won", 1, "one miss wins")
+    wait_stat(px, "lease_reads_held", n - 1, "the others are held")
+    winner = None
+    for s in socks:
+        s.settimeout(0.05)
+        try:
+            got = s.recv(100)
+            eq(got, b"END\r\n", "the winner's miss")
+            check(winner is None, "two clients got the miss")
+            winner = s
+        except socket.timeout:
+            pass
+    check(winner is not None, "nobody got the miss")
+    value = b"collapsed-and-leased"
+    winner.settimeout(5)
+    winner.sendall(b"set %s 0 0 %d\r\n%s\r\n" % (key, len(value), value))
+    eq(winner.recv(100), b"STORED\r\n")
+    for s in socks:
+        if s is winner:
+            continue
+        s.settimeout(harness.patience(10))
+        buf = b""
+        while not buf.endswith(b"END\r\n"):
+            chunk = s.recv(4096)
+            check(chunk != b"", "closed")
+            buf += chunk
+        eq(buf, mc_reply(key, value), "a held follower gets the stored value")
+    for s in socks:
+        s.close()
+    st = pstats(px)
+    eq(st["leases_won"], 1, "one lease")
+    eq(st["lease_released_store"], n - 1, "released by the store")
+    check(st["collapsed_gets"] > 0, "the gets were collapsed too")
+
+
+@R.test(ringleader=True)
+def winner_never_sets(env):
+    ttl = 1000
+    px = env.proxy("memcache", {"ttl_ms": ttl}, backends=env.mcs[:1])
+    key = harness.unique("nw")
+    with px.client() as w:
+        eq(w.mc_get(b"get", key), [], "the first miss wins")
+        t_won = time.monotonic()
+        rs = readers(px, key, 5)
+        wait_stat(px, "lease_reads_held", 5, "held")
+        # released by the ttl: one of them (the first to miss again) is the new winner,
+        # and the others are held again (the next release is a whole ttl_ms away)
+        got = answered(rs, harness.patience(10))
+        elapsed = time.monotonic() - t_won
+        check(elapsed >= ttl / 1000.0 * 0.9, "released after ttl_ms (%.3f s)" % elapsed)
+        got = answered(rs, 0.05)
+        eq(len(got), 1, "exactly one released reader got an answer (the new winner)")
+        new = got[0]
+        eq(new.read_until(harness.mc_values_len), b"END\r\n", "the new winner's miss")
+        value = b"second-winner"
+        eq(new.mc_store(b"set", key, value), b"STORED\r\n")
+        for c in rs:
+            if c is not new:
+                eq(c.read_until(harness.mc_values_len), mc_reply(key, value),
+                   "held again, then the value")
+        for c in rs:
+            c.close()
+    st = pstats(px)
+    eq(st["lease_released_timeout"], 5, "the five were released by the ttl")
+    eq(st["leases_won"], 2, "one new winner")
+    eq(st["lease_reads_held"], 5 + 4, "the four held again are counted again")
+    eq(st["lease_released_store"], 4, "the second winner's set released the four")
+
+
+@R.test(ringleader=True)
+def store_straight_to_server(env):
+    ttl = 5000
+    px = env.proxy("memcache", {"ttl_ms": ttl}, backends=env.mcs[:1])
+    key = harness.unique("direct")
+    with px.client() as w:
+        eq(w.mc_get(b"get", key), [], "the first miss wins")
+    rs = readers(px, key, 4)
+    wait_stat(px, "lease_reads_held", 4, "held")
+    value = b"written-around-the-proxy"
+    with env.mcs[0].client() as direct:
+        eq(direct.mc_store(b"set", key, value), b"STORED\r\n")
+    t0 = time.monotonic()
+    for c in rs:
+        eq(c.read_until(harness.mc_values_len), mc_reply(key, value))
+        c.close()
+    took = time.monotonic() - t0
+    st = pstats(px)
+    eq(st["lease_released_store"], 4, "released because the key was seen stored")
+    eq(st["lease_released_timeout"], 0, "not by the ttl")
+    check(st["lease_rereads"] >= 1, "re-reads found it")
+    print("  a set straight to the server released the held readers in %.0f ms "
+          "(re-reads back off to 100 ms; ttl_ms %d)" % (took * 1000, ttl))
+
+
+@R.test(ringleader=True)
+def limits(env):
+    px = env.proxy("memcache", {"ttl_ms": 5000, "max_waiters": 3}, backends=env.mcs[:1])
+    key = harness.unique("lim")
+    w = Raw(px.addr("p"))
+    eq(w.mc_get(b"get", key), [], "the first miss wins")
+    rs = readers(px, key, 3)
+    wait_stat(px, "lease_reads_held", 3, "held")
+    # past max_waiters a read is answered at once, counted
+    with px.client() as c:
+        eq(c.mc_get(b"get", key), [], "past max_waiters: the miss at once")
+    eq(pstats(px)["lease_overflow"], 1, "counted")
+    # a held reader that disconnects is dropped (its place is free again)
+    rs.pop(0).close()
+    wait_stat(px, "lease_dropped", 1, "the closed reader is dropped")
+    rs += readers(px, key, 1)
+    wait_stat(px, "lease_reads_held", 4, "a new reader is held in its place")
+    # the winner disconnecting does not end the lease
+    w.close()
+    # a multi-key get is never held
+    with px.client() as c:
+        eq(c.mc_get(b"get", key, b"other-" + key), [], "a multi-key get is answered")
+    for c in rs:
+        check(pending(c, 0.2), "still held after the winner left")
+    # a delete through the proxy releases them: one wins the next lease, two are held
+    with px.client() as c:
+        eq(c.mc(b"delete " + key), b"NOT_FOUND\r\n")
+    wait_stat(px, "leases_won", 2, "a released reader wins the next lease")
+    wait_stat(px, "lease_reads_held", 6, "the other two are held again")
+    got = answered(rs)
+    eq(len(got), 1, "one released reader got the miss")
+    eq(got[0].read_until(harness.mc_values_len), b"END\r\n")
+    eq(got[0].mc_store(b"set", key, b"v"), b"STORED\r\n")
+    for c in rs:
+        if c is not got[0]:
+            eq(c.read_until(harness.mc_values_len), mc_reply(key, b"v"))
+        c.close()
+    eq(pstats(px)["lease_released_timeout"], 0, "nothing waited for the ttl")
+
+
+def clean_exit(px):
+    """Stop px: its status and what the sanitizers said, if anything."""
+    rc = px.stop()
+    with open(px.proc.log_path, "rb") as f:
+        out = f.read()
+    bad = [ln for ln in out.splitlines() if b"Sanitizer" in ln or b"runtime error" in ln]
+    return rc, bad[:5]
+
+
+@R.test(ringleader=True)
+def stop_while_held(env):
+    px = env.proxy("memcache", {"ttl_ms": 1000}, backends=env.mcs[:1])
+    key = harness.unique("stop")
+    w = Raw(px.addr("p"))
+    eq(w.mc_get(b"get", key), [], "the first miss wins")
+    rs = readers(px, key, 3)
+    wait_stat(px, "lease_reads_held", 3, "held")
+    wait_stat(px, "lease_rereads", 1, "a re-read")
+    rs[0].close()               # one reader gone, two still waiting when the stop comes
+    eq(clean_exit(px), (0, []), "stopped while holding reads")
+    for c in rs[1:] + [w]:
+        c.close()
+    for other in env.proxies:
+        if other is not px:
+            eq(clean_exit(other), (0, []), "every proxy of the file exits cleanly")
+
+
+if __name__ == "__main__":
+    R.main(Env)
