@@ -36,6 +36,7 @@ static void conf__pool_free(struct conf_pool *pool)
     }
     free(pool->cluster_zones);
     free(pool->shadow.pool);
+    conf__near_cache_free(&pool->near_cache);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
     for (uint32_t i = 0; i < pool->nservers; i++)

@@ -109,6 +109,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "shadow",               conf__set_shadow,   0, 0, 0, NULL, 1 },
     { "tls",                  conf__set_tls,      P(tls), 0, 0, NULL, 0 },
     { "server_tls",           conf__set_tls,      P(server_tls), 0, 0, NULL, 0 },
+    { "near_cache",           conf__set_near_cache, 0, 0, 0, NULL, 1 },
 };
 #undef P
 

@@ -18,6 +18,7 @@ static const struct stage *const stage_table[] = {
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
     &stage_collapse,        /* identical gets wait for one reply */
     &stage_shadow,          /* copies to a shadow pool */
+    &stage_nearcache,       /* gets answered from the proxy's copy; writes evict it */
 };
 
 _Static_assert(sizeof(stage_table) / sizeof(stage_table[0]) <= STAGE_MAX,

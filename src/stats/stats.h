@@ -79,6 +79,17 @@ struct json_t;
     ACTION(pubsub_closed,       COUNTER, "# subscribers closed: output over pubsub_output_limit, or a subscription connection lost") \
     ACTION(pubsub_dropped,      COUNTER, "# shard channels a Redis Cluster node unsubscribed (its slot moved away): the client got sunsubscribe") \
     ACTION(tls_reload_closed,   COUNTER, "# clients closed by a reload's tls: plaintext on a pool now TLS-only, or a certificate client_auth no longer admits") \
+    ACTION(near_cache_hits,     COUNTER, "# gets answered from the near cache") \
+    ACTION(near_cache_misses,   COUNTER, "# gets of near-cached keys forwarded: not kept, or not valid any more") \
+    ACTION(near_cache_fills,    COUNTER, "# values stored in the near cache") \
+    ACTION(near_cache_fill_races, COUNTER, "# fills not stored: an invalidation or a write came while the value was read") \
+    ACTION(near_cache_evict_invalidation, COUNTER, "# near-cache entries evicted by a server's invalidation (or flush)") \
+    ACTION(near_cache_evict_write, COUNTER, "# near-cache entries evicted by a write, delete, expire or flush through the proxy") \
+    ACTION(near_cache_evict_ring, COUNTER, "# near-cache entries evicted because their key's owner changed (reload, cluster map, failover)") \
+    ACTION(near_cache_evict_conn, COUNTER, "# near-cache entries evicted because their server's tracking connection was lost") \
+    ACTION(near_cache_evict_lru, COUNTER, "# near-cache entries evicted for room (size) or past ttl_ms") \
+    ACTION(near_cache_bytes,    GAUGE,   "bytes held by the near cache") \
+    ACTION(near_cache_entries,  GAUGE,   "# values held by the near cache") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \
