@@ -699,6 +699,15 @@ static void nc_write(struct nearcache *nc, struct stage_req *r, int all)
         r->m->watch = &wr->watch;
 }
 
+void nearcache_write(struct wpool *wp, struct msg *m, const struct proto_req *req,
+                     const struct route_key *rk)
+{
+    struct stage_req r = { .pool = wp, .m = m, .req = req, .rk = rk };
+
+    if (wp->view.shared != NULL && req->nkeys > 0)
+        nc_write(wp->nc, &r, 0);
+}
+
 /* ------------------------------------------------------------------ the stage */
 
 static int nc_wanted(const struct conf_pool *cp, const struct conf_global *g)

@@ -18,4 +18,12 @@ struct wpool;
  */
 void nearcache_drop(struct wpool *wp);
 
+/* A write of a session (session.c: inside MULTI, after WATCH), its keys placed in rk:
+ * evicted and marked as the stage does for a write outside sessions, before it is sent. */
+struct msg;
+struct proto_req;
+struct route_key;
+void nearcache_write(struct wpool *wp, struct msg *m, const struct proto_req *req,
+                     const struct route_key *rk);
+
 #endif

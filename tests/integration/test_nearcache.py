@@ -179,6 +179,25 @@ def writes_through_proxy_then_read_elsewhere(env):
 
 
 @R.test(ringleader=True)
+def transaction_writes(env):
+    """A write inside MULTI/EXEC evicts before it is sent: the client's next GET, and
+    every other connection's, returns the value the transaction wrote."""
+    px = env.px
+    with px.client("rd") as c, px.client("rd") as o:
+        for i in range(300):
+            v = b"t%d" % i
+            eq(o.rd("GET", "tx"), None if i == 0 else b"t%d" % (i - 1))
+            eq(o.rd("GET", "tx"), None if i == 0 else b"t%d" % (i - 1))
+            c.send(b"*1\r\n$5\r\nMULTI\r\n*3\r\n$3\r\nSET\r\n$2\r\ntx\r\n$%d\r\n%s\r\n"
+                   b"*1\r\n$4\r\nEXEC\r\n*2\r\n$3\r\nGET\r\n$2\r\ntx\r\n" % (len(v), v))
+            eq(c.read_resp(), "OK")
+            eq(c.read_resp(), "QUEUED")
+            eq(c.read_resp(), ["OK"])
+            eq(c.read_resp(), v, "GET after EXEC on the same connection")
+            eq(o.rd("GET", "tx"), v, "GET after EXEC on another connection")
+
+
+@R.test(ringleader=True)
 def flushall_through_proxy(env):
     px = env.own_proxy({"rd": dict(rd_pool([env.rd]), allow_flush=True)}, workers=2)
     with px.client("rd") as c, px.client("rd") as c2:
