@@ -5,6 +5,14 @@ What each test proves, against real redis-server and memcached:
       a value read once is served from the proxy: 40 GETs reach the server at most twice
       (the client's first GET and the fill), RESP2 and RESP3 clients get the bytes the
       server sends, a missing key (null) and a wrong type (error) are never kept.
+  hot_keys_only
+      keys: hot: a key the hot-key sketch names is served from the cache, keys read a
+      few times are never kept.
+  transaction_writes
+      a write inside MULTI/EXEC evicts before it is sent: the next GET on that connection
+      and on another returns the transaction's value (300 rounds).
+  flushall_through_proxy
+      FLUSHALL through the proxy empties the cache of every worker at once.
   writes_through_proxy_then_read_elsewhere
       two workers, 1,500 pairs: SET k v_i on one connection, then GET k on another
       (either worker): always v_i, though k is cached all along (0 stale); DEL, EXPIRE
@@ -176,6 +184,28 @@ def writes_through_proxy_then_read_elsewhere(env):
     finally:
         for s in writers + readers:
             s.close()
+
+
+@R.test(ringleader=True)
+def hot_keys_only(env):
+    """keys: hot (the default): a key read often enough for the hot-key sketch to name it
+    is served from the cache; keys read a few times are never kept."""
+    px = env.own_proxy({"rd": rd_pool([env.rd], keys="hot")}, workers=1)
+    with px.client("rd") as c:
+        eq(c.rd("SET", "hot1", "h"), "OK")
+        for i in range(10):
+            eq(c.rd("SET", "cold%d" % i, "c"), "OK")
+        # the sketch is read again once a second: bounded polling, not a sleep
+        deadline = time.monotonic() + patience(10)
+        while nc(px, "rd", "hits") == 0 and time.monotonic() < deadline:
+            for _ in range(20):
+                eq(c.rd("GET", "hot1"), b"h")
+        check(nc(px, "rd", "hits") > 0, "the hot key was never served from the cache")
+        for i in range(10):
+            for _ in range(3):
+                eq(c.rd("GET", "cold%d" % i), b"c")
+        eq(nc(px, "rd", "entries"), 1, "values held (the hot key only)")
+    px.stop()
 
 
 @R.test(ringleader=True)
