@@ -7,7 +7,12 @@
   a write-heavy mix (1:1 GET:SET over 10,000 keys, uniform: the cache cannot help):
       the same figures, to show what the cache costs when it does not serve.
 
+  --callgrind: instructions (callgrind Ir) per GET of the hot key at P1, one connection,
+      off vs on (keys: all), from the difference of two runs (N and 3N requests), so
+      the proxy's start, warm-up and stop cancel out: less noisy than CPU time on a busy box.
+
 Usage: scripts/bench_nearcache.py [--requests N] [--connections N] [--keys-mode hot|all]
+                                  [--callgrind [--callgrind-requests N]]
 Binaries: $RINGLEADER or build/release/ringleader, $RLBENCH or build/release/tools/rlbench.
 Every process it starts is stopped by its PID when it exits. docs/nearcache.md has figures.
 """
@@ -76,11 +81,43 @@ def backend_gets(port):
     return 0
 
 
+def callgrind_ir(rl, rlb, work, rport, on, n):
+    """Ir of a proxy (under callgrind) serving n GETs of key:0, start and stop included."""
+    port, sport = free_port(), free_port()
+    tag = "%s-%d" % ("on" if on else "off", n)
+    conf = os.path.join(work, "cg-%s.yml" % tag)
+    with open(conf, "w") as f:
+        f.write("bench:\n  listen: 127.0.0.1:%d\n  redis: true\n  timeout: 60000\n"
+                "  servers: [\"127.0.0.1:%d:1\"]\n" % (port, rport))
+        if on:
+            f.write("  near_cache: {size: 64MiB, keys: all}\n")
+    out = os.path.join(work, "cg-%s.out" % tag)
+    p = subprocess.Popen(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, rl,
+                          "-c", conf, "-s", str(sport), "-a", "127.0.0.1", "--workers", "1",
+                          "-o", os.path.join(work, "cg-%s.log" % tag)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, p, 120)
+        subprocess.run([rlb, "--proto", "redis", "--port", str(port), "-c", "1", "--keys", "1",
+                        "-n", str(n), "--expect-hits"], check=True, capture_output=True,
+                       timeout=900)
+    finally:
+        p.terminate()
+        p.wait(300)
+    with open(out) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise SystemExit("no callgrind totals in " + out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=200000)
     ap.add_argument("--connections", type=int, default=10)
     ap.add_argument("--keys-mode", default="hot", choices=["hot", "all"])
+    ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--callgrind-requests", type=int, default=5000)
     a = ap.parse_args()
     rl = os.environ.get("RINGLEADER", os.path.join(TOP, "build/release/ringleader"))
     rlb = os.environ.get("RLBENCH", os.path.join(TOP, "build/release/tools/rlbench"))
@@ -93,6 +130,17 @@ def main():
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(r)
         wait_listening(rport, r)
+        if a.callgrind:
+            subprocess.run([rlb, "--proto", "redis", "--port", str(rport), "--keys", "1",
+                            "--prefill-only", "-c", "1"], check=True, capture_output=True)
+            n = a.callgrind_requests
+            print("| near_cache | Ir per GET of one hot key (P1, 1 connection) |")
+            print("|---|---:|")
+            for on in (False, True):
+                lo = callgrind_ir(rl, rlb, work, rport, on, n)
+                hi = callgrind_ir(rl, rlb, work, rport, on, 3 * n)
+                print("| %s | %.0f |" % ("on" if on else "off", (hi - lo) / (2.0 * n)))
+            return 0
         proxies = {}
         for name, on in (("off", False), ("on", True)):
             port, sport = free_port(), free_port()
