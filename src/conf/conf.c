@@ -37,6 +37,7 @@ static void conf__pool_free(struct conf_pool *pool)
     free(pool->cluster_zones);
     free(pool->shadow.pool);
     free(pool->discovery);
+    conf__near_cache_free(&pool->near_cache);
     conf__tls_free(pool->tls);
     conf__tls_free(pool->server_tls);
     conf__sentinel_free(pool->sentinel);

@@ -54,6 +54,18 @@ struct conf_leases {
                                named prefix + key ("": per proxy) */
 };
 
+/* near_cache: values kept by the proxy (src/proxy/nearcache.c, docs/nearcache.md) */
+enum conf_nc_keys { CONF_NC_HOT, CONF_NC_ALL, CONF_NC_PREFIX };
+struct conf_near_cache {
+    int      on;            /* the pool has a near_cache section */
+    uint64_t size;          /* bytes over all workers: 64 MiB */
+    uint64_t max_value;     /* larger replies are never kept: 64 KiB */
+    uint32_t ttl_ms;        /* Redis: 0 = until invalidated; memcached: required, > 0 */
+    enum conf_nc_keys keys; /* hot (default), all, or the prefixes below */
+    char   **prefixes;
+    uint32_t nprefixes;
+};
+
 struct conf_route {
     char *prefix;       /* key prefix */
     char *pool;         /* target pool name */
@@ -148,6 +160,7 @@ struct conf_pool {
     enum conf_collapse collapse_gets; /* off (default), queued (true), inflight */
     struct conf_leases leases;    /* leases: (proxy/lease.c) */
     struct conf_shadow shadow;
+    struct conf_near_cache near_cache;
     struct conf_route *routes;
     uint32_t nroutes;
     /* Redis Cluster (redis_cluster: true): servers are seeds until the snapshot

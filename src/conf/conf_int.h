@@ -149,6 +149,9 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
 const char *conf__set_shadow(struct conf_ctx *c, const struct conf_command *cmd,
                              yaml_node_t *node, void *obj);
 void conf__tls_free(struct conf_tls *t);
+const char *conf__set_near_cache(struct conf_ctx *c, const struct conf_command *cmd,
+                                 yaml_node_t *node, void *obj);   /* conf_nearcache.c */
+void conf__near_cache_free(struct conf_near_cache *nc);
 const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
                           yaml_node_t *node, void *obj);
 

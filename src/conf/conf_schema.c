@@ -113,6 +113,7 @@ static const struct conf_command conf_pool_commands[] = {
     { "sentinel",             conf__set_sentinel, P(sentinel), 0, 0, NULL, 0 },
     { "resolve_interval",     conf__set_u32,      P(resolve_interval_s), 1, 86400, NULL, 0 },
     { "discovery",            conf__set_discovery, P(discovery), 0, 0, NULL, 0 },
+    { "near_cache",           conf__set_near_cache, 0, 0, 0, NULL, 1 },
 };
 #undef P
 

@@ -720,9 +720,14 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
             stage_sent(&kp->chain, &r, 0);
         break;
     }
-    case PROTO_REQ_BROADCAST:
+    case PROTO_REQ_BROADCAST: {
+        /* the request hooks see a broadcast too (rk NULL): a flush evicts near-cached keys */
+        struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf };
+        if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
+            break;
         forward_fanout(c, pool, m, req, buf, NULL, FANOUT_ALL, NULL);
         break;
+    }
     case PROTO_REQ_INDEXED:
         forward_indexed(c, m, req, buf);
         break;

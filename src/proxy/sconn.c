@@ -688,7 +688,8 @@ static int sconn_sub_unit(struct sconn *s, struct qnode *first)
     struct msg *m = first != NULL ? QUEUE_DATA(first, struct msg, sq) : NULL;
     struct proto_rsp rsp;
 
-    if (!(s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+    int tracked = s->pinned != NULL && s->pinned->ops->unsolicited != NULL;
+    if (!(s->parser.flags & PROTO_PF_SUBSCRIBED) && !tracked) {
         sconn_garbage(s, "unsolicited reply from server", p, len);
         return -1;
     }
@@ -698,6 +699,15 @@ static int sconn_sub_unit(struct sconn *s, struct qnode *first)
         return 0;
     if (rc < 0) {
         sconn_garbage(s, "malformed reply from server", p, len);
+        return -1;
+    }
+    if ((rsp.flags & PROTO_SF_PUSH) && !(s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+        s->pinned->ops->unsolicited(s->pinned, s, p, rsp.hdr_len);   /* tracked */
+        buf_consume(in, rsp.hdr_len);
+        return 1;
+    }
+    if (!(s->parser.flags & PROTO_PF_SUBSCRIBED)) {
+        sconn_garbage(s, "unsolicited reply from server", p, rsp.hdr_len);
         return -1;
     }
     if (rsp.flags & PROTO_SF_PUSH) {
@@ -772,6 +782,12 @@ static void sconn_process(struct sconn *s)
         if (rc < 0) {
             sconn_garbage(s, "malformed reply from server", p, len);
             return;
+        }
+        if ((rsp.flags & PROTO_SF_PUSH) && s->pinned != NULL &&
+            s->pinned->ops->unsolicited != NULL) {
+            s->pinned->ops->unsolicited(s->pinned, s, p, rsp.hdr_len);  /* tracked */
+            buf_consume(in, rsp.hdr_len);
+            continue;
         }
         if (rsp.flags & PROTO_SF_PUSH) {
             sconn_push_dropped(s, p, rsp.hdr_len);  /* a push nobody asked for: dropped */

@@ -57,6 +57,9 @@ struct sconn_holder_ops {
     /* ... the server's own unsubscription of `name` (its slot moved): 1 when h takes it
      * so, 0 when it is the reply to an unsubscription h asked for */
     int  (*dropped)(struct sconn_holder *h, struct sconn *s, const struct proto_name *name);
+    /* s, pinned by h and not subscribed: a push unit p[0..n) (RESP3 `>`, such as the
+     * invalidations of CLIENT TRACKING), between or before replies (nearcache.c) */
+    void (*unsolicited)(struct sconn_holder *h, struct sconn *s, const char *p, size_t n);
 };
 struct sconn_holder {
     const struct sconn_holder_ops *ops;

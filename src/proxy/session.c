@@ -10,6 +10,7 @@
 #include "proxy/client.h"
 #include "proxy/forward.h"
 #include "proxy/msg.h"
+#include "proxy/nearcache.h"
 #include "proxy/rejoin.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
@@ -289,6 +290,8 @@ static void session_spoil(struct session *sess)
 static int session_note_write(struct session *sess, struct msg *m, const struct proto_req *req,
                               const struct route_key *rk)
 {
+    if ((req->flags & PROTO_RF_WRITE) && sess->pool->cp->near_cache.on)
+        nearcache_write(sess->pool, m, req, rk);    /* evicted before it is sent */
     if (!(req->flags & PROTO_RF_WRITE) || sess->srv == sess->owner || req->nkeys == 0)
         return 0;
     if (!health_up(sess->pool->view.health[sess->owner->index])) {

@@ -19,6 +19,7 @@ static const struct stage *const stage_table[] = {
     &stage_lease,           /* reads of a missed key wait for its first reader's store */
     &stage_collapse,        /* identical gets wait for one reply */
     &stage_shadow,          /* copies to a shadow pool */
+    &stage_nearcache,       /* gets answered from the proxy's copy; writes evict it */
 };
 
 _Static_assert(sizeof(stage_table) / sizeof(stage_table[0]) <= STAGE_MAX,

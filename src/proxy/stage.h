@@ -42,7 +42,7 @@ struct stage_req {
     struct msg             *m;        /* the client's request */
     const struct proto_req *req;
     const char             *buf;      /* the request's bytes (req's offsets are into it) */
-    const struct route_key *rk;       /* req->nkeys placed keys (none for a broadcast) */
+    const struct route_key *rk;       /* req->nkeys placed keys (NULL for a broadcast) */
     struct route           *rt;       /* the route decision, from the routed hook on */
     const uint32_t         *owner;    /* a split request: each key's server, else NULL */
     uint32_t                marks;
@@ -125,5 +125,6 @@ extern const struct stage stage_warmup;        /* warmup.c */
 extern const struct stage stage_collapse;      /* collapse.c */
 extern const struct stage stage_lease;         /* lease.c */
 extern const struct stage stage_shadow;        /* shadow.c */
+extern const struct stage stage_nearcache;     /* nearcache.c */
 
 #endif

@@ -16,6 +16,7 @@
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/lease.h"
+#include "proxy/nearcache.h"
 #include "proxy/rejoin.h"
 #include "proxy/snapshot.h"
 #include "state/registry.h"
@@ -120,6 +121,7 @@ static void wpool_free(struct wpool *wp)
 {
     if (queue_linked(&wp->retired_link))
         queue_remove(&wp->retired_link);
+    nearcache_drop(wp);
     cworker_free(wp->cworker);
     lease_free(wp);
     if (wp->hold != NULL)
@@ -290,6 +292,7 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
     struct qnode *n, *tmp;
 
     listener_close(wp);
+    nearcache_drop(wp);         /* releases its tracking connections: the servers can close */
     wp->retired = 1;
     snapshot_ref(old);
     wp->hold = old;
@@ -357,6 +360,7 @@ static int wpool_update(struct worker *w, struct wpool *wp, struct snapshot *sna
     struct qnode *n;
     int rc = 0;
 
+    nearcache_drop(wp);         /* its ring, servers or settings may change: all evicted */
     wpool_bind(wp, snap, i);
     if (wpool_servers(w, wp) < 0) {
         log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);

@@ -23,6 +23,7 @@
 
 struct client;
 struct cworker;
+struct nearcache;
 struct msg;
 struct pool_shared;
 struct hub;
@@ -90,6 +91,7 @@ struct wpool {
     struct msg_watch         shadow_watch; /* its uncompared copies report here (shadow.c) */
     uint8_t                  pins_seen;  /* a client took a pinned connection here: the
                                             servers in use keep ready ones (server.c) */
+    struct nearcache        *nc;         /* near_cache: this worker's store (nearcache.c) */
 };
 
 struct worker {

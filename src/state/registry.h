@@ -8,6 +8,7 @@
 
 /* State of a pool shared by every worker (atomics), kept across reloads by name. */
 #define POOL_SPILL_SLOTS 1024
+#define POOL_NC_SLOTS    16384   /* near_cache: write slots by key hash (nearcache.c) */
 
 struct pool_shared {
     atomic_uint clients;          /* client connections over all workers */
@@ -18,6 +19,9 @@ struct pool_shared {
     atomic_uint          spill_server[POOL_SPILL_SLOTS];
     atomic_uint          spill_sec[POOL_SPILL_SLOTS];
     atomic_uint_fast64_t shadow_log_s;  /* shadow compare: when a mismatch was last logged */
+    /* near_cache: per slot of keys, writes begun (high bits) and in flight (low bits), so a
+     * write through any worker makes every worker's copy of its keys invalid at once */
+    atomic_uint_fast64_t nc_slot[POOL_NC_SLOTS];
 };
 
 /*

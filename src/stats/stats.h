@@ -92,6 +92,17 @@ struct json_t;
     ACTION(lease_hold_le_100ms, COUNTER, "# released reads held 10 to 100 ms") \
     ACTION(lease_hold_le_1s,    COUNTER, "# released reads held 100 ms to 1 s") \
     ACTION(lease_hold_over_1s,  COUNTER, "# released reads held over 1 s") \
+    ACTION(near_cache_hits,     COUNTER, "# gets answered from the near cache") \
+    ACTION(near_cache_misses,   COUNTER, "# gets of near-cached keys forwarded: not kept, or not valid any more") \
+    ACTION(near_cache_fills,    COUNTER, "# values stored in the near cache") \
+    ACTION(near_cache_fill_races, COUNTER, "# fills not stored: an invalidation or a write came while the value was read") \
+    ACTION(near_cache_evict_invalidation, COUNTER, "# near-cache entries evicted by a server's invalidation (or flush)") \
+    ACTION(near_cache_evict_write, COUNTER, "# near-cache entries evicted by a write, delete, expire or flush through the proxy") \
+    ACTION(near_cache_evict_ring, COUNTER, "# near-cache entries evicted because their key's owner changed (reload, cluster map, failover)") \
+    ACTION(near_cache_evict_conn, COUNTER, "# near-cache entries evicted because their server's tracking connection was lost") \
+    ACTION(near_cache_evict_lru, COUNTER, "# near-cache entries evicted for room (size) or past ttl_ms") \
+    ACTION(near_cache_bytes,    GAUGE,   "bytes held by the near cache") \
+    ACTION(near_cache_entries,  GAUGE,   "# values held by the near cache") \
     STATS_TLS_CODEC(ACTION)                                                                 \
 
 #define STATS_SERVER_CODEC(ACTION)                                                          \

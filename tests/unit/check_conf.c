@@ -940,6 +940,48 @@ START_TEST(test_shadow)
 }
 END_TEST
 
+/* ------------------------------------------------------------ near_cache */
+
+START_TEST(test_near_cache)
+{
+    struct conf *c = load_ok(POOL_HEAD "  redis: true\n" ONE_SERVER "  near_cache: {}\n");
+    const struct conf_near_cache *nc = &c->pools[0].near_cache;
+    ck_assert_int_eq(nc->on, 1);
+    ck_assert_uint_eq(nc->size, 64u << 20);
+    ck_assert_uint_eq(nc->max_value, 64u << 10);
+    ck_assert_uint_eq(nc->ttl_ms, 0);
+    ck_assert_int_eq(nc->keys, CONF_NC_HOT);
+    conf_free(c);
+
+    c = load_ok(POOL_HEAD ONE_SERVER "  near_cache:\n    size: 16MiB\n    keys: [\"cfg:\", u]\n"
+                "    max_value: 1000\n    ttl_ms: 250\n");
+    nc = &c->pools[0].near_cache;
+    ck_assert_uint_eq(nc->size, 16u << 20);
+    ck_assert_uint_eq(nc->max_value, 1000);
+    ck_assert_uint_eq(nc->ttl_ms, 250);
+    ck_assert_int_eq(nc->keys, CONF_NC_PREFIX);
+    ck_assert_uint_eq(nc->nprefixes, 2);
+    ck_assert_str_eq(nc->prefixes[0], "cfg:");
+    ck_assert_str_eq(nc->prefixes[1], "u");
+    conf_free(c);
+
+    c = load_ok(POOL_HEAD ONE_SERVER);
+    ck_assert_int_eq(c->pools[0].near_cache.on, 0);
+    conf_free(c);
+
+    load_err(POOL_HEAD ONE_SERVER "  near_cache: {size: 1MiB}\n", "t.yml:5:",
+             "near_cache of a memcached pool needs ttl_ms > 0");
+    load_err(POOL_HEAD "  redis: true\n" ONE_SERVER "  near_cache: {size: 1TB}\n", "t.yml:",
+             "is not a byte count");
+    load_err(POOL_HEAD "  redis: true\n" ONE_SERVER "  near_cache: {keys: some}\n", "t.yml:",
+             "keys 'some' is not hot, all or a list of prefixes");
+    load_err(POOL_HEAD "  redis: true\n" ONE_SERVER "  near_cache: {ttl: 1}\n", "t.yml:",
+             "unknown key 'ttl' in near_cache");
+    load_err(POOL_HEAD "  redis: true\n" ONE_SERVER "  near_cache: {size: 100}\n", "t.yml:",
+             "is under 4096 bytes");
+}
+END_TEST
+
 #define CL_HEAD "cl:\n  listen: 127.0.0.1:22122\n  redis_cluster: true\n" \
                 "  servers:\n   - 10.0.0.1:7000:1\n   - 10.0.0.2:7000:1\n"
 
@@ -1122,6 +1164,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_error_many_are_counted);
     tcase_add_test(tc, test_example_files);
     tcase_add_test(tc, test_shadow);
+    tcase_add_test(tc, test_near_cache);
     tcase_add_test(tc, test_redis_cluster_pool);
     tcase_add_test(tc, test_redis_cluster_errors);
     tcase_add_test(tc, test_derive_servers);
