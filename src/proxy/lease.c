@@ -789,7 +789,9 @@ static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *
     struct wpool *pool = r->pool;
     const struct conf_leases *cl = &pool->cp->leases;
 
+    /* a read in a database SELECT chose is not held: a lease is a key of the pool's own */
     if (wm != m || m->role != MSG_REQUEST || m->warm != MSG_WARM_NONE || pool->retain_req ||
+        m->db != 0 ||
         (m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof || cl->ttl_ms == 0 ||
         pool->ops->collapsible == NULL || !pool->ops->collapsible(r->req, r->buf))
         return 0;
@@ -823,7 +825,8 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
     struct lease_table *t = r->pool->lease;
 
     (void)s;
-    if (t == NULL || t->map.n == 0 || !(r->req->flags & PROTO_RF_WRITE) || r->rk == NULL)
+    if (t == NULL || t->map.n == 0 || !(r->req->flags & PROTO_RF_WRITE) || r->rk == NULL ||
+        r->m->db != 0)                  /* another database's key of that name */
         return;
     int at_reply = r->req->nkeys == 1 && !(r->m->flags & MSG_F_NOREPLY) &&
                    !(wm->flags & MSG_F_NOREPLY) && wm->lease == LEASE_M_NONE &&

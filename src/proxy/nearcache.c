@@ -810,7 +810,9 @@ static enum stage_verdict nc_request(struct stage_req *r)
             nc_write(nc, r, 0);
         return STAGE_PASS;
     }
-    if (r->rk == NULL)
+    /* the cache holds the pool's database: a client that SELECTed another reads the
+     * server (its writes above evict the name in any database: more than needed, safe) */
+    if (r->rk == NULL || r->m->db != 0)
         return STAGE_PASS;
     if (nc == NULL) {
         if (!pool->cp->near_cache.on || (nc = pool->nc = nc_create(pool)) == NULL)

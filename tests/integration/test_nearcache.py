@@ -30,6 +30,9 @@ What each test proves, against real redis-server and memcached:
       connection evicts its entries; reads through the proxy never return the old value.
   reload_moves_keys
       a reload that moves keys to another server: reads return the new owner's value.
+  selected_database
+      a client that SELECTed another database reads that database's value, never the
+      pool database's cached copy of the same name.
   memcached_ttl
       memcached pool with ttl_ms: hits from the proxy; writes through the proxy are seen
       at once; a write made elsewhere is seen once ttl_ms has passed; a memcached pool
@@ -409,6 +412,22 @@ def memcached_ttl(env):
     r = subprocess.run([binary("ringleader"), "-t", "-c", bad], capture_output=True, timeout=30)
     check(r.returncode != 0, "a memcached near_cache without ttl_ms was accepted")
     check(b"ttl_ms" in r.stdout + r.stderr, "the error names ttl_ms: %r" % (r.stdout + r.stderr))
+
+
+@R.test(ringleader=True)
+def selected_database(env):
+    px = env.px
+    with px.client("rd") as c, px.client("rd") as c2, env.rd.client() as d:
+        eq(c.rd("SET", "sdb", "db0"), "OK")
+        eq(c.rd("GET", "sdb"), b"db0")
+        wait_for(lambda: nc(px, "rd", "entries") >= 1, "the fill")
+        eq(c.rd("GET", "sdb"), b"db0")              # served from the cache
+        eq(d.rd("SELECT", "2"), "OK")
+        eq(d.rd("SET", "sdb", "db2"), "OK")         # the same name in database 2
+        eq(c2.rd("SELECT", "2"), "OK")
+        for _ in range(5):
+            eq(c2.rd("GET", "sdb"), b"db2", "GET after SELECT 2")
+        eq(c.rd("GET", "sdb"), b"db0", "the pool's database")
 
 
 if __name__ == "__main__":
