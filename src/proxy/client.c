@@ -108,12 +108,32 @@ void client_publish(struct client *c)
     atomic_store_explicit(&p->tot, client_mem_usage(c), memory_order_relaxed);
 }
 
+/*
+ * CLIENT LIST's line of c, kept current where it matters: a client in a transaction, a
+ * session or a subscription, paused or closing (whose flags and counts change with its
+ * requests), or one that just changed state, publishes at every sync; a plain client's
+ * byte counts (qbuf, obl, omem, ...) are published by its worker's tick, once a second
+ * (worker.c), and at accept: publishing them at every read and flush was a sixth of a
+ * plain GET's instructions.
+ */
+#define CLIENT_PUB_BUSY (1u << 16)
+static inline void client_publish_sync(struct client *c)
+{
+    uint32_t st = (c->parser.flags & (PROTO_PF_VARIANT | PROTO_PF_ATOMIC | PROTO_PF_SUBSCRIBED)) |
+                  (c->pubsub != NULL || c->nsessions != 0 || c->paused || c->eof || c->closing
+                       ? CLIENT_PUB_BUSY : 0);
+    if (st == c->pub_state && !(st & ~(uint32_t)PROTO_PF_VARIANT))
+        return;
+    c->pub_state = st;
+    client_publish(c);
+}
+
 /* Bring the proxy-wide count up to date with this client's use (in steps,
  * so the shared counter is touched rarely; `exact` on close). */
 static inline void client_mem_sync(struct client *c, int exact)
 {
     if (!exact)
-        client_publish(c);
+        client_publish_sync(c);
     size_t now = exact ? 0 : client_mem_usage(c);
     int64_t delta = (int64_t)now - (int64_t)c->mem_reported;
 
@@ -1188,6 +1208,7 @@ void client_accept(struct listener *l)
     client_parser_conf(c);
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
+    c->pub_state = c->parser.flags & PROTO_PF_VARIANT;
     client_publish(c);
     client_read_start(c);
 }

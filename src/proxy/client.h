@@ -88,6 +88,8 @@ struct client {
     uint64_t            linger_until;
     uint8_t             sniffed;        /* its first bytes were looked at (client_sniff) */
     struct client_pub   pub;            /* what other workers read (CLIENT LIST) */
+    uint32_t            pub_state;      /* the state pub was last published in
+                                           (client_publish_sync) */
     atomic_int          kill;           /* CLIENT KILL from any worker: 1 close now, 2 end
                                            after its replies (the killer itself) */
 };

@@ -582,6 +582,9 @@ static void worker_tick_cb(uv_timer_t *t)
         QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
             client_check_timeouts(QUEUE_DATA(n, struct client, link), now);
     }
+    /* CLIENT LIST's numbers of plain clients (client_publish_sync) */
+    QUEUE_FOREACH_SAFE(n, tmp, &w->clients)
+        client_publish(QUEUE_DATA(n, struct client, link));
     /* Every server: a reload may have turned TLS off while a handshake runs. */
     QUEUE_FOREACH_SAFE(n, tmp, &w->servers)
         server_check_handshakes(QUEUE_DATA(n, struct server, link), now);
