@@ -2,7 +2,8 @@
 of a master, one replica and two redis-sentinel processes: the replica SENTINEL REPLICAS
 lists serves reads through the proxy (its INFO commandstats counts them), no write of the
 proxy reaches it (none refused with READONLY there, every write answered OK), and once it
-is SIGKILLed reads succeed again (on the master) as soon as it is seen down."""
+is SIGKILLed reads succeed again (on the master) as soon as it is seen down; back, it is
+read from again; the master SIGKILLed, the promoted replica is the pool's master."""
 
 import os
 import sys
@@ -204,6 +205,45 @@ def replica_killed(env):
             eq(c.rd("GET", k), b"v")
         eq(c.rd("SET", k, "w"), "OK")
     eq(calls(env.master, "get") - g_master, 10, "every read on the master")
+
+
+@R.test
+def replica_back_then_master_killed(env):
+    """The replica restarted: the sentinels' -sdown has it read from again. Then a SIGKILL
+    of the master: the sentinels promote the replica, which becomes the pool's master (not
+    a replica of itself: no replica is left to read from) and serves reads and writes."""
+    old = env.master
+    back = Redis.start(port=env.replica.port, extra=["--replicaof", "127.0.0.1", str(old.port)])
+    env.more_backends.append(back)
+    want = "replicas of '%s' that serve reads: %s" % (MASTER, back.hostport())
+    published = env.proxy.log_tail(100000).count(want)
+    wait_for("the replica read from again", lambda: env.proxy.log_tail(100000).count(want) >
+             published, 30)
+    g = calls(back, "get")
+    with env.proxy.client() as c:
+        for _ in range(10):
+            eq(c.rd("GET", "nothing-" + unique().decode()), None)
+    check(calls(back, "get") - g >= 3, "the returned replica serves reads")
+    nones = env.proxy.log_tail(100000).count("replicas of '%s' that serve reads: none" % MASTER)
+    old.proc.kill()
+
+    def written():
+        try:
+            with env.proxy.client() as c:
+                return c.rd("SET", "after-failover", "x") == "OK"
+        except (OSError, EOFError):
+            return False
+    wait_for("a write through the promoted replica", written, 30)
+    st = env.proxy.stats()["sess"]
+    eq(st["sentinel_master"], back.hostport(), "the promoted replica is the master")
+    none = "replicas of '%s' that serve reads: none" % MASTER
+    wait_for("no replica to read from", lambda: env.proxy.log_tail(100000).count(none) >
+             nones, 15)
+    with env.proxy.client() as c:
+        for _ in range(5):
+            eq(c.rd("GET", "after-failover"), b"x")
+    with back.client() as c:
+        eq(c.rd("GET", "after-failover"), b"x")
 
 
 if __name__ == "__main__":
