@@ -217,8 +217,10 @@ def replica_back_then_master_killed(env):
     env.more_backends.append(back)
     want = "replicas of '%s' that serve reads: %s" % (MASTER, back.hostport())
     published = env.proxy.log_tail(100000).count(want)
+    t0 = time.monotonic()
     wait_for("the replica read from again", lambda: env.proxy.log_tail(100000).count(want) >
              published, 30)
+    print("  the restarted replica read from again after %.2f s" % (time.monotonic() - t0))
     g = calls(back, "get")
     with env.proxy.client() as c:
         for _ in range(10):
@@ -226,6 +228,7 @@ def replica_back_then_master_killed(env):
     check(calls(back, "get") - g >= 3, "the returned replica serves reads")
     nones = env.proxy.log_tail(100000).count("replicas of '%s' that serve reads: none" % MASTER)
     old.proc.kill()
+    t0 = time.monotonic()
 
     def written():
         try:
@@ -234,6 +237,8 @@ def replica_back_then_master_killed(env):
         except (OSError, EOFError):
             return False
     wait_for("a write through the promoted replica", written, 30)
+    print("  writes succeed on the promoted replica %.2f s after the SIGKILL of the master"
+          % (time.monotonic() - t0))
     st = env.proxy.stats()["sess"]
     eq(st["sentinel_master"], back.hostport(), "the promoted replica is the master")
     none = "replicas of '%s' that serve reads: none" % MASTER
