@@ -108,7 +108,7 @@ struct conf_sentinel {
     uint32_t naddrs;
     char    *auth;                /* sentinel_auth: AUTH to the sentinels; NULL: none */
     char    *username;            /* sentinel_username; NULL: default */
-    enum conf_read_from read_from;  /* primary (any-live: refused for now) */
+    enum conf_read_from read_from;  /* primary, or any-live: reads to live replicas too */
 };
 
 struct conf_pool {

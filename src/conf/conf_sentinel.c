@@ -110,12 +110,6 @@ const char *conf__set_sentinel(struct conf_ctx *c, const struct conf_command *cm
         return conf__why(c, "sentinel needs master: the name the sentinels monitor (e.g. mymaster)");
     if (s->naddrs == 0)
         return conf__why(c, "sentinel needs sentinels: a list of host:port");
-    if (s->read_from == CONF_READ_ANY_LIVE) {
-        c->errnode = values[4];
-        return conf__why(c, "read_from: any-live is not supported for sentinel pools yet (replicas "
-                         "from SENTINEL REPLICAS are not followed); use primary: every request "
-                         "goes to the master");
-    }
     return NULL;
 }
 

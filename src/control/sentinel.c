@@ -26,12 +26,14 @@
 #define SENTINEL_BUILD_RETRY_MS  1000   /* a snapshot could not be built */
 #define SENTINEL_LOG_EVERY_MS    60000  /* a pool whose rounds keep failing: a line a minute */
 #define SENTINEL_SWITCH_CHANNEL  "+switch-master"
+#define SENTINEL_SDOWN_CHANNEL   "+sdown"       /* a replica (or master) seen down */
+#define SENTINEL_UNSDOWN_CHANNEL "-sdown"       /* ... and up again */
 
 /* ------------------------------------------------------------------ records */
 
 struct sentinel_registry;
 
-enum sentinel_phase { SENTINEL_IDLE, SENTINEL_ASKING, SENTINEL_CONFIRMING };
+enum sentinel_phase { SENTINEL_IDLE, SENTINEL_ASKING, SENTINEL_CONFIRMING, SENTINEL_LISTING };
 
 struct sentinel {
     struct qnode             link;
@@ -45,8 +47,12 @@ struct sentinel {
     char                    *s_user, *s_pass;   /* sentinel_username / sentinel_auth */
     char                    *m_user, *m_pass;   /* the pool's redis_username / redis_auth */
     uint32_t                 step_ms;
-    /* the master in use (main thread; "" none) */
+    int                      any_live;      /* read_from: any-live: the replicas are followed */
+    /* the master in use (main thread; "" none) and, with any_live, its live replicas
+     * (sorted: a snapshot's server order does not depend on the sentinels' answer order) */
     char                     master[SENTINEL_ADDR_MAX];
+    char                     replicas[SENTINEL_REPLICAS_MAX][SENTINEL_ADDR_MAX];
+    uint32_t                 nreplicas;
     /* a round (main thread) */
     uv_loop_t               *loop;          /* the round's: the main loop, or a private one */
     int                      sync;          /* the round is a start-up one (no publish) */
@@ -56,6 +62,8 @@ struct sentinel {
     uint32_t                 tried;         /* sentinels asked this round */
     uint32_t                 asking;        /* the index asked now */
     char                     cand[SENTINEL_ADDR_MAX];   /* the address it named */
+    char                     cand_rep[SENTINEL_REPLICAS_MAX][SENTINEL_ADDR_MAX]; /* its replicas */
+    uint32_t                 ncand_rep;
     char                     round_err[1024];
     int                      active;
     uv_timer_t               timer;
@@ -128,7 +136,8 @@ static char *sentinel_key(const struct conf_pool *cp)
     int rc = 0;
 
     buf_init(&key);
-    rc |= buf_appendf(&key, "%s\001%d\001%s\001%s\001%s\001%s", cs->master, cp->timeout_ms,
+    rc |= buf_appendf(&key, "%s\001%d\001%d\001%s\001%s\001%s\001%s", cs->master, cp->timeout_ms,
+                      (int)cs->read_from,
                       cs->username ? cs->username : "", cs->auth ? cs->auth : "",
                       cp->redis_username ? cp->redis_username : "",
                       cp->redis_auth ? cp->redis_auth : "");
@@ -163,6 +172,7 @@ static int sentinel_configure(struct sentinel *sn, const struct conf_pool *cp)
         return -1;
     uint32_t t = cp->timeout_ms > 0 ? (uint32_t)cp->timeout_ms : SENTINEL_STEP_MAX_MS;
     sn->step_ms = RL_MIN(t, (uint32_t)SENTINEL_STEP_MAX_MS);
+    sn->any_live = cs->read_from == CONF_READ_ANY_LIVE;
     snprintf(sn->st.master_name, sizeof(sn->st.master_name), "%s", cs->master);
     return 0;
 }
@@ -258,6 +268,139 @@ static void sentinel_publish_timer_cb(uv_timer_t *t)
 /* ------------------------------------------------------------------ a round */
 
 static void sentinel_ask_next(struct sentinel *sn);
+static void sentinel_round_end(struct sentinel *sn, const char *addr);
+
+/* Whether the round's replicas differ from the ones in use (never without any_live). */
+static int sentinel_replicas_differ(const struct sentinel *sn)
+{
+    if (!sn->any_live)
+        return 0;
+    if (sn->ncand_rep != sn->nreplicas)
+        return 1;
+    for (uint32_t i = 0; i < sn->ncand_rep; i++)
+        if (strcmp(sn->cand_rep[i], sn->replicas[i]) != 0)
+            return 1;
+    return 0;
+}
+
+/* The round's replicas as "a, b" ("none") for the log. */
+static void sentinel_replicas_text(const struct sentinel *sn, char *out, size_t len)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < sn->ncand_rep && at < len; i++) {
+        int k = snprintf(out + at, len - at, "%s%s", i ? ", " : "", sn->cand_rep[i]);
+        if (k < 0)
+            break;
+        at += (size_t)k;
+    }
+    if (sn->ncand_rep == 0)
+        snprintf(out, len, "none (reads go to the master)");
+}
+
+static int sentinel_addr_cmp(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+/*
+ * One entry of SENTINEL REPLICAS (a flat list of field, value) into the round's list
+ * when the replica can serve reads: no s_down / o_down / disconnected flag, its link to
+ * the master "ok", a parsable address other than the master's, not listed already.
+ */
+static void sentinel_replica_take(struct sentinel *sn, const struct sentinel_resp *e)
+{
+    const char *ip = NULL, *port = NULL, *flags = NULL, *link = NULL;
+    char addr[SENTINEL_ADDR_MAX], aerr[200];
+    struct conf_addr a;
+
+    if (e->type != '*' || e->elem == NULL || sn->ncand_rep >= SENTINEL_REPLICAS_MAX)
+        return;
+    for (size_t i = 0; i + 1 < e->n; i += 2) {
+        const struct sentinel_resp *k = &e->elem[i], *v = &e->elem[i + 1];
+        if (k->type != '$' || v->type != '$' || k->str == NULL || v->str == NULL)
+            continue;
+        if (strcmp(k->str, "ip") == 0)
+            ip = v->str;
+        else if (strcmp(k->str, "port") == 0)
+            port = v->str;
+        else if (strcmp(k->str, "flags") == 0)
+            flags = v->str;
+        else if (strcmp(k->str, "master-link-status") == 0)
+            link = v->str;
+    }
+    if (ip == NULL || port == NULL || flags == NULL || link == NULL ||
+        strstr(flags, "s_down") != NULL || strstr(flags, "o_down") != NULL ||
+        strstr(flags, "disconnected") != NULL || strcmp(link, "ok") != 0)
+        return;
+    int v6 = strchr(ip, ':') != NULL;
+    snprintf(addr, sizeof(addr), "%s%s%s:%s", v6 ? "[" : "", ip, v6 ? "]" : "", port);
+    int ok = conf_parse_addr(addr, &a, aerr, sizeof(aerr)) == 0 && a.host != NULL;
+    conf_addr_free(&a);
+    if (!ok || strcmp(addr, sn->cand) == 0)
+        return;
+    for (uint32_t i = 0; i < sn->ncand_rep; i++)
+        if (strcmp(sn->cand_rep[i], addr) == 0)
+            return;
+    snprintf(sn->cand_rep[sn->ncand_rep++], SENTINEL_ADDR_MAX, "%s", addr);
+}
+
+/* The answer to SENTINEL REPLICAS: the round ends with the confirmed master and the live
+ * replicas; no answer keeps the replicas in use for the same master (none for another:
+ * they were its replicas) and the round still counts, the master being confirmed. */
+static void sentinel_listed(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err)
+{
+    struct sentinel *sn = arg;
+
+    sn->lk = NULL;
+    sn->ncand_rep = 0;
+    if (err == NULL && n == 1 && r[0]->type == '*' && r[0]->elem != NULL) {
+        for (size_t i = 0; i < r[0]->n; i++)
+            sentinel_replica_take(sn, &r[0]->elem[i]);
+        qsort(sn->cand_rep, sn->ncand_rep, sizeof(sn->cand_rep[0]), sentinel_addr_cmp);
+    } else if (!(err == NULL && n == 1 && r[0]->type == '*')) {
+        log_info("pool '%s': sentinel %s: SENTINEL REPLICAS %s: %.150s; %s", sn->pool,
+                 sn->addrs[sn->asking], sn->master_name,
+                 err ? err : (n == 1 && r[0]->type == '-' ? r[0]->str : "unexpected reply"),
+                 strcmp(sn->master, sn->cand) == 0 ? "the replicas in use are kept" :
+                 "reads go to the master");
+        if (strcmp(sn->master, sn->cand) == 0) {
+            memcpy(sn->cand_rep, sn->replicas, sizeof(sn->cand_rep));
+            sn->ncand_rep = sn->nreplicas;
+        }
+    }
+    sentinel_round_end(sn, sn->cand);
+}
+
+/* The master is confirmed: with any-live, ask the sentinel that named it for its
+ * replicas; else the round ends. */
+static void sentinel_confirmed(struct sentinel *sn)
+{
+    struct conf_addr a;
+    char aerr[200];
+
+    sn->ncand_rep = 0;
+    if (!sn->any_live) {
+        sentinel_round_end(sn, sn->cand);
+        return;
+    }
+    if (conf_parse_addr(sn->addrs[sn->asking], &a, aerr, sizeof(aerr)) == 0 && a.host != NULL) {
+        struct buf cmds;
+        buf_init(&cmds);
+        int skip = sentinel_resp_auth(&cmds, sn->s_user, sn->s_pass);
+        const char *q[3] = { "SENTINEL", "REPLICAS", sn->master_name };
+        if (skip >= 0 && sentinel_resp_command(&cmds, 3, q) == 0) {
+            sn->phase = SENTINEL_LISTING;
+            sn->lk = sentinel_link_start(sn->loop, a.host, a.port, &cmds, (uint32_t)skip,
+                                         (uint32_t)skip + 1, sn->step_ms, sentinel_listed,
+                                         NULL, sn);
+        }
+        buf_free(&cmds);
+    }
+    conf_addr_free(&a);
+    if (sn->lk == NULL)
+        sentinel_listed(sn, NULL, 0, "cannot ask (out of memory)");
+}
 
 /* The round ended: addr is the confirmed master, or NULL (sn->round_err says why). */
 static void sentinel_round_end(struct sentinel *sn, const char *addr)
@@ -288,6 +431,7 @@ static void sentinel_round_end(struct sentinel *sn, const char *addr)
     sn->fail_logged_ms = 0;
     sn->fail_rounds = 0;
     int changed = strcmp(sn->master, addr) != 0;
+    int rchanged = sentinel_replicas_differ(sn);
     uv_mutex_lock(&sn->mu);
     sn->st.rounds++;
     sn->st.last_error[0] = '\0';
@@ -297,7 +441,29 @@ static void sentinel_round_end(struct sentinel *sn, const char *addr)
         sn->st.switched_at_us = util_wall_us();
     }
     snprintf(sn->st.master, sizeof(sn->st.master), "%s", addr);
+    if (rchanged && !changed && sn->master[0] != '\0')
+        sn->st.replica_changes++;
+    sn->st.replicas = sn->ncand_rep;
     uv_mutex_unlock(&sn->mu);
+    if (rchanged) {
+        char list[1024];
+        sentinel_replicas_text(sn, list, sizeof(list));
+        if (!sn->sync || changed)
+            log_notice("pool '%s': replicas of '%s' that serve reads: %s (sentinel %s)",
+                       sn->pool, sn->master_name, list, sn->addrs[sn->asking]);
+        memcpy(sn->replicas, sn->cand_rep, sizeof(sn->replicas));
+        sn->nreplicas = sn->ncand_rep;
+    }
+    if (!changed && rchanged) {
+        /* the same master, other replicas: a new snapshot (no key moves: every key is
+         * the master's) */
+        sn->backoff_ms = SENTINEL_BACKOFF_MIN_MS;
+        if (!sn->sync) {
+            sentinel_publish(reg);
+            sentinel_schedule(sn, 0);
+        }
+        return;
+    }
     if (!changed) {
         sn->backoff_ms = RL_MIN(sn->backoff_ms * 2, (uint32_t)SENTINEL_BACKOFF_MAX_MS);
         if (!sn->sync)
@@ -332,7 +498,7 @@ static void sentinel_roled(void *arg, struct sentinel_resp *const *r, uint32_t n
         r[0]->elem[0].type == '$' && r[0]->elem[0].str != NULL &&
         strcmp(r[0]->elem[0].str, "master") == 0) {
         sn->first = sn->asking;
-        sentinel_round_end(sn, sn->cand);
+        sentinel_confirmed(sn);
         return;
     }
     if (err != NULL)
@@ -561,11 +727,22 @@ static void sentinel_count_subs(struct sentinel_registry *reg)
 }
 
 /* News for the pools that follow master `name` through this sentinel. */
+/* msg: 0 a reconnect (news for all), 1 +switch-master, 2 a replica's +sdown / -sdown
+ * (news for the pools that read from replicas). */
 static void sentinel_sub_news(struct sentinel_sub *sub, const char *name, size_t len, int msg)
 {
     struct qnode *n;
     QUEUE_FOREACH(n, &sub->reg->records) {
         struct sentinel *sn = QUEUE_DATA(n, struct sentinel, link);
+        if (msg == 2) {
+            if (sn->active && sn->any_live && sentinel_sub_matches(sub, sn) &&
+                strlen(sn->master_name) == len && memcmp(sn->master_name, name, len) == 0) {
+                log_info("pool '%s': sentinel %s: a replica of '%s' went down or up", sn->pool,
+                         sub->addr, sn->master_name);
+                sentinel_schedule(sn, SENTINEL_NEWS);
+            }
+            continue;
+        }
         if (!sn->active || !sentinel_sub_matches(sub, sn) ||
             (name != NULL && (strlen(sn->master_name) != len ||
                               memcmp(sn->master_name, name, len) != 0)))
@@ -599,10 +776,24 @@ static void sentinel_sub_push(void *arg, const struct sentinel_resp *r)
         return;
     }
     if (r->type != '*' || r->n != 3 || r->elem[0].str == NULL || r->elem[1].str == NULL ||
-        r->elem[2].str == NULL || strcmp(r->elem[0].str, "message") != 0 ||
-        strcmp(r->elem[1].str, SENTINEL_SWITCH_CHANNEL) != 0)
+        r->elem[2].str == NULL || strcmp(r->elem[0].str, "message") != 0)
         return;
     const char *payload = r->elem[2].str;
+    if (strcmp(r->elem[1].str, SENTINEL_SDOWN_CHANNEL) == 0 ||
+        strcmp(r->elem[1].str, SENTINEL_UNSDOWN_CHANNEL) == 0) {
+        /* "slave <ip>:<port> <ip> <port> @ <master> <ip> <port>": that master's pools
+         * that read from replicas ask again (a master's own +sdown: its failover will
+         * say +switch-master) */
+        const char *at = strstr(payload, " @ ");
+        if (strncmp(payload, "slave ", 6) != 0 || at == NULL)
+            return;
+        at += 3;
+        const char *end = strchr(at, ' ');
+        sentinel_sub_news(sub, at, end ? (size_t)(end - at) : strlen(at), 2);
+        return;
+    }
+    if (strcmp(r->elem[1].str, SENTINEL_SWITCH_CHANNEL) != 0)
+        return;
     const char *sp = strchr(payload, ' ');
     sentinel_sub_news(sub, payload, sp ? (size_t)(sp - payload) : strlen(payload), 1);
 }
@@ -611,9 +802,12 @@ static void sentinel_sub_push(void *arg, const struct sentinel_resp *r)
 static void sentinel_sub_confirmed(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err)
 {
     struct sentinel_sub *sub = arg;
-    if (err != NULL || n != 1 || r[0]->type != '*') {
+    int ok = err == NULL && n == 3;
+    for (uint32_t i = 0; ok && i < n; i++)
+        ok = r[i]->type == '*';
+    if (!ok) {
         log_info("sentinel %s: cannot subscribe to " SENTINEL_SWITCH_CHANNEL ": %s", sub->addr,
-                 err ? err : (n == 1 && r[0]->type == '-' ? r[0]->str : "unexpected reply"));
+                 err ? err : (n >= 1 && r[0]->type == '-' ? r[0]->str : "unexpected reply"));
         if (err == NULL)
             sentinel_link_cancel(sub->lk);      /* refused: the connection is of no use */
         sub->lk = NULL;
@@ -642,10 +836,12 @@ static void sentinel_sub_connect(struct sentinel_sub *sub)
         struct buf cmds;
         buf_init(&cmds);
         int skip = sentinel_resp_auth(&cmds, sub->user, sub->pass);
-        const char *q[2] = { "SUBSCRIBE", SENTINEL_SWITCH_CHANNEL };
-        if (skip >= 0 && sentinel_resp_command(&cmds, 2, q) == 0)
+        /* three confirmations: with AUTH's, within SENTINEL_REPLIES_MAX */
+        const char *q[4] = { "SUBSCRIBE", SENTINEL_SWITCH_CHANNEL, SENTINEL_SDOWN_CHANNEL,
+                             SENTINEL_UNSDOWN_CHANNEL };
+        if (skip >= 0 && sentinel_resp_command(&cmds, 4, q) == 0)
             sub->lk = sentinel_link_start(&p->loop, a.host, a.port, &cmds, (uint32_t)skip,
-                                  (uint32_t)skip + 1, SENTINEL_STEP_MAX_MS,
+                                  (uint32_t)skip + 3, SENTINEL_STEP_MAX_MS,
                                   sentinel_sub_confirmed, sentinel_sub_push, sub);
         buf_free(&cmds);
     }
@@ -738,6 +934,13 @@ static void sentinel_round_sync(struct sentinel *sn)
     uv_loop_close(&loop);
 }
 
+static void sentinel_servers_free(struct conf_server *s, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        conf_server_free(&s[i]);
+    free(s);
+}
+
 int sentinel_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
                            struct snapshot_pool *sp, char *err, size_t errlen)
 {
@@ -761,30 +964,48 @@ int sentinel_snapshot_pool(struct proxy *p, struct conf *conf, uint32_t pool,
                  "try again", cp->name, cp->sentinel->master);
         return -1;
     }
-    /* The pool's one server: the master, known by its name on the ring (a new address
-     * moves no key) */
-    struct conf_server *s = calloc(1, sizeof(*s));
+    /* The pool's first server: the master, known by its name on the ring (a new address
+     * moves no key); with any-live its replicas follow, known by their addresses */
+    uint32_t n = 1 + (sn->any_live ? sn->nreplicas : 0);
+    struct conf_server *s = calloc(n, sizeof(*s));
+    uint32_t *slots = NULL;
     char serr[200];
     if (s == NULL)
         goto nomem;
-    if (conf_server_init(s, sn->master, NULL, serr, sizeof(serr)) < 0) {
-        free(s);
-        snprintf(err, errlen, "pool '%s': master %s: %s", cp->name, sn->master, serr);
+    for (uint32_t i = 0; i < n; i++) {
+        if (conf_server_init(&s[i], i == 0 ? sn->master : sn->replicas[i - 1], NULL, serr,
+                             sizeof(serr)) == 0)
+            continue;
+        snprintf(err, errlen, "pool '%s': %s %s: %s", cp->name, i == 0 ? "master" : "replica",
+                 i == 0 ? sn->master : sn->replicas[i - 1], serr);
+        sentinel_servers_free(s, i);
         return -1;
     }
-    free(s->ident);
-    free(s->label);
-    s->ident = strdup(cp->sentinel->master);
-    s->label = strdup(cp->sentinel->master);
-    s->name = strdup(cp->sentinel->master);
-    if (s->ident == NULL || s->label == NULL || s->name == NULL) {
-        conf_server_free(s);
-        free(s);
-        goto nomem;
+    free(s[0].ident);
+    free(s[0].label);
+    s[0].ident = strdup(cp->sentinel->master);
+    s[0].label = strdup(cp->sentinel->master);
+    s[0].name = strdup(cp->sentinel->master);
+    if (s[0].ident == NULL || s[0].label == NULL || s[0].name == NULL)
+        goto nomem_servers;
+    if (sn->any_live) {
+        /* Every key is the master's whatever the replicas: a slot map of master only (the
+         * ring's one identity); a replica that fails is seen as down at once (reads avoid
+         * it), comes back when it answers, and a down master is no one's failover */
+        if ((slots = calloc(16384, sizeof(*slots))) == NULL)
+            goto nomem_servers;
+        struct conf_pool *dp = &conf->pools[pool];
+        dp->dist = DIST_SLOTS;
+        dp->eject = 1;
+        dp->rejoin = CONF_REJOIN_TRUST;
+        if (dp->on_down == CONF_ON_DOWN_FAILOVER)
+            dp->on_down = CONF_ON_DOWN_ERROR;
     }
-    conf_derive_servers(conf, pool, s, 1, NULL);
+    conf_derive_servers(conf, pool, s, n, slots);
     sp->sentinel = sn;
     return 0;
+nomem_servers:
+    sentinel_servers_free(s, n);
 nomem:
     snprintf(err, errlen, "out of memory");
     return -1;

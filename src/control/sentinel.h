@@ -23,6 +23,13 @@ struct snapshot_pool;
  *     ──▶ an address that differs and says ROLE master ──▶ snapshot rebuilt (the pool's one
  *     server, identity the master name, at the new address) ──▶ published as a reload is
  *
+ * read_from: any-live: a round that confirmed the master also asks that sentinel
+ * SENTINEL REPLICAS M (the replicas without s_down / o_down / disconnected whose link to
+ * the master is ok); +sdown / -sdown of a replica start a round too. The snapshot's
+ * servers are the master (index 0, owner of every key: one ring identity) then the
+ * replicas (sorted); route.c sends read-only commands to a live one of them in turn,
+ * everything else to the master. Another replica list is published as a master change is.
+ *
  * The proxy never publishes an address whose ROLE is not master.
  */
 
@@ -30,6 +37,7 @@ struct snapshot_pool;
 struct sentinel;
 
 #define SENTINEL_ADDR_MAX 300
+#define SENTINEL_REPLICAS_MAX 16    /* replicas of one master that serve reads (any-live) */
 
 /* Numbers for the stats (any thread). */
 struct sentinel_stats {
@@ -43,6 +51,8 @@ struct sentinel_stats {
     uint64_t requested[SENTINEL_WHY_COUNT];   /* workers' news */
     uint64_t switched_at_us;            /* wall clock of the last switch (0: none) */
     uint32_t subscribed;                /* of its sentinels, those whose pub/sub is live */
+    uint32_t replicas;                  /* read_from: any-live: live replicas in use */
+    uint64_t replica_changes;           /* replica lists published for the same master */
     char     last_error[256];           /* of the last failed round ("" after a good one) */
 };
 

@@ -68,6 +68,8 @@ enum proto_kind {
                                      * carry it and the replies the proxy writes are in it */
 #define PROTO_RF_NOAUTH     0x0400  /* an ERROR request refused because the client has not
                                      * authenticated (counted apart: refused_auth) */
+#define PROTO_RF_READ       0x0800  /* only reads (Redis: the command table's read flag, no
+                                     * script): a sentinel pool's replica may serve it */
 
 /*
  * Sessions: a run of one client's requests on a server connection of its own

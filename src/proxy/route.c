@@ -17,6 +17,8 @@ uint32_t route_walk(const struct route_pool *rp, uint32_t s)
 {
     const struct cluster_view *cv = rp->cluster;
 
+    if (rp->cp->sentinel != NULL)
+        return s == 0 && rp->nservers > 0 ? 0 : rp->nservers;  /* the master: replicas copy it */
     if (cv == NULL)
         return s < rp->nservers ? s : rp->nservers;
     for (; s < rp->nservers; s++)
@@ -403,12 +405,45 @@ static int route_down_write(const struct route_pool *rp, const struct route_key 
     return 1;
 }
 
+/*
+ * A sentinel pool with read_from any-live (servers: the master, then its live replicas):
+ * a read-only command goes to one of the master (when up) and the replicas that are up,
+ * in rotation; everything else to the master whatever its health (it fails fast when
+ * down, and the sentinels are asked again).
+ */
+static void route_sentinel(const struct route_pool *rp, uint16_t rflags, uint32_t rr,
+                           struct route *rt)
+{
+    uint32_t cand[RING_MAX_PREF], n = 0;
+
+    if (!(rflags & PROTO_RF_READ) || (rflags & PROTO_RF_WRITE) || rp->nservers < 2) {
+        route_send(rt, 0);
+        if (!route_up(rp, 0))
+            rt->probe = 0;
+        return;
+    }
+    for (uint32_t i = 0; i < rp->nservers && n < RING_MAX_PREF; i++)
+        if (route_up(rp, i))
+            cand[n++] = i;
+    if (n == 0) {
+        route_send(rt, 0);
+        rt->probe = 0;
+        return;
+    }
+    rt->events |= ROUTE_EV_RR;
+    route_send(rt, cand[rr % n]);
+}
+
 void route_request(const struct route_pool *rp, const struct route_key *rk, uint16_t rflags,
                    int single, int nokey, uint32_t rr, uint64_t now_ms, struct route *rt)
 {
     route_clear(rt);
     if (rp->cluster != NULL) {
         route_cluster(rp, rk, rflags, rr, rt);
+        return;
+    }
+    if (rp->cp->sentinel != NULL && rp->cp->sentinel->read_from == CONF_READ_ANY_LIVE) {
+        route_sentinel(rp, rflags, rr, rt);
         return;
     }
     if (rp->cp->replicas > 1 && !nokey && route_replicas(rp, rk, rflags, rr, rt))

@@ -153,8 +153,8 @@ def config_errors(env):
     """What a sentinel pool cannot have is refused by `ringleader -t`, with the reason."""
     cases = [
         ({"servers": ["127.0.0.1:6379:1"]}, "remove servers"),
-        ({"sentinel": {"master": MASTER, "sentinels": ["127.0.0.1:1"], "read_from": "any-live"}},
-         "any-live is not supported for sentinel pools yet"),
+        ({"sentinel": {"master": MASTER, "sentinels": ["127.0.0.1:1"],
+                       "read_from": "local-zone"}}, "is not one of: primary, any-live"),
         ({"sentinel": {"sentinels": ["127.0.0.1:1"]}}, "sentinel needs master"),
         ({"sentinel": {"master": MASTER, "sentinels": []}}, "expected a list of sentinel addresses"),
         ({"sentinel": {"master": MASTER, "sentinels": ["/tmp/s.sock"]}}, "not host:port"),

@@ -1110,8 +1110,13 @@ START_TEST(test_sentinel_pool)
     ck_assert_str_eq(p->redis_auth, "mpw");
     conf_free(c);
 
+    c = load_ok(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1]\n"
+                "    read_from: any-live\n");
+    ck_assert_int_eq(c->pools[0].sentinel->read_from, CONF_READ_ANY_LIVE);
+    ck_assert_int_eq(c->pools[0].replica_reads, 0);     /* no READONLY: not a cluster */
+    conf_free(c);
     load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: [127.0.0.1:1]\n"
-             "    read_from: any-live\n", "t.yml:", "any-live is not supported for sentinel pools");
+             "    read_from: local-zone\n", "t.yml:", "is not one of: primary, any-live");
     load_err(SN_HEAD "  sentinel:\n    sentinels: [127.0.0.1:1]\n", "t.yml:", "needs master");
     load_err(SN_HEAD "  sentinel:\n    master: m\n", "t.yml:", "needs sentinels");
     load_err(SN_HEAD "  sentinel:\n    master: m\n    sentinels: []\n", "t.yml:",
