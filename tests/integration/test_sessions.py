@@ -24,6 +24,7 @@ applied, as Redis Cluster answers). Also:
       and without a ready pin, as direct.
 """
 
+import hashlib
 import os
 import socket
 import sys
@@ -96,12 +97,20 @@ def tagged(tag):
     return lambda name: "{%s}%s" % (tag, name)
 
 
+def mixed(prefix, i):
+    """A key name unique to this run whose bytes differ all over from i to i + 1: under
+    nutcracker's fnv1a_64 with ketama, names that differ only in a counter's last digits
+    can all land on one server (for about 4 % of process ids, "{o<pid>-<i>}" put all 200
+    of a test's tags on one of four servers)."""
+    return prefix + hashlib.sha1(b"%d-%d" % (os.getpid(), i)).hexdigest()[:16]
+
+
 def other_server_keys(env, n=2):
     """n keys that the pool puts on n different servers (asked of the backends)."""
     found = []
     seen = set()
     for i in range(400):
-        k = "spread%d-%d" % (os.getpid(), i)
+        k = mixed("spread", i)
         run(env.proxy.addr(), [["SET", k, "1"]], True)
         for j, be in enumerate(env.backends):
             if be.exists_many([k]):
@@ -557,7 +566,7 @@ def blocking_command_goes_out_on_a_ready_pin(env):
     # the pool's first session, on another server: from now on the servers in use keep
     # ready pins (a pool that never pins pays no extra connection)
     for i in range(200):
-        other = "{o%d-%d}w" % (os.getpid(), i)
+        other = "{%s}w" % mixed("o", i)
         run(px.addr(), [["SET", other, "1"]], True)
         elsewhere = not be.exists_many([other])
         run(px.addr(), [["DEL", other]], True)
