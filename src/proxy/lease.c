@@ -915,10 +915,10 @@ static int lease_reply(struct worker *w, struct msg *m)
     uint64_t now = uv_now(&w->loop);
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l == NULL) {
-        if (!fresh)                 /* a re-read out when its lease ended, by its ttl or by a
-                                     * store: which one is not known here, so it is counted
-                                     * in neither (docs/stats.md) */
+        if (!fresh) {               /* a re-read out when its lease ran out */
             lease_hold_time(t, m);
+            STATS_ADD(&pool->stats, lease_released_timeout, 1);
+        }
         if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
             (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
             return 0;               /* no lease: the miss, as without leases */
