@@ -256,6 +256,8 @@ struct proto_client {
     char        name[64];         /* CLIENT SETNAME */
     char        lib_name[64];     /* CLIENT SETINFO LIB-NAME (Redis 7.2 clients send it) */
     char        lib_ver[32];      /* CLIENT SETINFO LIB-VER */
+    char        user[64];         /* the user it authenticated as ("default": the pool's
+                                     password, or none); changes under guard */
     const char *auth;             /* pool password, NULL if none */
     int         db;               /* its database: the pool's redis_db, or SELECT's */
     int         pool_db;          /* the pool's redis_db */
@@ -281,7 +283,7 @@ struct proto_client {
 /* One of the proxy's clients as CLIENT LIST shows it (strings valid during the visit). */
 struct proto_client_row {
     uint64_t    id;
-    const char *addr, *laddr, *name, *lib_name, *lib_ver;
+    const char *addr, *laddr, *name, *lib_name, *lib_ver, *user;
     int         fd, db, multi;
     uint32_t    flags;              /* PROTO_CL_* */
     uint32_t    sub, psub, ssub;

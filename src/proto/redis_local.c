@@ -434,10 +434,11 @@ static int client_line(const struct proto_client_row *r, struct buf *s)
                        " ssub=%" PRIu32 " multi=%d qbuf=%" PRIu64 " qbuf-free=%" PRIu64
                        " argv-mem=0 multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
                        " oll=%" PRIu64 " omem=%" PRIu64 " tot-mem=%" PRIu64 " events=%s cmd=%s"
-                       " user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                       " user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                        r->id, r->addr, r->laddr, r->fd, r->name, r->age_s, r->idle_s, flags, r->db,
                        r->sub, r->psub, r->ssub, r->multi, r->qbuf, r->qbuf_free, r->rbs, r->rbp,
                        r->obl, r->oll, r->omem, r->tot_mem, events, cmd,
+                       r->user && r->user[0] ? r->user : "default",
                        (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver);
 }
 
@@ -453,6 +454,7 @@ static void client_row_self(const struct proto_client *c, const struct proto_env
     r->name = c->name;
     r->lib_name = c->lib_name;
     r->lib_ver = c->lib_ver;
+    r->user = c->user;
     r->fd = -1;
     r->db = c->db;
     r->multi = -1;
