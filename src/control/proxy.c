@@ -112,6 +112,14 @@ static void proxy_unlink_sockets(const struct proxy *p, const struct snapshot *s
             unlink(snap->conf->pools[i].listen.path);
 }
 
+/* Workers [from, to) were set up and never started: a start-up that failed frees them
+ * (their pools hold the snapshot, their loops the inherited listeners). */
+static void proxy_discard_workers(struct proxy *p, uint32_t from, uint32_t to)
+{
+    for (uint32_t i = from; i < to; i++)
+        worker_discard(&p->workers[i]);
+}
+
 /* Start the workers, the stats port and the admin endpoint, then run the
  * main loop until a stop signal. 0 after a clean stop, -1 when start-up
  * failed (the message is out). */
@@ -130,7 +138,8 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
         if (worker_init(&p->workers[i], &p->hub, i, snap, err, sizeof(err)) < 0) {
             fprintf(stderr, "ringleader: %s\n", err);
             log_error("%s", err);
-            return -1;      /* a start-up failure exits: set-up workers are left to the exit */
+            proxy_discard_workers(p, 0, i);
+            return -1;
         }
     }
     /* The stats port: -a/-s win over ringleader.stats_listen, else 127.0.0.1:22222. */
@@ -143,6 +152,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                              sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
+        proxy_discard_workers(p, 0, p->nworkers);
         return -1;
     }
     const struct conf_addr *al = &conf->global.admin_listen;
@@ -151,6 +161,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                             sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: admin endpoint: %s\n", err);
         log_error("admin endpoint: %s", err);
+        proxy_discard_workers(p, 0, p->nworkers);
         return -1;
     }
     if (p->admin != NULL)
@@ -162,6 +173,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                        sizeof(err)) < 0) {
         fprintf(stderr, "ringleader: %s\n", err);
         log_error("%s", err);
+        proxy_discard_workers(p, 0, p->nworkers);
         return -1;
     }
     for (uint32_t i = 0; i < p->nworkers; i++) {
@@ -172,6 +184,7 @@ static int proxy_serve(struct proxy *p, struct snapshot *snap)
                 worker_wake(&p->workers[j]);
                 worker_join(&p->workers[j]);
             }
+            proxy_discard_workers(p, i, p->nworkers);
             return -1;
         }
     }

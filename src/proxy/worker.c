@@ -628,6 +628,7 @@ int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot 
     if (rc < 0) {
         if (err[0] == '\0')
             snprintf(err, errlen, "worker %u: %s", id, uv_strerror(rc));
+        worker_discard(w);
         return rc;
     }
     w->started = 1;
@@ -661,11 +662,10 @@ void worker_wake(struct worker *w)
 }
 
 /* After the thread ended: free what is left (the loop has no handles). */
-void worker_join(struct worker *w)
+static void worker_release(struct worker *w)
 {
     struct qnode *n;
 
-    uv_thread_join(&w->thread);
     atomic_store(&w->running, 0);   /* what is left is freed from this thread */
     uv_walk(&w->loop, worker_close_walk, NULL);
     uv_run(&w->loop, UV_RUN_DEFAULT);
@@ -693,4 +693,19 @@ void worker_join(struct worker *w)
     free(w->rkeys);
     if (w->snap)
         snapshot_unref(w->snap);
+}
+
+void worker_join(struct worker *w)
+{
+    uv_thread_join(&w->thread);
+    worker_release(w);
+}
+
+void worker_discard(struct worker *w)
+{
+    for (uint32_t i = 0; i < w->npools; i++)
+        if (w->pools[i] != NULL)
+            listener_close(w->pools[i]);
+    worker_finish(w);
+    worker_release(w);
 }

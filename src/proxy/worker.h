@@ -141,6 +141,9 @@ int  worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot
                  char *err, size_t errlen);
 int  worker_start(struct worker *w);  /* spawns the thread */
 void worker_join(struct worker *w);
+/* Free a worker that worker_init set up and whose thread never started (a start-up
+ * that fails after it; worker_init frees what it set up when it fails itself). */
+void worker_discard(struct worker *w);
 void worker_wake(struct worker *w);    /* from any thread */
 
 /* Adopt the proxy's current snapshot if it changed (worker thread, from its

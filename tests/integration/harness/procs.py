@@ -2,6 +2,7 @@
 stopped by its PID) and stop_all, which runs at exit and on SIGTERM/SIGHUP."""
 
 import atexit
+import itertools
 import os
 import signal
 import socket
@@ -54,6 +55,19 @@ def tmpdir():
 
 
 _running = []
+_log_numbers = itertools.count()
+
+# ringleader processes that ended badly: (name, why, log tail). The Runner fails the file
+# when any is here: a sanitizer report or a crash at shutdown is a defect even when every
+# test passed.
+bad_exits = []
+
+SANITIZER_MARKS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer",
+                   b"SUMMARY: UndefinedBehaviorSanitizer", b": runtime error: ")
+
+
+def _is_ringleader(argv):
+    return bool(argv) and os.path.basename(str(argv[0])).startswith("ringleader")
 
 
 class Proc:
@@ -62,7 +76,8 @@ class Proc:
     def __init__(self, name, argv, env=None):
         self.name = name
         self.argv = argv
-        self.log_path = os.path.join(tmpdir(), "%s-%d.log" % (name, len(_running)))
+        # numbered by a counter of its own: two processes of one name never share a log
+        self.log_path = os.path.join(tmpdir(), "%s-%d.log" % (name, next(_log_numbers)))
         self.log = open(self.log_path, "wb")
         self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=self.log,
                                       stderr=subprocess.STDOUT, env=env,
@@ -75,19 +90,47 @@ class Proc:
 
     def stop(self, timeout=5.0):
         """SIGTERM, wait up to timeout, then SIGKILL. Returns the exit status."""
+        termed = False
         if self.popen.poll() is None:
             try:
                 os.kill(self.pid, signal.SIGTERM)
+                termed = True
                 self.popen.wait(timeout)
             except subprocess.TimeoutExpired:
+                print("note: %s (pid %d) did not stop %.0f s after SIGTERM: SIGKILL" % (
+                    self.name, self.pid, timeout))
+                termed = False
                 os.kill(self.pid, signal.SIGKILL)
                 self.popen.wait(timeout)
             except ProcessLookupError:
                 pass
         if self in _running:
             _running.remove(self)
-        self.log.close()
+            self.log.close()
+            self._check_exit(termed)
         return self.popen.returncode
+
+    def _check_exit(self, termed):
+        """Record a ringleader process that ended badly: a sanitizer's report in its output,
+        a signal other than the SIGKILL a test or stop() sent, or a non-zero exit status
+        after a SIGTERM that it was asked to stop by."""
+        if not _is_ringleader(self.argv):
+            return
+        why = None
+        try:
+            with open(self.log_path, "rb") as f:
+                out = f.read()
+        except OSError:
+            out = b""
+        rc = self.popen.returncode
+        if any(m in out for m in SANITIZER_MARKS):
+            why = "a sanitizer report in its output"
+        elif rc is not None and rc < 0 and -rc != signal.SIGKILL:
+            why = "ended by signal %d" % -rc
+        elif termed and rc:
+            why = "exit status %d after SIGTERM" % rc
+        if why:
+            bad_exits.append((self.name, why, self.log_tail(40)))
 
     def kill(self, timeout=5.0):
         """SIGKILL (no clean shutdown: its sockets are reset), then wait until it is gone.

@@ -9,6 +9,7 @@ import time
 import traceback
 
 from .common import PROXY_KIND, SKIP, Skip, StartError, patience
+from . import procs
 from .procs import stop_all
 from .wire import _b
 
@@ -110,6 +111,9 @@ class Runner:
             if env is not None and hasattr(env, "close"):
                 env.close()
             stop_all()
+        for name, why, tail in procs.bad_exits:
+            failed += 1
+            print("FAIL %s: %s ended badly: %s\n%s" % (self.name, name, why, tail))
         print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
         sys.stdout.flush()
         if failed:
