@@ -48,6 +48,8 @@ struct msg *msg_get(struct worker *w)
  * one: keeping it avoids a malloc/free pair per request); larger ones, and
  * any beyond MSG_KEEP_RSP_MAX kept messages, are released.
  */
+static inline void msg_watched(struct worker *w, struct msg *m, int ok);
+
 void msg_put(struct worker *w, struct msg *m)
 {
     /* nothing holds it any more: no queue, no client, no server waiting to answer it */
@@ -55,6 +57,8 @@ void msg_put(struct worker *w, struct msg *m)
     RL_ASSERT(m->client == NULL || !queue_linked(&m->cq));
     RL_ASSERT(m->state != MSG_SENT && m->state != MSG_ZOMBIE && m->state != MSG_PARKED);
     RL_ASSERT(m->waiters == NULL || !(m->flags & MSG_F_LEADER));
+    if (m->watch != NULL)
+        msg_watched(w, m, 0);   /* never answered (its client left first): told so once */
     /* Most messages have none of these: free(NULL) still costs a call into
      * the allocator, four per request. */
     if (m->reqcopy.data != NULL)

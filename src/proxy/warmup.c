@@ -110,6 +110,9 @@ static int warmup_reply(struct worker *w, struct msg *m)
     int live = m->client != NULL && m->state == MSG_SENT && !(m->flags & MSG_F_ERROR);
     enum msg_warm stage = (enum msg_warm)m->warm;
 
+    if (stage == MSG_WARM_NONE)
+        return 0;               /* another stage's message (a lease's): not warmup's to clear */
+
     if (stage == MSG_WARM_ASK && live && m->items == 0) {
         STATS_ADD(&m->server->stats, misses, 1);
         if (warmup_ask(w, m))
