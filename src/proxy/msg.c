@@ -57,8 +57,10 @@ void msg_put(struct worker *w, struct msg *m)
     RL_ASSERT(m->client == NULL || !queue_linked(&m->cq));
     RL_ASSERT(m->state != MSG_SENT && m->state != MSG_ZOMBIE && m->state != MSG_PARKED);
     RL_ASSERT(m->waiters == NULL || !(m->flags & MSG_F_LEADER));
-    if (m->watch != NULL)
-        msg_watched(w, m, 0);   /* never answered (its client left first): told so once */
+    if (m->watch != NULL && m->role < MSG_HELLO)
+        msg_watched(w, m, 0);   /* a client's request never answered (its client left
+                                   first): told so once (the proxy's own requests keep
+                                   their watchers' rules: sconn.c) */
     /* Most messages have none of these: free(NULL) still costs a call into
      * the allocator, four per request. */
     if (m->reqcopy.data != NULL)
