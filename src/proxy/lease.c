@@ -145,8 +145,11 @@ uint64_t lease_map_next_due(const struct lease_map *lm)
 
 uint64_t lease_probe_next(struct lease *l, uint64_t now_ms)
 {
+    if (l->young_ms == 0)
+        l->young_ms = now_ms + LEASE_YOUNG_MS;
+    uint32_t cap = now_ms < l->young_ms ? LEASE_PROBE_YOUNG_MS : LEASE_PROBE_MAX_MS;
     l->backoff_ms = l->backoff_ms == 0 ? LEASE_PROBE_MIN_MS
-                                       : RL_MIN(l->backoff_ms * 2, LEASE_PROBE_MAX_MS);
+                                       : RL_MIN(l->backoff_ms * 2, cap);
     l->probe_ms = now_ms + l->backoff_ms;
     return l->probe_ms;
 }
@@ -167,12 +170,14 @@ struct lease_table {
     uint16_t         miss_cmd;
     uint16_t         miss_rflags;
     struct msg_watch take;      /* the fleet-wide lease requests report here */
+    struct msg_watch probe;     /* and the re-reads of held keys */
 };
 
 enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
 
 static void lease_timer_cb(uv_timer_t *h);
 static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
 
 static struct lease_table *lease_table_get(struct wpool *pool)
 {
@@ -190,6 +195,7 @@ static struct lease_table *lease_table_get(struct wpool *pool)
     uv_unref((uv_handle_t *)&t->timer);
     t->timer.data = t;
     t->take.done = lease_take_done;
+    t->probe.done = lease_probe_done;
     t->pool = pool;
     t->due_ms = UINT64_MAX;
     pool->lease = t;
@@ -611,9 +617,120 @@ static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why
     }
 }
 
+/*
+ * A re-read of l's key: the proxy's own get, with the bytes of its oldest held read, while
+ * every held read stays held (and counted against max_waiters). 0 when sent (its answer
+ * comes to lease_probe_done), -1 when it could not be (the next one is tried later).
+ */
+static int lease_probe(struct lease_table *t, struct lease *l)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
+    const char *key, *req, *reason = NULL;
+    size_t klen, rlen;
+    struct route rt;
+
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+        return -1;
+    struct route_key rk = { .bytes = key, .len = klen };
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, m->rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return -1;
+    struct server *srv = pool->servers[rt.to[0]];
+    struct sconn *s = server_pick(srv, rk.hash, m->rflags, &reason);
+    struct msg *om = s != NULL ? msg_get(w) : NULL;
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (buf_append(&s->conn.obuf, req, rlen) < 0 ||
+        lease_record(om, key, klen, req, rlen) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = m->cmd;
+    om->rflags = m->rflags;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = rlen;
+    om->watch = &t->probe;
+    t->probe.keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer (lease_probe_done) */
+    l->probing = 1;
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, rlen);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/*
+ * A re-read found l's key stored (elsewhere: through another proxy, straight to the
+ * server). The held reads that asked exactly what the re-read asked get its reply now;
+ * the others are sent again (lease_end), and the lease ends.
+ */
+static void lease_found(struct lease_table *t, struct lease *l, const char *preq, size_t plen,
+                        const struct msg *om)
+{
+    struct worker *w = t->pool->w;
+    struct qnode list, *n, *tmp;
+
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        const char *key, *req;
+        size_t klen, rlen;
+        if (m->client == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0 ||
+            rlen != plen || memcmp(req, preq, plen) != 0)
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        m->state = MSG_NEW;
+        msg_answer(w, m, buf_rptr(&om->rsp), buf_len(&om->rsp), 0);
+    }
+}
+
+/* A re-read's answer: a hit ends the lease (lease_found); a miss, an error or a failure
+ * leaves the reads held for the next one. */
+static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_table *t = QUEUE_DATA(wt, struct lease_table, probe);
+    struct wpool *pool = t->pool;
+    const char *key, *req;
+    size_t klen, rlen;
+
+    (void)w;
+    struct lease *l = lease_recorded(om, &key, &klen, &req, &rlen) == 0
+                      ? lease_map_find(&t->map, key, klen) : NULL;
+    if (l != NULL) {
+        l->probing = 0;
+        if (ok && om->items > 0 && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST)) &&
+            l->cand == NULL)
+            lease_found(t, l, req, rlen, om);
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
 /* Due: leases whose ttl passed end (released by timeout), held reads whose client went
- * away are dropped, and each lease whose re-read is due sends its oldest held read again
- * (held again on a miss, the key's readers released on a hit). */
+ * away are dropped, and each lease whose re-read is due sends one (lease_probe), unless
+ * the last one is still out. */
 static void lease_timer_cb(uv_timer_t *h)
 {
     struct lease_table *t = h->data;
@@ -641,11 +758,9 @@ static void lease_timer_cb(uv_timer_t *h)
         }
         if (l->nheld == 0 || l->probe_ms > now)
             continue;
-        struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
-        lease_unhold(t, l, m);
         lease_probe_next(l, now);
-        STATS_ADD(&t->pool->stats, lease_rereads, 1);
-        lease_resend(t, m, LEASE_M_RESENT);
+        if (!l->probing && lease_probe(t, l) == 0)
+            STATS_ADD(&t->pool->stats, lease_rereads, 1);
     }
     lease_arm(t);
 }
@@ -878,17 +993,10 @@ static int lease_reply(struct worker *w, struct msg *m)
         lease_write_done(m);
         return 0;
     }
-    if (m->lease != LEASE_M_READ && m->lease != LEASE_M_RESENT)
+    if (m->lease != LEASE_M_READ)
         return 0;
-    int fresh = m->lease == LEASE_M_READ;
     m->lease = LEASE_M_NONE;
     m->flags &= (uint16_t)~MSG_F_STAGED;
-    if (!fresh && m->client == NULL && m->server != NULL) {
-        /* a held read whose client left while its re-read was out: dropped, as one that
-         * leaves while held (lease_timer_cb) */
-        STATS_ADD(&m->server->pool->stats, lease_dropped, 1);
-        return 0;
-    }
     if (m->server == NULL || m->client == NULL || m->state != MSG_SENT)
         return 0;
     struct wpool *pool = m->server->pool;
@@ -899,10 +1007,6 @@ static int lease_reply(struct worker *w, struct msg *m)
         return 0;
     if (m->items > 0) {
         struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
-        if (!fresh) {               /* a held read's re-read found the key stored */
-            lease_hold_time(t, m);
-            STATS_ADD(&pool->stats, lease_released_store, 1);
-        }
         if (l != NULL) {
             lease_end(t, l, LEASE_END_STORE);      /* stored where this proxy did not see */
             lease_arm(t);
@@ -915,10 +1019,6 @@ static int lease_reply(struct worker *w, struct msg *m)
     uint64_t now = uv_now(&w->loop);
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l == NULL) {
-        if (!fresh) {               /* a re-read out when its lease ran out */
-            lease_hold_time(t, m);
-            STATS_ADD(&pool->stats, lease_released_timeout, 1);
-        }
         if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
             (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
             return 0;               /* no lease: the miss, as without leases */
@@ -946,7 +1046,7 @@ static int lease_reply(struct worker *w, struct msg *m)
         return 0;
     }
     lease_take_followers(t, l, m, now);
-    lease_hold(t, l, m, fresh, now);
+    lease_hold(t, l, m, 1, now);
     lease_arm(t);
     return 1;
 }

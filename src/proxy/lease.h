@@ -30,16 +30,20 @@ struct wpool;
 enum lease_mark {
     LEASE_M_NONE = 0,
     LEASE_M_READ,       /* a read sent to its server: its reply decides (lease_reply) */
-    LEASE_M_RESENT,     /* a held read re-sent: held again on a miss (not counted again) */
     LEASE_M_HELD,       /* waiting in a lease's list (linked through its sq) */
     LEASE_M_WRITE       /* a write of a leased key: its reply ends the lease */
 };
 
-/* Re-reads of a held key back off from LEASE_PROBE_MIN_MS, doubling, to LEASE_PROBE_MAX_MS:
- * a value stored without passing through this proxy releases its readers within about
- * LEASE_PROBE_MAX_MS (plus a round trip). */
-#define LEASE_PROBE_MIN_MS 10u
-#define LEASE_PROBE_MAX_MS 100u
+/* Re-reads of a held key (the proxy's own get of it, the held reads staying held) back
+ * off from LEASE_PROBE_MIN_MS, doubling, to LEASE_PROBE_YOUNG_MS for the first
+ * LEASE_YOUNG_MS of the hold (a recomputation usually lands there), then on to
+ * LEASE_PROBE_MAX_MS: a value stored without passing through this proxy releases its
+ * readers within about LEASE_PROBE_YOUNG_MS of its store while the hold is young, and
+ * LEASE_PROBE_MAX_MS after (plus a round trip). */
+#define LEASE_PROBE_MIN_MS   1u
+#define LEASE_PROBE_YOUNG_MS 8u
+#define LEASE_YOUNG_MS       250u
+#define LEASE_PROBE_MAX_MS   100u
 
 /*
  * One lease: key bytes, when it ends, its held reads. Pure bookkeeping (no I/O): the
@@ -53,8 +57,10 @@ struct lease {
     uint64_t      hash;
     uint64_t      deadline_ms;  /* ttl_ms after it was won */
     uint64_t      probe_ms;     /* the next re-read while reads are held */
+    uint64_t      young_ms;     /* until then re-reads back off to LEASE_PROBE_YOUNG_MS */
     uint32_t      backoff_ms;
     uint32_t      nheld;
+    uint8_t       probing;      /* a re-read of the key is out */
     struct msg   *cand;         /* lease_prefix: the read whose miss asks the servers for the
                                    fleet-wide lease (answered with its miss if won, else held) */
     uint32_t      klen;
@@ -82,7 +88,9 @@ struct lease *lease_map_add(struct lease_map *lm, const char *key, size_t len,
 void lease_map_remove(struct lease_map *lm, struct lease *l);
 /* When something is next due (a lease's end, a re-read of a held key), or UINT64_MAX. */
 uint64_t lease_map_next_due(const struct lease_map *lm);
-/* The next re-read time after a re-read at now: the backoff doubles up to the cap. */
+/* The next re-read time after a re-read at now: the backoff doubles up to the cap
+ * (LEASE_PROBE_YOUNG_MS before l->young_ms, LEASE_PROBE_MAX_MS after; the first call sets
+ * young_ms). */
 uint64_t lease_probe_next(struct lease *l, uint64_t now_ms);
 
 /* A pool is freed: its held reads (their clients are gone) and leases with it. */

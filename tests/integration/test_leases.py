@@ -26,15 +26,19 @@ What each test proves, against real memcached and redis-server:
       then get the value that winner stores.
   store_straight_to_server
       a set written to memcached directly (no proxy sees it) releases the held readers
-      well before ttl_ms: the re-reads, backing off to 100 ms, find it.
+      well before ttl_ms: the re-reads (1 ms, doubling to 8 ms while the hold is young,
+      then to 100 ms) find it.
   stop_while_held
       a proxy stopped while it holds reads (and has leases, a re-read out) exits cleanly:
       status 0, nothing from the sanitizers in its output (the held reads are freed with
       their pool); and so does every proxy of the file.
   limits
-      the winner disconnecting does not end the lease; a multi-key get is never held; a
-      delete through the proxy releases the readers (one of them wins the next lease,
-      the others are held again until its set).
+      max_waiters holds exactly that many reads while their key is being re-read (the
+      next read is answered at once, counted lease_overflow); a held reader that closes is
+      dropped (lease_dropped) and its place is free again; the winner disconnecting does
+      not end the lease; a multi-key get is never held; a delete through the proxy
+      releases the readers (one of them wins the next lease, the others are held again
+      until its set).
 """
 
 import os
@@ -426,22 +430,34 @@ def store_straight_to_server(env):
     eq(st["lease_released_timeout"], 0, "not by the ttl")
     check(st["lease_rereads"] >= 1, "re-reads found it")
     print("  a set straight to the server released the held readers in %.0f ms "
-          "(re-reads back off to 100 ms; ttl_ms %d)" % (took * 1000, ttl))
+          "(re-reads back off to 8 ms while the hold is young, then 100 ms; ttl_ms %d)" % (took * 1000, ttl))
 
 
 @R.test(ringleader=True)
 def limits(env):
     # a ttl no run of this test outlasts, however loaded the box: every release here is
-    # by the delete or the set. (max_waiters and a held reader's close are not
-    # checked here: a held read's re-read leaves its place for its round trip, so which
-    # read is held past max_waiters, and whether a close is seen while held or while
-    # re-read, follow timing; docs/routing.md section 14.)
-    px = env.proxy("memcache", {"ttl_ms": 300000}, backends=env.mcs[:1])
+    # by the delete or the set, and every hold is certain (the winner stores only at the
+    # end). max_waiters 3: the held reads keep their places while the key is re-read.
+    px = env.proxy("memcache", {"ttl_ms": 300000, "max_waiters": 3}, backends=env.mcs[:1])
     key = harness.unique("lim")
     w = Raw(px.addr("p"))
     eq(w.mc_get(b"get", key), [], "the first miss wins")
     rs = readers(px, key, 3)
     wait_stat(px, "lease_reads_held", 3, "held")
+    wait_stat(px, "lease_rereads", 3, "re-reads of the held key went out")
+    # max_waiters: a fourth read is answered at once with the server's miss
+    with px.client() as c:
+        eq(c.mc_get(b"get", key), [], "past max_waiters: answered at once")
+    st = pstats(px)
+    eq(st["lease_overflow"], 1, "counted as an overflow")
+    eq(st["lease_reads_held"], 3, "and not held")
+    # a held reader that closes is dropped, and frees its place
+    gone = rs.pop(0)
+    gone.close()
+    wait_stat(px, "lease_dropped", 1, "the closed reader is dropped")
+    rs += readers(px, key, 1)
+    wait_stat(px, "lease_reads_held", 4, "the freed place is taken")
+    eq(pstats(px)["lease_overflow"], 1, "no other overflow")
     # the winner disconnecting does not end the lease
     w.close()
     # a multi-key get is never held
@@ -468,6 +484,10 @@ def limits(env):
         if c is not got[0]:
             eq(c.read_until(harness.mc_values_len), mc_reply(key, b"v"))
         c.close()
+    st = pstats(px)
+    eq(st["lease_overflow"], 1, "one overflow in all")
+    eq(st["lease_dropped"], 1, "one dropped reader in all")
+    eq(st["lease_released_timeout"], 0, "nothing waited for the ttl")
 
 
 def clean_exit(px):
