@@ -891,6 +891,36 @@ static int lease_wanted(const struct conf_pool *cp, const struct conf_global *g)
 }
 
 /*
+ * lease_prefix: the lease keys are the proxy's. A client's command that names one (any of
+ * its keys, in any command: a read would show the proxy's token, a write or a delete would
+ * take or drop another reader's lease) is refused with the protocol's client error,
+ * counted in refused_commands. Commands inside a pinned session (MULTI, WATCH, blocking)
+ * pass no stage and are not refused (docs/routing.md section 14).
+ */
+static enum stage_verdict lease_stage_request(struct stage_req *r)
+{
+    const char *prefix = r->pool->cp->leases.prefix;
+    size_t pl;
+
+    if (prefix[0] == 0 || r->rk == NULL)
+        return STAGE_PASS;
+    pl = strlen(prefix);
+    for (uint32_t k = 0; k < r->req->nkeys; k++) {
+        if (r->rk[k].len < pl || memcmp(r->rk[k].bytes, prefix, pl) != 0)
+            continue;
+        static const char mc[] = "CLIENT_ERROR key is reserved for the proxy's leases "
+                                 "(lease_prefix)\r\n";
+        static const char rd[] = "-ERR key is reserved for the proxy's leases "
+                                 "(lease_prefix)\r\n";
+        int redis = r->pool->cp->protocol == CONF_PROTO_REDIS;
+        STATS_ADD(&r->c->pool->stats, refused_commands, 1);
+        msg_answer(r->c->w, r->m, redis ? rd : mc, redis ? sizeof(rd) - 1 : sizeof(mc) - 1, 1);
+        return STAGE_TAKEN;
+    }
+    return STAGE_PASS;
+}
+
+/*
  * A single-key read (the protocol's collapsible get: memcached get, gets, mg without
  * N, R, q, T; Redis GET) just written to s. Its key and bytes are recorded; while its
  * key has a lease it is held (taken: the bytes are dropped), else it goes, followed
@@ -1054,6 +1084,7 @@ static int lease_reply(struct worker *w, struct msg *m)
 const struct stage stage_lease = {
     .name = "lease",
     .wanted = lease_wanted,
+    .request = lease_stage_request,
     .write = lease_stage_write,
     .queued = lease_stage_queued,
     .reply = lease_reply,

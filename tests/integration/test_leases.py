@@ -247,6 +247,30 @@ def fleet(env, kind):
         rb.send(harness.resp_encode("GET", key) if kind == "redis" else b"get " + key + b"\r\n")
         wait_stat(b, "lease_fleet_lost", 1, "the other proxy's miss lost the fleet lease")
         check(pending(rb, 0.2), "and its reader is held")
+        lk = b"__rl_lease:" + key
+        with be[0].client() as d:       # a client straight to the server sees the lease key
+            if kind == "redis":
+                eq(d.rd("EXISTS", lk), 1, "the lease key is on the server")
+            else:
+                eq(len(d.mc_get(b"get", lk)), 1, "the lease key is on the server")
+        refused = 0
+        with b.client() as c:           # but never through a proxy: refused, key by key
+            if kind == "redis":
+                err = harness.RespError("ERR key is reserved for the proxy's leases "
+                                        "(lease_prefix)")
+                for cmd in (("GET", lk), ("SET", lk, "x"), ("DEL", lk), ("MGET", key, lk),
+                            ("EXISTS", lk), ("PEXPIRE", lk, "1")):
+                    eq(c.rd(*cmd), err, "%s of a lease key" % cmd[0])
+                    refused += 1
+            else:
+                err = b"CLIENT_ERROR key is reserved for the proxy's leases (lease_prefix)\r\n"
+                for line in (b"get " + lk, b"get " + key + b" " + lk, b"delete " + lk,
+                             b"touch " + lk + b" 10", b"set " + lk + b" 0 0 1\r\nx"):
+                    eq(c.mc(line), err, "%r" % line)
+                    refused += 1
+                eq(c.mc(b"version")[:8], b"VERSION ", "the connection goes on")
+        eq(pstats(b)["refused_commands"], refused, "counted in refused_commands")
+        check(pending(rb, 0.1), "the lease was untouched: still held")
         if kind == "redis":
             eq(wa.rd("SET", key, value), "OK")
         else:
@@ -258,7 +282,6 @@ def fleet(env, kind):
     rb.close()
     eq(pstats(a)["leases_won"], 1, "one win")
     eq(pstats(b)["leases_won"], 0, "in the whole fleet")
-    lk = b"__rl_lease:" + key
     with be[0].client() as d:
         if kind == "redis":
             eq(d.rd("EXISTS", lk), 0, "the lease key is deleted with the store")
