@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -178,6 +180,23 @@ enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
 static void lease_timer_cb(uv_timer_t *h);
 static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
 static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+static int lease_meta(const struct wpool *pool);
+static int lease_meta_send(struct lease_table *t, struct msg *m);
+static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
+                          const char *line, size_t len, struct msg_watch *wt);
+/* meta (below): what an mg reply says */
+enum { LEASE_MG_OTHER, LEASE_MG_VALUE, LEASE_MG_HEAD, LEASE_MG_MISS };
+
+/* An mg reply, as far as the proxy reads it. */
+struct lease_mg {
+    int         kind;
+    uint64_t    flags, cas;
+    int         win, z, stale;
+    const char *data;
+    size_t      dlen;
+};
+
+static void lease_mg_parse(const char *p, size_t n, struct lease_mg *g);
 
 static struct lease_table *lease_table_get(struct wpool *pool)
 {
@@ -397,6 +416,11 @@ static void lease_resend(struct lease_table *t, struct msg *m, enum lease_mark m
         m->state = MSG_DONE;
         msg_release(w, m);
         return;
+    }
+    if (lease_meta(pool)) {             /* read again as `mg ... N` */
+        if (lease_meta_send(t, m) == 0)
+            return;
+        goto fail;
     }
     if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
         goto fail;
@@ -631,6 +655,15 @@ static int lease_probe(struct lease_table *t, struct lease *l)
     size_t klen, rlen;
     struct route rt;
 
+    if (lease_meta(pool)) {             /* `mg <key> c`: still the vivified item? */
+        char line[300];
+        int n = snprintf(line, sizeof(line), "mg %.*s c\r\n", (int)l->klen, l->key);
+        if (n <= 0 || (size_t)n >= sizeof(line) ||
+            lease_own_send(pool, l->key, l->klen, m->rflags, line, (size_t)n, &t->probe) < 0)
+            return -1;
+        l->probing = 1;
+        return 0;
+    }
     if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
         return -1;
     struct route_key rk = { .bytes = key, .len = klen };
@@ -718,7 +751,18 @@ static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg 
     (void)w;
     struct lease *l = lease_recorded(om, &key, &klen, &req, &rlen) == 0
                       ? lease_map_find(&t->map, key, klen) : NULL;
-    if (l != NULL) {
+    if (l != NULL && lease_meta(pool)) {
+        /* the item stored (no W or Z any more), or gone (deleted, expired): the held
+         * reads read the key again, one of them winning the next lease if it is gone */
+        struct lease_mg g;
+        l->probing = 0;
+        if (ok && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST))) {
+            lease_mg_parse(buf_rptr(&om->rsp), buf_len(&om->rsp), &g);
+            if (g.kind == LEASE_MG_MISS ||
+                ((g.kind == LEASE_MG_HEAD || g.kind == LEASE_MG_VALUE) && !g.win && !g.z))
+                lease_end(t, l, LEASE_END_STORE);
+        }
+    } else if (l != NULL) {
         l->probing = 0;
         if (ok && om->items > 0 && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST)) &&
             l->cand == NULL)
@@ -846,6 +890,470 @@ void lease_free(struct wpool *wp)
         uv_close((uv_handle_t *)&t->timer, lease_timer_closed);
 }
 
+/* ------------------------------------------------------------------ meta: memcached's own leases */
+
+/*
+ * leases: {meta: true} (memcached pools): the lease is memcached's. A client's single-key
+ * get or gets is read by the proxy as `mg <key> v f c N<s>` (s: ttl_ms in whole seconds,
+ * rounded up), which makes memcached vivify a missing key as an empty item and hand the
+ * first reader in the whole fleet the win flag W, the others Z:
+ *
+ *   W          this client won: it gets its miss (END) and recomputes;
+ *   Z (no X)   a reader anywhere won: this read is held (as a local lease's), its key
+ *              re-read with `mg <key> c` until the item is stored, gone, or ttl_ms;
+ *   a value    the value in the client's own shape (VALUE key flags bytes [cas]);
+ *   Z and X    an item memcached marked stale (md I): its value, as a plain get sees it.
+ *
+ * The empty item is never a value a client sees through the proxy: the commands that
+ * would see it as one (docs/routing.md section 14 lists what memcached answers) are
+ * answered as if the key were missing while the proxy knows the item is the empty one
+ * (it has the key's lease, and no write of the key is out): replace, append, prepend
+ * NOT_STORED; cas, incr, decr, touch NOT_FOUND; gat, gats END; a delete goes and its
+ * DELETED is a NOT_FOUND; an add stores over it (`ms <key> <n> F T C<its cas>`).
+ */
+
+static int lease_meta(const struct wpool *pool)
+{
+    return pool->cp->leases.meta && pool->cp->protocol == CONF_PROTO_MEMCACHE;
+}
+
+/* Whether key can go on a meta command line as it is. */
+static int lease_mc_key_ok(const char *key, size_t klen)
+{
+    if (klen == 0 || klen > 250)
+        return 0;
+    for (size_t i = 0; i < klen; i++)
+        if ((unsigned char)key[i] <= ' ' || (unsigned char)key[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+static int lease_num(const char *p, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+
+    if (n == 0 || n > 20)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(p[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+static void lease_mg_parse(const char *p, size_t n, struct lease_mg *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->kind = LEASE_MG_OTHER;
+    size_t hl = 0;
+    while (hl + 1 < n && !(p[hl] == '\r' && p[hl + 1] == '\n'))
+        hl++;
+    if (hl + 1 >= n || hl < 2 || (hl > 2 && p[2] != ' '))
+        return;
+    int kind = memcmp(p, "VA", 2) == 0 ? LEASE_MG_VALUE : memcmp(p, "HD", 2) == 0
+               ? LEASE_MG_HEAD : memcmp(p, "EN", 2) == 0 ? LEASE_MG_MISS : LEASE_MG_OTHER;
+    if (kind == LEASE_MG_OTHER)
+        return;
+    uint64_t size = 0;
+    int need_size = kind == LEASE_MG_VALUE;
+    size_t i = 2;
+    while (i < hl) {
+        while (i < hl && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < hl && p[i] != ' ')
+            i++;
+        if (i == b)
+            break;
+        const char *tk = p + b;
+        size_t tl = i - b;
+        if (need_size) {
+            if (lease_num(tk, tl, &size) < 0)
+                return;
+            need_size = 0;
+            continue;
+        }
+        if (tk[0] == 'f' && lease_num(tk + 1, tl - 1, &g->flags) < 0)
+            return;
+        if (tk[0] == 'c' && lease_num(tk + 1, tl - 1, &g->cas) < 0)
+            return;
+        if (tl == 1 && tk[0] == 'W')
+            g->win = 1;
+        if (tl == 1 && tk[0] == 'Z')
+            g->z = 1;
+        if (tl == 1 && tk[0] == 'X')
+            g->stale = 1;
+    }
+    if (need_size)
+        return;
+    if (kind == LEASE_MG_VALUE) {
+        if (size > n || n - (hl + 2) < size + 2)
+            return;
+        g->data = p + hl + 2;
+        g->dlen = (size_t)size;
+    }
+    g->kind = kind;
+}
+
+/* The connection key's requests go to (its server by the pool's routing), or NULL. */
+static struct sconn *lease_read_conn(struct wpool *pool, const char *key, size_t klen,
+                                     uint16_t rflags, struct server **srv)
+{
+    struct worker *w = pool->w;
+    struct route_key rk = { .bytes = key, .len = klen };
+    struct route rt;
+    const char *reason = NULL;
+
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return NULL;
+    *srv = pool->servers[rt.to[0]];
+    return server_pick(*srv, rk.hash, rflags, &reason);
+}
+
+/* The proxy's own request `line` for key's server, reported to wt: 0, or -1. */
+static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
+                          const char *line, size_t len, struct msg_watch *wt)
+{
+    struct worker *w = pool->w;
+    struct server *srv;
+    struct sconn *s = lease_read_conn(pool, key, klen, rflags, &srv);
+    struct msg *om = s != NULL ? msg_get(w) : NULL;
+
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (buf_append(&s->conn.obuf, line, len) < 0 || lease_record(om, key, klen, "", 0) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = MEMCACHE_CMD_MG;
+    om->rflags = rflags;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = len;
+    om->watch = wt;
+    wt->keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer */
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, len);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/* One client read out as `mg ... N`: its answer comes to lease_meta_done. */
+struct lease_mreq {
+    struct msg_watch    watch;  /* first: the watch is the request */
+    struct lease_table *t;
+    struct msg         *m;
+};
+
+static void lease_meta_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+
+/* Read m's key (recorded) as `mg <key> v f c N<s>`; m waits (LEASE_M_META). 0, or -1. */
+static int lease_meta_send(struct lease_table *t, struct msg *m)
+{
+    struct wpool *pool = t->pool;
+    const char *key, *req;
+    size_t klen, rlen;
+    char line[300];
+
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0 || !lease_mc_key_ok(key, klen))
+        return -1;
+    int n = snprintf(line, sizeof(line), "mg %.*s v f c N%u\r\n", (int)klen, key,
+                     (pool->cp->leases.ttl_ms + 999) / 1000);
+    struct lease_mreq *mr = calloc(1, sizeof(*mr));
+    if (n <= 0 || (size_t)n >= sizeof(line) || mr == NULL) {
+        free(mr);
+        return -1;
+    }
+    mr->watch.done = lease_meta_done;
+    mr->t = t;
+    mr->m = m;
+    if (lease_own_send(pool, key, klen, m->rflags, line, (size_t)n, &mr->watch) < 0) {
+        free(mr);
+        return -1;
+    }
+    m->state = MSG_SENT;        /* owed an answer, by lease_meta_done */
+    m->sconn = NULL;
+    m->server = NULL;
+    m->items = 0;
+    m->lease = LEASE_M_META;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    return 0;
+}
+
+/* Answer m (waiting, in no queue) with p[0..n). */
+static void lease_answer(struct worker *w, struct msg *m, const char *p, size_t n, int error)
+{
+    m->lease = LEASE_M_NONE;
+    m->state = MSG_NEW;
+    msg_answer(w, m, p, n, error);
+}
+
+/* What m's `mg ... N` said, in m's own terms (see above). */
+static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct msg *om)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    const struct conf_leases *cl = &pool->cp->leases;
+    const char *p = buf_rptr(&om->rsp), *key, *req;
+    size_t n = buf_len(&om->rsp), klen, rlen;
+    struct lease_mg g;
+    uint64_t now = uv_now(&w->loop);
+
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0) {
+        lease_answer(w, m, "SERVER_ERROR lease read lost\r\n", 30, 1);
+        return;
+    }
+    lease_mg_parse(p, n, &g);
+    struct lease *l = lease_map_find(&t->map, key, klen);
+    if (g.kind == LEASE_MG_OTHER) {     /* an error line: the client's, as it is */
+        if (om->flags & MSG_F_ERROR)
+            lease_answer(w, m, p, n, 1);
+        else
+            lease_answer(w, m, "SERVER_ERROR unexpected reply to a lease read\r\n", 47, 1);
+        return;
+    }
+    if (g.kind != LEASE_MG_VALUE) {
+        lease_answer(w, m, "END\r\n", 5, 0);
+        return;
+    }
+    if (g.win) {                        /* this client recomputes */
+        if (l == NULL && t->map.n < cl->max_waiters)
+            l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
+        if (l != NULL)
+            l->pcas = g.cas;
+        STATS_ADD(&pool->stats, leases_won, 1);
+        lease_answer(w, m, "END\r\n", 5, 0);
+        return;
+    }
+    if (g.z && !g.stale) {              /* a reader somewhere recomputes: wait for it */
+        if (l == NULL && t->map.n < cl->max_waiters)
+            l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
+        if (l != NULL)
+            l->pcas = g.cas;
+        if (m->client->eof || m->client->closing) {
+            STATS_ADD(&pool->stats, lease_dropped, 1);
+            lease_answer(w, m, "END\r\n", 5, 0);
+        } else if (l == NULL || t->nheld >= cl->max_waiters) {
+            STATS_ADD(&pool->stats, lease_overflow, 1);
+            lease_answer(w, m, "END\r\n", 5, 0);
+        } else {
+            lease_hold(t, l, m, 1, now);
+        }
+        return;
+    }
+    /* a value: in the client's shape */
+    struct buf out;
+    char hdr[360];
+    int hn = m->cmd == MEMCACHE_CMD_GETS
+             ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
+                        (int)klen, key, g.flags, g.dlen, g.cas)
+             : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n", (int)klen, key,
+                        g.flags, g.dlen);
+    buf_init(&out);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
+        buf_append(&out, g.data, g.dlen) < 0 || buf_append_str(&out, "\r\nEND\r\n") < 0) {
+        buf_free(&out);
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    m->items = 1;
+    lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    buf_free(&out);
+    if (l != NULL && !g.z)              /* stored where this proxy did not see */
+        lease_end(t, l, LEASE_END_STORE);
+}
+
+static void lease_meta_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_mreq *mr = (struct lease_mreq *)(void *)wt;
+    struct lease_table *t = mr->t;
+    struct msg *m = mr->m;
+    struct wpool *pool = t->pool;
+
+    free(mr);
+    if (m->client == NULL) {            /* its client closed while it was out */
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_DONE;
+        msg_release(w, m);
+    } else if (!ok || (om->flags & MSG_F_RSPLOST)) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_SERVER, "no reply to the lease read");
+    } else {
+        lease_meta_answer(t, m, om);
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
+/* meta: a single-key get or gets. Held at once while its key has a lease here, else read
+ * as `mg ... N`. STAGE_PASS (as without leases) when it cannot be. */
+static enum stage_verdict lease_meta_read(struct stage_req *r)
+{
+    struct msg *m = r->m;
+    struct wpool *pool = r->pool;
+    const struct conf_leases *cl = &pool->cp->leases;
+
+    if ((m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof ||
+        !lease_mc_key_ok(r->rk[0].bytes, r->rk[0].len))
+        return STAGE_PASS;
+    struct lease_table *t = lease_table_get(pool);
+    if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+        return STAGE_PASS;
+    struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
+                                   : NULL;
+    if (l != NULL && t->nheld < cl->max_waiters) {
+        lease_hold(t, l, m, 1, uv_now(&pool->w->loop));
+        lease_arm(t);
+        return STAGE_TAKEN;
+    }
+    if (lease_meta_send(t, m) < 0)
+        return STAGE_PASS;
+    return STAGE_TAKEN;
+}
+
+/* meta: a command that would see the vivified item as a value, answered as if the key
+ * were missing while this proxy knows the item is the empty one. */
+static enum stage_verdict lease_meta_local(struct stage_req *r, const char *ans, size_t n)
+{
+    struct lease_table *t = r->pool->lease;
+    struct lease *l = t != NULL && t->map.n > 0
+                      ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len) : NULL;
+
+    if (l == NULL || l->pcas == 0 || l->storing)
+        return STAGE_PASS;
+    msg_answer(r->c->w, r->m, ans, n, 0);
+    return STAGE_TAKEN;
+}
+
+static enum stage_verdict lease_meta_request(struct stage_req *r)
+{
+    if (r->req->nkeys != 1 || r->m->db != 0 || r->pool->cp->leases.ttl_ms == 0)
+        return STAGE_PASS;
+    switch (r->req->cmd) {
+    case MEMCACHE_CMD_GET:
+    case MEMCACHE_CMD_GETS:
+        return lease_meta_read(r);
+    case MEMCACHE_CMD_REPLACE:
+    case MEMCACHE_CMD_APPEND:
+    case MEMCACHE_CMD_PREPEND:
+        return lease_meta_local(r, "NOT_STORED\r\n", 12);
+    case MEMCACHE_CMD_CAS:
+    case MEMCACHE_CMD_INCR:
+    case MEMCACHE_CMD_DECR:
+    case MEMCACHE_CMD_TOUCH:
+        return lease_meta_local(r, "NOT_FOUND\r\n", 11);
+    case MEMCACHE_CMD_GAT:
+    case MEMCACHE_CMD_GATS:
+        return lease_meta_local(r, "END\r\n", 5);
+    default:
+        return STAGE_PASS;
+    }
+}
+
+/*
+ * meta: the header of an add or a delete of a key whose vivified item this proxy knows
+ * (its lease, no write out) was written to s. An add goes as `ms <key> <bytes> F<flags>
+ * T<exptime> C<the item's cas>` (memcached's add fails on the item; this stores over it
+ * unless someone stored first); a delete goes as it is, its DELETED answered NOT_FOUND.
+ */
+static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s, size_t before)
+{
+    struct msg *m = r->m;
+    struct lease_table *t = r->pool->lease;
+    uint16_t cmd = r->req->cmd;
+
+    if (wm != m || m->role != MSG_REQUEST || t == NULL || t->map.n == 0 || r->rk == NULL ||
+        r->req->nkeys != 1 || (m->flags & MSG_F_NOREPLY) || m->db != 0 ||
+        (cmd != MEMCACHE_CMD_ADD && cmd != MEMCACHE_CMD_DELETE))
+        return 0;
+    struct lease *l = lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len);
+    if (l == NULL || l->pcas == 0 || l->storing)
+        return 0;
+    if (cmd == MEMCACHE_CMD_DELETE) {
+        if (lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+            return 0;
+        m->lease = LEASE_M_DEL;
+        m->flags |= MSG_F_STAGED;
+        return 0;
+    }
+    /* add <key> <flags> <exptime> <bytes>\r\n */
+    struct buf *out = &s->conn.obuf;
+    const char *p = buf_rptr(out) + before;
+    size_t n = buf_len(out) - before, i = 0, tb[5], tl[5];
+    int nt = 0;
+    while (i < n && p[i] != '\r' && p[i] != '\n') {
+        while (i < n && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n')
+            i++;
+        if (i == b)
+            break;
+        if (nt == 5)
+            return 0;           /* not the plain form: sent as it is */
+        tb[nt] = b;
+        tl[nt++] = i - b;
+    }
+    if (nt != 5)
+        return 0;
+    char hdr[400];
+    int hn = snprintf(hdr, sizeof(hdr), "ms %.*s %.*s F%.*s T%.*s C%" PRIu64 "\r\n",
+                      (int)tl[1], p + tb[1], (int)tl[4], p + tb[4], (int)tl[2], p + tb[2],
+                      (int)tl[3], p + tb[3], l->pcas);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) ||
+        lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+        return 0;
+    buf_truncate(out, before);
+    if (buf_append(out, hdr, (size_t)hn) < 0)
+        return -ENOMEM;
+    m->cmd = MEMCACHE_CMD_MS;   /* its reply is an ms reply (translated at lease_reply) */
+    m->lease = LEASE_M_ADD;
+    m->flags |= MSG_F_STAGED;
+    return 0;
+}
+
+/* m's reply, p[0..n), replaced by the client's own. */
+static void lease_rsp_set(struct msg *m, const char *p, size_t n)
+{
+    struct client *c = m->client;
+
+    if (c != NULL)
+        c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    if (buf_append(&m->rsp, p, n) == 0 && c != NULL)
+        c->held_bytes += n;
+}
+
+/* An add sent as ms, or a delete of the vivified item, is answered: in the client's terms. */
+static void lease_meta_write_reply(struct msg *m)
+{
+    const char *p = buf_rptr(&m->rsp);
+    size_t n = buf_len(&m->rsp);
+
+    if (m->lease == LEASE_M_ADD) {
+        m->cmd = MEMCACHE_CMD_ADD;
+        if (n == 4 && memcmp(p, "HD\r\n", 4) == 0)
+            lease_rsp_set(m, "STORED\r\n", 8);
+        else if (n == 4 && (memcmp(p, "NS\r\n", 4) == 0 || memcmp(p, "EX\r\n", 4) == 0 ||
+                            memcmp(p, "NF\r\n", 4) == 0))
+            lease_rsp_set(m, "NOT_STORED\r\n", 12);
+    } else if (n == 9 && memcmp(p, "DELETED\r\n", 9) == 0) {
+        lease_rsp_set(m, "NOT_FOUND\r\n", 11);
+    }
+}
+
 /* ------------------------------------------------------------------ collapse_gets */
 
 /*
@@ -897,7 +1405,7 @@ static int lease_wanted(const struct conf_pool *cp, const struct conf_global *g)
  * counted in refused_commands. Commands inside a pinned session (MULTI, WATCH, blocking)
  * pass no stage and are not refused (docs/routing.md section 14).
  */
-static enum stage_verdict lease_stage_request(struct stage_req *r)
+static enum stage_verdict lease_prefix_request(struct stage_req *r)
 {
     const char *prefix = r->pool->cp->leases.prefix;
     size_t pl;
@@ -920,6 +1428,17 @@ static enum stage_verdict lease_stage_request(struct stage_req *r)
     return STAGE_PASS;
 }
 
+static enum stage_verdict lease_stage_request(struct stage_req *r)
+{
+    if (r->rk == NULL)
+        return STAGE_PASS;
+    if (r->pool->cp->leases.prefix[0] != 0)
+        return lease_prefix_request(r);
+    if (lease_meta(r->pool))
+        return lease_meta_request(r);
+    return STAGE_PASS;
+}
+
 /*
  * A single-key read (the protocol's collapsible get: memcached get, gets, mg without
  * N, R, q, T; Redis GET) just written to s. Its key and bytes are recorded; while its
@@ -934,6 +1453,8 @@ static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *
     struct wpool *pool = r->pool;
     const struct conf_leases *cl = &pool->cp->leases;
 
+    if (lease_meta(pool))               /* its reads were taken by the request hook */
+        return lease_meta_write(r, wm, s, before);
     /* a read in a database SELECT chose is not held: a lease is a key of the pool's own */
     if (wm != m || m->role != MSG_REQUEST || m->warm != MSG_WARM_NONE || pool->retain_req ||
         m->db != 0 ||
@@ -974,15 +1495,19 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
         r->m->db != 0)                  /* another database's key of that name */
         return;
     int at_reply = r->req->nkeys == 1 && !(r->m->flags & MSG_F_NOREPLY) &&
-                   !(wm->flags & MSG_F_NOREPLY) && wm->lease == LEASE_M_NONE &&
-                   wm->warm == MSG_WARM_NONE;
+                   !(wm->flags & MSG_F_NOREPLY) && wm->warm == MSG_WARM_NONE &&
+                   (wm->lease == LEASE_M_NONE || wm->lease == LEASE_M_ADD ||
+                    wm->lease == LEASE_M_DEL);
     for (uint32_t k = 0; k < r->req->nkeys; k++) {
         struct lease *l = lease_map_find(&t->map, r->rk[k].bytes, r->rk[k].len);
         if (l == NULL)
             continue;
-        if (at_reply && lease_record(wm, r->rk[k].bytes, r->rk[k].len, "", 0) == 0) {
-            wm->lease = LEASE_M_WRITE;
+        if (at_reply && (wm->lease != LEASE_M_NONE ||
+                         lease_record(wm, r->rk[k].bytes, r->rk[k].len, "", 0) == 0)) {
+            if (wm->lease == LEASE_M_NONE)
+                wm->lease = LEASE_M_WRITE;
             wm->flags |= MSG_F_STAGED;
+            l->storing = 1;             /* meta: no local answer while it is out */
             continue;
         }
         lease_end(t, l, LEASE_END_STORE);
@@ -1019,7 +1544,9 @@ static void lease_write_done(struct msg *m)
  */
 static int lease_reply(struct worker *w, struct msg *m)
 {
-    if (m->lease == LEASE_M_WRITE) {
+    if (m->lease == LEASE_M_ADD || m->lease == LEASE_M_DEL)
+        lease_meta_write_reply(m);
+    if (m->lease == LEASE_M_WRITE || m->lease == LEASE_M_ADD || m->lease == LEASE_M_DEL) {
         lease_write_done(m);
         return 0;
     }

@@ -31,7 +31,10 @@ enum lease_mark {
     LEASE_M_NONE = 0,
     LEASE_M_READ,       /* a read sent to its server: its reply decides (lease_reply) */
     LEASE_M_HELD,       /* waiting in a lease's list (linked through its sq) */
-    LEASE_M_WRITE       /* a write of a leased key: its reply ends the lease */
+    LEASE_M_WRITE,      /* a write of a leased key: its reply ends the lease */
+    LEASE_M_META,       /* meta: a get whose `mg ... N` is out (lease_meta_done answers) */
+    LEASE_M_ADD,        /* meta: an add of a vivified key, sent as `ms ... C<its cas>` */
+    LEASE_M_DEL         /* meta: a delete of a vivified key (its DELETED is a NOT_FOUND) */
 };
 
 /* Re-reads of a held key (the proxy's own get of it, the held reads staying held) back
@@ -61,6 +64,9 @@ struct lease {
     uint32_t      backoff_ms;
     uint32_t      nheld;
     uint8_t       probing;      /* a re-read of the key is out */
+    uint8_t       storing;      /* meta: a write of the key is out (its reply ends the lease) */
+    uint64_t      pcas;         /* meta: the cas of the item memcached vivified (the win's
+                                   placeholder: empty, never stored), 0 unknown */
     struct msg   *cand;         /* lease_prefix: the read whose miss asks the servers for the
                                    fleet-wide lease (answered with its miss if won, else held) */
     uint32_t      klen;

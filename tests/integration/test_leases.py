@@ -513,6 +513,137 @@ def limits(env):
     eq(st["lease_released_timeout"], 0, "nothing waited for the ttl")
 
 
+META = dict(LEASES, meta=True)
+
+
+def mc_one(c, req):
+    """Send one memcached request (a line, and a data block for a storage command); its
+    whole reply: a retrieval's through END, anything else one line."""
+    c.send(req)
+    if req.split(b" ", 1)[0] in (b"get", b"gets", b"gat", b"gats"):
+        return c.read_until(harness.mc_values_len)
+    return c.read_line()
+
+
+@R.test(ringleader=True)
+def meta_differential(env):
+    """leases: {meta: true}: a key whose lease a client won through the proxy is an empty
+    item memcached vivified (what a client straight to that memcached sees is printed);
+    every command on it through the proxy gets, byte for byte, what the same command gets
+    from a memcached where the key is simply missing (no lease)."""
+    px = env.proxy("memcache", dict(META, ttl_ms=30000), backends=env.mcs[:1])
+    ref = env.mcs[1]                    # the reference: the key missing, no lease anywhere
+    cases = [
+        (b"add", b"add %s 5 0 1\r\nx\r\n"), (b"set", b"set %s 5 0 1\r\nx\r\n"),
+        (b"replace", b"replace %s 5 0 1\r\nx\r\n"),
+        (b"append", b"append %s 0 0 1\r\nx\r\n"),
+        (b"prepend", b"prepend %s 0 0 1\r\nx\r\n"),
+        (b"cas", b"cas %s 5 0 1 CAS\r\nx\r\n"), (b"delete", b"delete %s\r\n"),
+        (b"touch", b"touch %s 100\r\n"), (b"incr", b"incr %s 1\r\n"),
+        (b"decr", b"decr %s 1\r\n"), (b"gat", b"gat 100 %s\r\n"),
+        (b"gats", b"gats 100 %s\r\n"), (b"gets", b"gets %s\r\n"),
+    ]
+    seen = {}
+    with px.client() as w, px.client() as c, env.mcs[0].client() as d, ref.client() as r:
+        for name, tmpl in cases:
+            key = harness.unique("md" + name.decode())
+            if name == b"gets":         # the first read is a gets: its miss, not held
+                eq(mc_one(w, b"gets %s\r\n" % key), mc_one(r, b"gets %s\r\n" % key))
+                continue
+            eq(w.mc_get(b"get", key), [], "%s: the first miss wins" % name)
+            hdr, _ = (d.send(b"mg %s c\r\n" % key), d.read_meta())[1]
+            cas = hdr.split()[1][1:]    # the vivified item's cas, as a direct client sees it
+            req = tmpl.replace(b"CAS", cas)
+            seen[name] = mc_one(d, b"gets %s\r\n" % key) if name == b"add" else None
+            got = mc_one(c, req % key)
+            want = mc_one(r, req % key)
+            eq(got, want, "%s on a vivified key through the proxy, as on a missing key" % name)
+            if name in (b"add", b"set"):
+                # stored: a get through the proxy reads the value (the lease ended)
+                eq(mc_one(c, b"get %s\r\n" % key), mc_one(r, b"get %s\r\n" % key),
+                   "%s: then a get" % name)
+        print("  straight to memcached a vivified key reads %r" % seen[b"add"])
+    st = pstats(px)
+    eq(st["leases_won"], len(cases), "one win per key")
+    eq(st["lease_reads_held"], 0, "nothing held")
+
+
+@R.test(ringleader=True)
+def meta_fleet(env):
+    """Two proxies with leases: {meta: true} over one memcached: the first miss in the
+    fleet wins (memcached's W), the other proxy's reader is held (Z) and gets the value
+    stored through the first proxy, in its own shape: get, gets (with the stored item's
+    cas), and a third reader straight to memcached with mg sees memcached's own lease."""
+    conf = dict(META, ttl_ms=5000)
+    be = env.mcs[:1]
+    a, b = env.proxy("memcache", conf, backends=be), env.proxy("memcache", conf, backends=be)
+    key = harness.unique("mfleet")
+    value = b"stored-through-a"
+    with a.client() as wa:
+        eq(wa.mc_get(b"get", key), [], "the first miss in the fleet wins")
+        rb = Raw(b.addr("p"), timeout=harness.patience(10))
+        rb.send(b"get " + key + b"\r\n")
+        rg = Raw(b.addr("p"), timeout=harness.patience(10))
+        rg.send(b"gets " + key + b"\r\n")
+        wait_stat(b, "lease_reads_held", 2, "the other proxy's readers are held")
+        check(pending(rb, 0.1) and pending(rg, 0.1), "not answered")
+        with be[0].client() as d:
+            d.send(b"mg %s v N5\r\n" % key)
+            hdr, data = d.read_meta()
+            check(hdr.split()[-1] == b"Z" and data == b"",
+                  "a meta client straight to memcached sees the lease: %r" % hdr)
+        eq(wa.mc_store(b"set", key, value, flags=7), b"STORED\r\n")
+    eq(rb.read_until(harness.mc_values_len), b"VALUE %s 7 %d\r\n%s\r\nEND\r\n"
+       % (key, len(value), value), "released with the value stored through the other proxy")
+    with be[0].client() as d:
+        cas = d.mc_get(b"gets", key)[0][3]
+    eq(rg.read_until(harness.mc_values_len), b"VALUE %s 7 %d %d\r\n%s\r\nEND\r\n"
+       % (key, len(value), cas, value), "gets: the stored item's cas")
+    rb.close()
+    rg.close()
+    eq(pstats(a)["leases_won"], 1, "one win")
+    eq(pstats(b)["leases_won"], 0, "in the whole fleet")
+
+
+@R.test(ringleader=True)
+def meta_stampede(env):
+    a = env.proxy("memcache", META)
+    b = env.proxy("memcache", META)
+    misses, waits = stampede(env, "memcache", [a, b])
+    report("memcached, two proxies, meta leases", misses, waits)
+    eq(misses, [1] * CYCLES, "one recomputation per expiry in the fleet")
+    eq(pstats(a)["leases_won"] + pstats(b)["leases_won"], CYCLES, "leases_won")
+
+
+@R.test(ringleader=True)
+def meta_winner_never_sets(env):
+    """meta: the winner never stores: memcached's empty item expires (ttl_ms rounded up to
+    a second) and exactly one held reader wins the next lease; it stores, the others get
+    its value."""
+    px = env.proxy("memcache", dict(META, ttl_ms=1000), backends=env.mcs[:1])
+    key = harness.unique("mnw")
+    with px.client() as w:
+        eq(w.mc_get(b"get", key), [], "the first miss wins")
+    rs = readers(px, key, 4)
+    wait_stat(px, "lease_reads_held", 4, "held")
+    got = []
+    deadline = time.monotonic() + harness.patience(15)
+    while not got and time.monotonic() < deadline:
+        got = answered(rs, 0.2)
+    eq(len(got), 1, "exactly one released reader got an answer (the new winner)")
+    new = got[0]
+    eq(new.read_until(harness.mc_values_len), b"END\r\n", "the new winner's miss")
+    for c in rs:
+        if c is not new:
+            check(pending(c, 0.1), "the others are held again")
+    eq(new.mc_store(b"add", key, b"second"), b"STORED\r\n", "its add stores")
+    for c in rs:
+        if c is not new:
+            eq(c.read_until(harness.mc_values_len), mc_reply(key, b"second"))
+        c.close()
+    eq(pstats(px)["leases_won"], 2, "one new winner")
+
+
 def clean_exit(px):
     """Stop px: its status and what the sanitizers said, if anything."""
     rc = px.stop()
