@@ -184,19 +184,6 @@ static int lease_meta(const struct wpool *pool);
 static int lease_meta_send(struct lease_table *t, struct msg *m);
 static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
                           const char *line, size_t len, struct msg_watch *wt);
-/* meta (below): what an mg reply says */
-enum { LEASE_MG_OTHER, LEASE_MG_VALUE, LEASE_MG_HEAD, LEASE_MG_MISS };
-
-/* An mg reply, as far as the proxy reads it. */
-struct lease_mg {
-    int         kind;
-    uint64_t    flags, cas;
-    int         win, z, stale;
-    const char *data;
-    size_t      dlen;
-};
-
-static void lease_mg_parse(const char *p, size_t n, struct lease_mg *g);
 
 static struct lease_table *lease_table_get(struct wpool *pool)
 {
@@ -935,15 +922,16 @@ static int lease_num(const char *p, size_t n, uint64_t *out)
     if (n == 0 || n > 20)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9')
+        uint64_t d = (uint64_t)(p[i] - '0');
+        if (p[i] < '0' || p[i] > '9' || v > (UINT64_MAX - d) / 10)
             return -1;
-        v = v * 10 + (uint64_t)(p[i] - '0');
+        v = v * 10 + d;
     }
     *out = v;
     return 0;
 }
 
-static void lease_mg_parse(const char *p, size_t n, struct lease_mg *g)
+void lease_mg_parse(const char *p, size_t n, struct lease_mg *g)
 {
     memset(g, 0, sizeof(*g));
     g->kind = LEASE_MG_OTHER;

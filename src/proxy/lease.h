@@ -99,6 +99,19 @@ uint64_t lease_map_next_due(const struct lease_map *lm);
  * young_ms). */
 uint64_t lease_probe_next(struct lease *l, uint64_t now_ms);
 
+/* leases: {meta: true}: what a memcached mg reply says, as far as the proxy reads it. */
+enum { LEASE_MG_OTHER, LEASE_MG_VALUE, LEASE_MG_HEAD, LEASE_MG_MISS };
+struct lease_mg {
+    int         kind;           /* LEASE_MG_*: VA, HD, EN; OTHER: an error or not one */
+    uint64_t    flags, cas;     /* its f and c flags (0 when absent) */
+    int         win, z, stale;  /* W, Z, X */
+    const char *data;           /* VA: the value, dlen bytes (within the reply) */
+    size_t      dlen;
+};
+/* Read the reply p[0..n) (a whole one: its line and, for VA, the value and its \r\n);
+ * anything malformed or truncated is LEASE_MG_OTHER. */
+void lease_mg_parse(const char *p, size_t n, struct lease_mg *g);
+
 /* A pool is freed: its held reads (their clients are gone) and leases with it. */
 void lease_free(struct wpool *wp);
 

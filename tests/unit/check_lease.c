@@ -92,6 +92,61 @@ START_TEST(test_next_due_and_backoff)
 }
 END_TEST
 
+/* The mg replies leases: {meta: true} reads: what W, Z, X, f, c and the value say; anything
+ * malformed or cut short is OTHER (answered as an error, never read past its end). */
+START_TEST(test_mg_parse)
+{
+    struct lease_mg g;
+    const char *r;
+
+    r = "VA 3 f7 c42 W\r\nabc\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_VALUE);
+    ck_assert(g.win && !g.z && !g.stale);
+    ck_assert_uint_eq(g.flags, 7);
+    ck_assert_uint_eq(g.cas, 42);
+    ck_assert_uint_eq(g.dlen, 3);
+    ck_assert(memcmp(g.data, "abc", 3) == 0);
+    r = "VA 0 f0 c9 Z\r\n\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_VALUE);
+    ck_assert(!g.win && g.z && !g.stale && g.dlen == 0);
+    r = "VA 3 c23 Z X\r\nabc\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert(g.z && g.stale && !g.win);
+    r = "HD c25 Z\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_HEAD);
+    ck_assert(g.z && g.cas == 25);
+    r = "EN\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_MISS);
+    r = "HD\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_HEAD);
+    ck_assert(!g.win && !g.z);
+    const char *bad[] = {
+        "VA 5 f0\r\nabc\r\n",       /* the value cut short */
+        "VA 3 f0\r\nabc",             /* no \r\n after it */
+        "VA x\r\n",                   /* no size */
+        "VA\r\n",
+        "VA 99999999999999999999999 f1\r\n",
+        "VA 18446744073709551616 f1\r\n",     /* 2^64 */
+        "VA 1 c18446744073709551617\r\nx\r\n",
+        "VA 1 fz\r\nx\r\n",         /* a flag that is not a number */
+        "VAL 1\r\nx\r\n",
+        "SERVER_ERROR out of memory\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+        "EN",                           /* no line end */
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        lease_mg_parse(bad[i], strlen(bad[i]), &g);
+        ck_assert_msg(g.kind == LEASE_MG_OTHER, "%s", bad[i]);
+    }
+}
+END_TEST
+
 static int conf_try(const char *yaml, struct conf **out, char *err, size_t errlen)
 {
     return conf_load_buffer("t.yml", yaml, strlen(yaml), out, err, errlen);
@@ -122,6 +177,12 @@ START_TEST(test_conf_leases)
     ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {lease_prefix: \"__l:\"}\n"
                               "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
     ck_assert_str_eq(c->pools[0].leases.prefix, "__l:");
+    ck_assert_int_eq(c->pools[0].leases.meta, 0);
+    conf_free(c);
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {meta: true}\n"
+                              "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c->pools[0].leases.meta, 1);
+    ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 2000);
     conf_free(c);
     const char *bad[][2] = {
         { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl_ms: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "ttl_ms" },
@@ -133,6 +194,12 @@ START_TEST(test_conf_leases)
           "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
           "  servers:\n   - 127.0.0.1:11211:1\n", "1 to 64 bytes" },
         { "p:\n  listen: 127.0.0.1:22121\n  leases: 5\n  servers:\n   - 127.0.0.1:11211:1\n", "expected {ttl_ms" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {meta: true, lease_prefix: \"__l:\"}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "choose one" },
+        { "p:\n  listen: 127.0.0.1:22121\n  redis: true\n  leases: {meta: true}\n"
+          "  servers:\n   - 127.0.0.1:6379:1\n", "a Redis pool takes" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {meta: 3}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "meta" },
         { "p:\n  listen: 127.0.0.1:22121\n  redis_cluster: true\n  redis: true\n  leases: {}\n"
           "  servers:\n   - 127.0.0.1:7000:1\n", "leases" },
     };
@@ -153,6 +220,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, test_grows_and_finds_every_key);
     tcase_add_test(tc, test_next_due_and_backoff);
     tcase_add_test(tc, test_conf_leases);
+    tcase_add_test(tc, test_mg_parse);
     suite_add_tcase(s, tc);
     return s;
 }
