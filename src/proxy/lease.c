@@ -1044,18 +1044,41 @@ struct lease_mreq {
 
 static void lease_meta_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
 
-/* Read m's key (recorded) as `mg <key> v f c N<s>`; m waits (LEASE_M_META). 0, or -1. */
+/* Whether the mg line p[0..n) (no line end) has a flag token starting with f after its
+ * key. */
+static int lease_mg_has(const char *p, size_t n, char f)
+{
+    size_t i = 0;
+
+    for (int tok = 0; i < n; tok++) {
+        while (i < n && p[i] == ' ')
+            i++;
+        if (i < n && tok >= 2 && p[i] == f)
+            return 1;
+        while (i < n && p[i] != ' ')
+            i++;
+    }
+    return 0;
+}
+
+/* Read m's key (recorded) as `mg <key> v f c N<s>` (a client's mg: its own line, with N<s>,
+ * and c when it has none); m waits (LEASE_M_META). 0, or -1. */
 static int lease_meta_send(struct lease_table *t, struct msg *m)
 {
     struct wpool *pool = t->pool;
     const char *key, *req;
     size_t klen, rlen;
-    char line[300];
+    char line[600];
+    unsigned secs = (pool->cp->leases.ttl_ms + 999) / 1000;
+    int n;
 
     if (lease_recorded(m, &key, &klen, &req, &rlen) < 0 || !lease_mc_key_ok(key, klen))
         return -1;
-    int n = snprintf(line, sizeof(line), "mg %.*s v f c N%u\r\n", (int)klen, key,
-                     (pool->cp->leases.ttl_ms + 999) / 1000);
+    if (m->cmd == MEMCACHE_CMD_MG)
+        n = rlen < 500 ? snprintf(line, sizeof(line), "%.*s N%u%s\r\n", (int)rlen, req, secs,
+                                  lease_mg_has(req, rlen, 'c') ? "" : " c") : -1;
+    else
+        n = snprintf(line, sizeof(line), "mg %.*s v f c N%u\r\n", (int)klen, key, secs);
     struct lease_mreq *mr = calloc(1, sizeof(*mr));
     if (n <= 0 || (size_t)n >= sizeof(line) || mr == NULL) {
         free(mr);
@@ -1085,6 +1108,53 @@ static void lease_answer(struct worker *w, struct msg *m, const char *p, size_t 
     msg_answer(w, m, p, n, error);
 }
 
+/*
+ * A client's mg (its line line[0..ll)) answered from the reply p[0..n) to it with N<s>
+ * (and c): `miss`: as memcached answers that mg on a missing key (EN with the O and k
+ * flags it asked for); else the reply, less the W and Z the proxy's N brought and the c
+ * the proxy added.
+ */
+static void lease_mg_client(struct worker *w, struct msg *m, const char *line, size_t ll,
+                            const char *p, size_t n, int miss)
+{
+    size_t hl = 0, i = 0;
+    int added_c = !lease_mg_has(line, ll, 'c');
+    struct buf out;
+
+    while (hl + 1 < n && !(p[hl] == '\r' && p[hl + 1] == '\n'))
+        hl++;
+    buf_init(&out);
+    int rc = buf_append_str(&out, miss ? "EN" : "");
+    for (int tok = 0; rc == 0 && i < hl; tok++) {
+        while (i < hl && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < hl && p[i] != ' ')
+            i++;
+        if (i == b)
+            break;
+        char f = p[b];
+        int lease_flag = (i - b == 1 && (f == 'W' || f == 'Z')) || (added_c && f == 'c');
+        int keep = miss ? tok >= 1 && (f == 'O' || f == 'k')
+                        : tok == 0 || (tok == 1 && memcmp(p, "VA", 2) == 0) || !lease_flag;
+        if (keep && (out.wpos > out.rpos ? buf_append(&out, " ", 1) : 0) == 0)
+            rc = buf_append(&out, p + b, i - b);
+    }
+    if (rc == 0)
+        rc = buf_append(&out, p + hl, miss ? 2 : n - hl);     /* \r\n, and any value */
+    if (rc < 0) {
+        buf_free(&out);
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (!miss && memcmp(p, "VA", 2) == 0)
+        m->items = 1;
+    lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    buf_free(&out);
+}
+
 /* What m's `mg ... N` said, in m's own terms (see above). */
 static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct msg *om)
 {
@@ -1109,8 +1179,12 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
             lease_answer(w, m, "SERVER_ERROR unexpected reply to a lease read\r\n", 47, 1);
         return;
     }
-    if (g.kind != LEASE_MG_VALUE) {
-        lease_answer(w, m, "END\r\n", 5, 0);
+    int mg = m->cmd == MEMCACHE_CMD_MG;
+    if (g.kind == LEASE_MG_MISS || (!mg && g.kind != LEASE_MG_VALUE)) {
+        if (mg)
+            lease_answer(w, m, p, n, 0);        /* the client's own EN */
+        else
+            lease_answer(w, m, "END\r\n", 5, 0);
         return;
     }
     if (g.win) {                        /* this client recomputes */
@@ -1119,7 +1193,10 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
         if (l != NULL)
             l->pcas = g.cas;
         STATS_ADD(&pool->stats, leases_won, 1);
-        lease_answer(w, m, "END\r\n", 5, 0);
+        if (mg)
+            lease_mg_client(w, m, req, rlen, p, n, 1);
+        else
+            lease_answer(w, m, "END\r\n", 5, 0);
         return;
     }
     if (g.z && !g.stale) {              /* a reader somewhere recomputes: wait for it */
@@ -1127,15 +1204,25 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
             l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
         if (l != NULL)
             l->pcas = g.cas;
-        if (m->client->eof || m->client->closing) {
-            STATS_ADD(&pool->stats, lease_dropped, 1);
-            lease_answer(w, m, "END\r\n", 5, 0);
-        } else if (l == NULL || t->nheld >= cl->max_waiters) {
-            STATS_ADD(&pool->stats, lease_overflow, 1);
-            lease_answer(w, m, "END\r\n", 5, 0);
+        if (m->client->eof || m->client->closing || l == NULL ||
+            t->nheld >= cl->max_waiters) {
+            if (m->client->eof || m->client->closing)
+                STATS_ADD(&pool->stats, lease_dropped, 1);
+            else
+                STATS_ADD(&pool->stats, lease_overflow, 1);
+            if (mg)
+                lease_mg_client(w, m, req, rlen, p, n, 1);
+            else
+                lease_answer(w, m, "END\r\n", 5, 0);
         } else {
             lease_hold(t, l, m, 1, now);
         }
+        return;
+    }
+    if (mg) {                           /* its own reply, less the c the proxy added */
+        lease_mg_client(w, m, req, rlen, p, n, 0);
+        if (l != NULL && !g.z)
+            lease_end(t, l, LEASE_END_STORE);
         return;
     }
     /* a value: in the client's shape */
@@ -1196,8 +1283,16 @@ static enum stage_verdict lease_meta_read(struct stage_req *r)
     if ((m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof ||
         !lease_mc_key_ok(r->rk[0].bytes, r->rk[0].len))
         return STAGE_PASS;
+    size_t ll = 0;
+    if (r->req->cmd == MEMCACHE_CMD_MG) {       /* its line, less its end */
+        ll = r->req->hdr_len;
+        while (ll > 0 && (r->buf[ll - 1] == '\n' || r->buf[ll - 1] == '\r'))
+            ll--;
+        if (lease_mg_has(r->buf, ll, 'b') || memchr(r->buf, '\0', ll) != NULL)
+            return STAGE_PASS;                  /* a base64 key: not read by the proxy */
+    }
     struct lease_table *t = lease_table_get(pool);
-    if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+    if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, r->buf, ll) < 0)
         return STAGE_PASS;
     struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
                                    : NULL;
@@ -1233,6 +1328,8 @@ static enum stage_verdict lease_meta_request(struct stage_req *r)
     case MEMCACHE_CMD_GET:
     case MEMCACHE_CMD_GETS:
         return lease_meta_read(r);
+    case MEMCACHE_CMD_MG:
+        return r->pool->ops->collapsible(r->req, r->buf) ? lease_meta_read(r) : STAGE_PASS;
     case MEMCACHE_CMD_REPLACE:
     case MEMCACHE_CMD_APPEND:
     case MEMCACHE_CMD_PREPEND:

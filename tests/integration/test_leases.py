@@ -568,6 +568,47 @@ def meta_differential(env):
     eq(st["lease_reads_held"], 0, "nothing held")
 
 
+def meta_raw(c):
+    """One meta reply's bytes (its line, and a VA's value)."""
+    line = c.read_line()
+    if line.startswith(b"VA "):
+        line += c.read_exact(int(line.split()[1]) + 2)
+    return line
+
+
+@R.test(ringleader=True)
+def meta_mg(env):
+    """meta: a client's own mg (without N) is read with N added: its winner gets the bytes
+    an mg of a missing key gets (EN, with the O and k it asked for), another reader is
+    held and then gets the stored value in its mg's shape (without the W, Z or c the
+    proxy's read brought), and a hit is the bytes a memcached without the lease gives."""
+    px = env.proxy("memcache", dict(META, ttl_ms=30000), backends=env.mcs[:1])
+    ref = env.mcs[1]
+    forms = [b"mg %s v", b"mg %s v f", b"mg %s s v O77 k", b"mg %s", b"mg %s f t s k"]
+    held = 0
+    with px.client() as c, ref.client() as r:
+        for form in forms:
+            key = harness.unique("mg")
+            line = form % key + b"\r\n"
+            c.send(line)
+            r.send(line)
+            eq(meta_raw(c), meta_raw(r), "%r: the winner's miss" % form)
+            other = Raw(px.addr("p"), timeout=harness.patience(10))
+            other.send(line)
+            held += 1
+            wait_stat(px, "lease_reads_held", held, "%r: another reader is held" % form)
+            value = b"v-" + key
+            eq(c.mc_store(b"set", key, value, flags=3), b"STORED\r\n")
+            eq(r.mc_store(b"set", key, value, flags=3), b"STORED\r\n")
+            r.send(line)
+            eq(meta_raw(other), meta_raw(r), "%r: the held reader, released" % form)
+            other.close()
+            c.send(line)
+            r.send(line)
+            eq(meta_raw(c), meta_raw(r), "%r: a hit" % form)
+    eq(pstats(px)["leases_won"], len(forms), "one win per key")
+
+
 @R.test(ringleader=True)
 def meta_fleet(env):
     """Two proxies with leases: {meta: true} over one memcached: the first miss in the
