@@ -562,9 +562,22 @@ def meta_differential(env):
                 # stored: a get through the proxy reads the value (the lease ended)
                 eq(mc_one(c, b"get %s\r\n" % key), mc_one(r, b"get %s\r\n" % key),
                    "%s: then a get" % name)
+        # noreply: nothing comes back either way, and nothing is stored over the empty
+        # item (what memcached would have refused on a missing key)
+        for name in (b"replace", b"append", b"prepend", b"incr", b"touch"):
+            key = harness.unique("mdq" + name.decode())
+            eq(w.mc_get(b"get", key), [], "%s noreply: the first miss wins" % name)
+            tmpl = dict(cases)[name].replace(b" 1\r\n", b" 1 noreply\r\n", 1) \
+                if name in (b"replace", b"append", b"prepend") \
+                else dict(cases)[name].replace(b"\r\n", b" noreply\r\n", 1)
+            c.send(tmpl % key)
+            eq(c.mc(b"mn"), b"MN\r\n", "%s noreply: no reply" % name)
+            d.send(b"mg %s v\r\n" % key)
+            eq(d.read_meta(), (b"VA 0 Z", b""), "%s noreply: the item is still the empty one"
+               % name)
         print("  straight to memcached a vivified key reads %r" % seen[b"add"])
     st = pstats(px)
-    eq(st["leases_won"], len(cases), "one win per key")
+    eq(st["leases_won"], len(cases) + 5, "one win per key")
     eq(st["lease_reads_held"], 0, "nothing held")
 
 
