@@ -1155,26 +1155,30 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
             lease_end(t, l, LEASE_END_STORE);
         return;
     }
-    /* a value: in the client's shape */
-    struct buf out;
+    /* a value: in the client's shape, written straight into m's reply */
     char hdr[360];
     int hn = m->cmd == MEMCACHE_CMD_GETS
              ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
                         (int)klen, key, g.flags, g.dlen, g.cas)
              : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n", (int)klen, key,
                         g.flags, g.dlen);
-    buf_init(&out);
-    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
-        buf_append(&out, g.data, g.dlen) < 0 || buf_append_str(&out, "\r\nEND\r\n") < 0) {
-        buf_free(&out);
-        m->lease = LEASE_M_NONE;
-        m->state = MSG_NEW;
-        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
-        return;
-    }
+    struct client *c = m->client;
+    m->lease = LEASE_M_NONE;
+    m->state = MSG_NEW;
     m->items = 1;
-    lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
-    buf_free(&out);
+    size_t before = buf_len(&m->rsp);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&m->rsp, hdr, (size_t)hn) < 0 ||
+        buf_append(&m->rsp, g.data, g.dlen) < 0 || buf_append_str(&m->rsp, "\r\nEND\r\n") < 0) {
+        buf_truncate(&m->rsp, before);
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+    } else {
+        if (!c->closing && !(m->flags & MSG_F_NOREPLY))
+            c->held_bytes += buf_len(&m->rsp) - before;
+        else
+            buf_truncate(&m->rsp, before);
+        msg_charge(m);
+        msg_complete(w, m);
+    }
     if (l != NULL && !g.z)              /* stored where this proxy did not see */
         lease_end(t, l, LEASE_END_STORE);
 }
