@@ -1254,6 +1254,96 @@ static enum stage_verdict lease_meta_local(struct stage_req *r, const char *ans,
     return STAGE_TAKEN;
 }
 
+/* The tokens of the line p[0..n) (to its end): up to max, their offsets and lengths;
+ * the count, or max + 1 when there are more. */
+static int lease_tokens(const char *p, size_t n, size_t *tb, size_t *tl, int max)
+{
+    size_t i = 0;
+    int nt = 0;
+
+    while (i < n && p[i] != '\r' && p[i] != '\n') {
+        while (i < n && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n')
+            i++;
+        if (i == b)
+            break;
+        if (nt == max)
+            return max + 1;
+        tb[nt] = b;
+        tl[nt++] = i - b;
+    }
+    return nt;
+}
+
+#define LEASE_META_TOKENS 24
+
+/*
+ * meta: a meta client's write (ms, md, ma) of a key whose empty item this proxy knows.
+ * Its flags must be ones the proxy can answer for (the O and k it echoes, c, and the ms
+ * F, T, M; md none else; ma D and M): else it goes as it is (a meta client that sends
+ * q, b, I, N, C, ... speaks memcached's leases itself). An ms in replace, append or
+ * prepend mode is answered NS, an ma NF, as on a missing key, with the flags memcached
+ * echoes (O, k, and c as c0). An ms in add mode and an md are left to the write hook.
+ */
+static enum stage_verdict lease_meta_client_write(struct stage_req *r)
+{
+    const char *p = r->buf;
+    size_t tb[LEASE_META_TOKENS], tl[LEASE_META_TOKENS];
+    int nt = lease_tokens(p, r->req->hdr_len, tb, tl, LEASE_META_TOKENS);
+    uint16_t cmd = r->req->cmd;
+    int first = cmd == MEMCACHE_CMD_MS ? 3 : 2;     /* ms <key> <datalen> <flags> */
+    char mode = 'S';
+
+    if (nt > LEASE_META_TOKENS || nt < first)
+        return STAGE_PASS;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f == 'O' || f == 'k')
+            continue;
+        if (cmd == MEMCACHE_CMD_MS && (f == 'c' || f == 'F' || f == 'T'))
+            continue;
+        if (cmd == MEMCACHE_CMD_MS && f == 'M' && tl[i] == 2) {
+            mode = (char)(p[tb[i] + 1] & ~0x20);        /* upper case */
+            continue;
+        }
+        if (cmd == MEMCACHE_CMD_MA && (f == 'D' || f == 'M'))
+            continue;
+        return STAGE_PASS;
+    }
+    if (cmd == MEMCACHE_CMD_MD || (cmd == MEMCACHE_CMD_MS && (mode == 'S' || mode == 'E')))
+        return STAGE_PASS;
+    if (cmd == MEMCACHE_CMD_MS && mode != 'R' && mode != 'A' && mode != 'P')
+        return STAGE_PASS;
+    char ans[600];
+    size_t an = 0;
+    memcpy(ans, cmd == MEMCACHE_CMD_MS ? "NS" : "NF", 2);
+    an = 2;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f != 'O' && f != 'k' && f != 'c')
+            continue;
+        size_t need = f == 'k' ? 2 + r->rk[0].len : f == 'c' ? 3 : 1 + tl[i];
+        if (an + need + 2 > sizeof(ans))
+            return STAGE_PASS;
+        ans[an++] = ' ';
+        if (f == 'k') {
+            ans[an++] = 'k';
+            memcpy(ans + an, r->rk[0].bytes, r->rk[0].len);
+            an += r->rk[0].len;
+        } else if (f == 'c') {
+            memcpy(ans + an, "c0", 2);
+            an += 2;
+        } else {
+            memcpy(ans + an, p + tb[i], tl[i]);
+            an += tl[i];
+        }
+    }
+    memcpy(ans + an, "\r\n", 2);
+    return lease_meta_local(r, ans, an + 2);
+}
+
 static enum stage_verdict lease_meta_request(struct stage_req *r)
 {
     if (r->req->nkeys != 1 || r->m->db != 0 || r->pool->cp->leases.ttl_ms == 0)
@@ -1276,9 +1366,67 @@ static enum stage_verdict lease_meta_request(struct stage_req *r)
     case MEMCACHE_CMD_GAT:
     case MEMCACHE_CMD_GATS:
         return lease_meta_local(r, "END\r\n", 5);
+    case MEMCACHE_CMD_MS:
+    case MEMCACHE_CMD_MA:
+        return r->pool->lease != NULL && r->pool->lease->map.n > 0
+               ? lease_meta_client_write(r) : STAGE_PASS;
     default:
         return STAGE_PASS;
     }
+}
+
+/*
+ * A meta client's ms in add mode (ME) or md of the key's empty item, its header just
+ * written to s from `before`, flags as lease_meta_client_write accepts them: the ms goes
+ * with C<the item's cas> in place of its mode (its EX or NF is then the NS an add gets);
+ * the md goes as it is, its HD answered NF (the empty item goes, the held reads read
+ * again).
+ */
+static int lease_meta_client_write_out(struct stage_req *r, struct lease *l, struct sconn *s,
+                                       size_t before)
+{
+    struct msg *m = r->m;
+    struct buf *out = &s->conn.obuf;
+    const char *p = buf_rptr(out) + before;
+    size_t n = buf_len(out) - before;
+    size_t tb[LEASE_META_TOKENS], tl[LEASE_META_TOKENS];
+    int nt = lease_tokens(p, n, tb, tl, LEASE_META_TOKENS);
+    int ms = r->req->cmd == MEMCACHE_CMD_MS, first = ms ? 3 : 2, mode_at = -1;
+
+    if (nt > LEASE_META_TOKENS || nt < first)
+        return 0;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f == 'O' || f == 'k')
+            continue;
+        if (ms && (f == 'c' || f == 'F' || f == 'T'))
+            continue;
+        if (ms && f == 'M' && tl[i] == 2 && (p[tb[i] + 1] & ~0x20) == 'E') {
+            mode_at = i;
+            continue;
+        }
+        return 0;               /* a flag the proxy does not answer for: as it is */
+    }
+    if (lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+        return 0;
+    if (!ms) {
+        m->lease = LEASE_M_DEL;
+        m->flags |= MSG_F_STAGED;
+        return 0;
+    }
+    if (mode_at < 0)
+        return 0;               /* a set: it stores over the empty item as it is */
+    char hdr[600];
+    int hn = snprintf(hdr, sizeof(hdr), "%.*sC%" PRIu64 "%.*s", (int)tb[mode_at], p, l->pcas,
+                      (int)(n - tb[mode_at] - tl[mode_at]), p + tb[mode_at] + tl[mode_at]);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr))
+        return 0;
+    buf_truncate(out, before);
+    if (buf_append(out, hdr, (size_t)hn) < 0)
+        return -ENOMEM;
+    m->lease = LEASE_M_ADD;
+    m->flags |= MSG_F_STAGED;
+    return 0;
 }
 
 /*
@@ -1295,11 +1443,14 @@ static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s
 
     if (wm != m || m->role != MSG_REQUEST || t == NULL || t->map.n == 0 || r->rk == NULL ||
         r->req->nkeys != 1 || (m->flags & MSG_F_NOREPLY) || m->db != 0 ||
-        (cmd != MEMCACHE_CMD_ADD && cmd != MEMCACHE_CMD_DELETE))
+        (cmd != MEMCACHE_CMD_ADD && cmd != MEMCACHE_CMD_DELETE && cmd != MEMCACHE_CMD_MS &&
+         cmd != MEMCACHE_CMD_MD))
         return 0;
     struct lease *l = lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len);
     if (l == NULL || l->pcas == 0 || l->storing)
         return 0;
+    if (cmd == MEMCACHE_CMD_MS || cmd == MEMCACHE_CMD_MD)
+        return lease_meta_client_write_out(r, l, s, before);
     if (cmd == MEMCACHE_CMD_DELETE) {
         if (lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
             return 0;
@@ -1332,7 +1483,7 @@ static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s
                       (int)tl[1], p + tb[1], (int)tl[4], p + tb[4], (int)tl[2], p + tb[2],
                       (int)tl[3], p + tb[3], l->pcas);
     if (hn <= 0 || (size_t)hn >= sizeof(hdr) ||
-        lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+        lease_record(m, r->rk[0].bytes, r->rk[0].len, "add", 3) < 0)
         return 0;
     buf_truncate(out, before);
     if (buf_append(out, hdr, (size_t)hn) < 0)
@@ -1355,12 +1506,46 @@ static void lease_rsp_set(struct msg *m, const char *p, size_t n)
         c->held_bytes += n;
 }
 
+/* Whether m, an add of the empty item sent as ms, was a meta client's ms (else a text
+ * add: lease_meta_write records "add"). */
+static int lease_meta_was_ms(const struct msg *m)
+{
+    const char *key, *req;
+    size_t klen, rlen;
+
+    return lease_recorded(m, &key, &klen, &req, &rlen) == 0 && rlen == 0;
+}
+
 /* An add sent as ms, or a delete of the vivified item, is answered: in the client's terms. */
 static void lease_meta_write_reply(struct msg *m)
 {
     const char *p = buf_rptr(&m->rsp);
     size_t n = buf_len(&m->rsp);
 
+    if (m->lease == LEASE_M_ADD && lease_meta_was_ms(m)) {
+        /* a meta client's ME sent with C: EX (stored first) and NF (gone) are its NS */
+        if (n >= 4 && (memcmp(p, "EX", 2) == 0 || memcmp(p, "NF", 2) == 0) &&
+            (p[2] == ' ' || p[2] == '\r')) {
+            char tmp[600];
+            if (n <= sizeof(tmp)) {
+                memcpy(tmp, p, n);
+                memcpy(tmp, "NS", 2);
+                lease_rsp_set(m, tmp, n);
+            }
+        }
+        return;
+    }
+    if (m->cmd == MEMCACHE_CMD_MD) {
+        if (n >= 4 && memcmp(p, "HD", 2) == 0 && (p[2] == ' ' || p[2] == '\r')) {
+            char tmp[600];
+            if (n <= sizeof(tmp)) {
+                memcpy(tmp, p, n);
+                memcpy(tmp, "NF", 2);
+                lease_rsp_set(m, tmp, n);
+            }
+        }
+        return;
+    }
     if (m->lease == LEASE_M_ADD) {
         m->cmd = MEMCACHE_CMD_ADD;
         if (n == 4 && memcmp(p, "HD\r\n", 4) == 0)

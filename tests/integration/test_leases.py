@@ -623,6 +623,42 @@ def meta_mg(env):
 
 
 @R.test(ringleader=True)
+def meta_client_writes(env):
+    """meta: a meta client's writes of a key whose lease a plain client won through the
+    proxy get the bytes they get on a missing key straight to memcached (cas values
+    aside, which differ between servers): ms in replace/append/prepend mode NS, ma NF
+    (with the O, k and c0 memcached echoes), md NF (the empty item goes), ms in add mode
+    stores over the empty item, ms set stores."""
+    import re
+    px = env.proxy("memcache", dict(META, ttl_ms=30000), backends=env.mcs[:1])
+    ref = env.mcs[1]
+    cases = [b"ms %s 1 MR\r\nx\r\n", b"ms %s 1 MR O5 k c\r\nx\r\n",
+             b"ms %s 1 MA\r\nx\r\n", b"ms %s 1 c MP\r\nx\r\n", b"ma %s\r\n",
+             b"ma %s O5 k\r\n", b"ma %s MD\r\n", b"md %s\r\n", b"md %s O5 k\r\n",
+             b"ms %s 1 ME\r\nx\r\n", b"ms %s 1 ME c T0 F3 O9\r\nx\r\n",
+             b"ms %s 1 MS\r\nx\r\n", b"ms %s 1\r\nx\r\n"]
+
+    def norm(b):
+        return re.sub(rb" c[1-9][0-9]*", b" c#", b)
+
+    with px.client() as w, px.client() as c, env.mcs[0].client() as d, ref.client() as r:
+        for req in cases:
+            key = harness.unique("mw")
+            eq(w.mc_get(b"get", key), [], "%r: the first miss wins" % req)
+            c.send(req % key)
+            r.send(req % key)
+            eq(norm(c.read_line()), norm(r.read_line()), "%r on a leased key, as on a missing "
+               "key" % req)
+            d.send(b"mg %s v\r\n" % key)
+            r.send(b"mg %s v\r\n" % key)
+            got, want = d.read_meta(), r.read_meta()
+            if want[0] == b"EN":        # missing after it: the empty item is all there is
+                check(got in ((b"VA 0 Z", b""), (b"EN", None)), "%r: then %r" % (req, got))
+            else:
+                eq(got, want, "%r: then the stored value" % req)
+
+
+@R.test(ringleader=True)
 def meta_fleet(env):
     """Two proxies with leases: {meta: true} over one memcached: the first miss in the
     fleet wins (memcached's W), the other proxy's reader is held (Z) and gets the value
