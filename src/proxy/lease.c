@@ -896,7 +896,10 @@ void lease_free(struct wpool *wp)
  * answered as if the key were missing while the proxy knows the item is the empty one
  * (it has the key's lease, and no write of the key is out): replace, append, prepend
  * NOT_STORED; cas, incr, decr, touch NOT_FOUND; gat, gats END; a delete goes and its
- * DELETED is a NOT_FOUND; an add stores over it (`ms <key> <n> F T C<its cas>`).
+ * DELETED is a NOT_FOUND; an add stores over it (`ms <key> <n> F T C<its cas>`). A meta
+ * client's mg without N is read with N added and answered in its own shape; its ms in
+ * replace/append/prepend mode is NS, its ma NF, its md's HD an NF, its ms in add mode
+ * goes with C<its cas> (lease_meta_client_write).
  */
 
 static int lease_meta(const struct wpool *pool)
