@@ -182,6 +182,7 @@ static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *
 static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
 static int lease_meta(const struct wpool *pool);
 static int lease_meta_send(struct lease_table *t, struct msg *m);
+static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g);
 static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
                           const char *line, size_t len, struct msg_watch *wt);
 
@@ -642,9 +643,9 @@ static int lease_probe(struct lease_table *t, struct lease *l)
     size_t klen, rlen;
     struct route rt;
 
-    if (lease_meta(pool)) {             /* `mg <key> c`: still the vivified item? */
+    if (lease_meta(pool)) {             /* `mg <key> v f c`: still the vivified item? */
         char line[300];
-        int n = snprintf(line, sizeof(line), "mg %.*s c\r\n", (int)l->klen, l->key);
+        int n = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)l->klen, l->key);
         if (n <= 0 || (size_t)n >= sizeof(line) ||
             lease_own_send(pool, l->key, l->klen, m->rflags, line, (size_t)n, &t->probe) < 0)
             return -1;
@@ -745,8 +746,9 @@ static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg 
         l->probing = 0;
         if (ok && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST))) {
             lease_mg_parse(buf_rptr(&om->rsp), buf_len(&om->rsp), &g);
-            if (g.kind == LEASE_MG_MISS ||
-                ((g.kind == LEASE_MG_HEAD || g.kind == LEASE_MG_VALUE) && !g.win && !g.z))
+            if (g.kind == LEASE_MG_VALUE && !g.win && !g.z)
+                lease_meta_found(t, l, &g);     /* the value: the held gets get it now */
+            else if (g.kind == LEASE_MG_MISS || (g.kind == LEASE_MG_HEAD && !g.win && !g.z))
                 lease_end(t, l, LEASE_END_STORE);
         }
     } else if (l != NULL) {
@@ -887,7 +889,8 @@ void lease_free(struct wpool *wp)
  *
  *   W          this client won: it gets its miss (END) and recomputes;
  *   Z (no X)   a reader anywhere won: this read is held (as a local lease's), its key
- *              re-read with `mg <key> c` until the item is stored, gone, or ttl_ms;
+ *              re-read with `mg <key> v f c` until the item is stored (its value
+ *              answers the held gets at once), gone, or ttl_ms;
  *   a value    the value in the client's own shape (VALUE key flags bytes [cas]);
  *   Z and X    an item memcached marked stale (md I): its value, as a plain get sees it.
  *
@@ -1088,6 +1091,73 @@ static void lease_mg_client(struct worker *w, struct msg *m, const char *line, s
     buf_free(&out);
 }
 
+/* Answer m (a get or gets of key, waiting in no queue) with the value g read, in the
+ * client's shape: VALUE <key> <flags> <bytes> [<cas>], the value, END. */
+static void lease_meta_value(struct worker *w, struct msg *m, const char *key, size_t klen,
+                             const struct lease_mg *g)
+{
+    char hdr[360];
+    int hn = m->cmd == MEMCACHE_CMD_GETS
+             ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
+                        (int)klen, key, g->flags, g->dlen, g->cas)
+             : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n", (int)klen, key,
+                        g->flags, g->dlen);
+    struct client *c = m->client;
+    m->lease = LEASE_M_NONE;
+    m->state = MSG_NEW;
+    m->items = 1;
+    size_t before = buf_len(&m->rsp);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&m->rsp, hdr, (size_t)hn) < 0 ||
+        buf_append(&m->rsp, g->data, g->dlen) < 0 ||
+        buf_append_str(&m->rsp, "\r\nEND\r\n") < 0) {
+        buf_truncate(&m->rsp, before);
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (!c->closing && !(m->flags & MSG_F_NOREPLY))
+        c->held_bytes += buf_len(&m->rsp) - before;
+    else
+        buf_truncate(&m->rsp, before);
+    msg_charge(m);
+    msg_complete(w, m);
+}
+
+/*
+ * meta: a re-read (`mg <key> v f c`) found l's key stored: its held gets and getses get
+ * the value at once, in their shape; the others (a client's mg) read it again.
+ */
+static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g)
+{
+    struct worker *w = t->pool->w;
+    struct qnode list, *n, *tmp;
+
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        if (m->client == NULL || (m->cmd != MEMCACHE_CMD_GET && m->cmd != MEMCACHE_CMD_GETS))
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    char key[256];
+    size_t klen = RL_MIN(l->klen, sizeof(key));
+    memcpy(key, l->key, klen);          /* l goes with lease_end */
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        lease_meta_value(w, m, key, klen, g);
+    }
+}
+
 /* What m's `mg ... N` said, in m's own terms (see above). */
 static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct msg *om)
 {
@@ -1158,30 +1228,7 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
             lease_end(t, l, LEASE_END_STORE);
         return;
     }
-    /* a value: in the client's shape, written straight into m's reply */
-    char hdr[360];
-    int hn = m->cmd == MEMCACHE_CMD_GETS
-             ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
-                        (int)klen, key, g.flags, g.dlen, g.cas)
-             : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n", (int)klen, key,
-                        g.flags, g.dlen);
-    struct client *c = m->client;
-    m->lease = LEASE_M_NONE;
-    m->state = MSG_NEW;
-    m->items = 1;
-    size_t before = buf_len(&m->rsp);
-    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&m->rsp, hdr, (size_t)hn) < 0 ||
-        buf_append(&m->rsp, g.data, g.dlen) < 0 || buf_append_str(&m->rsp, "\r\nEND\r\n") < 0) {
-        buf_truncate(&m->rsp, before);
-        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
-    } else {
-        if (!c->closing && !(m->flags & MSG_F_NOREPLY))
-            c->held_bytes += buf_len(&m->rsp) - before;
-        else
-            buf_truncate(&m->rsp, before);
-        msg_charge(m);
-        msg_complete(w, m);
-    }
+    lease_meta_value(w, m, key, klen, &g);
     if (l != NULL && !g.z)              /* stored where this proxy did not see */
         lease_end(t, l, LEASE_END_STORE);
 }
