@@ -1328,6 +1328,7 @@ static int lease_tokens(const char *p, size_t n, size_t *tb, size_t *tl, int max
 }
 
 #define LEASE_META_TOKENS 24
+#define LEASE_SET_KEEP_MAX 65536u       /* a set's value kept to answer held gets */
 
 /*
  * meta: a meta client's write (ms, md, ma) of a key whose empty item this proxy knows.
@@ -1756,8 +1757,16 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
         struct lease *l = lease_map_find(&t->map, r->rk[k].bytes, r->rk[k].len);
         if (l == NULL)
             continue;
+        /* a memcached set with reads held on its key keeps its bytes: its STORED answers
+         * the held gets with its value (lease_set_found) */
+        int keep = wm->lease == LEASE_M_NONE && l->nheld > 0 &&
+                   r->req->cmd == MEMCACHE_CMD_SET &&
+                   r->pool->cp->protocol == CONF_PROTO_MEMCACHE &&
+                   r->req->body_len <= LEASE_SET_KEEP_MAX;
         if (at_reply && (wm->lease != LEASE_M_NONE ||
-                         lease_record(wm, r->rk[k].bytes, r->rk[k].len, "", 0) == 0)) {
+                         lease_record(wm, r->rk[k].bytes, r->rk[k].len, r->buf,
+                                      keep ? r->req->hdr_len + (size_t)r->req->body_len
+                                           : 0) == 0)) {
             if (wm->lease == LEASE_M_NONE)
                 wm->lease = LEASE_M_WRITE;
             wm->flags |= MSG_F_STAGED;
@@ -1767,6 +1776,68 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
         lease_end(t, l, LEASE_END_STORE);
     }
     lease_arm(t);
+}
+
+/*
+ * A memcached `set <key> <flags> <exptime> <bytes>` (its line and value in req[0..rlen))
+ * of l's key was answered STORED: the held gets get that value now (a get sent then would
+ * read it), VALUE <key> <flags> <bytes>, without a read each; the other held reads
+ * (gets, whose cas the proxy does not know; mg) are sent again, and the lease ends. 0, or
+ * -1 when the set is not one whose value a get would read at once (an exptime that has
+ * already passed, a malformed line): then the lease just ends.
+ */
+static int lease_set_found(struct lease_table *t, struct lease *l, const char *req, size_t rlen)
+{
+    struct worker *w = t->pool->w;
+    size_t tb[6], tl[6];
+    int nt = lease_tokens(req, rlen, tb, tl, 5);
+    uint64_t flags, exptime, bytes;
+    size_t eol = 0;
+
+    while (eol + 1 < rlen && !(req[eol] == '\r' && req[eol + 1] == '\n'))
+        eol++;
+    if (nt != 5 || eol + 1 >= rlen || lease_mg_num(req + tb[2], tl[2], &flags) < 0 ||
+        flags > UINT32_MAX || lease_mg_num(req + tb[3], tl[3], &exptime) < 0 ||
+        exptime > 30u * 24 * 3600 ||    /* an absolute time, maybe past: not answered */
+        lease_mg_num(req + tb[4], tl[4], &bytes) < 0 || rlen - (eol + 2) < bytes + 2)
+        return -1;
+    char hdr[360];
+    int hn = snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %" PRIu64 "\r\n",
+                      (int)l->klen, l->key, flags, bytes);
+    struct buf out;
+    buf_init(&out);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
+        buf_append(&out, req + eol + 2, (size_t)bytes) < 0 ||
+        buf_append_str(&out, "\r\nEND\r\n") < 0) {
+        buf_free(&out);
+        return -1;
+    }
+    struct qnode list, *n, *tmp;
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        if (m->client == NULL || m->cmd != MEMCACHE_CMD_GET)
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        m->items = 1;
+        lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    }
+    buf_free(&out);
+    return 0;
 }
 
 /* The reply of a write of a leased key (whatever it says: a failed add or cas leaves the
@@ -1785,7 +1856,10 @@ static void lease_write_done(struct msg *m)
         return;
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l != NULL) {
-        lease_end(t, l, LEASE_END_STORE);
+        if (rlen < 4 || memcmp(req, "set ", 4) != 0 || buf_len(&m->rsp) != 8 ||
+            memcmp(buf_rptr(&m->rsp), "STORED\r\n", 8) != 0 ||
+            lease_set_found(t, l, req, rlen) < 0)
+            lease_end(t, l, LEASE_END_STORE);
         lease_arm(t);
     }
 }

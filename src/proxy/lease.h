@@ -111,6 +111,8 @@ struct lease_mg {
 /* Read the reply p[0..n) (a whole one: its line and, for VA, the value and its \r\n);
  * anything malformed or truncated is LEASE_MG_OTHER. */
 void lease_mg_parse(const char *p, size_t n, struct lease_mg *g);
+/* The decimal number p[0..n) (1 to 20 digits, at most UINT64_MAX): 0, or -1. */
+int  lease_mg_num(const char *p, size_t n, uint64_t *out);
 
 /* A pool is freed: its held reads (their clients are gone) and leases with it. */
 void lease_free(struct wpool *wp);

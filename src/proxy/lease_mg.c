@@ -6,7 +6,7 @@
 
 #include "proxy/lease.h"
 
-static int lease_num(const char *p, size_t n, uint64_t *out)
+int lease_mg_num(const char *p, size_t n, uint64_t *out)
 {
     uint64_t v = 0;
 
@@ -49,14 +49,14 @@ static void lease_mg_read(const char *p, size_t n, struct lease_mg *g)
         const char *tk = p + b;
         size_t tl = i - b;
         if (need_size) {
-            if (lease_num(tk, tl, &size) < 0)
+            if (lease_mg_num(tk, tl, &size) < 0)
                 return;
             need_size = 0;
             continue;
         }
-        if (tk[0] == 'f' && lease_num(tk + 1, tl - 1, &g->flags) < 0)
+        if (tk[0] == 'f' && lease_mg_num(tk + 1, tl - 1, &g->flags) < 0)
             return;
-        if (tk[0] == 'c' && lease_num(tk + 1, tl - 1, &g->cas) < 0)
+        if (tk[0] == 'c' && lease_mg_num(tk + 1, tl - 1, &g->cas) < 0)
             return;
         if (tl == 1 && tk[0] == 'W')
             g->win = 1;

@@ -28,10 +28,22 @@ What each test proves, against real memcached and redis-server:
       a set written to memcached directly (no proxy sees it) releases the held readers
       well before ttl_ms: the re-reads (1 ms, doubling to 8 ms while the hold is young,
       then to 100 ms) find it.
+  meta_differential, meta_mg, meta_client_writes
+      leases: {meta: true}: every command on a key whose lease a client won through the
+      proxy (memcached's vivified empty item) gets the bytes the same command gets on a
+      missing key straight to memcached (text, noreply, mg, ms/md/ma).
+  meta_fleet, meta_stampede, meta_winner_never_sets
+      meta leases across two proxies: one win in the fleet per expiry, the other proxy's
+      readers held and answered in their shape; a winner that never stores: one new
+      winner after memcached's empty item expires.
   stop_while_held
       a proxy stopped while it holds reads (and has leases, a re-read out) exits cleanly:
       status 0, nothing from the sanitizers in its output (the held reads are freed with
       their pool); and so does every proxy of the file.
+  set_answers_held_gets
+      a set through the proxy answers the held gets with its own value (the bytes a get
+      straight to memcached then reads), a held gets is read again (its cas), and a set
+      whose exptime already passed answers nobody (one released reader wins).
   limits
       max_waiters holds exactly that many reads while their key is being re-read (the
       next read is answered at once, counted lease_overflow); a held reader that closes is
@@ -466,6 +478,46 @@ def store_straight_to_server(env):
     check(st["lease_rereads"] >= 1, "re-reads found it")
     print("  a set straight to the server released the held readers in %.0f ms "
           "(re-reads back off to 8 ms while the hold is young, then 100 ms; ttl_ms %d)" % (took * 1000, ttl))
+
+
+@R.test(ringleader=True)
+def set_answers_held_gets(env):
+    """A set through the proxy answers the held gets of its key with its own value (what a
+    get sent after its STORED reads: the same bytes as a get straight to memcached then);
+    a held gets is read again (its cas is the server's); a set whose exptime has already
+    passed answers nobody: the held reads read again and one of them wins."""
+    px = env.proxy("memcache", {"ttl_ms": 30000}, backends=env.mcs[:1])
+    key = harness.unique("sv")
+    with px.client() as w, env.mcs[0].client() as d:
+        eq(w.mc_get(b"get", key), [], "the first miss wins")
+        gs = readers(px, key, 3)
+        gss = readers(px, key, 1, cmd=b"gets")
+        wait_stat(px, "lease_reads_held", 4, "held")
+        eq(w.mc_store(b"set", key, b"seven", flags=7, exptime=100), b"STORED\r\n")
+        direct_get = mc_one(d, b"get %s\r\n" % key)
+        direct_gets = mc_one(d, b"gets %s\r\n" % key)
+        eq(direct_get, b"VALUE %s 7 5\r\nseven\r\nEND\r\n" % key)
+        for c in gs:
+            eq(c.read_until(harness.mc_values_len), direct_get, "a held get: the set's value")
+        eq(gss[0].read_until(harness.mc_values_len), direct_gets, "a held gets: with its cas")
+        for c in gs + gss:
+            c.close()
+        # an exptime already passed: the value is gone at once, a get would miss
+        key = harness.unique("svx")
+        eq(w.mc_get(b"get", key), [], "the first miss wins")
+        won = pstats(px)["leases_won"]
+        rs = readers(px, key, 2)
+        wait_stat(px, "lease_reads_held", 6, "held")
+        eq(w.mc_store(b"set", key, b"gone", exptime=-1), b"STORED\r\n")
+        wait_stat(px, "leases_won", won + 1, "a released reader wins the next lease")
+        got = []
+        deadline = time.monotonic() + harness.patience(10)
+        while not got and time.monotonic() < deadline:
+            got = answered(rs)
+        eq(len(got), 1, "one released reader got the miss")
+        eq(got[0].read_until(harness.mc_values_len), b"END\r\n")
+        for c in rs:
+            c.close()
 
 
 @R.test(ringleader=True)
