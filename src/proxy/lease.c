@@ -1395,8 +1395,189 @@ static enum stage_verdict lease_meta_client_write(struct stage_req *r)
     return lease_meta_local(r, ans, an + 2);
 }
 
+/*
+ * meta: a multi-key get or gets (never held, never a lease) is read as one
+ * `mg <key> v f c` per key, without N, and answered as memcached answers it when no lease
+ * exists: the keys whose item is memcached's empty one (W or Z without X) are missing.
+ */
+#define LEASE_MGET_MAX 64
+
+struct lease_mget;
+struct lease_mget_key {
+    struct msg_watch   watch;   /* first: the watch is the key's read */
+    struct lease_mget *g;
+    struct buf         rsp;
+    int                ok;
+};
+
+struct lease_mget {
+    struct lease_table   *t;
+    struct msg           *m;
+    uint32_t              n, pending;
+    struct lease_mget_key k[];
+};
+
+/* Every key's read is back (or failed): m's answer, and g goes. */
+static void lease_mget_finish(struct lease_mget *g)
+{
+    struct worker *w = g->t->pool->w;
+    struct msg *m = g->m;
+    const char *err = NULL;
+    size_t errn = 0;
+    struct buf out;
+    int failed = 0;
+
+    buf_init(&out);
+    for (uint32_t i = 0; i < g->n && m->client != NULL; i++) {
+        struct lease_mget_key *k = &g->k[i];
+        const char *key, *req;
+        size_t klen, rlen;
+        struct lease_mg mg;
+        if (!k->ok) {
+            failed = 1;
+            break;
+        }
+        lease_mg_parse(buf_rptr(&k->rsp), buf_len(&k->rsp), &mg);
+        if (mg.kind == LEASE_MG_OTHER) {
+            err = buf_rptr(&k->rsp);
+            errn = buf_len(&k->rsp);
+            break;
+        }
+        if (mg.kind != LEASE_MG_VALUE || ((mg.win || mg.z) && !mg.stale))
+            continue;                   /* missing, or the empty item */
+        /* the key: the request recorded each, in order, as "<klen><key>" */
+        if (lease_recorded(m, &key, &klen, &req, &rlen) < 0) {
+            failed = 1;
+            break;
+        }
+        size_t off = 0;
+        for (uint32_t j = 0; j < i && off + 1 <= rlen; j++)
+            off += 1 + (unsigned char)req[off];
+        if (off >= rlen || off + 1 + (unsigned char)req[off] > rlen) {
+            failed = 1;
+            break;
+        }
+        char hdr[360];
+        int hn = m->cmd == MEMCACHE_CMD_GETS
+                 ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
+                            (int)(unsigned char)req[off], req + off + 1, mg.flags, mg.dlen,
+                            mg.cas)
+                 : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n",
+                            (int)(unsigned char)req[off], req + off + 1, mg.flags, mg.dlen);
+        if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
+            buf_append(&out, mg.data, mg.dlen) < 0 || buf_append_str(&out, "\r\n") < 0) {
+            failed = 1;
+            break;
+        }
+        m->items++;
+    }
+    if (m->client == NULL) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_DONE;
+        msg_release(w, m);
+    } else if (failed) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_SERVER, "no reply to a read of the multi-key get");
+    } else if (err != NULL) {
+        lease_answer(w, m, err, errn, 1);
+    } else if (buf_append_str(&out, "END\r\n") < 0) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+    } else {
+        lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    }
+    buf_free(&out);
+    for (uint32_t i = 0; i < g->n; i++)
+        buf_free(&g->k[i].rsp);
+    free(g);
+}
+
+static void lease_mget_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_mget_key *k = (struct lease_mget_key *)(void *)wt;
+    struct lease_mget *g = k->g;
+    struct wpool *pool = g->t->pool;
+
+    (void)w;
+    k->ok = ok && !(om->flags & MSG_F_RSPLOST) &&
+            buf_append(&k->rsp, buf_rptr(&om->rsp), buf_len(&om->rsp)) == 0;
+    if (--g->pending == 0)
+        lease_mget_finish(g);
+    wpool_unref(pool);          /* last: it may free the pool */
+}
+
+static enum stage_verdict lease_meta_mget(struct stage_req *r)
+{
+    struct msg *m = r->m;
+    struct wpool *pool = r->pool;
+    uint32_t n = r->req->nkeys;
+    size_t rec = 0;
+
+    if (n > LEASE_MGET_MAX || (m->flags & MSG_F_NOREPLY) || m->client == NULL ||
+        m->client->eof)
+        return STAGE_PASS;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!lease_mc_key_ok(r->rk[i].bytes, r->rk[i].len))
+            return STAGE_PASS;
+        rec += 1 + r->rk[i].len;
+    }
+    struct lease_table *t = lease_table_get(pool);
+    struct lease_mget *g = t != NULL ? calloc(1, sizeof(*g) + n * sizeof(g->k[0])) : NULL;
+    char *keys = g != NULL ? malloc(rec) : NULL;
+    if (keys == NULL) {
+        free(g);
+        return STAGE_PASS;
+    }
+    /* each key, in order, as "<klen><key>" (a key is at most 250 bytes) */
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        keys[off] = (char)(unsigned char)r->rk[i].len;
+        memcpy(keys + off + 1, r->rk[i].bytes, r->rk[i].len);
+        off += 1 + r->rk[i].len;
+    }
+    int recorded = lease_record(m, r->rk[0].bytes, r->rk[0].len, keys, rec);
+    free(keys);
+    if (recorded < 0) {
+        free(g);
+        return STAGE_PASS;
+    }
+    g->t = t;
+    g->m = m;
+    g->n = n;
+    g->pending = n;
+    m->state = MSG_SENT;        /* owed an answer, by lease_mget_finish */
+    m->sconn = NULL;
+    m->server = NULL;
+    m->items = 0;
+    m->lease = LEASE_M_META;
+    for (uint32_t i = 0; i < n; i++) {
+        struct lease_mget_key *k = &g->k[i];
+        char line[300];
+        int ln = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)r->rk[i].len,
+                          r->rk[i].bytes);
+        k->watch.done = lease_mget_done;
+        k->g = g;
+        buf_init(&k->rsp);
+        if (ln <= 0 || (size_t)ln >= sizeof(line) ||
+            lease_own_send(pool, r->rk[i].bytes, r->rk[i].len, m->rflags, line, (size_t)ln,
+                           &k->watch) < 0) {
+            /* the rest are not sent: they count as failed; the sent ones finish it */
+            g->pending -= n - i;
+            if (g->pending == 0)
+                lease_mget_finish(g);
+            return STAGE_TAKEN;
+        }
+    }
+    return STAGE_TAKEN;
+}
+
 static enum stage_verdict lease_meta_request(struct stage_req *r)
 {
+    if (r->req->nkeys > 1 && r->m->db == 0 && r->pool->cp->leases.ttl_ms > 0 &&
+        (r->req->cmd == MEMCACHE_CMD_GET || r->req->cmd == MEMCACHE_CMD_GETS))
+        return lease_meta_mget(r);
     if (r->req->nkeys != 1 || r->m->db != 0 || r->pool->cp->leases.ttl_ms == 0)
         return STAGE_PASS;
     switch (r->req->cmd) {

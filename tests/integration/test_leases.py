@@ -594,7 +594,9 @@ def meta_differential(env):
     """leases: {meta: true}: a key whose lease a client won through the proxy is an empty
     item memcached vivified (what a client straight to that memcached sees is printed);
     every command on it through the proxy gets, byte for byte, what the same command gets
-    from a memcached where the key is simply missing (no lease)."""
+    from a memcached where the key is simply missing (no lease); so does a multi-key get
+    with the key among others."""
+    import re
     px = env.proxy("memcache", dict(META, ttl_ms=30000), backends=env.mcs[:1])
     ref = env.mcs[1]                    # the reference: the key missing, no lease anywhere
     cases = [
@@ -639,9 +641,21 @@ def meta_differential(env):
             d.send(b"mg %s v\r\n" % key)
             eq(d.read_meta(), (b"VA 0 Z", b""), "%s noreply: the item is still the empty one"
                % name)
+        # a multi-key get: the leased key is missing, the others as they are
+        leased, there, absent = (harness.unique("mdm"), harness.unique("mdm"),
+                                 harness.unique("mdm"))
+        eq(w.mc_get(b"get", leased), [], "multi-key: the first miss wins")
+        for cl in (c, r):
+            eq(cl.mc_store(b"set", there, b"here", flags=9), b"STORED\r\n")
+        for cmd in (b"get", b"gets"):
+            req = b"%s %s %s %s %s\r\n" % (cmd, leased, there, absent, there)
+            eq(re.sub(rb" [0-9]+\r\n", b" #\r\n", mc_one(c, req)) if cmd == b"gets"
+               else mc_one(c, req),
+               re.sub(rb" [0-9]+\r\n", b" #\r\n", mc_one(r, req)) if cmd == b"gets"
+               else mc_one(r, req), "%s of several keys, one leased" % cmd)
         print("  straight to memcached a vivified key reads %r" % seen[b"add"])
     st = pstats(px)
-    eq(st["leases_won"], len(cases) + 5, "one win per key")
+    eq(st["leases_won"], len(cases) + 6, "one win per key")
     eq(st["lease_reads_held"], 0, "nothing held")
 
 
