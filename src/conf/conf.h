@@ -52,6 +52,7 @@ struct conf_leases {
     uint32_t max_waiters;   /* held reads over all keys (and leases outstanding): 10000 */
     char     prefix[65];    /* lease_prefix: a fleet-wide lease is a key of the servers
                                named prefix + key ("": per proxy) */
+    int      meta;          /* memcached pools: the lease is memcached's own (mg ... N) */
 };
 
 /* near_cache: values kept by the proxy (src/proxy/nearcache.c, docs/nearcache.md) */

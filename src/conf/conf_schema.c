@@ -400,6 +400,10 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
     if (GIVEN("discovery") && GIVEN("sentinel"))
         errors -= conf__fail(c, conf__pool_value(values, "discovery"), "discovery",
                              "a sentinel pool's server is the master its sentinels name");
+    if (GIVEN("leases") && pool->leases.meta && pool->protocol == CONF_PROTO_REDIS)
+        errors -= conf__fail(c, conf__pool_value(values, "leases"), "leases",
+                             "meta is memcached's own leases (mg ... N); a Redis pool takes "
+                             "a fleet-wide lease with lease_prefix");
 #undef FAILED
 #undef GIVEN
     return errors;

@@ -571,10 +571,11 @@ const char *conf__set_collapse(struct conf_ctx *c, const struct conf_command *cm
 static const struct conf_command conf__lease_keys[] = {
     { "ttl_ms",      conf__set_u32, offsetof(struct conf_leases, ttl_ms),      1, 600000,   NULL, 0 },
     { "max_waiters", conf__set_u32, offsetof(struct conf_leases, max_waiters), 1, 10000000, NULL, 0 },
+    { "meta",        conf__set_bool, offsetof(struct conf_leases, meta),        0, 0,        NULL, 0 },
 };
 
-/* leases: {ttl_ms: N, max_waiters: N, lease_prefix: S} (an empty mapping takes the
- * defaults), or false. */
+/* leases: {ttl_ms: N, max_waiters: N, lease_prefix: S, meta: BOOL} (an empty mapping takes
+ * the defaults), or false. */
 const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
                              yaml_node_t *node, void *obj)
 {
@@ -599,6 +600,7 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
     l->ttl_ms = 2000;
     l->max_waiters = 10000;
     l->prefix[0] = 0;
+    l->meta = 0;
     for (pair = node->data.mapping.pairs.start; pair < node->data.mapping.pairs.top; pair++) {
         yaml_node_t *k = yaml_document_get_node(&c->doc, pair->key);
         yaml_node_t *v = yaml_document_get_node(&c->doc, pair->value);
@@ -628,7 +630,7 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
                 lk = &conf__lease_keys[i];
         if (lk == NULL)
             return conf__why(c, "unknown key '%s' in leases (expected ttl_ms, max_waiters, "
-                             "lease_prefix)", ks);
+                             "lease_prefix, meta)", ks);
         c->errnode = v;
         const char *why = lk->set(c, lk, v, l);
         if (why != NULL) {
@@ -636,6 +638,11 @@ const char *conf__set_leases(struct conf_ctx *c, const struct conf_command *cmd,
             snprintf(msg, sizeof(msg), "%s", why);      /* why may be c->why itself */
             return conf__why(c, "leases.%s: %s", lk->name, msg);
         }
+    }
+    if (l->meta && l->prefix[0] != 0) {
+        c->errnode = node;
+        return conf__why(c, "leases: meta (memcached's own leases) and lease_prefix (a lease "
+                         "key) are two ways to a fleet-wide lease; choose one");
     }
     c->errnode = NULL;
     return NULL;

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
@@ -145,8 +147,11 @@ uint64_t lease_map_next_due(const struct lease_map *lm)
 
 uint64_t lease_probe_next(struct lease *l, uint64_t now_ms)
 {
+    if (l->young_ms == 0)
+        l->young_ms = now_ms + LEASE_YOUNG_MS;
+    uint32_t cap = now_ms < l->young_ms ? LEASE_PROBE_YOUNG_MS : LEASE_PROBE_MAX_MS;
     l->backoff_ms = l->backoff_ms == 0 ? LEASE_PROBE_MIN_MS
-                                       : RL_MIN(l->backoff_ms * 2, LEASE_PROBE_MAX_MS);
+                                       : RL_MIN(l->backoff_ms * 2, cap);
     l->probe_ms = now_ms + l->backoff_ms;
     return l->probe_ms;
 }
@@ -167,12 +172,19 @@ struct lease_table {
     uint16_t         miss_cmd;
     uint16_t         miss_rflags;
     struct msg_watch take;      /* the fleet-wide lease requests report here */
+    struct msg_watch probe;     /* and the re-reads of held keys */
 };
 
 enum lease_end_why { LEASE_END_STORE, LEASE_END_TIMEOUT };
 
 static void lease_timer_cb(uv_timer_t *h);
 static void lease_take_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+static int lease_meta(const struct wpool *pool);
+static int lease_meta_send(struct lease_table *t, struct msg *m);
+static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g);
+static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
+                          const char *line, size_t len, struct msg_watch *wt);
 
 static struct lease_table *lease_table_get(struct wpool *pool)
 {
@@ -190,6 +202,7 @@ static struct lease_table *lease_table_get(struct wpool *pool)
     uv_unref((uv_handle_t *)&t->timer);
     t->timer.data = t;
     t->take.done = lease_take_done;
+    t->probe.done = lease_probe_done;
     t->pool = pool;
     t->due_ms = UINT64_MAX;
     pool->lease = t;
@@ -391,6 +404,11 @@ static void lease_resend(struct lease_table *t, struct msg *m, enum lease_mark m
         m->state = MSG_DONE;
         msg_release(w, m);
         return;
+    }
+    if (lease_meta(pool)) {             /* read again as `mg ... N` */
+        if (lease_meta_send(t, m) == 0)
+            return;
+        goto fail;
     }
     if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
         goto fail;
@@ -611,9 +629,141 @@ static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why
     }
 }
 
+/*
+ * A re-read of l's key: the proxy's own get, with the bytes of its oldest held read, while
+ * every held read stays held (and counted against max_waiters). 0 when sent (its answer
+ * comes to lease_probe_done), -1 when it could not be (the next one is tried later).
+ */
+static int lease_probe(struct lease_table *t, struct lease *l)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
+    const char *key, *req, *reason = NULL;
+    size_t klen, rlen;
+    struct route rt;
+
+    if (lease_meta(pool)) {             /* `mg <key> v f c`: still the vivified item? */
+        char line[300];
+        int n = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)l->klen, l->key);
+        if (n <= 0 || (size_t)n >= sizeof(line) ||
+            lease_own_send(pool, l->key, l->klen, m->rflags, line, (size_t)n, &t->probe) < 0)
+            return -1;
+        l->probing = 1;
+        return 0;
+    }
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+        return -1;
+    struct route_key rk = { .bytes = key, .len = klen };
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, m->rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return -1;
+    struct server *srv = pool->servers[rt.to[0]];
+    struct sconn *s = server_pick(srv, rk.hash, m->rflags, &reason);
+    struct msg *om = s != NULL ? msg_get(w) : NULL;
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (buf_append(&s->conn.obuf, req, rlen) < 0 ||
+        lease_record(om, key, klen, req, rlen) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = m->cmd;
+    om->rflags = m->rflags;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = rlen;
+    om->watch = &t->probe;
+    t->probe.keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer (lease_probe_done) */
+    l->probing = 1;
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, rlen);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/*
+ * A re-read found l's key stored (elsewhere: through another proxy, straight to the
+ * server). The held reads that asked exactly what the re-read asked get its reply now;
+ * the others are sent again (lease_end), and the lease ends.
+ */
+static void lease_found(struct lease_table *t, struct lease *l, const char *preq, size_t plen,
+                        const struct msg *om)
+{
+    struct worker *w = t->pool->w;
+    struct qnode list, *n, *tmp;
+
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        const char *key, *req;
+        size_t klen, rlen;
+        if (m->client == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0 ||
+            rlen != plen || memcmp(req, preq, plen) != 0)
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        m->state = MSG_NEW;
+        msg_answer(w, m, buf_rptr(&om->rsp), buf_len(&om->rsp), 0);
+    }
+}
+
+/* A re-read's answer: a hit ends the lease (lease_found); a miss, an error or a failure
+ * leaves the reads held for the next one. */
+static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_table *t = QUEUE_DATA(wt, struct lease_table, probe);
+    struct wpool *pool = t->pool;
+    const char *key, *req;
+    size_t klen, rlen;
+
+    (void)w;
+    struct lease *l = lease_recorded(om, &key, &klen, &req, &rlen) == 0
+                      ? lease_map_find(&t->map, key, klen) : NULL;
+    if (l != NULL && lease_meta(pool)) {
+        /* the item stored (no W or Z any more), or gone (deleted, expired): the held
+         * reads read the key again, one of them winning the next lease if it is gone */
+        struct lease_mg g;
+        l->probing = 0;
+        if (ok && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST))) {
+            lease_mg_parse(buf_rptr(&om->rsp), buf_len(&om->rsp), &g);
+            if (g.kind == LEASE_MG_VALUE && !g.win && !g.z)
+                lease_meta_found(t, l, &g);     /* the value: the held gets get it now */
+            else if (g.kind == LEASE_MG_MISS || (g.kind == LEASE_MG_HEAD && !g.win && !g.z))
+                lease_end(t, l, LEASE_END_STORE);
+        }
+    } else if (l != NULL) {
+        l->probing = 0;
+        if (ok && om->items > 0 && !(om->flags & (MSG_F_ERROR | MSG_F_RSPLOST)) &&
+            l->cand == NULL)
+            lease_found(t, l, req, rlen, om);
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
 /* Due: leases whose ttl passed end (released by timeout), held reads whose client went
- * away are dropped, and each lease whose re-read is due sends its oldest held read again
- * (held again on a miss, the key's readers released on a hit). */
+ * away are dropped, and each lease whose re-read is due sends one (lease_probe), unless
+ * the last one is still out. */
 static void lease_timer_cb(uv_timer_t *h)
 {
     struct lease_table *t = h->data;
@@ -641,11 +791,9 @@ static void lease_timer_cb(uv_timer_t *h)
         }
         if (l->nheld == 0 || l->probe_ms > now)
             continue;
-        struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
-        lease_unhold(t, l, m);
         lease_probe_next(l, now);
-        STATS_ADD(&t->pool->stats, lease_rereads, 1);
-        lease_resend(t, m, LEASE_M_RESENT);
+        if (!l->probing && lease_probe(t, l) == 0)
+            STATS_ADD(&t->pool->stats, lease_rereads, 1);
     }
     lease_arm(t);
 }
@@ -731,6 +879,917 @@ void lease_free(struct wpool *wp)
         uv_close((uv_handle_t *)&t->timer, lease_timer_closed);
 }
 
+/* ------------------------------------------------------------------ meta: memcached's own leases */
+
+/*
+ * leases: {meta: true} (memcached pools): the lease is memcached's. A client's single-key
+ * get or gets is read by the proxy as `mg <key> v f c N<s>` (s: ttl_ms in whole seconds,
+ * rounded up), which makes memcached vivify a missing key as an empty item and hand the
+ * first reader in the whole fleet the win flag W, the others Z:
+ *
+ *   W          this client won: it gets its miss (END) and recomputes;
+ *   Z (no X)   a reader anywhere won: this read is held (as a local lease's), its key
+ *              re-read with `mg <key> v f c` until the item is stored (its value
+ *              answers the held gets at once), gone, or ttl_ms;
+ *   a value    the value in the client's own shape (VALUE key flags bytes [cas]);
+ *   Z and X    an item memcached marked stale (md I): its value, as a plain get sees it.
+ *
+ * The empty item is never a value a client sees through the proxy: the commands that
+ * would see it as one (docs/routing.md section 14 lists what memcached answers) are
+ * answered as if the key were missing while the proxy knows the item is the empty one
+ * (it has the key's lease, and no write of the key is out): replace, append, prepend
+ * NOT_STORED; cas, incr, decr, touch NOT_FOUND; gat, gats END; a delete goes and its
+ * DELETED is a NOT_FOUND; an add stores over it (`ms <key> <n> F T C<its cas>`). A meta
+ * client's mg without N is read with N added and answered in its own shape; its ms in
+ * replace/append/prepend mode is NS, its ma NF, its md's HD an NF, its ms in add mode
+ * goes with C<its cas> (lease_meta_client_write).
+ */
+
+static int lease_meta(const struct wpool *pool)
+{
+    return pool->cp->leases.meta && pool->cp->protocol == CONF_PROTO_MEMCACHE;
+}
+
+/* Whether key can go on a meta command line as it is. */
+static int lease_mc_key_ok(const char *key, size_t klen)
+{
+    if (klen == 0 || klen > 250)
+        return 0;
+    for (size_t i = 0; i < klen; i++)
+        if ((unsigned char)key[i] <= ' ' || (unsigned char)key[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* The connection key's requests go to (its server by the pool's routing), or NULL. */
+static struct sconn *lease_read_conn(struct wpool *pool, const char *key, size_t klen,
+                                     uint16_t rflags, struct server **srv)
+{
+    struct worker *w = pool->w;
+    struct route_key rk = { .bytes = key, .len = klen };
+    struct route rt;
+    const char *reason = NULL;
+
+    route_key_place(&pool->view, &rk);
+    route_request(&pool->view, &rk, rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
+    if (rt.kind != ROUTE_SEND)
+        return NULL;
+    *srv = pool->servers[rt.to[0]];
+    return server_pick(*srv, rk.hash, rflags, &reason);
+}
+
+/* The proxy's own request `line` for key's server, reported to wt: 0, or -1. */
+static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
+                          const char *line, size_t len, struct msg_watch *wt)
+{
+    struct worker *w = pool->w;
+    struct server *srv;
+    struct sconn *s = lease_read_conn(pool, key, klen, rflags, &srv);
+    struct msg *om = s != NULL ? msg_get(w) : NULL;
+
+    if (om == NULL)
+        return -1;
+    size_t before = buf_len(&s->conn.obuf);
+    if (buf_append(&s->conn.obuf, line, len) < 0 || lease_record(om, key, klen, "", 0) < 0) {
+        buf_truncate(&s->conn.obuf, before);
+        msg_put(w, om);
+        return -1;
+    }
+    om->role = MSG_OWN;
+    om->cmd = MEMCACHE_CMD_MG;
+    om->rflags = rflags;
+    om->nkeys = 1;
+    om->start_us = worker_now_us(w);
+    om->req_bytes = len;
+    om->watch = wt;
+    wt->keep_reply = 1;
+    pool->refs++;               /* the table lives until its answer */
+    STATS_ADD(&srv->stats, requests, 1);
+    STATS_ADD(&srv->stats, request_bytes, len);
+    sconn_enqueue(s, om);
+    sconn_mark(w, s);
+    return 0;
+}
+
+/* One client read out as `mg ... N`: its answer comes to lease_meta_done. */
+struct lease_mreq {
+    struct msg_watch    watch;  /* first: the watch is the request */
+    struct lease_table *t;
+    struct msg         *m;
+};
+
+static void lease_meta_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok);
+
+/* Whether the mg line p[0..n) (no line end) has a flag token starting with f after its
+ * key. */
+static int lease_mg_has(const char *p, size_t n, char f)
+{
+    size_t i = 0;
+
+    for (int tok = 0; i < n; tok++) {
+        while (i < n && p[i] == ' ')
+            i++;
+        if (i < n && tok >= 2 && p[i] == f)
+            return 1;
+        while (i < n && p[i] != ' ')
+            i++;
+    }
+    return 0;
+}
+
+/* Read m's key (recorded) as `mg <key> v f c N<s>` (a client's mg: its own line, with N<s>,
+ * and c when it has none); m waits (LEASE_M_META). 0, or -1. */
+static int lease_meta_send(struct lease_table *t, struct msg *m)
+{
+    struct wpool *pool = t->pool;
+    const char *key, *req;
+    size_t klen, rlen;
+    char line[600];
+    unsigned secs = (pool->cp->leases.ttl_ms + 999) / 1000;
+    int n;
+
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0 || !lease_mc_key_ok(key, klen))
+        return -1;
+    if (m->cmd == MEMCACHE_CMD_MG)
+        n = rlen < 500 ? snprintf(line, sizeof(line), "%.*s N%u%s\r\n", (int)rlen, req, secs,
+                                  lease_mg_has(req, rlen, 'c') ? "" : " c") : -1;
+    else
+        n = snprintf(line, sizeof(line), "mg %.*s v f c N%u\r\n", (int)klen, key, secs);
+    struct lease_mreq *mr = calloc(1, sizeof(*mr));
+    if (n <= 0 || (size_t)n >= sizeof(line) || mr == NULL) {
+        free(mr);
+        return -1;
+    }
+    mr->watch.done = lease_meta_done;
+    mr->t = t;
+    mr->m = m;
+    if (lease_own_send(pool, key, klen, m->rflags, line, (size_t)n, &mr->watch) < 0) {
+        free(mr);
+        return -1;
+    }
+    m->state = MSG_SENT;        /* owed an answer, by lease_meta_done */
+    m->sconn = NULL;
+    m->server = NULL;
+    m->items = 0;
+    m->lease = LEASE_M_META;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    return 0;
+}
+
+/* Answer m (waiting, in no queue) with p[0..n). */
+static void lease_answer(struct worker *w, struct msg *m, const char *p, size_t n, int error)
+{
+    m->lease = LEASE_M_NONE;
+    m->state = MSG_NEW;
+    msg_answer(w, m, p, n, error);
+}
+
+/*
+ * A client's mg (its line line[0..ll)) answered from the reply p[0..n) to it with N<s>
+ * (and c): `miss`: as memcached answers that mg on a missing key (EN with the O and k
+ * flags it asked for); else the reply, less the W and Z the proxy's N brought and the c
+ * the proxy added.
+ */
+static void lease_mg_client(struct worker *w, struct msg *m, const char *line, size_t ll,
+                            const char *p, size_t n, int miss)
+{
+    size_t hl = 0, i = 0;
+    int added_c = !lease_mg_has(line, ll, 'c');
+    struct buf out;
+
+    while (hl + 1 < n && !(p[hl] == '\r' && p[hl + 1] == '\n'))
+        hl++;
+    buf_init(&out);
+    int rc = buf_append_str(&out, miss ? "EN" : "");
+    for (int tok = 0; rc == 0 && i < hl; tok++) {
+        while (i < hl && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < hl && p[i] != ' ')
+            i++;
+        if (i == b)
+            break;
+        char f = p[b];
+        int lease_flag = (i - b == 1 && (f == 'W' || f == 'Z')) || (added_c && f == 'c');
+        int keep = miss ? tok >= 1 && (f == 'O' || f == 'k')
+                        : tok == 0 || (tok == 1 && memcmp(p, "VA", 2) == 0) || !lease_flag;
+        if (keep && (out.wpos > out.rpos ? buf_append(&out, " ", 1) : 0) == 0)
+            rc = buf_append(&out, p + b, i - b);
+    }
+    if (rc == 0)
+        rc = buf_append(&out, p + hl, miss ? 2 : n - hl);     /* \r\n, and any value */
+    if (rc < 0) {
+        buf_free(&out);
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (!miss && memcmp(p, "VA", 2) == 0)
+        m->items = 1;
+    lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    buf_free(&out);
+}
+
+/* Answer m (a get or gets of key, waiting in no queue) with the value g read, in the
+ * client's shape: VALUE <key> <flags> <bytes> [<cas>], the value, END. */
+static void lease_meta_value(struct worker *w, struct msg *m, const char *key, size_t klen,
+                             const struct lease_mg *g)
+{
+    char hdr[360];
+    int hn = m->cmd == MEMCACHE_CMD_GETS
+             ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
+                        (int)klen, key, g->flags, g->dlen, g->cas)
+             : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n", (int)klen, key,
+                        g->flags, g->dlen);
+    struct client *c = m->client;
+    m->lease = LEASE_M_NONE;
+    m->state = MSG_NEW;
+    m->items = 1;
+    size_t before = buf_len(&m->rsp);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&m->rsp, hdr, (size_t)hn) < 0 ||
+        buf_append(&m->rsp, g->data, g->dlen) < 0 ||
+        buf_append_str(&m->rsp, "\r\nEND\r\n") < 0) {
+        buf_truncate(&m->rsp, before);
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+        return;
+    }
+    if (!c->closing && !(m->flags & MSG_F_NOREPLY))
+        c->held_bytes += buf_len(&m->rsp) - before;
+    else
+        buf_truncate(&m->rsp, before);
+    msg_charge(m);
+    msg_complete(w, m);
+}
+
+/*
+ * meta: a re-read (`mg <key> v f c`) found l's key stored: its held gets and getses get
+ * the value at once, in their shape; the others (a client's mg) read it again.
+ */
+static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g)
+{
+    struct worker *w = t->pool->w;
+    struct qnode list, *n, *tmp;
+
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        if (m->client == NULL || (m->cmd != MEMCACHE_CMD_GET && m->cmd != MEMCACHE_CMD_GETS))
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    char key[256];
+    size_t klen = RL_MIN(l->klen, sizeof(key));
+    memcpy(key, l->key, klen);          /* l goes with lease_end */
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        lease_meta_value(w, m, key, klen, g);
+    }
+}
+
+/* What m's `mg ... N` said, in m's own terms (see above). */
+static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct msg *om)
+{
+    struct wpool *pool = t->pool;
+    struct worker *w = pool->w;
+    const struct conf_leases *cl = &pool->cp->leases;
+    const char *p = buf_rptr(&om->rsp), *key, *req;
+    size_t n = buf_len(&om->rsp), klen, rlen;
+    struct lease_mg g;
+    uint64_t now = uv_now(&w->loop);
+
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0) {
+        lease_answer(w, m, "SERVER_ERROR lease read lost\r\n", 30, 1);
+        return;
+    }
+    lease_mg_parse(p, n, &g);
+    struct lease *l = lease_map_find(&t->map, key, klen);
+    if (g.kind == LEASE_MG_OTHER) {     /* an error line: the client's, as it is */
+        if (om->flags & MSG_F_ERROR)
+            lease_answer(w, m, p, n, 1);
+        else
+            lease_answer(w, m, "SERVER_ERROR unexpected reply to a lease read\r\n", 47, 1);
+        return;
+    }
+    int mg = m->cmd == MEMCACHE_CMD_MG;
+    if (g.kind == LEASE_MG_MISS || (!mg && g.kind != LEASE_MG_VALUE)) {
+        if (mg)
+            lease_answer(w, m, p, n, 0);        /* the client's own EN */
+        else
+            lease_answer(w, m, "END\r\n", 5, 0);
+        return;
+    }
+    if (g.win) {                        /* this client recomputes */
+        if (l == NULL && t->map.n < cl->max_waiters)
+            l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
+        if (l != NULL)
+            l->pcas = g.cas;
+        STATS_ADD(&pool->stats, leases_won, 1);
+        if (mg)
+            lease_mg_client(w, m, req, rlen, p, n, 1);
+        else
+            lease_answer(w, m, "END\r\n", 5, 0);
+        return;
+    }
+    if (g.z && !g.stale) {              /* a reader somewhere recomputes: wait for it */
+        if (l == NULL && t->map.n < cl->max_waiters)
+            l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
+        if (l != NULL)
+            l->pcas = g.cas;
+        if (m->client->eof || m->client->closing || l == NULL ||
+            t->nheld >= cl->max_waiters) {
+            if (m->client->eof || m->client->closing)
+                STATS_ADD(&pool->stats, lease_dropped, 1);
+            else
+                STATS_ADD(&pool->stats, lease_overflow, 1);
+            if (mg)
+                lease_mg_client(w, m, req, rlen, p, n, 1);
+            else
+                lease_answer(w, m, "END\r\n", 5, 0);
+        } else {
+            lease_hold(t, l, m, 1, now);
+        }
+        return;
+    }
+    if (mg) {                           /* its own reply, less the c the proxy added */
+        lease_mg_client(w, m, req, rlen, p, n, 0);
+        if (l != NULL && !g.z)
+            lease_end(t, l, LEASE_END_STORE);
+        return;
+    }
+    lease_meta_value(w, m, key, klen, &g);
+    if (l != NULL && !g.z)              /* stored where this proxy did not see */
+        lease_end(t, l, LEASE_END_STORE);
+}
+
+static void lease_meta_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_mreq *mr = (struct lease_mreq *)(void *)wt;
+    struct lease_table *t = mr->t;
+    struct msg *m = mr->m;
+    struct wpool *pool = t->pool;
+
+    free(mr);
+    if (m->client == NULL) {            /* its client closed while it was out */
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_DONE;
+        msg_release(w, m);
+    } else if (!ok || (om->flags & MSG_F_RSPLOST)) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_SERVER, "no reply to the lease read");
+    } else {
+        lease_meta_answer(t, m, om);
+    }
+    lease_arm(t);
+    wpool_unref(pool);          /* last: it may free the pool, and t with it */
+}
+
+/* meta: a single-key get or gets. Held at once while its key has a lease here, else read
+ * as `mg ... N`. STAGE_PASS (as without leases) when it cannot be. */
+static enum stage_verdict lease_meta_read(struct stage_req *r)
+{
+    struct msg *m = r->m;
+    struct wpool *pool = r->pool;
+    const struct conf_leases *cl = &pool->cp->leases;
+
+    if ((m->flags & MSG_F_NOREPLY) || m->client == NULL || m->client->eof ||
+        !lease_mc_key_ok(r->rk[0].bytes, r->rk[0].len))
+        return STAGE_PASS;
+    size_t ll = 0;
+    if (r->req->cmd == MEMCACHE_CMD_MG) {       /* its line, less its end */
+        ll = r->req->hdr_len;
+        while (ll > 0 && (r->buf[ll - 1] == '\n' || r->buf[ll - 1] == '\r'))
+            ll--;
+        if (lease_mg_has(r->buf, ll, 'b') || memchr(r->buf, '\0', ll) != NULL)
+            return STAGE_PASS;                  /* a base64 key: not read by the proxy */
+    }
+    struct lease_table *t = lease_table_get(pool);
+    if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, r->buf, ll) < 0)
+        return STAGE_PASS;
+    struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
+                                   : NULL;
+    if (l != NULL && t->nheld < cl->max_waiters) {
+        lease_hold(t, l, m, 1, uv_now(&pool->w->loop));
+        lease_arm(t);
+        return STAGE_TAKEN;
+    }
+    if (lease_meta_send(t, m) < 0)
+        return STAGE_PASS;
+    return STAGE_TAKEN;
+}
+
+/* meta: a command that would see the vivified item as a value, answered as if the key
+ * were missing while this proxy knows the item is the empty one. */
+static enum stage_verdict lease_meta_local(struct stage_req *r, const char *ans, size_t n)
+{
+    struct lease_table *t = r->pool->lease;
+    struct lease *l = t != NULL && t->map.n > 0
+                      ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len) : NULL;
+
+    if (l == NULL || l->pcas == 0 || l->storing)
+        return STAGE_PASS;
+    msg_answer(r->c->w, r->m, ans, n, 0);
+    return STAGE_TAKEN;
+}
+
+/* The tokens of the line p[0..n) (to its end): up to max, their offsets and lengths;
+ * the count, or max + 1 when there are more. */
+static int lease_tokens(const char *p, size_t n, size_t *tb, size_t *tl, int max)
+{
+    size_t i = 0;
+    int nt = 0;
+
+    while (i < n && p[i] != '\r' && p[i] != '\n') {
+        while (i < n && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n')
+            i++;
+        if (i == b)
+            break;
+        if (nt == max)
+            return max + 1;
+        tb[nt] = b;
+        tl[nt++] = i - b;
+    }
+    return nt;
+}
+
+#define LEASE_META_TOKENS 24
+#define LEASE_SET_KEEP_MAX 65536u       /* a set's value kept to answer held gets */
+
+/*
+ * meta: a meta client's write (ms, md, ma) of a key whose empty item this proxy knows.
+ * Its flags must be ones the proxy can answer for (the O and k it echoes, c, and the ms
+ * F, T, M; md none else; ma D and M): else it goes as it is (a meta client that sends
+ * q, b, I, N, C, ... speaks memcached's leases itself). An ms in replace, append or
+ * prepend mode is answered NS, an ma NF, as on a missing key, with the flags memcached
+ * echoes (O, k, and c as c0). An ms in add mode and an md are left to the write hook.
+ */
+static enum stage_verdict lease_meta_client_write(struct stage_req *r)
+{
+    const char *p = r->buf;
+    size_t tb[LEASE_META_TOKENS], tl[LEASE_META_TOKENS];
+    int nt = lease_tokens(p, r->req->hdr_len, tb, tl, LEASE_META_TOKENS);
+    uint16_t cmd = r->req->cmd;
+    int first = cmd == MEMCACHE_CMD_MS ? 3 : 2;     /* ms <key> <datalen> <flags> */
+    char mode = 'S';
+
+    if (nt > LEASE_META_TOKENS || nt < first)
+        return STAGE_PASS;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f == 'O' || f == 'k')
+            continue;
+        if (cmd == MEMCACHE_CMD_MS && (f == 'c' || f == 'F' || f == 'T'))
+            continue;
+        if (cmd == MEMCACHE_CMD_MS && f == 'M' && tl[i] == 2) {
+            mode = (char)(p[tb[i] + 1] & ~0x20);        /* upper case */
+            continue;
+        }
+        if (cmd == MEMCACHE_CMD_MA && (f == 'D' || f == 'M'))
+            continue;
+        return STAGE_PASS;
+    }
+    if (cmd == MEMCACHE_CMD_MD || (cmd == MEMCACHE_CMD_MS && (mode == 'S' || mode == 'E')))
+        return STAGE_PASS;
+    if (cmd == MEMCACHE_CMD_MS && mode != 'R' && mode != 'A' && mode != 'P')
+        return STAGE_PASS;
+    char ans[600];
+    size_t an = 0;
+    memcpy(ans, cmd == MEMCACHE_CMD_MS ? "NS" : "NF", 2);
+    an = 2;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f != 'O' && f != 'k' && f != 'c')
+            continue;
+        size_t need = f == 'k' ? 2 + r->rk[0].len : f == 'c' ? 3 : 1 + tl[i];
+        if (an + need + 2 > sizeof(ans))
+            return STAGE_PASS;
+        ans[an++] = ' ';
+        if (f == 'k') {
+            ans[an++] = 'k';
+            memcpy(ans + an, r->rk[0].bytes, r->rk[0].len);
+            an += r->rk[0].len;
+        } else if (f == 'c') {
+            memcpy(ans + an, "c0", 2);
+            an += 2;
+        } else {
+            memcpy(ans + an, p + tb[i], tl[i]);
+            an += tl[i];
+        }
+    }
+    memcpy(ans + an, "\r\n", 2);
+    return lease_meta_local(r, ans, an + 2);
+}
+
+/*
+ * meta: a multi-key get or gets (never held, never a lease) is read as one
+ * `mg <key> v f c` per key, without N, and answered as memcached answers it when no lease
+ * exists: the keys whose item is memcached's empty one (W or Z without X) are missing.
+ */
+#define LEASE_MGET_MAX 64
+
+struct lease_mget;
+struct lease_mget_key {
+    struct msg_watch   watch;   /* first: the watch is the key's read */
+    struct lease_mget *g;
+    struct buf         rsp;
+    int                ok;
+};
+
+struct lease_mget {
+    struct lease_table   *t;
+    struct msg           *m;
+    uint32_t              n, pending;
+    struct lease_mget_key k[];
+};
+
+/* Every key's read is back (or failed): m's answer, and g goes. */
+static void lease_mget_finish(struct lease_mget *g)
+{
+    struct worker *w = g->t->pool->w;
+    struct msg *m = g->m;
+    const char *err = NULL;
+    size_t errn = 0;
+    struct buf out;
+    int failed = 0;
+
+    buf_init(&out);
+    for (uint32_t i = 0; i < g->n && m->client != NULL; i++) {
+        struct lease_mget_key *k = &g->k[i];
+        const char *key, *req;
+        size_t klen, rlen;
+        struct lease_mg mg;
+        if (!k->ok) {
+            failed = 1;
+            break;
+        }
+        lease_mg_parse(buf_rptr(&k->rsp), buf_len(&k->rsp), &mg);
+        if (mg.kind == LEASE_MG_OTHER) {
+            err = buf_rptr(&k->rsp);
+            errn = buf_len(&k->rsp);
+            break;
+        }
+        if (mg.kind != LEASE_MG_VALUE || ((mg.win || mg.z) && !mg.stale))
+            continue;                   /* missing, or the empty item */
+        /* the key: the request recorded each, in order, as "<klen><key>" */
+        if (lease_recorded(m, &key, &klen, &req, &rlen) < 0) {
+            failed = 1;
+            break;
+        }
+        size_t off = 0;
+        for (uint32_t j = 0; j < i && off + 1 <= rlen; j++)
+            off += 1 + (unsigned char)req[off];
+        if (off >= rlen || off + 1 + (unsigned char)req[off] > rlen) {
+            failed = 1;
+            break;
+        }
+        char hdr[360];
+        int hn = m->cmd == MEMCACHE_CMD_GETS
+                 ? snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu %" PRIu64 "\r\n",
+                            (int)(unsigned char)req[off], req + off + 1, mg.flags, mg.dlen,
+                            mg.cas)
+                 : snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %zu\r\n",
+                            (int)(unsigned char)req[off], req + off + 1, mg.flags, mg.dlen);
+        if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
+            buf_append(&out, mg.data, mg.dlen) < 0 || buf_append_str(&out, "\r\n") < 0) {
+            failed = 1;
+            break;
+        }
+        m->items++;
+    }
+    if (m->client == NULL) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_DONE;
+        msg_release(w, m);
+    } else if (failed) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_SERVER, "no reply to a read of the multi-key get");
+    } else if (err != NULL) {
+        lease_answer(w, m, err, errn, 1);
+    } else if (buf_append_str(&out, "END\r\n") < 0) {
+        m->lease = LEASE_M_NONE;
+        m->state = MSG_NEW;
+        msg_fail(w, m, PROTO_ERR_NOMEM, "out of memory");
+    } else {
+        lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    }
+    buf_free(&out);
+    for (uint32_t i = 0; i < g->n; i++)
+        buf_free(&g->k[i].rsp);
+    free(g);
+}
+
+static void lease_mget_done(struct msg_watch *wt, struct worker *w, struct msg *om, int ok)
+{
+    struct lease_mget_key *k = (struct lease_mget_key *)(void *)wt;
+    struct lease_mget *g = k->g;
+    struct wpool *pool = g->t->pool;
+
+    (void)w;
+    k->ok = ok && !(om->flags & MSG_F_RSPLOST) &&
+            buf_append(&k->rsp, buf_rptr(&om->rsp), buf_len(&om->rsp)) == 0;
+    if (--g->pending == 0)
+        lease_mget_finish(g);
+    wpool_unref(pool);          /* last: it may free the pool */
+}
+
+static enum stage_verdict lease_meta_mget(struct stage_req *r)
+{
+    struct msg *m = r->m;
+    struct wpool *pool = r->pool;
+    uint32_t n = r->req->nkeys;
+    size_t rec = 0;
+
+    if (n > LEASE_MGET_MAX || (m->flags & MSG_F_NOREPLY) || m->client == NULL ||
+        m->client->eof)
+        return STAGE_PASS;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!lease_mc_key_ok(r->rk[i].bytes, r->rk[i].len))
+            return STAGE_PASS;
+        rec += 1 + r->rk[i].len;
+    }
+    struct lease_table *t = lease_table_get(pool);
+    struct lease_mget *g = t != NULL ? calloc(1, sizeof(*g) + n * sizeof(g->k[0])) : NULL;
+    char *keys = g != NULL ? malloc(rec) : NULL;
+    if (keys == NULL) {
+        free(g);
+        return STAGE_PASS;
+    }
+    /* each key, in order, as "<klen><key>" (a key is at most 250 bytes) */
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        keys[off] = (char)(unsigned char)r->rk[i].len;
+        memcpy(keys + off + 1, r->rk[i].bytes, r->rk[i].len);
+        off += 1 + r->rk[i].len;
+    }
+    int recorded = lease_record(m, r->rk[0].bytes, r->rk[0].len, keys, rec);
+    free(keys);
+    if (recorded < 0) {
+        free(g);
+        return STAGE_PASS;
+    }
+    g->t = t;
+    g->m = m;
+    g->n = n;
+    g->pending = n;
+    m->state = MSG_SENT;        /* owed an answer, by lease_mget_finish */
+    m->sconn = NULL;
+    m->server = NULL;
+    m->items = 0;
+    m->lease = LEASE_M_META;
+    for (uint32_t i = 0; i < n; i++) {
+        struct lease_mget_key *k = &g->k[i];
+        char line[300];
+        int ln = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)r->rk[i].len,
+                          r->rk[i].bytes);
+        k->watch.done = lease_mget_done;
+        k->g = g;
+        buf_init(&k->rsp);
+        if (ln <= 0 || (size_t)ln >= sizeof(line) ||
+            lease_own_send(pool, r->rk[i].bytes, r->rk[i].len, m->rflags, line, (size_t)ln,
+                           &k->watch) < 0) {
+            /* the rest are not sent: they count as failed; the sent ones finish it */
+            g->pending -= n - i;
+            if (g->pending == 0)
+                lease_mget_finish(g);
+            return STAGE_TAKEN;
+        }
+    }
+    return STAGE_TAKEN;
+}
+
+static enum stage_verdict lease_meta_request(struct stage_req *r)
+{
+    if (r->req->nkeys > 1 && r->m->db == 0 && r->pool->cp->leases.ttl_ms > 0 &&
+        (r->req->cmd == MEMCACHE_CMD_GET || r->req->cmd == MEMCACHE_CMD_GETS))
+        return lease_meta_mget(r);
+    if (r->req->nkeys != 1 || r->m->db != 0 || r->pool->cp->leases.ttl_ms == 0)
+        return STAGE_PASS;
+    switch (r->req->cmd) {
+    case MEMCACHE_CMD_GET:
+    case MEMCACHE_CMD_GETS:
+        return lease_meta_read(r);
+    case MEMCACHE_CMD_MG:
+        return r->pool->ops->collapsible(r->req, r->buf) ? lease_meta_read(r) : STAGE_PASS;
+    case MEMCACHE_CMD_REPLACE:
+    case MEMCACHE_CMD_APPEND:
+    case MEMCACHE_CMD_PREPEND:
+        return lease_meta_local(r, "NOT_STORED\r\n", 12);
+    case MEMCACHE_CMD_CAS:
+    case MEMCACHE_CMD_INCR:
+    case MEMCACHE_CMD_DECR:
+    case MEMCACHE_CMD_TOUCH:
+        return lease_meta_local(r, "NOT_FOUND\r\n", 11);
+    case MEMCACHE_CMD_GAT:
+    case MEMCACHE_CMD_GATS:
+        return lease_meta_local(r, "END\r\n", 5);
+    case MEMCACHE_CMD_MS:
+    case MEMCACHE_CMD_MA:
+        return r->pool->lease != NULL && r->pool->lease->map.n > 0
+               ? lease_meta_client_write(r) : STAGE_PASS;
+    default:
+        return STAGE_PASS;
+    }
+}
+
+/*
+ * A meta client's ms in add mode (ME) or md of the key's empty item, its header just
+ * written to s from `before`, flags as lease_meta_client_write accepts them: the ms goes
+ * with C<the item's cas> in place of its mode (its EX or NF is then the NS an add gets);
+ * the md goes as it is, its HD answered NF (the empty item goes, the held reads read
+ * again).
+ */
+static int lease_meta_client_write_out(struct stage_req *r, struct lease *l, struct sconn *s,
+                                       size_t before)
+{
+    struct msg *m = r->m;
+    struct buf *out = &s->conn.obuf;
+    const char *p = buf_rptr(out) + before;
+    size_t n = buf_len(out) - before;
+    size_t tb[LEASE_META_TOKENS], tl[LEASE_META_TOKENS];
+    int nt = lease_tokens(p, n, tb, tl, LEASE_META_TOKENS);
+    int ms = r->req->cmd == MEMCACHE_CMD_MS, first = ms ? 3 : 2, mode_at = -1;
+
+    if (nt > LEASE_META_TOKENS || nt < first)
+        return 0;
+    for (int i = first; i < nt; i++) {
+        char f = p[tb[i]];
+        if (f == 'O' || f == 'k')
+            continue;
+        if (ms && (f == 'c' || f == 'F' || f == 'T'))
+            continue;
+        if (ms && f == 'M' && tl[i] == 2 && (p[tb[i] + 1] & ~0x20) == 'E') {
+            mode_at = i;
+            continue;
+        }
+        return 0;               /* a flag the proxy does not answer for: as it is */
+    }
+    if (lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+        return 0;
+    if (!ms) {
+        m->lease = LEASE_M_DEL;
+        m->flags |= MSG_F_STAGED;
+        return 0;
+    }
+    if (mode_at < 0)
+        return 0;               /* a set: it stores over the empty item as it is */
+    char hdr[600];
+    int hn = snprintf(hdr, sizeof(hdr), "%.*sC%" PRIu64 "%.*s", (int)tb[mode_at], p, l->pcas,
+                      (int)(n - tb[mode_at] - tl[mode_at]), p + tb[mode_at] + tl[mode_at]);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr))
+        return 0;
+    buf_truncate(out, before);
+    if (buf_append(out, hdr, (size_t)hn) < 0)
+        return -ENOMEM;
+    m->lease = LEASE_M_ADD;
+    m->flags |= MSG_F_STAGED;
+    return 0;
+}
+
+/*
+ * meta: the header of an add or a delete of a key whose vivified item this proxy knows
+ * (its lease, no write out) was written to s. An add goes as `ms <key> <bytes> F<flags>
+ * T<exptime> C<the item's cas>` (memcached's add fails on the item; this stores over it
+ * unless someone stored first); a delete goes as it is, its DELETED answered NOT_FOUND.
+ */
+static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s, size_t before)
+{
+    struct msg *m = r->m;
+    struct lease_table *t = r->pool->lease;
+    uint16_t cmd = r->req->cmd;
+
+    if (wm != m || m->role != MSG_REQUEST || t == NULL || t->map.n == 0 || r->rk == NULL ||
+        r->req->nkeys != 1 || (m->flags & MSG_F_NOREPLY) || m->db != 0 ||
+        (cmd != MEMCACHE_CMD_ADD && cmd != MEMCACHE_CMD_DELETE && cmd != MEMCACHE_CMD_MS &&
+         cmd != MEMCACHE_CMD_MD))
+        return 0;
+    struct lease *l = lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len);
+    if (l == NULL || l->pcas == 0 || l->storing)
+        return 0;
+    if (cmd == MEMCACHE_CMD_MS || cmd == MEMCACHE_CMD_MD)
+        return lease_meta_client_write_out(r, l, s, before);
+    if (cmd == MEMCACHE_CMD_DELETE) {
+        if (lease_record(m, r->rk[0].bytes, r->rk[0].len, "", 0) < 0)
+            return 0;
+        m->lease = LEASE_M_DEL;
+        m->flags |= MSG_F_STAGED;
+        return 0;
+    }
+    /* add <key> <flags> <exptime> <bytes>\r\n */
+    struct buf *out = &s->conn.obuf;
+    const char *p = buf_rptr(out) + before;
+    size_t n = buf_len(out) - before, i = 0, tb[5], tl[5];
+    int nt = 0;
+    while (i < n && p[i] != '\r' && p[i] != '\n') {
+        while (i < n && p[i] == ' ')
+            i++;
+        size_t b = i;
+        while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n')
+            i++;
+        if (i == b)
+            break;
+        if (nt == 5)
+            return 0;           /* not the plain form: sent as it is */
+        tb[nt] = b;
+        tl[nt++] = i - b;
+    }
+    if (nt != 5)
+        return 0;
+    char hdr[400];
+    int hn = snprintf(hdr, sizeof(hdr), "ms %.*s %.*s F%.*s T%.*s C%" PRIu64 "\r\n",
+                      (int)tl[1], p + tb[1], (int)tl[4], p + tb[4], (int)tl[2], p + tb[2],
+                      (int)tl[3], p + tb[3], l->pcas);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) ||
+        lease_record(m, r->rk[0].bytes, r->rk[0].len, "add", 3) < 0)
+        return 0;
+    buf_truncate(out, before);
+    if (buf_append(out, hdr, (size_t)hn) < 0)
+        return -ENOMEM;
+    m->cmd = MEMCACHE_CMD_MS;   /* its reply is an ms reply (translated at lease_reply) */
+    m->lease = LEASE_M_ADD;
+    m->flags |= MSG_F_STAGED;
+    return 0;
+}
+
+/* m's reply, p[0..n), replaced by the client's own. */
+static void lease_rsp_set(struct msg *m, const char *p, size_t n)
+{
+    struct client *c = m->client;
+
+    if (c != NULL)
+        c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    if (buf_append(&m->rsp, p, n) == 0 && c != NULL)
+        c->held_bytes += n;
+}
+
+/* Whether m, an add of the empty item sent as ms, was a meta client's ms (else a text
+ * add: lease_meta_write records "add"). */
+static int lease_meta_was_ms(const struct msg *m)
+{
+    const char *key, *req;
+    size_t klen, rlen;
+
+    return lease_recorded(m, &key, &klen, &req, &rlen) == 0 && rlen == 0;
+}
+
+/* An add sent as ms, or a delete of the vivified item, is answered: in the client's terms. */
+static void lease_meta_write_reply(struct msg *m)
+{
+    const char *p = buf_rptr(&m->rsp);
+    size_t n = buf_len(&m->rsp);
+
+    if (m->lease == LEASE_M_ADD && lease_meta_was_ms(m)) {
+        /* a meta client's ME sent with C: EX (stored first) and NF (gone) are its NS */
+        if (n >= 4 && (memcmp(p, "EX", 2) == 0 || memcmp(p, "NF", 2) == 0) &&
+            (p[2] == ' ' || p[2] == '\r')) {
+            char tmp[600];
+            if (n <= sizeof(tmp)) {
+                memcpy(tmp, p, n);
+                memcpy(tmp, "NS", 2);
+                lease_rsp_set(m, tmp, n);
+            }
+        }
+        return;
+    }
+    if (m->cmd == MEMCACHE_CMD_MD) {
+        if (n >= 4 && memcmp(p, "HD", 2) == 0 && (p[2] == ' ' || p[2] == '\r')) {
+            char tmp[600];
+            if (n <= sizeof(tmp)) {
+                memcpy(tmp, p, n);
+                memcpy(tmp, "NF", 2);
+                lease_rsp_set(m, tmp, n);
+            }
+        }
+        return;
+    }
+    if (m->lease == LEASE_M_ADD) {
+        m->cmd = MEMCACHE_CMD_ADD;
+        if (n == 4 && memcmp(p, "HD\r\n", 4) == 0)
+            lease_rsp_set(m, "STORED\r\n", 8);
+        else if (n == 4 && (memcmp(p, "NS\r\n", 4) == 0 || memcmp(p, "EX\r\n", 4) == 0 ||
+                            memcmp(p, "NF\r\n", 4) == 0))
+            lease_rsp_set(m, "NOT_STORED\r\n", 12);
+    } else if (n == 9 && memcmp(p, "DELETED\r\n", 9) == 0) {
+        lease_rsp_set(m, "NOT_FOUND\r\n", 11);
+    }
+}
+
 /* ------------------------------------------------------------------ collapse_gets */
 
 /*
@@ -776,6 +1835,47 @@ static int lease_wanted(const struct conf_pool *cp, const struct conf_global *g)
 }
 
 /*
+ * lease_prefix: the lease keys are the proxy's. A client's command that names one (any of
+ * its keys, in any command: a read would show the proxy's token, a write or a delete would
+ * take or drop another reader's lease) is refused with the protocol's client error,
+ * counted in refused_commands. Commands inside a pinned session (MULTI, WATCH, blocking)
+ * pass no stage and are not refused (docs/routing.md section 14).
+ */
+static enum stage_verdict lease_prefix_request(struct stage_req *r)
+{
+    const char *prefix = r->pool->cp->leases.prefix;
+    size_t pl;
+
+    if (prefix[0] == 0 || r->rk == NULL)
+        return STAGE_PASS;
+    pl = strlen(prefix);
+    for (uint32_t k = 0; k < r->req->nkeys; k++) {
+        if (r->rk[k].len < pl || memcmp(r->rk[k].bytes, prefix, pl) != 0)
+            continue;
+        static const char mc[] = "CLIENT_ERROR key is reserved for the proxy's leases "
+                                 "(lease_prefix)\r\n";
+        static const char rd[] = "-ERR key is reserved for the proxy's leases "
+                                 "(lease_prefix)\r\n";
+        int redis = r->pool->cp->protocol == CONF_PROTO_REDIS;
+        STATS_ADD(&r->c->pool->stats, refused_commands, 1);
+        msg_answer(r->c->w, r->m, redis ? rd : mc, redis ? sizeof(rd) - 1 : sizeof(mc) - 1, 1);
+        return STAGE_TAKEN;
+    }
+    return STAGE_PASS;
+}
+
+static enum stage_verdict lease_stage_request(struct stage_req *r)
+{
+    if (r->rk == NULL)
+        return STAGE_PASS;
+    if (r->pool->cp->leases.prefix[0] != 0)
+        return lease_prefix_request(r);
+    if (lease_meta(r->pool))
+        return lease_meta_request(r);
+    return STAGE_PASS;
+}
+
+/*
  * A single-key read (the protocol's collapsible get: memcached get, gets, mg without
  * N, R, q, T; Redis GET) just written to s. Its key and bytes are recorded; while its
  * key has a lease it is held (taken: the bytes are dropped), else it goes, followed
@@ -789,6 +1889,8 @@ static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *
     struct wpool *pool = r->pool;
     const struct conf_leases *cl = &pool->cp->leases;
 
+    if (lease_meta(pool))               /* its reads were taken by the request hook */
+        return lease_meta_write(r, wm, s, before);
     /* a read in a database SELECT chose is not held: a lease is a key of the pool's own */
     if (wm != m || m->role != MSG_REQUEST || m->warm != MSG_WARM_NONE || pool->retain_req ||
         m->db != 0 ||
@@ -829,20 +1931,94 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
         r->m->db != 0)                  /* another database's key of that name */
         return;
     int at_reply = r->req->nkeys == 1 && !(r->m->flags & MSG_F_NOREPLY) &&
-                   !(wm->flags & MSG_F_NOREPLY) && wm->lease == LEASE_M_NONE &&
-                   wm->warm == MSG_WARM_NONE;
+                   !(wm->flags & MSG_F_NOREPLY) && wm->warm == MSG_WARM_NONE &&
+                   (wm->lease == LEASE_M_NONE || wm->lease == LEASE_M_ADD ||
+                    wm->lease == LEASE_M_DEL);
     for (uint32_t k = 0; k < r->req->nkeys; k++) {
         struct lease *l = lease_map_find(&t->map, r->rk[k].bytes, r->rk[k].len);
         if (l == NULL)
             continue;
-        if (at_reply && lease_record(wm, r->rk[k].bytes, r->rk[k].len, "", 0) == 0) {
-            wm->lease = LEASE_M_WRITE;
+        /* a memcached set with reads held on its key keeps its bytes: its STORED answers
+         * the held gets with its value (lease_set_found) */
+        int keep = wm->lease == LEASE_M_NONE && l->nheld > 0 &&
+                   r->req->cmd == MEMCACHE_CMD_SET &&
+                   r->pool->cp->protocol == CONF_PROTO_MEMCACHE &&
+                   r->req->body_len <= LEASE_SET_KEEP_MAX;
+        if (at_reply && (wm->lease != LEASE_M_NONE ||
+                         lease_record(wm, r->rk[k].bytes, r->rk[k].len, r->buf,
+                                      keep ? r->req->hdr_len + (size_t)r->req->body_len
+                                           : 0) == 0)) {
+            if (wm->lease == LEASE_M_NONE)
+                wm->lease = LEASE_M_WRITE;
             wm->flags |= MSG_F_STAGED;
+            l->storing = 1;             /* meta: no local answer while it is out */
             continue;
         }
         lease_end(t, l, LEASE_END_STORE);
     }
     lease_arm(t);
+}
+
+/*
+ * A memcached `set <key> <flags> <exptime> <bytes>` (its line and value in req[0..rlen))
+ * of l's key was answered STORED: the held gets get that value now (a get sent then would
+ * read it), VALUE <key> <flags> <bytes>, without a read each; the other held reads
+ * (gets, whose cas the proxy does not know; mg) are sent again, and the lease ends. 0, or
+ * -1 when the set is not one whose value a get would read at once (an exptime that has
+ * already passed, a malformed line): then the lease just ends.
+ */
+static int lease_set_found(struct lease_table *t, struct lease *l, const char *req, size_t rlen)
+{
+    struct worker *w = t->pool->w;
+    size_t tb[6], tl[6];
+    int nt = lease_tokens(req, rlen, tb, tl, 5);
+    uint64_t flags, exptime, bytes;
+    size_t eol = 0;
+
+    while (eol + 1 < rlen && !(req[eol] == '\r' && req[eol + 1] == '\n'))
+        eol++;
+    if (nt != 5 || eol + 1 >= rlen || lease_mg_num(req + tb[2], tl[2], &flags) < 0 ||
+        flags > UINT32_MAX || lease_mg_num(req + tb[3], tl[3], &exptime) < 0 ||
+        exptime > 30u * 24 * 3600 ||    /* an absolute time, maybe past: not answered */
+        lease_mg_num(req + tb[4], tl[4], &bytes) < 0 || rlen - (eol + 2) < bytes + 2)
+        return -1;
+    char hdr[360];
+    int hn = snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %" PRIu64 "\r\n",
+                      (int)l->klen, l->key, flags, bytes);
+    struct buf out;
+    buf_init(&out);
+    if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
+        buf_append(&out, req + eol + 2, (size_t)bytes) < 0 ||
+        buf_append_str(&out, "\r\nEND\r\n") < 0) {
+        buf_free(&out);
+        return -1;
+    }
+    struct qnode list, *n, *tmp;
+    queue_init(&list);
+    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        if (m->client == NULL || m->cmd != MEMCACHE_CMD_GET)
+            continue;
+        lease_unhold(t, l, m);
+        queue_insert_tail(&list, &m->sq);
+    }
+    lease_end(t, l, LEASE_END_STORE);
+    while ((n = queue_first(&list)) != NULL) {
+        struct msg *m = QUEUE_DATA(n, struct msg, sq);
+        queue_remove(n);
+        m->lease = LEASE_M_NONE;
+        if (m->client == NULL) {        /* closed by an answer before it */
+            m->state = MSG_DONE;
+            msg_release(w, m);
+            continue;
+        }
+        lease_hold_time(t, m);
+        STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        m->items = 1;
+        lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
+    }
+    buf_free(&out);
+    return 0;
 }
 
 /* The reply of a write of a leased key (whatever it says: a failed add or cas leaves the
@@ -861,7 +2037,10 @@ static void lease_write_done(struct msg *m)
         return;
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l != NULL) {
-        lease_end(t, l, LEASE_END_STORE);
+        if (rlen < 4 || memcmp(req, "set ", 4) != 0 || buf_len(&m->rsp) != 8 ||
+            memcmp(buf_rptr(&m->rsp), "STORED\r\n", 8) != 0 ||
+            lease_set_found(t, l, req, rlen) < 0)
+            lease_end(t, l, LEASE_END_STORE);
         lease_arm(t);
     }
 }
@@ -874,21 +2053,16 @@ static void lease_write_done(struct msg *m)
  */
 static int lease_reply(struct worker *w, struct msg *m)
 {
-    if (m->lease == LEASE_M_WRITE) {
+    if (m->lease == LEASE_M_ADD || m->lease == LEASE_M_DEL)
+        lease_meta_write_reply(m);
+    if (m->lease == LEASE_M_WRITE || m->lease == LEASE_M_ADD || m->lease == LEASE_M_DEL) {
         lease_write_done(m);
         return 0;
     }
-    if (m->lease != LEASE_M_READ && m->lease != LEASE_M_RESENT)
+    if (m->lease != LEASE_M_READ)
         return 0;
-    int fresh = m->lease == LEASE_M_READ;
     m->lease = LEASE_M_NONE;
     m->flags &= (uint16_t)~MSG_F_STAGED;
-    if (!fresh && m->client == NULL && m->server != NULL) {
-        /* a held read whose client left while its re-read was out: dropped, as one that
-         * leaves while held (lease_timer_cb) */
-        STATS_ADD(&m->server->pool->stats, lease_dropped, 1);
-        return 0;
-    }
     if (m->server == NULL || m->client == NULL || m->state != MSG_SENT)
         return 0;
     struct wpool *pool = m->server->pool;
@@ -899,10 +2073,6 @@ static int lease_reply(struct worker *w, struct msg *m)
         return 0;
     if (m->items > 0) {
         struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
-        if (!fresh) {               /* a held read's re-read found the key stored */
-            lease_hold_time(t, m);
-            STATS_ADD(&pool->stats, lease_released_store, 1);
-        }
         if (l != NULL) {
             lease_end(t, l, LEASE_END_STORE);      /* stored where this proxy did not see */
             lease_arm(t);
@@ -915,10 +2085,6 @@ static int lease_reply(struct worker *w, struct msg *m)
     uint64_t now = uv_now(&w->loop);
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l == NULL) {
-        if (!fresh) {               /* a re-read out when its lease ran out */
-            lease_hold_time(t, m);
-            STATS_ADD(&pool->stats, lease_released_timeout, 1);
-        }
         if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
             (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
             return 0;               /* no lease: the miss, as without leases */
@@ -946,7 +2112,7 @@ static int lease_reply(struct worker *w, struct msg *m)
         return 0;
     }
     lease_take_followers(t, l, m, now);
-    lease_hold(t, l, m, fresh, now);
+    lease_hold(t, l, m, 1, now);
     lease_arm(t);
     return 1;
 }
@@ -954,6 +2120,7 @@ static int lease_reply(struct worker *w, struct msg *m)
 const struct stage stage_lease = {
     .name = "lease",
     .wanted = lease_wanted,
+    .request = lease_stage_request,
     .write = lease_stage_write,
     .queued = lease_stage_queued,
     .reply = lease_reply,

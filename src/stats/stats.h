@@ -86,7 +86,7 @@ struct json_t;
     ACTION(lease_overflow,      COUNTER, "# reads of a leased key answered at once: max_waiters reads held") \
     ACTION(lease_dropped,       COUNTER, "# held reads dropped: their client closed") \
     ACTION(lease_fleet_lost,    COUNTER, "# misses whose fleet-wide lease (lease_prefix) another proxy held: held, not answered") \
-    ACTION(lease_rereads,       COUNTER, "# held reads sent again to see whether their key was stored elsewhere") \
+    ACTION(lease_rereads,       COUNTER, "# re-reads of keys with held reads, to see whether they were stored elsewhere") \
     ACTION(lease_hold_time,     COUNTER, "total microseconds released reads were held (with the buckets: the hold time histogram)") \
     ACTION(lease_hold_le_10ms,  COUNTER, "# released reads held at most 10 ms") \
     ACTION(lease_hold_le_100ms, COUNTER, "# released reads held 10 to 100 ms") \

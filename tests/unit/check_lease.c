@@ -62,7 +62,8 @@ START_TEST(test_grows_and_finds_every_key)
 END_TEST
 
 /* The next due time: the oldest lease's end, or a held key's earlier re-read; the
- * re-reads back off from LEASE_PROBE_MIN_MS doubling to LEASE_PROBE_MAX_MS. */
+ * re-reads back off from LEASE_PROBE_MIN_MS doubling to LEASE_PROBE_YOUNG_MS for the first
+ * LEASE_YOUNG_MS, then to LEASE_PROBE_MAX_MS. */
 START_TEST(test_next_due_and_backoff)
 {
     struct lease_map lm;
@@ -75,9 +76,10 @@ START_TEST(test_next_due_and_backoff)
     ck_assert_uint_eq(lease_probe_next(a, 1000), 1000 + LEASE_PROBE_MIN_MS);
     ck_assert_uint_eq(lease_map_next_due(&lm), 1000 + LEASE_PROBE_MIN_MS);
     uint64_t last = 0, now = 1000;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 100; i++) {
         uint64_t next = lease_probe_next(a, now);
-        ck_assert_uint_le(next - now, LEASE_PROBE_MAX_MS);
+        ck_assert_uint_le(next - now, now < 1000 + LEASE_YOUNG_MS ? LEASE_PROBE_YOUNG_MS
+                                                                  : LEASE_PROBE_MAX_MS);
         ck_assert_uint_ge(next - now, last);
         last = next - now;
         now = next;
@@ -87,6 +89,61 @@ START_TEST(test_next_due_and_backoff)
     ck_assert(queue_empty(&lm.holding));
     ck_assert_uint_eq(lease_map_next_due(&lm), 2500);
     lease_map_clear(&lm);
+}
+END_TEST
+
+/* The mg replies leases: {meta: true} reads: what W, Z, X, f, c and the value say; anything
+ * malformed or cut short is OTHER (answered as an error, never read past its end). */
+START_TEST(test_mg_parse)
+{
+    struct lease_mg g;
+    const char *r;
+
+    r = "VA 3 f7 c42 W\r\nabc\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_VALUE);
+    ck_assert(g.win && !g.z && !g.stale);
+    ck_assert_uint_eq(g.flags, 7);
+    ck_assert_uint_eq(g.cas, 42);
+    ck_assert_uint_eq(g.dlen, 3);
+    ck_assert(memcmp(g.data, "abc", 3) == 0);
+    r = "VA 0 f0 c9 Z\r\n\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_VALUE);
+    ck_assert(!g.win && g.z && !g.stale && g.dlen == 0);
+    r = "VA 3 c23 Z X\r\nabc\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert(g.z && g.stale && !g.win);
+    r = "HD c25 Z\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_HEAD);
+    ck_assert(g.z && g.cas == 25);
+    r = "EN\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_MISS);
+    r = "HD\r\n";
+    lease_mg_parse(r, strlen(r), &g);
+    ck_assert_int_eq(g.kind, LEASE_MG_HEAD);
+    ck_assert(!g.win && !g.z);
+    const char *bad[] = {
+        "VA 5 f0\r\nabc\r\n",       /* the value cut short */
+        "VA 3 f0\r\nabc",             /* no \r\n after it */
+        "VA x\r\n",                   /* no size */
+        "VA\r\n",
+        "VA 99999999999999999999999 f1\r\n",
+        "VA 18446744073709551616 f1\r\n",     /* 2^64 */
+        "VA 1 c18446744073709551617\r\nx\r\n",
+        "VA 1 fz\r\nx\r\n",         /* a flag that is not a number */
+        "VAL 1\r\nx\r\n",
+        "SERVER_ERROR out of memory\r\n",
+        "CLIENT_ERROR bad command line format\r\n",
+        "EN",                           /* no line end */
+        "",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        lease_mg_parse(bad[i], strlen(bad[i]), &g);
+        ck_assert_msg(g.kind == LEASE_MG_OTHER, "%s", bad[i]);
+    }
 }
 END_TEST
 
@@ -120,6 +177,12 @@ START_TEST(test_conf_leases)
     ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {lease_prefix: \"__l:\"}\n"
                               "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
     ck_assert_str_eq(c->pools[0].leases.prefix, "__l:");
+    ck_assert_int_eq(c->pools[0].leases.meta, 0);
+    conf_free(c);
+    ck_assert_int_eq(conf_try("p:\n  listen: 127.0.0.1:22121\n  leases: {meta: true}\n"
+                              "  servers:\n   - 127.0.0.1:11211:1\n", &c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c->pools[0].leases.meta, 1);
+    ck_assert_uint_eq(c->pools[0].leases.ttl_ms, 2000);
     conf_free(c);
     const char *bad[][2] = {
         { "p:\n  listen: 127.0.0.1:22121\n  leases: {ttl_ms: 0}\n  servers:\n   - 127.0.0.1:11211:1\n", "ttl_ms" },
@@ -131,6 +194,12 @@ START_TEST(test_conf_leases)
           "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\n"
           "  servers:\n   - 127.0.0.1:11211:1\n", "1 to 64 bytes" },
         { "p:\n  listen: 127.0.0.1:22121\n  leases: 5\n  servers:\n   - 127.0.0.1:11211:1\n", "expected {ttl_ms" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {meta: true, lease_prefix: \"__l:\"}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "choose one" },
+        { "p:\n  listen: 127.0.0.1:22121\n  redis: true\n  leases: {meta: true}\n"
+          "  servers:\n   - 127.0.0.1:6379:1\n", "a Redis pool takes" },
+        { "p:\n  listen: 127.0.0.1:22121\n  leases: {meta: 3}\n"
+          "  servers:\n   - 127.0.0.1:11211:1\n", "meta" },
         { "p:\n  listen: 127.0.0.1:22121\n  redis_cluster: true\n  redis: true\n  leases: {}\n"
           "  servers:\n   - 127.0.0.1:7000:1\n", "leases" },
     };
@@ -151,6 +220,7 @@ static Suite *lease_suite(void)
     tcase_add_test(tc, test_grows_and_finds_every_key);
     tcase_add_test(tc, test_next_due_and_backoff);
     tcase_add_test(tc, test_conf_leases);
+    tcase_add_test(tc, test_mg_parse);
     suite_add_tcase(s, tc);
     return s;
 }
