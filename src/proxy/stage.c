@@ -13,6 +13,8 @@
  * stages: forward.c feeds them every request.)
  */
 static const struct stage *const stage_table[] = {
+    &stage_tracking,        /* first: sees every read a tracking client makes, even one
+                             * another stage answers; writes invalidate */
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
