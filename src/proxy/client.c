@@ -1337,4 +1337,5 @@ const struct msg_client_ops client_msg_ops = {
     .close = client_close,
     .end = client_end,
     .memory_over = client_memory_over,
+    .resume = client_resume_input,
 };

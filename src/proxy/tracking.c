@@ -678,7 +678,7 @@ static void trk_holds_check(struct trk_pool *tp)
         tc->held = 0;
         tc->hold_tp = NULL;
         if (tc->c != NULL)
-            client_resume_input(tc->c);
+            tc->c->mops->resume(tc->c);
     }
 }
 
@@ -921,7 +921,7 @@ void tracking_pool_drop(struct wpool *wp)
         struct trk_client *tc = QUEUE_DATA(queue_first(&tp->holds), struct trk_client, hold_link);
         trk_unhold(tc);
         if (tc->c != NULL)
-            client_resume_input(tc->c);
+            tc->c->mops->resume(tc->c);
     }
     if (tp->tw->nclients > 0 && atomic_load(&tp->tw->w->running))
         trk_flush_all(tp->tw);      /* a ring change: what moved is not known here */
@@ -943,6 +943,8 @@ static void trk_worker_idle(struct trk_worker *tw)
 }
 
 /* ------------------------------------------------------------------ the command */
+
+static void trk_arm(struct trk_worker *tw, int on);
 
 static void trk_publish(struct client *c)
 {
@@ -972,7 +974,8 @@ static void trk_off(struct client *c)
     trk_prefixes_free(tc);
     trk_unhold(tc);
     queue_remove(&tc->link);
-    tc->tw->nclients--;
+    if (--tc->tw->nclients == 0)
+        trk_arm(tc->tw, 0);
     trk_publish(c);
     trk_worker_idle(tc->tw);
 }
@@ -1080,7 +1083,8 @@ static int trk_on(struct client *c, const struct proto_tracking *t, struct buf *
         tc->on = 1;
         tc->flushed = 0;
         queue_insert_tail(&tw->clients, &tc->link);
-        tw->nclients++;
+        if (tw->nclients++ == 0)
+            trk_arm(tw, 1);
     }
     trk_publish(c);
     /* no read of it may run on a server before the server tracks this worker's
@@ -1329,7 +1333,24 @@ const struct stage stage_tracking = {
     .name = "tracking",
     .wanted = trk_wanted,
     .request = trk_stage_request,
+    .dormant = 1,               /* armed while the worker has a tracking client */
 };
+
+/* The worker's Redis pools run the stage (on) or not: from its first tracking client
+ * to its last. */
+static void trk_arm(struct trk_worker *tw, int on)
+{
+    struct worker *w = tw->w;
+    for (uint32_t i = 0; i < w->npools; i++)
+        if (w->pools[i] != NULL)
+            stage_chain_arm(&w->pools[i]->chain, on);
+}
+
+void tracking_pool_bound(struct wpool *wp)
+{
+    struct trk_worker *tw = trk_of(wp->w);
+    stage_chain_arm(&wp->chain, tw != NULL && tw->nclients > 0);
+}
 
 /* ------------------------------------------------------------------ the worker */
 

@@ -43,6 +43,10 @@ void tracking_client_reset(struct client *c);
 void tracking_session(struct client *c, struct wpool *wp, const struct proto_req *req,
                       const struct route_key *rk);
 
+/* The pool's chain of stages was (re)built: the tracking stage runs in it while the
+ * worker has tracking clients. */
+void tracking_pool_bound(struct wpool *wp);
+
 /* The pool's configuration, ring or cluster map may change, or it goes (worker.c, where
  * it drops the near cache): its tracking connections are released and every tracking
  * client of the worker gets a flush (a null invalidation). */

@@ -155,6 +155,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.rules = sp->rules;
     wp->view.cluster = sp->cview;
     stage_chain_build(&wp->chain, cp, &snap->conf->global);
+    tracking_pool_bound(wp);    /* armed while a client of the worker tracks */
     /* a cluster pool follows redirects: it keeps each request's bytes to re-send them */
     wp->retain_req = sp->cluster != NULL;
     if (sp->cluster != NULL && wp->cworker == NULL &&
