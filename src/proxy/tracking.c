@@ -567,10 +567,9 @@ static void trk_echo_put(struct trk_worker *tw, const char *k, size_t n, uint64_
         trk_echo_drop(tw, trk_echo_at(tw, old->hash, old->key, old->klen));
         pp = trk_echo_at(tw, h, k, n);
     }
-    struct trk_echo *e = malloc(sizeof(*e) + n);
+    struct trk_echo *e = calloc(1, sizeof(*e) + n);
     if (e == NULL)
         return;
-    e->next = NULL;
     e->hash = h;
     e->seq = seq;
     e->klen = (uint32_t)n;
