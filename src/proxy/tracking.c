@@ -128,6 +128,7 @@ struct trk_worker {
     struct worker   *w;
     struct qnode     clients;       /* trk_client.link: tracking on */
     uint32_t         nclients;
+    uint32_t         nbcast;        /* ... of which in BCAST mode */
     uint64_t         seq;
     struct trk_key **tab;
     uint32_t         mask, n;
@@ -608,8 +609,12 @@ static void trk_changed(struct trk_worker *tw, const char *const *k, const uint3
         struct trk_key *e = trk_find(tw, h, k[i], kl[i]);
         if (e != NULL)
             trk_key_fire(tw, e, skip);
-        if (local)
+        if (local && tw->nbcast > 0)
             trk_echo_put(tw, k[i], kl[i], seq);
+    }
+    if (tw->nbcast == 0) {
+        free(echo);
+        return;
     }
     struct qnode *q;
     const char **mk = NULL;
@@ -968,6 +973,8 @@ static void trk_off(struct client *c)
         return;
     tc->on = 0;
     tc->broken = 0;
+    if (tc->opts & PROTO_TRK_BCAST)
+        tc->tw->nbcast--;
     tc->opts = 0;
     tc->caching_at = 0;
     trk_prefixes_free(tc);
@@ -1075,6 +1082,10 @@ static int trk_on(struct client *c, const struct proto_tracking *t, struct buf *
             tc->npre++;
         }
     }
+    if (tc->on && (tc->opts & PROTO_TRK_BCAST))
+        tw->nbcast--;
+    if (o & PROTO_TRK_BCAST)
+        tw->nbcast++;
     tc->opts = o;
     tc->redirect = t->redirect;
     tc->broken = 0;
