@@ -29,6 +29,9 @@ client's invalidation messages (keys, in order) are compared.
   flush_and_killed_server
       FLUSHALL through the proxy: one null invalidation (a flush), as from one server;
       a killed backend server: a flush to the tracking client.
+  table_bound
+      262,145 keys read by one tracking client (MGETs): the worker's table keeps 262,144,
+      the oldest is invalidated to its reader.
   node_redis_client_side_cache
       node-redis 5 with clientSideCache (RESP3) through the proxy: a cached GET is served
       from the client's cache, and after another client's SET the next GET returns the new
@@ -549,6 +552,36 @@ def flush_and_killed_server(env):
         victim.proc.kill()
         a.settle(1)
         eq(a.take(), [None], "a flush after the server's loss")
+    finally:
+        a.close()
+
+
+@R.test(ringleader=True)
+def table_bound(env):
+    """The keys a worker remembers are bounded (262,144): one more read key evicts the
+    oldest, whose reader gets its invalidation, as Redis's tracking-table-max-keys does."""
+    limit = 262144
+    a = Conn(env.px.addr("rd"), resp3=True)
+    try:
+        eq(a.cmd("CLIENT", "TRACKING", "on"), "OK")
+        batch = 2048
+        sent = 0
+        for start in range(0, limit + 1, batch):
+            keys = ["tb:%d" % i for i in range(start, min(start + batch, limit + 1))]
+            a.sock.sendall(resp_encode("MGET", *keys))
+            sent += 1
+        for _ in range(sent):
+            deadline = time.monotonic() + patience(30)
+            while True:
+                v = a._read_one(deadline)
+                check(v is not TimeoutError, "MGET reply late")
+                if a._is_push(v):
+                    a.pushes.append(v)
+                    continue
+                check(isinstance(v, list), "MGET: %r" % (v,))
+                break
+        a.settle(1)
+        eq(keys_of(a.take()), [b"tb:0"], "the oldest key evicted with an invalidation")
     finally:
         a.close()
 
