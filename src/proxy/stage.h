@@ -61,7 +61,9 @@ struct stage {
     /* Whether a pool runs the stage (configuration time). */
     int  (*wanted)(const struct conf_pool *cp, const struct conf_global *g);
     /* A keyed request, its keys placed, before it is routed: look at it, answer it or
-     * hold it (STAGE_TAKEN: the stage owns m's answer), or STAGE_PASS. */
+     * hold it (STAGE_TAKEN: the stage owns m's answer), or STAGE_PASS. A SINGLE or SAME
+     * request's m->start_us is 0 here (stamped when it goes on): one that a stage holds
+     * and sends later is stamped by that stage. */
     enum stage_verdict (*request)(struct stage_req *r);
     /* The route is decided (r->rt; r->owner for a split request): count it, mark m, or
      * STAGE_AGAIN when what the stage did changed where the request goes. */
