@@ -627,8 +627,6 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
 
     if (pool == NULL)
         return;
-    if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
-        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     struct route rt;
     /* r is filled for a pool with stages that see more than unusual routes */
     struct stage_req r, *staged = NULL;
@@ -640,6 +638,10 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
             return;
     }
     m->start_us = worker_now_us(c->w);      /* it goes to a server (forward_msg_at) */
+    /* an observer of every keyed request that goes on (one a stage answered, a near-cache
+     * hit, is counted by that stage: nearcache.c counts its hits in batches) */
+    if (c->w->snap->conf->global.hot_keys)
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
     forward_route(c, pool, m, req, buf, rk, &rt, staged);
