@@ -279,6 +279,9 @@ struct proto_client {
 #define PROTO_CL_PAUSED     0x10    /* not read now (backpressure): no read event */
 #define PROTO_CL_CLOSING    0x20    /* closes once its replies are written */
 #define PROTO_CL_SELF       0x40    /* the client asking */
+#define PROTO_CL_TRACKING   0x80    /* CLIENT TRACKING on (flag t) */
+#define PROTO_CL_TRK_BROKEN 0x100   /* ... its REDIRECT target is gone (flag R) */
+#define PROTO_CL_TRK_BCAST  0x200   /* ... in BCAST mode (flag B) */
 
 /* One of the proxy's clients as CLIENT LIST shows it (strings valid during the visit). */
 struct proto_client_row {
@@ -290,6 +293,27 @@ struct proto_client_row {
     uint32_t    cmd;                /* the protocol's id of its last command (UINT32_MAX: none) */
     uint64_t    age_s, idle_s;
     uint64_t    qbuf, qbuf_free, rbs, rbp, obl, oll, omem, tot_mem;
+    int64_t     redir;              /* CLIENT TRACKING's REDIRECT id: 0 none, -1 not tracking */
+};
+
+/* ---- CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO (Redis): local() reads the
+ * syntax (Redis 7.0's order of errors up to the REDIRECT check) and the core, which
+ * keeps every client's tracking state, answers (proto_env.tracking). */
+enum proto_trk_what { PROTO_TRK_ON, PROTO_TRK_OFF, PROTO_TRK_CACHING, PROTO_TRK_GETREDIR,
+                      PROTO_TRK_INFO };
+
+#define PROTO_TRK_BCAST   0x01
+#define PROTO_TRK_OPTIN   0x02
+#define PROTO_TRK_OPTOUT  0x04
+#define PROTO_TRK_NOLOOP  0x08
+
+struct proto_tracking {
+    enum proto_trk_what      what;
+    uint32_t                 opts;      /* ON: PROTO_TRK_* */
+    int                      yes;       /* CACHING: 1 yes, 0 no, -1 neither (syntax error) */
+    int64_t                  redirect;  /* ON: a client id that exists now, 0: none */
+    uint32_t                 nprefix;   /* ON: PREFIX arguments, in order */
+    const struct proto_name *prefix;
 };
 
 /* Look at one client: 1 when it matches what the caller asks for (a kill then ends it),
@@ -332,6 +356,10 @@ struct proto_env {
      * row) for each; with `kill`, the ones it matched are closed (the asking one after its
      * reply). Returns how many matched, or -ENOMEM. NULL: only the asking client is known. */
     int       (*clients)(void *ctx, int kill, proto_client_fn visit, void *arg);
+    /* CLIENT TRACKING and its family for this client: appends the reply (in `v3`'s
+     * protocol) to out; 0 or -ENOMEM. NULL: tracking is never on (CLIENT TRACKING on is
+     * refused). */
+    int       (*tracking)(void *ctx, const struct proto_tracking *t, int v3, struct buf *out);
     void       *ctx;
 };
 /* Errors the core asks the protocol to phrase. */

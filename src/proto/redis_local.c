@@ -413,7 +413,7 @@ static void client_cmd_name(uint32_t cmd, char *out, size_t len)
  */
 static int client_line(const struct proto_client_row *r, struct buf *s)
 {
-    char flags[8], cmd[REDIS_MAX_NAME * 2 + 2];
+    char flags[12], cmd[REDIS_MAX_NAME * 2 + 2];
     int nf = 0;
 
     if (r->flags & PROTO_CL_BLOCKED)
@@ -422,6 +422,12 @@ static int client_line(const struct proto_client_row *r, struct buf *s)
         flags[nf++] = 'P';
     if (r->flags & PROTO_CL_MULTI)
         flags[nf++] = 'x';
+    if (r->flags & PROTO_CL_TRACKING)
+        flags[nf++] = 't';
+    if (r->flags & PROTO_CL_TRK_BROKEN)
+        flags[nf++] = 'R';
+    if (r->flags & PROTO_CL_TRK_BCAST)
+        flags[nf++] = 'B';
     if (r->flags & PROTO_CL_CLOSING)
         flags[nf++] = 'A';
     if (nf == 0)
@@ -434,11 +440,11 @@ static int client_line(const struct proto_client_row *r, struct buf *s)
                        " ssub=%" PRIu32 " multi=%d qbuf=%" PRIu64 " qbuf-free=%" PRIu64
                        " argv-mem=0 multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
                        " oll=%" PRIu64 " omem=%" PRIu64 " tot-mem=%" PRIu64 " events=%s cmd=%s"
-                       " user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                       " user=%s redir=%" PRId64 " resp=%d lib-name=%s lib-ver=%s\n",
                        r->id, r->addr, r->laddr, r->fd, r->name, r->age_s, r->idle_s, flags, r->db,
                        r->sub, r->psub, r->ssub, r->multi, r->qbuf, r->qbuf_free, r->rbs, r->rbp,
                        r->obl, r->oll, r->omem, r->tot_mem, events, cmd,
-                       r->user && r->user[0] ? r->user : "default",
+                       r->user && r->user[0] ? r->user : "default", r->redir,
                        (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver);
 }
 
@@ -459,6 +465,7 @@ static void client_row_self(const struct proto_client *c, const struct proto_env
     r->db = c->db;
     r->multi = -1;
     r->cmd = UINT32_MAX;
+    r->redir = -1;
     r->flags = PROTO_CL_SELF | (v3 ? PROTO_CL_VARIANT : 0);
     r->age_s = now_ms >= c->created_ms ? (now_ms - c->created_ms) / 1000 : 0;
 }
@@ -687,33 +694,120 @@ static int client_setinfo(struct proto_client *c, const struct largs *l, struct 
     return buf_append_str(out, "+OK\r\n");
 }
 
-/* CLIENT TRACKING: refused (docs/redis.md): a client's keys live on several servers whose
- * invalidation messages would reach it over connections other clients share. Through the
- * proxy tracking is never on, which CLIENT GETREDIR, TRACKINGINFO and CACHING answer. */
-static int local_tracking(int what, const struct largs *l, int v3, struct buf *out)
+/* CLIENT LIST ID's walk, used to ask whether a client id exists now. */
+static int client_id_visit(void *arg, const struct proto_client_row *r)
 {
+    return r->id == *(const uint64_t *)arg;
+}
+
+/*
+ * CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO. The syntax is read here as Redis 7.0's
+ * clientCommand reads it (its errors in its order: options first, REDIRECT's id checked
+ * as it is read, then on/off); everything that depends on the client's tracking state is
+ * the core's (env->tracking, proxy/tracking.c), in docs/nearcache.md's terms. Without a
+ * core (a unit test's env) tracking is never on: TRACKING on is refused.
+ */
+static int local_tracking(int what, const struct largs *l, const struct proto_env *env,
+                          int v3, struct buf *out)
+{
+    struct proto_tracking t = { .what = PROTO_TRK_INFO };
+    struct proto_name *pre = NULL;
+    int r;
+
     switch (what) {
     case REDIS_LOCAL_CLIENT_TRACKING:
-        if (arg_is(l, 2, "OFF"))
-            return buf_append_str(out, "+OK\r\n");
-        if (!arg_is(l, 2, "ON"))
+        for (uint32_t j = 3; j < l->argc; j++) {
+            int more = j + 1 < l->argc;
+            if (arg_is(l, j, "REDIRECT") && more) {
+                j++;
+                if (t.redirect != 0) {
+                    free(pre);
+                    return buf_append_str(out, "-ERR A client can only redirect to a single "
+                                          "other client\r\n");
+                }
+                if (util_parse_dec_i64(l->buf + l->a[j].off, l->a[j].len, REDIS_DEC,
+                                       &t.redirect) < 0) {
+                    free(pre);
+                    return buf_append_str(out, "-ERR value is not an integer or out of range\r\n");
+                }
+                uint64_t id = (uint64_t)t.redirect;
+                int found = t.redirect > 0 && env != NULL && env->clients != NULL &&
+                            env->clients(env->ctx, 0, client_id_visit, &id) > 0;
+                if (!found) {
+                    free(pre);
+                    return buf_append_str(out, "-ERR The client ID you want redirect to does "
+                                          "not exist\r\n");
+                }
+            } else if (arg_is(l, j, "BCAST")) {
+                t.opts |= PROTO_TRK_BCAST;
+            } else if (arg_is(l, j, "OPTIN")) {
+                t.opts |= PROTO_TRK_OPTIN;
+            } else if (arg_is(l, j, "OPTOUT")) {
+                t.opts |= PROTO_TRK_OPTOUT;
+            } else if (arg_is(l, j, "NOLOOP")) {
+                t.opts |= PROTO_TRK_NOLOOP;
+            } else if (arg_is(l, j, "PREFIX") && more) {
+                j++;
+                struct proto_name *np = realloc(pre, (t.nprefix + 1) * sizeof(*pre));
+                if (np == NULL) {
+                    free(pre);
+                    return -ENOMEM;
+                }
+                pre = np;
+                pre[t.nprefix].bytes = l->buf + l->a[j].off;
+                pre[t.nprefix].len = l->a[j].len;
+                t.nprefix++;
+            } else {
+                free(pre);
+                return buf_append_str(out, "-ERR syntax error\r\n");
+            }
+        }
+        if (arg_is(l, 2, "ON")) {
+            t.what = PROTO_TRK_ON;
+        } else if (arg_is(l, 2, "OFF")) {
+            t.what = PROTO_TRK_OFF;
+        } else {
+            free(pre);
             return buf_append_str(out, "-ERR syntax error\r\n");
-        return buf_append_str(out, "-ERR CLIENT TRACKING is not supported by ringleader: the keys "
-                              "a client reads live on several servers, whose invalidation "
-                              "messages cannot reach it on the connections it shares\r\n");
-    case REDIS_LOCAL_CLIENT_GETREDIR:
-        return buf_append_str(out, ":-1\r\n");
+        }
+        t.prefix = pre;
+        break;
     case REDIS_LOCAL_CLIENT_CACHING:
+        t.what = PROTO_TRK_CACHING;
+        t.yes = arg_is(l, 2, "YES") ? 1 : arg_is(l, 2, "NO") ? 0 : -1;
+        break;
+    case REDIS_LOCAL_CLIENT_GETREDIR:
+        t.what = PROTO_TRK_GETREDIR;
+        break;
+    default:                    /* CLIENT TRACKINGINFO */
+        break;
+    }
+    if (env != NULL && env->tracking != NULL) {
+        r = env->tracking(env->ctx, &t, v3, out);
+        free(pre);
+        return r;
+    }
+    free(pre);
+    /* no core: tracking is never on */
+    switch (t.what) {
+    case PROTO_TRK_ON:
+        return buf_append_str(out, "-ERR CLIENT TRACKING is not supported here\r\n");
+    case PROTO_TRK_OFF:
+        return buf_append_str(out, "+OK\r\n");
+    case PROTO_TRK_GETREDIR:
+        return buf_append_str(out, ":-1\r\n");
+    case PROTO_TRK_CACHING:
         return buf_append_str(out, "-ERR CLIENT CACHING can be called only when the client is in "
                               "tracking mode with OPTIN or OPTOUT mode enabled\r\n");
-    default:                    /* CLIENT TRACKINGINFO */
-        if (map_len(out, v3, 3) < 0 || bulk_str(out, "flags") < 0 || set_len(out, v3, 1) < 0 ||
-            bulk_str(out, "off") < 0 || bulk_str(out, "redirect") < 0 ||
-            buf_append_str(out, ":-1\r\n") < 0 || bulk_str(out, "prefixes") < 0 ||
-            buf_append_str(out, "*0\r\n") < 0)
-            return -ENOMEM;
-        return 0;
+    case PROTO_TRK_INFO:
+        break;
     }
+    if (map_len(out, v3, 3) < 0 || bulk_str(out, "flags") < 0 || set_len(out, v3, 1) < 0 ||
+        bulk_str(out, "off") < 0 || bulk_str(out, "redirect") < 0 ||
+        buf_append_str(out, ":-1\r\n") < 0 || bulk_str(out, "prefixes") < 0 ||
+        buf_append_str(out, "*0\r\n") < 0)
+        return -ENOMEM;
+    return 0;
 }
 
 static int local_client(int what, struct proto_client *c, const struct largs *l,
@@ -1268,7 +1362,7 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_TRACKINGINFO:
     case REDIS_LOCAL_CLIENT_GETREDIR:
     case REDIS_LOCAL_CLIENT_CACHING:
-        return local_tracking(cmd->local, &l, v3, out);
+        return local_tracking(cmd->local, &l, env, v3, out);
     case REDIS_LOCAL_COMMAND:
     case REDIS_LOCAL_COMMAND_COUNT:
     case REDIS_LOCAL_COMMAND_INFO:

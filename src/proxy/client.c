@@ -22,6 +22,7 @@
 #include "state/registry.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
+#include "proxy/tracking.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
 #include "lib/util.h"
@@ -259,6 +260,7 @@ void client_close(struct client *c)
     while ((n = queue_first(&c->holder.pins)) != NULL)
         sconn_unpin(QUEUE_DATA(n, struct sconn, client_link), 0);
     pubsub_free(c);
+    tracking_client_gone(c);
     client_drop_msgs(c);
     c->held_bytes = 0;
     c->held_cost = 0;
@@ -672,6 +674,7 @@ static int client_try_stream(struct client *c, const struct proto_req *req, cons
 static inline int client_request(struct client *c, const struct proto_req *req,
                                  const char *buf)
 {
+    c->nreq++;
     atomic_store_explicit(&c->pub.cmd, req->cmd, memory_order_relaxed);
     atomic_store_explicit(&c->pub.last_ms, uv_now(&c->w->loop), memory_order_relaxed);
     if (req->sess != 0 || c->nsessions != 0) {
@@ -1255,6 +1258,31 @@ void client_reap(struct worker *w)
     }
 }
 
+/* proto_env.tracking: CLIENT TRACKING and its family (tracking.c). */
+static int client_tracking(void *ctx, const struct proto_tracking *t, int v3, struct buf *out)
+{
+    return tracking_command(ctx, t, v3, out);
+}
+
+/* A Redis RESET: its subscriptions and its tracking end. */
+static void client_reset(struct client *c)
+{
+    pubsub_reset(c);
+    tracking_client_reset(c);
+}
+
+void client_resume_input(struct client *c)
+{
+    if (c->in != CLIENT_IN_HOLD || c->stream != NULL || c->nsessions != 0 || c->closing)
+        return;
+    c->in = CLIENT_IN_PARSE;
+    if (c->paused) {
+        client_check_resume(c);
+        return;
+    }
+    client_process(c);
+}
+
 void client_env(struct client *c, struct proto_env *env)
 {
     const struct hub *hub = c->w->hub;
@@ -1272,6 +1300,7 @@ void client_env(struct client *c, struct proto_env *env)
         .epoch = pool_epoch(c->pool),
         .cluster = c->pool->cp->redis_cluster,
         .clients = client_clients,
+        .tracking = c->pool->cp->protocol == CONF_PROTO_REDIS ? client_tracking : NULL,
         .ctx = c,
     };
 }
@@ -1304,8 +1333,9 @@ const struct msg_client_ops client_msg_ops = {
     .write = client_write_bytes,
     .stream_check = client_stream_check,
     .env = client_env,
-    .reset = pubsub_reset,
+    .reset = client_reset,
     .close = client_close,
     .end = client_end,
     .memory_over = client_memory_over,
+    .resume = client_resume_input,
 };

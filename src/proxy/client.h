@@ -20,6 +20,7 @@ struct listener;
 struct msg;
 struct pubsub;
 struct sconn;
+struct trk_client;
 struct worker;
 struct wpool;
 
@@ -44,6 +45,8 @@ struct client_pub {
     atomic_uint          flags;     /* PROTO_CL_* */
     atomic_uint          sub, psub, ssub;
     atomic_uint_fast64_t qbuf, qbuf_free, rbs, obl, oll, omem, tot;
+    atomic_uint          trk_flags; /* PROTO_CL_TRACKING ... (tracking.c) */
+    atomic_int_fast64_t  redir;     /* CLIENT TRACKING's REDIRECT (-1: off; tracking.c) */
     int                  fd;
     char                 laddr[64]; /* "ip:port" it connected to (a unix socket's path) */
 };
@@ -79,6 +82,8 @@ struct client {
     struct proto_parser parser;
     struct proto_client pc;
     struct pubsub      *pubsub;         /* its subscriptions (pubsub.c), NULL: none */
+    struct trk_client  *trk;            /* CLIENT TRACKING (tracking.c), NULL: never on */
+    uint64_t            nreq;           /* requests parsed (CLIENT CACHING: the next one) */
     uint8_t             paused;         /* reading stopped for backpressure */
     uint8_t             eof;            /* no more input: close when answered */
     uint8_t             closing;
@@ -134,6 +139,10 @@ size_t client_held_memory(const struct client *c);
 /* Whether the proxy is over memory_limit with c holding a large part of it (then c is the
  * one to refuse or close: small clients stay served). Brings the proxy's count up to date. */
 int  client_memory_over(struct client *c);
+
+/* Input held (CLIENT_IN_HOLD) by tracking.c while its tracking connections are asked:
+ * parse again (unless another hold is on: a stream or a session). */
+void client_resume_input(struct client *c);
 
 /* Flush output (the worker's flush). */
 void client_flush(struct client *c);

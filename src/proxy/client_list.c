@@ -45,7 +45,10 @@ static void client_row(struct client *c, const struct client *asker, uint64_t no
     r->fd = p->fd;
     r->db = c->pc.db;
     r->flags = atomic_load_explicit(&p->flags, memory_order_relaxed) |
+               atomic_load_explicit(&p->trk_flags, memory_order_relaxed) |
                (c == asker ? PROTO_CL_SELF : 0);
+    r->redir = (r->flags & PROTO_CL_TRACKING) ? atomic_load_explicit(&p->redir, memory_order_relaxed)
+                                              : -1;
     r->multi = (r->flags & PROTO_CL_MULTI) ? 0 : -1;
     r->sub = atomic_load_explicit(&p->sub, memory_order_relaxed);
     r->psub = atomic_load_explicit(&p->psub, memory_order_relaxed);

@@ -25,7 +25,10 @@
 
 /* ------------------------------------------------------------------ messages */
 
-struct msg *forward_msg(struct client *c, const struct proto_req *req)
+/* forward_msg, its send time (start_us) stamped now or (stamp 0) by the caller once it
+ * is known that the request goes to a server: an answer from a stage (a near-cache hit)
+ * needs no clock read. */
+static struct msg *forward_msg_at(struct client *c, const struct proto_req *req, int stamp)
 {
     struct msg *m = msg_get(c->w);
     if (m == NULL)
@@ -36,7 +39,8 @@ struct msg *forward_msg(struct client *c, const struct proto_req *req)
     m->rflags = req->flags;
     m->db = client_db(c);
     m->nkeys = req->nkeys;
-    m->start_us = worker_now_us(c->w);
+    if (stamp)
+        m->start_us = worker_now_us(c->w);
     if (req->flags & PROTO_RF_NOREPLY) {
         m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
         return m;
@@ -45,6 +49,11 @@ struct msg *forward_msg(struct client *c, const struct proto_req *req)
     queue_insert_tail(&c->msgs, &m->cq);
     c->nmsgs++;
     return m;
+}
+
+struct msg *forward_msg(struct client *c, const struct proto_req *req)
+{
+    return forward_msg_at(c, req, 1);
 }
 
 void forward_retract(struct client *c, struct msg *m)
@@ -618,8 +627,6 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
 
     if (pool == NULL)
         return;
-    if (c->w->snap->conf->global.hot_keys)     /* an observer of every keyed request */
-        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     struct route rt;
     /* r is filled for a pool with stages that see more than unusual routes */
     struct stage_req r, *staged = NULL;
@@ -630,6 +637,11 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
             return;
     }
+    m->start_us = worker_now_us(c->w);      /* it goes to a server (forward_msg_at) */
+    /* an observer of every keyed request that goes on (one a stage answered, a near-cache
+     * hit, is counted by that stage: nearcache.c counts its hits in batches) */
+    if (c->w->snap->conf->global.hot_keys)
+        hotkeys_touch(&pool->hot, rk[0].bytes, rk[0].len, rk[0].hash, uv_now(&c->w->loop));
     if (req->kind == PROTO_REQ_SAME && !forward_keys_together(c, pool, m, rk, req->nkeys))
         return;
     forward_route(c, pool, m, req, buf, rk, &rt, staged);
@@ -681,7 +693,9 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
 void forward_request(struct client *c, const struct proto_req *req, const char *buf)
 {
     struct wpool *pool = c->pool;
-    struct msg *m = forward_msg(c, req);
+    /* a keyed request is stamped once its stages let it go to a server */
+    int keyed = req->kind == PROTO_REQ_SINGLE || req->kind == PROTO_REQ_SAME;
+    struct msg *m = forward_msg_at(c, req, !keyed);
 
     if (m == NULL) {
         c->closing = 1;

@@ -116,6 +116,8 @@ struct msg_client_ops {
     void (*close)(struct client *c);
     void (*end)(struct client *c, enum proto_err code, const char *why);
     int  (*memory_over)(struct client *c);
+    /* input held for tracking.c (CLIENT_IN_HOLD) may be parsed again: client_resume_input */
+    void (*resume)(struct client *c);
 };
 
 /*

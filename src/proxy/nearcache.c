@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL     /* a hit hashes its key: keep it out of a PLT call */
 #include <xxhash.h>
 
 #include "conf/conf.h"
@@ -73,6 +74,7 @@
 #define NC_TRACK_RETRY_MS 1000      /* a tracking connection refused or lost: retry after */
 #define NC_OWN_TIMEOUT_MS 5000      /* the proxy's own requests in a pool without a timeout */
 #define NC_TAB_MIN     64
+#define NC_HOT_BATCH   16           /* hits counted into the hot-key sketch at once */
 
 enum nc_state { NC_FILLING, NC_VALID };
 enum nc_track { NC_TRACK_NONE, NC_TRACK_ASKED, NC_TRACK_ON };
@@ -88,6 +90,8 @@ struct nc_entry {
     uint64_t          id;           /* a fill knows its marker by it */
     uint64_t          slot_v;       /* the key's write slot when the value was read */
     uint64_t          expires_ms;   /* ttl_ms: not served from then on; 0: never */
+    uint64_t          place;        /* the key's placement hash (the hot-key sketch's) */
+    uint32_t          hits_due;     /* hits not counted in the hot-key sketch yet */
     char             *rsp;          /* the reply (NC_VALID) */
     uint32_t          rsp_len;
     uint32_t          klen;
@@ -111,6 +115,7 @@ struct nearcache {
     struct wpool       *pool;
     uint32_t            refs;       /* the pool's, and one per fill or write in flight */
     int                 dead;       /* dropped: fills store nothing, writes count nothing */
+    int                 count_hot;  /* hot_keys: hits are counted in the sketch */
     uint16_t            get_cmd;    /* Redis: GET's command id */
     uint64_t            budget;     /* bytes this worker keeps */
     uint64_t            bytes;
@@ -183,9 +188,19 @@ static struct nc_entry *nc_find(const struct nearcache *nc, uint64_t h, const ch
     return NULL;
 }
 
+/* e's hits not counted in the hot-key sketch yet go there now. */
+static void nc_hot_flush(struct nearcache *nc, struct nc_entry *e)
+{
+    if (e->hits_due > 0 && nc->count_hot)
+        hotkeys_touch_n(&nc->pool->hot, e->key, e->klen, e->place, uv_now(&nc->pool->w->loop),
+                        e->hits_due);
+    e->hits_due = 0;
+}
+
 /* Take e out and free it; a value (not a marker) is counted as evicted for `why`. */
 static void nc_evict(struct nearcache *nc, struct nc_entry *e, enum nc_cause why)
 {
+    nc_hot_flush(nc, e);
     struct nc_entry **pp = &nc->tab[e->hash & nc->mask];
     while (*pp != e)
         pp = &(*pp)->next;
@@ -301,6 +316,7 @@ static struct nearcache *nc_create(struct wpool *pool)
         return NULL;
     nc->pool = pool;
     nc->refs = 1;
+    nc->count_hot = pool->w->snap != NULL && pool->w->snap->conf->global.hot_keys;
     nc->budget = cnc->size / workers;
     nc->mask = NC_TAB_MIN - 1;
     nc->tab = calloc(NC_TAB_MIN, sizeof(*nc->tab));
@@ -337,6 +353,7 @@ void nearcache_drop(struct wpool *wp)
     if (nc == NULL)
         return;
     wp->nc = NULL;
+    nc->count_hot = 0;      /* the pool's sketch may be going too */
     nc_evict_server(nc, NULL, NC_EV_RING);
     nc->dead = 1;           /* before the unpins: their fills fail and must store nothing */
     for (uint32_t i = 0; i < nc->nns; i++) {
@@ -612,6 +629,8 @@ static void nc_fill(struct nearcache *nc, struct nc_server *ns, struct stage_req
     struct msg *m = f != NULL ? msg_get(pool->w) : NULL;
     struct nc_entry *e = m != NULL ? nc_mark(nc, ns, h, rk->bytes, rk->len) : NULL;
     size_t before = buf_len(&s->conn.obuf);
+    if (e != NULL)
+        e->place = rk->hash;
     if (e == NULL || pool->ops->forward(r->req, r->buf, &s->conn.obuf) < 0) {
         buf_truncate(&s->conn.obuf, before);
         if (e != NULL)
@@ -838,6 +857,8 @@ static enum stage_verdict nc_request(struct stage_req *r)
         } else {
             queue_remove(&e->lru);
             queue_insert_tail(&nc->lru, &e->lru);
+            if (nc->count_hot && ++e->hits_due >= NC_HOT_BATCH)
+                nc_hot_flush(nc, e);    /* forward.c counts only what goes on */
             nc_hit(r, e);
             return STAGE_TAKEN;
         }

@@ -15,6 +15,7 @@
 #include "proxy/route.h"
 #include "proxy/server.h"
 #include "proxy/session.h"
+#include "proxy/tracking.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
@@ -292,6 +293,8 @@ static int session_note_write(struct session *sess, struct msg *m, const struct 
 {
     if ((req->flags & PROTO_RF_WRITE) && sess->pool->cp->near_cache.on)
         nearcache_write(sess->pool, m, req, rk);    /* evicted before it is sent */
+    if (req->nkeys > 0)
+        tracking_session(sess->c, sess->pool, req, rk);
     if (!(req->flags & PROTO_RF_WRITE) || sess->srv == sess->owner || req->nkeys == 0)
         return 0;
     if (!health_up(sess->pool->view.health[sess->owner->index])) {

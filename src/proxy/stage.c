@@ -13,6 +13,8 @@
  * stages: forward.c feeds them every request.)
  */
 static const struct stage *const stage_table[] = {
+    &stage_tracking,        /* first: sees every read a tracking client makes, even one
+                             * another stage answers; writes invalidate */
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
@@ -35,20 +37,37 @@ void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
         if (st->wanted != NULL && !st->wanted(cp, g))
             continue;
         ch->stage[ch->n++] = st;
-        ch->hooks |= (uint8_t)((st->request ? STAGE_H_REQUEST : 0) |
-                               (st->routed ? STAGE_H_ROUTED : 0) |
-                               (st->write ? STAGE_H_WRITE : 0) |
-                               (st->queued ? STAGE_H_QUEUED : 0) |
-                               (st->sent ? STAGE_H_SENT : 0) |
-                               (st->reply ? STAGE_H_REPLY : 0));
+        uint8_t h = (uint8_t)((st->request ? STAGE_H_REQUEST : 0) |
+                              (st->routed ? STAGE_H_ROUTED : 0) |
+                              (st->write ? STAGE_H_WRITE : 0) |
+                              (st->queued ? STAGE_H_QUEUED : 0) |
+                              (st->sent ? STAGE_H_SENT : 0) |
+                              (st->reply ? STAGE_H_REPLY : 0));
+        if (st->dormant)
+            ch->dormant_hooks |= h;
+        else
+            ch->base_hooks |= h;
     }
+    ch->hooks = ch->base_hooks;
+}
+
+void stage_chain_arm(struct stage_chain *ch, int on)
+{
+    ch->armed = (uint8_t)(on != 0);
+    ch->hooks = (uint8_t)(ch->base_hooks | (on ? ch->dormant_hooks : 0));
+}
+
+/* A stage the chain runs now (a dormant one only while armed). */
+static inline int stage_runs(const struct stage_chain *ch, const struct stage *st)
+{
+    return !st->dormant || ch->armed;
 }
 
 enum stage_verdict stage_request(const struct stage_chain *ch, struct stage_req *r)
 {
     for (uint8_t i = 0; i < ch->n; i++) {
         const struct stage *st = ch->stage[i];
-        if (st->request != NULL) {
+        if (st->request != NULL && stage_runs(ch, st)) {
             enum stage_verdict v = st->request(r);
             if (v != STAGE_PASS)
                 return v;
@@ -61,7 +80,7 @@ enum stage_verdict stage_routed(const struct stage_chain *ch, struct stage_req *
 {
     for (uint8_t i = 0; i < ch->n; i++) {
         const struct stage *st = ch->stage[i];
-        if (st->routed != NULL) {
+        if (st->routed != NULL && stage_runs(ch, st)) {
             enum stage_verdict v = st->routed(r);
             if (v != STAGE_PASS)
                 return v;
@@ -75,7 +94,7 @@ int stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *w
 {
     for (uint8_t i = 0; i < ch->n; i++) {
         const struct stage *st = ch->stage[i];
-        if (st->write != NULL) {
+        if (st->write != NULL && stage_runs(ch, st)) {
             int rc = st->write(r, wm, s, before);
             if (rc != 0)
                 return rc;
@@ -88,21 +107,22 @@ void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg 
                   struct sconn *s)
 {
     for (uint8_t i = 0; i < ch->n; i++)
-        if (ch->stage[i]->queued != NULL)
+        if (ch->stage[i]->queued != NULL && stage_runs(ch, ch->stage[i]))
             ch->stage[i]->queued(r, wm, s);
 }
 
 void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent)
 {
     for (uint8_t i = 0; i < ch->n; i++)
-        if (ch->stage[i]->sent != NULL)
+        if (ch->stage[i]->sent != NULL && stage_runs(ch, ch->stage[i]))
             ch->stage[i]->sent(r, sent);
 }
 
 int stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m)
 {
     for (uint8_t i = 0; i < ch->n; i++)
-        if (ch->stage[i]->reply != NULL && ch->stage[i]->reply(w, m))
+        if (ch->stage[i]->reply != NULL && stage_runs(ch, ch->stage[i]) &&
+            ch->stage[i]->reply(w, m))
             return 1;
     return 0;
 }

@@ -61,7 +61,9 @@ struct stage {
     /* Whether a pool runs the stage (configuration time). */
     int  (*wanted)(const struct conf_pool *cp, const struct conf_global *g);
     /* A keyed request, its keys placed, before it is routed: look at it, answer it or
-     * hold it (STAGE_TAKEN: the stage owns m's answer), or STAGE_PASS. */
+     * hold it (STAGE_TAKEN: the stage owns m's answer), or STAGE_PASS. A SINGLE or SAME
+     * request's m->start_us is 0 here (stamped when it goes on): one that a stage holds
+     * and sends later is stamped by that stage. */
     enum stage_verdict (*request)(struct stage_req *r);
     /* The route is decided (r->rt; r->owner for a split request): count it, mark m, or
      * STAGE_AGAIN when what the stage did changed where the request goes. */
@@ -81,6 +83,10 @@ struct stage {
      * comes back here with its next reply), 0 to let it complete. The stage clears
      * MSG_F_STAGED when it has no more to do with m. */
     int  (*reply)(struct worker *w, struct msg *m);
+    /* A stage a pool has but runs only while its chain is armed (stage_chain_arm): a
+     * feature that clients turn on at run time (CLIENT TRACKING), which costs a pool's
+     * requests nothing until one does. */
+    uint8_t dormant;
 };
 
 /* The hooks a pool's chain has, so that the request path tests one bit. */
@@ -96,7 +102,10 @@ struct stage {
 struct stage_chain {
     const struct stage *stage[STAGE_MAX];
     uint8_t             n;
-    uint8_t             hooks;   /* STAGE_H_* of any stage in the chain */
+    uint8_t             hooks;   /* STAGE_H_* of any stage in the chain (a dormant one's
+                                    only while armed) */
+    uint8_t             base_hooks, dormant_hooks;
+    uint8_t             armed;   /* dormant stages run (stage_chain_arm) */
     /* stage_reply, installed by stage_chain_build: sconn.c, below the stages, reaches
      * them through it (it calls up by no name). */
     int (*reply)(const struct stage_chain *ch, struct worker *w, struct msg *m);
@@ -105,6 +114,9 @@ struct stage_chain {
 /* Build a pool's chain from its configuration (the table's order). */
 void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
                        const struct conf_global *g);
+
+/* Run the chain's dormant stages (on 1) or not (0); a new chain is not armed. */
+void stage_chain_arm(struct stage_chain *ch, int on);
 
 /* Run one hook of every stage of the chain in order; request and routed stop at the
  * first verdict other than STAGE_PASS and return it, write at the first non-zero. */
@@ -126,5 +138,6 @@ extern const struct stage stage_collapse;      /* collapse.c */
 extern const struct stage stage_lease;         /* lease.c */
 extern const struct stage stage_shadow;        /* shadow.c */
 extern const struct stage stage_nearcache;     /* nearcache.c */
+extern const struct stage stage_tracking;      /* tracking.c */
 
 #endif

@@ -17,6 +17,7 @@
 #include "proxy/hub.h"
 #include "proxy/lease.h"
 #include "proxy/nearcache.h"
+#include "proxy/tracking.h"
 #include "proxy/rejoin.h"
 #include "proxy/snapshot.h"
 #include "state/registry.h"
@@ -122,6 +123,7 @@ static void wpool_free(struct wpool *wp)
     if (queue_linked(&wp->retired_link))
         queue_remove(&wp->retired_link);
     nearcache_drop(wp);
+    tracking_pool_drop(wp);
     cworker_free(wp->cworker);
     lease_free(wp);
     if (wp->hold != NULL)
@@ -153,6 +155,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->view.rules = sp->rules;
     wp->view.cluster = sp->cview;
     stage_chain_build(&wp->chain, cp, &snap->conf->global);
+    tracking_pool_bound(wp);    /* armed while a client of the worker tracks */
     /* a cluster pool follows redirects: it keeps each request's bytes to re-send them */
     wp->retain_req = sp->cluster != NULL;
     if (sp->cluster != NULL && wp->cworker == NULL &&
@@ -293,6 +296,7 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
 
     listener_close(wp);
     nearcache_drop(wp);         /* releases its tracking connections: the servers can close */
+    tracking_pool_drop(wp);
     wp->retired = 1;
     snapshot_ref(old);
     wp->hold = old;
@@ -361,6 +365,7 @@ static int wpool_update(struct worker *w, struct wpool *wp, struct snapshot *sna
     int rc = 0;
 
     nearcache_drop(wp);         /* its ring, servers or settings may change: all evicted */
+    tracking_pool_drop(wp);
     wpool_bind(wp, snap, i);
     if (wpool_servers(w, wp) < 0) {
         log_error("worker %u: pool '%s': out of memory updating servers", w->id, cp->name);
@@ -535,6 +540,7 @@ static void worker_async_cb(uv_async_t *a)
 
     if (atomic_exchange(&w->kills, 0))
         client_reap(w);             /* CLIENT KILL, from any worker */
+    tracking_inbox(w);              /* invalidations for REDIRECT targets here */
 
     if (stop && !w->closing) {
         w->closing = 1;
@@ -568,6 +574,7 @@ static void worker_tick_cb(uv_timer_t *t)
     struct worker *w = t->data;
     uint64_t now = uv_now(&w->loop);
     const struct conf_global *g = &w->snap->conf->global;
+    tracking_tick(w);
     struct qnode *n, *tmp;
 
     uv_mutex_lock(&w->mu);
@@ -622,6 +629,10 @@ int worker_init(struct worker *w, struct hub *hub, uint32_t id, struct snapshot 
     uv_timer_start(&w->tick, worker_tick_cb, 1000, 1000);
     uv_mutex_init(&w->mu);
     uv_mutex_init(&w->clients_mu);
+    if (tracking_worker_init(w) < 0) {
+        snprintf(err, errlen, "worker %u: out of memory", id);
+        return -ENOMEM;
+    }
     snapshot_ref(snap);
     w->snap = snap;
     rc = worker_build_pools(w, snap, err, errlen);
@@ -681,6 +692,7 @@ static void worker_release(struct worker *w)
     free(w->pools);
     while ((n = queue_first(&w->retired)) != NULL)
         wpool_free(QUEUE_DATA(n, struct wpool, retired_link));
+    tracking_worker_free(w);
     uv_mutex_destroy(&w->mu);
     uv_mutex_destroy(&w->clients_mu);
     while ((n = queue_first(&w->free_msgs)) != NULL) {

@@ -24,6 +24,8 @@
 struct client;
 struct cworker;
 struct nearcache;
+struct trk_pool;
+struct trk_worker;
 struct msg;
 struct pool_shared;
 struct hub;
@@ -92,6 +94,7 @@ struct wpool {
     uint8_t                  pins_seen;  /* a client took a pinned connection here: the
                                             servers in use keep ready ones (server.c) */
     struct nearcache        *nc;         /* near_cache: this worker's store (nearcache.c) */
+    struct trk_pool         *trk;        /* CLIENT TRACKING's connections (tracking.c) */
 };
 
 struct worker {
@@ -114,6 +117,7 @@ struct worker {
     uv_mutex_t        clients_mu;     /* held while `clients` changes, and by CLIENT LIST
                                          (any worker) while it reads them (client_list.c) */
     atomic_int        kills;          /* CLIENT KILL marked some of its clients */
+    struct trk_worker *trk;           /* CLIENT TRACKING's tables and inbox (tracking.c) */
     struct qnode      free_msgs;
     uint32_t          nfree_msgs;
     struct qnode      clients;        /* every open client */

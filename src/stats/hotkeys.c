@@ -316,6 +316,20 @@ void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t pla
     order_increment(g, ci);
 }
 
+void hotkeys_touch_n(struct hotkeys *hk, const char *key, size_t len, uint64_t place,
+                     uint64_t now_ms, uint32_t n)
+{
+    if (n == 0)
+        return;
+    hotkeys_touch(hk, key, len, place, now_ms);     /* found or taken in: counted once */
+    struct hotkeys_gen *g = &hk->gen[hk->cur];
+    uint64_t h = key_hash(key, &len, place);
+    int found = index_find(g, h, key, len);
+    RL_ASSERT(found >= 0);
+    for (uint32_t i = 1; i < n && found >= 0; i++)
+        order_increment(g, (uint8_t)found);
+}
+
 /* ---- reading */
 
 static uint64_t gen_floor(const struct hotkeys_gen *g)

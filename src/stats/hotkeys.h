@@ -119,6 +119,11 @@ void hotkeys_init(struct hotkeys *hk, uint64_t window_ms, uint64_t now_ms);
 void hotkeys_touch(struct hotkeys *hk, const char *key, size_t len, uint64_t place,
                    uint64_t now_ms);
 
+/* Count n requests for key at once (n >= 1): as n hotkeys_touch calls, with one lookup
+ * (a caller that answers many requests itself, the near cache, counts them in batches). */
+void hotkeys_touch_n(struct hotkeys *hk, const char *key, size_t len, uint64_t place,
+                     uint64_t now_ms, uint32_t n);
+
 /* Fill snap with every monitored key of the window ending at now_ms (current plus
  * previous generation, per the rule above), unsorted. Owner only (it may rotate). */
 void hotkeys_snapshot(struct hotkeys *hk, uint64_t now_ms, struct hotkeys_snapshot *snap);

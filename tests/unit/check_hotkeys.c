@@ -202,6 +202,36 @@ START_TEST(test_window_keeps_previous_generation_then_forgets)
 }
 END_TEST
 
+/* hotkeys_touch_n counts as n touches: the same counts and a consistent order, for a new
+ * key, a known one, and a long (cut) one. */
+START_TEST(test_touch_n_is_n_touches)
+{
+    static struct hotkeys a, b;
+    char longkey[HOTKEYS_KEY_MAX + 40];
+    memset(longkey, 'x', sizeof(longkey));
+    hotkeys_init(&a, 1000, 0);
+    hotkeys_init(&b, 1000, 0);
+    const uint32_t n[] = { 1, 16, 3, 16, 7 };
+    const char *keys[] = { "hot", "warm", "hot", "other", "warm" };
+    for (int i = 0; i < 5; i++) {
+        hotkeys_touch_n(&a, keys[i], strlen(keys[i]), 0, 100, n[i]);
+        for (uint32_t j = 0; j < n[i]; j++)
+            hotkeys_touch(&b, keys[i], strlen(keys[i]), 0, 100);
+        ck_assert_int_eq(hotkeys_verify(&a), 0);
+    }
+    hotkeys_touch_n(&a, longkey, sizeof(longkey), 9, 100, 5);
+    for (int j = 0; j < 5; j++)
+        hotkeys_touch(&b, longkey, sizeof(longkey), 9, 100);
+    ck_assert_int_eq(hotkeys_verify(&a), 0);
+    ck_assert_uint_eq(count_of(&a, 200, "hot"), 4);
+    ck_assert_uint_eq(count_of(&a, 200, "warm"), 23);
+    ck_assert_uint_eq(count_of(&a, 200, "other"), 16);
+    ck_assert_uint_eq(count_of(&a, 200, "hot"), count_of(&b, 200, "hot"));
+    ck_assert_uint_eq(count_of(&a, 200, "warm"), count_of(&b, 200, "warm"));
+    ck_assert_uint_eq(count_of(&a, 200, "other"), count_of(&b, 200, "other"));
+}
+END_TEST
+
 /* A hot key of the last window stays on top after the stream moves on to other keys. */
 START_TEST(test_window_hot_key_replaced_by_new_hot_key)
 {
@@ -439,6 +469,7 @@ static Suite *hotkeys_suite(void)
     tcase_add_test(tc, test_long_and_binary_keys);
     tcase_add_test(tc, test_cut_keys_keep_their_placement);
     tcase_add_test(tc, test_eviction_churn_keeps_index_consistent);
+    tcase_add_test(tc, test_touch_n_is_n_touches);
     tcase_add_test(tc, bench_touch);
     suite_add_tcase(s, tc);
     return s;
