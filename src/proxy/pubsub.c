@@ -715,9 +715,10 @@ static int stream_write(struct client *c, int push, const char *p, size_t n, str
         if (rc == 1)
             rc = c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0,
                                           buf_rptr(&plain), buf_len(&plain), out);
+        else if (rc == 0)
+            rc = c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0, p, n, out);
         buf_free(&plain);
-        if (rc != 0)
-            return rc < 0 ? rc : 0;
+        return rc;
     }
     if (push)
         return c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0, p, n, out);
