@@ -40,9 +40,10 @@ const struct conf_user *users_of(const struct client *c)
     return c->cu.u;
 }
 
+/* The configuration of the client's pool (a reload's new one while the worker adopts it). */
 static const struct conf *users_conf(const struct client *c)
 {
-    return c->w->snap->conf;
+    return c->pool->snap->conf;
 }
 
 /* The snapshot's shared record of user u (of users_conf), or NULL. */
@@ -50,9 +51,9 @@ static struct user_state *users_state(const struct client *c, const struct conf_
 {
     const struct conf *conf = users_conf(c);
     ptrdiff_t i = u - conf->global.users;
-    if (i < 0 || (uint32_t)i >= conf->global.nusers || c->w->snap->users == NULL)
+    if (i < 0 || (uint32_t)i >= conf->global.nusers || c->pool->snap->users == NULL)
         return NULL;
-    return c->w->snap->users[i];
+    return c->pool->snap->users[i];
 }
 
 static void users_set_name(struct client *c, const char *name)
