@@ -33,6 +33,8 @@ one as the reference: the same data written there without the proxy) and memcach
       (1,000) + 1, every refusal is the documented text and counted (refused_rate), and
       `steady` gets no refusal. Printed, not asserted: the accepted rate, steady's p99
       alone and during the flood.
+  clean_stop
+      the proxy stops with status 0 and nothing from the sanitizers.
   reload_rebinds_and_closes
       a reload that takes `write` from a connected user's commands refuses its next SET
       on the same connection; one that removes a user closes its connections (with an
@@ -520,6 +522,22 @@ def reload_rebinds_and_closes(env):
     # back to the first configuration for the tests after
     env.px.rewrite(glob={"users": users_conf()})
     os.kill(env.px.proc.pid, 1)
+
+
+@R.test(ringleader=True)
+def clean_stop(env):
+    """The proxy stops with status 0 and nothing from the sanitizers (leaks included)."""
+    status = env.px.stop()
+    text = ""
+    for path in (env.px.log_file, env.px.proc.log_path):
+        try:
+            with open(path, "rb") as f:
+                text += f.read().decode("utf-8", "replace")
+        except OSError:
+            pass
+    check("Sanitizer" not in text and "runtime error" not in text,
+          "sanitizer output:\n%s" % text[-3000:])
+    eq(status, 0, "exit status")
 
 
 if __name__ == "__main__":
