@@ -233,8 +233,10 @@ static void users_setup(struct client *c)
         return;
     }
     c->pc.login = users_login;
-    if (!c->cu.logged) {
-        c->pc.authed = 0;
+    if (!c->cu.logged && c->pool->cp->redis_auth != NULL && c->pc.authed) {
+        c->cu.logged = 1;       /* it gave the pool's password: the default user stays */
+    } else if (!c->cu.logged) {
+        c->pc.authed = 0;       /* nobody (a pool without a password let it in) */
         c->parser.flags &= ~(uint32_t)PROTO_PF_AUTHED;
     }
 }

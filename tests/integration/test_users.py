@@ -100,7 +100,8 @@ class Env(harness.Env):
             "rd": {"redis": True, "redis_auth": DEFPASS, "servers": ["%s:1" % self.rd.hostport()]},
             "mc": {"servers": ["%s:1" % self.mc.hostport()]},
         }
-        self.px = Proxy(self.pools, workers=2, glob={"users": users_conf()}, dump=json.dumps)
+        self.px = Proxy(self.pools, workers=2, glob={"users": users_conf()}, dump=json.dumps,
+                        admin=True)
         self.procs = [self.px]
 
     def close(self):
@@ -516,6 +517,22 @@ def reload_rebinds_and_closes(env):
     _ = gen
     st = env.px.stats()["ringleader"]["users"]
     check("reports" not in st and st["billing"]["requests"] > 0, "stats users: %r" % st)
+    # every user field -D describes is in the document, and no other
+    import re
+    import subprocess
+    d = subprocess.run([harness.binary("ringleader"), "-D"], capture_output=True, timeout=10)
+    described = set(x.decode() for x in re.findall(
+        rb"^\s+([a-z_0-9]+)\s+(?:counter|gauge)\b", d.stdout.split(b"\nuser stats")[-1], re.M))
+    eq(sorted(st["billing"]), sorted(described), "the user fields of the document and -D")
+    status, m = harness.http(env.px.admin_port, "GET", "/metrics")
+    eq(status, 200)
+    line = [x for x in m.splitlines() if x.startswith('ringleader_user_requests_total{user="billing"}')]
+    eq(len(line), 1, "/metrics: billing's requests")
+    check(int(line[0].split()[-1]) == st["billing"]["requests"] or
+          int(line[0].split()[-1]) >= st["billing"]["requests"], "/metrics agrees: %s" % line)
+    check('ringleader_user_refused_rate_total{user="flood"}' in m, "/metrics: flood's refusals")
+    status, page = harness.http(env.px.admin_port, "GET", "/")
+    check(status == 200 and "drawUsers" in page, "the status page draws the users")
     keep.close()
     default.close()
     gone.close()
