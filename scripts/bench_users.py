@@ -96,7 +96,8 @@ def start_proxy(rl, work, tag, rport, mport, users=True, valgrind=None):
     if valgrind:
         argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + valgrind] + argv
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_listening(ports["rd_plain"], p, 120 if valgrind else 10)
+    for port in ports.values():
+        wait_listening(port, p, 120 if valgrind else 10)
     return p, ports
 
 
@@ -111,6 +112,8 @@ def callgrind_ir(rl, rlb, work, rport, mport, row, n, users=True):
         subprocess.run([rlb, "--proto", "redis", "--port", str(ports[pool]), "-c", "1",
                         "--keys", "1", "--ratio", "1:0", "-n", str(n)] + extra,
                        check=True, capture_output=True, timeout=900)
+    except subprocess.CalledProcessError as e:
+        raise SystemExit("rlbench failed: %s" % e.stderr.decode(errors="replace"))
     finally:
         p.terminate()
         p.wait(300)
@@ -149,9 +152,11 @@ def main():
             n = a.callgrind_requests
             print("| Redis GET, P1, 1 connection | Ir per request |")
             print("|---|---:|")
-            rows = [("no users", rl, True), ("users", rl, True), ("namespace", rl, True)]
+            rows = [("no users: configuration without users:", rl, False),
+                    ("no users: a pool no user names", rl, True),
+                    ("users", rl, True), ("namespace", rl, True)]
             if a.baseline:
-                rows.insert(0, ("no users (baseline %s)" % a.baseline, a.baseline, False))
+                rows.insert(0, ("no users: baseline binary", a.baseline, False))
             for row, binary, users in rows:
                 kind = "no users" if row.startswith("no users") else row
                 lo = callgrind_ir(binary, rlb, work, rport, mport, kind, n, users)

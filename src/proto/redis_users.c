@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,28 +122,91 @@ static uint32_t cat_of(const struct redis_command *c)
     return cat;
 }
 
-static uint8_t *cat_table;      /* built once: [redis_ncommands] */
+/* What a namespace does to a command's request (ns_request) ... */
+#define RQ_PATTERN_KEYS 0x01u   /* its keys are patterns (PSUBSCRIBE) */
+#define RQ_KEYS         0x02u   /* KEYS: argument 1 is a pattern */
+#define RQ_SCAN         0x04u   /* SCAN: MATCH's pattern (added when absent) */
+#define RQ_SORT         0x08u   /* SORT: BY and GET patterns refused */
+#define RQ_LISTS        0x10u   /* PUBSUB CHANNELS ...: every tenant's names, refused */
 
-static void cat_build(void)
+/* ... and to its reply (ns_reply). */
+enum ns_shape { NS_NONE, NS_NAMES, NS_SCAN, NS_ONE, NS_FIRST, NS_PUSH };
+
+struct cmd_users {
+    uint8_t cat;                /* CONF_CAT_* */
+    uint8_t req;                /* RQ_* */
+    uint8_t shape;              /* enum ns_shape */
+};
+
+static int name_in(const char *n, const char *const *list)
 {
-    uint8_t *t = calloc(redis_ncommands, 1);
+    return in_list(list, n);
+}
+
+static struct cmd_users users_of_cmd(const struct redis_command *c)
+{
+    static const char *const firsts[] = { "BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX", "BLMPOP",
+                                          "LMPOP", "BZMPOP", "ZMPOP", NULL };
+    static const char *const lists[] = { "PUBSUB|CHANNELS", "PUBSUB|NUMSUB", "PUBSUB|NUMPAT",
+                                         "PUBSUB|SHARDCHANNELS", "PUBSUB|SHARDNUMSUB", NULL };
+    struct cmd_users u = { .cat = (uint8_t)cat_of(c) };
+    const char *n = c->name;
+    if (strcmp(n, "PSUBSCRIBE") == 0 || strcmp(n, "PUNSUBSCRIBE") == 0)
+        u.req |= RQ_PATTERN_KEYS;
+    if (strcmp(n, "KEYS") == 0)
+        u.req |= RQ_KEYS;
+    if (strcmp(n, "SCAN") == 0)
+        u.req |= RQ_SCAN;
+    if (strcmp(n, "SORT") == 0 || strcmp(n, "SORT_RO") == 0)
+        u.req |= RQ_SORT;
+    if (name_in(n, lists))
+        u.req |= RQ_LISTS;
+    if (strcmp(n, "KEYS") == 0)
+        u.shape = NS_NAMES;
+    else if (strcmp(n, "SCAN") == 0)
+        u.shape = NS_SCAN;
+    else if (strcmp(n, "RANDOMKEY") == 0)
+        u.shape = NS_ONE;
+    else if (name_in(n, firsts))
+        u.shape = NS_FIRST;
+    else if (REDIS_CMD_SUB_OF(c->flags) != 0)
+        u.shape = NS_PUSH;      /* (un)subscriptions: their confirmations */
+    return u;
+}
+
+static _Atomic(struct cmd_users *) cmd_table;  /* built once: [redis_ncommands] (never
+                                                  * freed: the process's, like the table) */
+
+static void cmd_table_build(void)
+{
+    struct cmd_users *t = calloc(redis_ncommands, sizeof(*t));
     if (t == NULL)
         return;
     for (size_t i = 0; i < redis_ncommands; i++)
-        t[i] = (uint8_t)cat_of(&redis_commands[i]);
-    cat_table = t;
+        t[i] = users_of_cmd(&redis_commands[i]);
+    atomic_store_explicit(&cmd_table, t, memory_order_release);
 }
 
-static pthread_once_t cat_once = PTHREAD_ONCE_INIT;
+static pthread_once_t cmd_once = PTHREAD_ONCE_INIT;
+
+/* What users know of command cmd (< redis_ncommands). */
+static struct cmd_users cmd_users(uint16_t cmd)
+{
+    struct cmd_users *t = atomic_load_explicit(&cmd_table, memory_order_acquire);
+    if (__builtin_expect(t == NULL, 0)) {
+        pthread_once(&cmd_once, cmd_table_build);
+        t = atomic_load_explicit(&cmd_table, memory_order_acquire);
+        if (t == NULL)
+            return users_of_cmd(&redis_commands[cmd]);
+    }
+    return t[cmd];
+}
 
 uint32_t redis__category(uint16_t cmd)
 {
     if (cmd >= redis_ncommands)
         return CONF_CAT_ALL;
-    pthread_once(&cat_once, cat_build);
-    if (cat_table == NULL)
-        return cat_of(&redis_commands[cmd]);
-    return cat_table[cmd];
+    return cmd_users(cmd).cat;
 }
 
 void redis__cmd_name(uint16_t cmd, char *out, size_t len)
@@ -178,11 +242,6 @@ size_t redis__perm_error(int what, const char *name, char *out, size_t len)
 }
 
 /* ------------------------------------------------------------------ requests */
-
-static int cmd_is(uint16_t cmd, const char *name)
-{
-    return cmd < redis_ncommands && strcmp(redis_commands[cmd].name, name) == 0;
-}
 
 static int bulk_prefixed(struct buf *out, const char *pfx, size_t pl, const char *s, size_t n)
 {
@@ -236,14 +295,14 @@ int redis__ns_request(const struct proto_req *req, const char *buf, const struct
         return -1;
     at = (size_t)(nl - src) + 1;
     uint32_t argc = req->u.redis.argc;
-    int pattern_keys = cmd_is(req->cmd, "PSUBSCRIBE") || cmd_is(req->cmd, "PUNSUBSCRIBE");
-    int keys_cmd = cmd_is(req->cmd, "KEYS");
-    int scan = cmd_is(req->cmd, "SCAN");
-    int sort = cmd_is(req->cmd, "SORT") || cmd_is(req->cmd, "SORT_RO");
+    uint8_t rq = req->cmd < redis_ncommands ? cmd_users(req->cmd).req : 0;
+    int pattern_keys = (rq & RQ_PATTERN_KEYS) != 0;
+    int keys_cmd = (rq & RQ_KEYS) != 0;
+    int scan = (rq & RQ_SCAN) != 0;
+    int sort = (rq & RQ_SORT) != 0;
     int keyed = req->kind != PROTO_REQ_LOCAL && req->kind != PROTO_REQ_ERROR &&
                 !(req->flags & PROTO_RF_NOKEY);
-    if (req->cmd < redis_ncommands && strncmp(redis_commands[req->cmd].name, "PUBSUB", 6) == 0 &&
-        redis_commands[req->cmd].name[6] == '|' && !cmd_is(req->cmd, "PUBSUB|HELP")) {
+    if (rq & RQ_LISTS) {
         *why = "-ERR PUBSUB lists every tenant's channels: not for a user with a namespace\r\n";
         return -1;
     }
@@ -531,32 +590,13 @@ static int put_push(const char *b, size_t len, size_t pos, size_t *end, const st
     return 0;
 }
 
-enum ns_shape { NS_NONE, NS_NAMES, NS_SCAN, NS_ONE, NS_FIRST, NS_PUSH };
-
 static enum ns_shape ns_shape_of(uint16_t cmd)
 {
     if (cmd == PROTO_NS_PUSH || cmd == PROTO_NS_PUSH_ANY)
         return NS_PUSH;
     if (cmd >= redis_ncommands)
         return NS_NONE;
-    const char *n = redis_commands[cmd].name;
-    if (strcmp(n, "KEYS") == 0)
-        return NS_NAMES;
-    if (strcmp(n, "SCAN") == 0)
-        return NS_SCAN;
-    if (strcmp(n, "RANDOMKEY") == 0)
-        return NS_ONE;
-    if (strcmp(n, "BLPOP") == 0 || strcmp(n, "BRPOP") == 0 || strcmp(n, "BZPOPMIN") == 0 ||
-        strcmp(n, "BZPOPMAX") == 0 || strcmp(n, "BLMPOP") == 0 || strcmp(n, "LMPOP") == 0 ||
-        strcmp(n, "BZMPOP") == 0 || strcmp(n, "ZMPOP") == 0)
-        return NS_FIRST;
-    if (redis_commands[cmd].flags & REDIS_CMD_SUB(7))
-        return NS_PUSH;
-    if (strcmp(n, "SUBSCRIBE") == 0 || strcmp(n, "PSUBSCRIBE") == 0 ||
-        strcmp(n, "SSUBSCRIBE") == 0 || strcmp(n, "UNSUBSCRIBE") == 0 ||
-        strcmp(n, "PUNSUBSCRIBE") == 0 || strcmp(n, "SUNSUBSCRIBE") == 0)
-        return NS_PUSH;
-    return NS_NONE;
+    return (enum ns_shape)cmd_users(cmd).shape;
 }
 
 int redis__ns_reply_cmd(uint16_t cmd)
