@@ -213,6 +213,9 @@ struct conf_user {
     char   **keys;                /* Redis ACL glob patterns ("*": any), seen through the
                                      namespace (the client's own names) */
     uint32_t nkeys;               /* 0: every key */
+    uint32_t *keys_len;           /* [nkeys] each pattern's length */
+    uint32_t *keys_prefix;        /* [nkeys] a pattern that is a literal then one `*`: the
+                                     literal's length (matched by memcmp), else UINT32_MAX */
     char    *ns;                  /* namespace: the prefix added to keys and channels, NULL */
     uint32_t ns_len;
     uint64_t rate_ops;            /* requests per second per proxy, 0: no limit */

@@ -30,6 +30,8 @@ static void user_free(struct conf_user *u)
     for (uint32_t i = 0; i < u->nkeys; i++)
         free(u->keys[i]);
     free(u->keys);
+    free(u->keys_len);
+    free(u->keys_prefix);
     free(u->ns);
     free(u->clients);
 }
@@ -345,6 +347,19 @@ static const char *user_parse(struct conf_ctx *c, yaml_node_t *map, struct conf_
                     u->nkeys = 0;
                     break;
                 }
+            if (u->nkeys > 0) {
+                u->keys_len = calloc(u->nkeys, sizeof(*u->keys_len));
+                u->keys_prefix = calloc(u->nkeys, sizeof(*u->keys_prefix));
+                if (u->keys_len == NULL || u->keys_prefix == NULL)
+                    return conf__enomem;
+            }
+            for (uint32_t i = 0; i < u->nkeys; i++) {
+                size_t l = strlen(u->keys[i]);
+                u->keys_len[i] = (uint32_t)l;
+                u->keys_prefix[i] = UINT32_MAX;
+                if (l > 0 && u->keys[i][l - 1] == '*' && strcspn(u->keys[i], "*?[]\\") == l - 1)
+                    u->keys_prefix[i] = (uint32_t)(l - 1);
+            }
         } else if (strcmp(key, "namespace") == 0) {
             if ((s = conf__scalar(c, v, &n, 0)) == NULL)
                 return c->why;
