@@ -243,10 +243,27 @@ size_t redis__perm_error(int what, const char *name, char *out, size_t len)
 
 /* ------------------------------------------------------------------ requests */
 
+/* "<t><n>\r\n" (a bulk or array header) without printf: every argument of every namespaced
+ * request passes here. */
+static int append_header(struct buf *out, char t, uint64_t n)
+{
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    tmp[--i] = '\n';
+    tmp[--i] = '\r';
+    do {
+        tmp[--i] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    tmp[--i] = t;
+    return buf_append(out, tmp + i, sizeof(tmp) - i);
+}
+
 static int bulk_prefixed(struct buf *out, const char *pfx, size_t pl, const char *s, size_t n)
 {
-    if (buf_appendf(out, "$%zu\r\n", pl + n) < 0 || buf_append(out, pfx, pl) < 0 ||
-        buf_append(out, s, n) < 0 || buf_append(out, "\r\n", 2) < 0)
+    if (buf_reserve(out, pl + n + 24) < 0 || append_header(out, '$', pl + n) < 0 ||
+        buf_append(out, pfx, pl) < 0 || buf_append(out, s, n) < 0 ||
+        buf_append(out, "\r\n", 2) < 0)
         return -ENOMEM;
     return 0;
 }
@@ -311,7 +328,7 @@ int redis__ns_request(const struct proto_req *req, const char *buf, const struct
     int scan_match = 0;
     uint32_t k = 0;
 
-    if (buf_appendf(out, "*%" PRIu32 "\r\n", argc + (scan ? 2u : 0u)) < 0)
+    if (append_header(out, '*', argc + (scan ? 2u : 0u)) < 0)
         return -ENOMEM;
     for (uint32_t i = 0; i < argc; i++) {
         size_t off, n;
