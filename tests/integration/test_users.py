@@ -84,7 +84,7 @@ def users_conf(drop=None, billing_cmds=None):
         {"name": "flood", "password_sha256": sha256(PASS), "pools": ["rd"],
          "commands": ["read", "write"], "keys": ["flood:*"], "rate": {"ops": 10000}},
         {"name": "steady", "password_sha256": sha256(PASS), "pools": ["rd"],
-         "commands": ["read", "write"], "keys": ["steady:*"]},
+         "commands": ["read", "write", "scripts"], "keys": ["steady:*"]},
     ]
     return [u for u in users if u["name"] != drop]
 
@@ -200,6 +200,8 @@ def refusals_never_reach_the_server(env):
         ("reports", ["MULTI"], NOPERM_CMD % "multi"),
         ("ops", ["PUBLISH", "ch", "x"], NOPERM_CMD % "publish"),
         ("steady", ["GET", "flood:x"], NOPERM_KEY),
+        ("steady", ["EVAL", "return 1", "2", "steady:a", "flood:x"], NOPERM_KEY),
+        ("steady", ["FCALL", "f", "1", "other:x"], NOPERM_KEY),
         ("flood", ["EVAL", "return 1", "1", "flood:x"], NOPERM_CMD % "eval"),
     ]
     for user, cmd, want in cases:
@@ -225,9 +227,11 @@ def refusals_never_reach_the_server(env):
         eq(c.rd("EVAL", "return redis.call('SET', KEYS[1], 'v')", "1", "s"), "OK")
     with env.login("reports") as c:
         eq(c.rd("GET", "pub:a"), None)
+    with env.login("steady") as c:
+        eq(c.rd("EVAL", "return KEYS[1]", "1", "steady:a"), b"steady:a")
     after2 = env.commandstats()
-    check(int(after2["cmdstat_eval"].split("=")[1]) == int(before.get("cmdstat_eval", "calls=0").split("=")[1]) + 1,
-          "EVAL reached the server once: %r" % after2)
+    check(int(after2["cmdstat_eval"].split("=")[1]) == int(before.get("cmdstat_eval", "calls=0").split("=")[1]) + 2,
+          "the two allowed EVALs reached the server: %r" % after2)
     with env.server() as s:
         eq(s.rd("GET", "ops:s"), b"v", "EVAL's key carries the namespace")
     # memcached: the address makes the client billing (read, write); refusals move none
