@@ -306,6 +306,8 @@ void users_close(struct client *c)
 
 /* ------------------------------------------------------------------ requests */
 
+#define USERS_SCRATCH_KEEP (64u * 1024)     /* a namespaced client keeps this much room */
+
 static void users_refuse(struct client *c, struct proto_req *req, const char *text, size_t n)
 {
     req->kind = PROTO_REQ_ERROR;
@@ -428,6 +430,8 @@ const char *users_namespace(struct client *c, struct proto_req *req, const char 
     if (req->kind == PROTO_REQ_ERROR)
         return buf;
     buf_consume(sb, buf_len(sb));
+    if (sb->cap > USERS_SCRATCH_KEEP)
+        buf_free(sb);           /* a large request's copy is not kept for the next one */
     int rc = ops->ns_request(req, buf, &ns, sb, &why);
     if (rc < 0) {
         const char *t = why != NULL ? why : rc == -ENOMEM ? "-ERR out of memory\r\n"
