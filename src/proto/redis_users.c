@@ -130,7 +130,7 @@ static uint32_t cat_of(const struct redis_command *c)
 #define RQ_LISTS        0x10u   /* PUBSUB CHANNELS ...: every tenant's names, refused */
 
 /* ... and to its reply (ns_reply). */
-enum ns_shape { NS_NONE, NS_NAMES, NS_SCAN, NS_ONE, NS_FIRST, NS_PUSH };
+enum ns_shape { NS_NONE, NS_NAMES, NS_SCAN, NS_ONE, NS_FIRST, NS_PUSH, NS_STREAMS };
 
 struct cmd_users {
     uint8_t cat;                /* CONF_CAT_* */
@@ -169,6 +169,8 @@ static struct cmd_users users_of_cmd(const struct redis_command *c)
         u.shape = NS_ONE;
     else if (name_in(n, firsts))
         u.shape = NS_FIRST;
+    else if (strcmp(n, "XREAD") == 0 || strcmp(n, "XREADGROUP") == 0)
+        u.shape = NS_STREAMS;
     else if (REDIS_CMD_SUB_OF(c->flags) != 0)
         u.shape = NS_PUSH;      /* (un)subscriptions: their confirmations */
     return u;
@@ -671,6 +673,39 @@ int redis__ns_reply(uint16_t cmd, const char *b, size_t len, const struct proto_
         if (rc == 0 && buf_append(out, b + end, len - end) < 0)
             rc = -ENOMEM;
         end = len;
+        break;
+    }
+    case NS_STREAMS: {
+        /* XREAD: RESP2 an array of [key, entries] pairs, RESP3 a map key -> entries */
+        if (b[0] != '*' && b[0] != '%')
+            return 0;
+        const char *nl = memchr(b, '\n', len);
+        int64_t n;
+        if (nl == NULL || redis__parse_num(b + 1, (size_t)(nl - b) - 2, &n) < 0 || n < 0)
+            return 0;
+        size_t at = (size_t)(nl - b) + 1, e;
+        if (buf_append(out, b, at) < 0)
+            return -ENOMEM;
+        rc = 0;
+        for (int64_t i = 0; i < n && rc == 0; i++) {
+            if (b[0] == '*') {
+                const char *inl = at < len ? memchr(b + at, '\n', len - at) : NULL;
+                if (inl == NULL || b[at] != '*') {
+                    rc = -1;
+                    break;
+                }
+                size_t hdr = (size_t)(inl - b) + 1;
+                if (buf_append(out, b + at, hdr - at) < 0)
+                    return -ENOMEM;
+                at = hdr;
+            }
+            rc = put_name(b, len, at, &e, ns, out);          /* the stream's key */
+            if (rc == 0 && rv_end(b, len, e, 0, &at) < 0)    /* its entries, as they are */
+                rc = -1;
+            if (rc == 0 && buf_append(out, b + e, at - e) < 0)
+                rc = -ENOMEM;
+        }
+        end = at;
         break;
     }
     case NS_PUSH:

@@ -308,6 +308,10 @@ def namespaces_against_reference(env):
             check(k is None or (k.startswith(b"o") and int(k[1:]) < 40), "RANDOMKEY %r" % k)
         eq(c.rd("RPUSH", "list", "v"), 1)
         eq(c.rd("BLPOP", "list", "1"), [b"list", b"v"], "BLPOP names the key without prefix")
+        c.rd("XADD", "st", "1-1", "f", "v")
+        r.rd("XADD", "billing:st", "1-1", "f", "v")
+        eq(c.rd("XREAD", "STREAMS", "st", "0"), [[b"st", [[b"1-1", [b"f", b"v"]]]]],
+           "XREAD names the stream without prefix")
     # reports: no namespace, patterns pub:* and billing:* -> sees billing's keys only
     with env.login("reports") as rp, env.ref.client() as r:
         got = sorted(scan_all(rp))

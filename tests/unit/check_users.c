@@ -175,6 +175,9 @@ START_TEST(namespace_replies)
              "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n", 1);
     ns_reply(PROTO_NS_PUSH, ">4\r\n$8\r\npmessage\r\n$4\r\nns:*\r\n$5\r\nns:ch\r\n$2\r\nhi\r\n",
              ">4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$2\r\nhi\r\n", 1);
+    uint16_t xr = (uint16_t)(cmd("XREAD") - redis_commands);
+    ns_reply(xr, "%1\r\n$5\r\nns:st\r\n*0\r\n", "%1\r\n$2\r\nst\r\n*0\r\n", 1);
+    ns_reply(xr, "*1\r\n*2\r\n$5\r\nns:st\r\n*0\r\n", "*1\r\n*2\r\n$2\r\nst\r\n*0\r\n", 1);
     /* malformed replies are refused, never read past their end */
     struct proto_ns ns = { .prefix = "ns:", .len = 3 };
     struct buf out = { 0 };
