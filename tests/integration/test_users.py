@@ -71,7 +71,7 @@ def sha256(s):
     return hashlib.sha256(s.encode()).hexdigest()
 
 
-def users_conf(drop=None, billing_cmds=None):
+def users_conf(drop=None, billing_cmds=None, late=False):
     users = [
         {"name": "billing", "password_sha256": sha256(PASS), "pools": ["rd", "mc"],
          "commands": billing_cmds or ["read", "write", "pubsub", "blocking", "transactions"],
@@ -86,6 +86,8 @@ def users_conf(drop=None, billing_cmds=None):
         {"name": "steady", "password_sha256": sha256(PASS), "pools": ["rd"],
          "commands": ["read", "write", "scripts"], "keys": ["steady:*"]},
     ]
+    if late:
+        users.append({"name": "late", "password_sha256": sha256(PASS), "pools": ["rd2", "rd3"]})
     return [u for u in users if u["name"] != drop]
 
 
@@ -99,6 +101,9 @@ class Env(harness.Env):
         self.pools = {
             "rd": {"redis": True, "redis_auth": DEFPASS, "servers": ["%s:1" % self.rd.hostport()]},
             "mc": {"servers": ["%s:1" % self.mc.hostport()]},
+            # pools no user names until reload_rebinds_and_closes adds one
+            "rd2": {"redis": True, "redis_auth": DEFPASS, "servers": ["%s:1" % self.rd.hostport()]},
+            "rd3": {"redis": True, "servers": ["%s:1" % self.ref.hostport()]},
         }
         self.px = Proxy(self.pools, workers=2, glob={"users": users_conf()}, dump=json.dumps,
                         admin=True)
@@ -498,7 +503,15 @@ def reload_rebinds_and_closes(env):
     default = env.px.client("rd")
     eq(default.rd("AUTH", DEFPASS), "OK")
     eq(keep.rd("SET", "r", "1"), "OK")
-    env.px.rewrite(glob={"users": users_conf(drop="reports", billing_cmds=["read"])})
+    # pools that gain users: a client that gave rd2's password stays the default user; a
+    # client of rd3 (no password: let in) must now authenticate
+    gave = env.px.client("rd2")
+    eq(gave.rd("AUTH", DEFPASS), "OK")
+    eq(gave.rd("GET", "billing:r"), b"1")
+    free = env.px.client("rd3")
+    eq(free.rd("PING"), "PONG")
+    eq(free.rd("SET", "x", "1"), "OK")
+    env.px.rewrite(glob={"users": users_conf(drop="reports", billing_cmds=["read"], late=True)})
     gen = env.px.stats()
     os.kill(env.px.proc.pid, 1)
     deadline = time.monotonic() + harness.patience(15)
@@ -519,6 +532,13 @@ def reload_rebinds_and_closes(env):
         r = "closed"
     check(r == "closed" or isinstance(r, RespError), "a removed user's client: %r" % (r,))
     check(default.rd("GET", "billing:r") in (b"1", b"2"), "the default user's client goes on")
+    check(gave.rd("GET", "billing:r") in (b"1", b"2"), "rd2: the default user stays")
+    eq(gave.rd("ACL", "WHOAMI"), b"default")
+    eq(error_text(free.rd("GET", "x")), "NOAUTH Authentication required.", "rd3 after users came")
+    eq(free.rd("AUTH", "late", PASS), "OK")
+    eq(free.rd("GET", "x"), b"1")
+    gave.close()
+    free.close()
     with env.px.client("rd") as c:
         eq(error_text(c.rd("AUTH", "reports", PASS)),
            "WRONGPASS invalid username-password pair or user is disabled.")
