@@ -12,15 +12,16 @@ one as the reference: the same data written there without the proxy) and memcach
       three users with different commands, keys and namespaces: every refusal (category,
       key, EVAL key, channel, inside MULTI -> EXECABORT) gets Redis 7.0's exact NOPERM
       text and the server's own INFO commandstats is unchanged by all of them; what is
-      allowed does reach it. memcached: refusals are CLIENT_ERROR lines, the connection
+      allowed does reach it (EVAL's key carries the namespace). memcached: refusals (a
+      category, a key of a user matched by address) are CLIENT_ERROR lines, the connection
       goes on, and memcached's own counters do not move.
   namespaces_against_reference
       the same data written through the proxy by a namespaced user and straight to a
       reference server with the prefix: the pool's server holds exactly the reference's
       keys; SCAN (all of it, COUNT 7) and KEYS through the proxy equal the reference's
       SCAN MATCH / KEYS with the prefix removed; RANDOMKEY is one of them; a user without
-      a namespace but with key patterns sees only the keys its patterns match; BLPOP
-      names the key without the prefix; memcached get of many keys equals memcached's
+      a namespace but with key patterns sees only the keys its patterns match; BLPOP and
+      XREAD name the key without the prefix; memcached get of many keys equals memcached's
       own answer for the prefixed keys, prefix removed.
   pubsub_against_reference
       a namespaced subscriber (RESP2 and RESP3) and a plain subscriber straight on the
@@ -38,7 +39,10 @@ one as the reference: the same data written there without the proxy) and memcach
   reload_rebinds_and_closes
       a reload that takes `write` from a connected user's commands refuses its next SET
       on the same connection; one that removes a user closes its connections (with an
-      error line) and leaves the others; counters are in /metrics and the stats document.
+      error line) and leaves the others; pools that gain users keep a client that gave the
+      pool's password as the default user and make one let in without a password
+      authenticate; counters are in /metrics, the stats document (the fields -D describes)
+      and the status page.
 """
 
 import json
