@@ -54,13 +54,12 @@ import multiprocessing
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import Memcached, Proxy, Raw, Redis, Runner, check, eq  # noqa: E402
+from harness import Memcached, Proxy, Redis, Runner, check, eq  # noqa: E402
 from harness.wire import RespError, resp_encode  # noqa: E402
 
 R = Runner("test_users", per_test_timeout=60, total_timeout=240)
 
 PASS = "s3cret-pass"
-PASS_SHA = "4bd2e19ba02bf35f0a9fe5cd3e1bc3dd0e0fe5f4e6c8f1f15b0aeb1c06aa4b43"  # filled below
 DEFPASS = "defpass"
 
 NOPERM_CMD = "NOPERM this user has no permissions to run the '%s' command"
