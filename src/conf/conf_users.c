@@ -240,7 +240,6 @@ static const char *user_parse(struct conf_ctx *c, yaml_node_t *map, struct conf_
 {
     const char *why;
     yaml_node_t *pw_node = NULL;
-    int given_cmds = 0;
 
     if (map->type != YAML_MAPPING_NODE)
         return conf__why(c, "a user is a mapping (name, password_sha256, pools, ...), found %s",
@@ -334,7 +333,6 @@ static const char *user_parse(struct conf_ctx *c, yaml_node_t *map, struct conf_
             free(cats);
             if (why != NULL)
                 return why;
-            given_cmds = 1;
         } else if (strcmp(key, "keys") == 0) {
             if ((why = user_strings(c, v, "keys", 0, &u->keys, &u->nkeys)) != NULL)
                 return why;
@@ -438,7 +436,6 @@ static const char *user_parse(struct conf_ctx *c, yaml_node_t *map, struct conf_
     if (!u->has_password && u->nclients == 0)
         return conf__why(c, "user '%s' needs password_sha256 or password_file (Redis), or "
                          "clients (memcached, matched by address)", u->name);
-    (void)given_cmds;
     c->errnode = NULL;
     return NULL;
 }

@@ -97,7 +97,6 @@ int memcache__ns_reply(uint16_t cmd, const char *b, size_t len, const struct pro
                        struct buf *out)
 {
     size_t at = 0;
-    int changed = 0;
 
     if (!memcache__ns_reply_cmd(cmd))
         return 0;
@@ -136,14 +135,12 @@ int memcache__ns_reply(uint16_t cmd, const char *b, size_t len, const struct pro
             if (is_value && ti == 1 && n >= ns->len && memcmp(s, ns->prefix, ns->len) == 0) {
                 s += ns->len;
                 n -= ns->len;
-                changed = 1;
             } else if (meta && !(is_va && ti == 1) && n > ns->len && s[0] == 'k' &&
                        memcmp(s + 1, ns->prefix, ns->len) == 0) {
                 if (buf_append(out, "k", 1) < 0)
                     return -ENOMEM;
                 s += 1 + ns->len;
                 n -= 1 + ns->len;
-                changed = 1;
             }
             if ((is_value && ti == 3) || (is_va && ti == 1)) {
                 uint64_t v = 0;
@@ -173,6 +170,5 @@ copy_line:
             return -ENOMEM;
         at = eol;
     }
-    (void)changed;
     return 1;
 }

@@ -149,10 +149,9 @@ START_TEST(namespace_requests)
 }
 END_TEST
 
-static void ns_reply(uint16_t c, const char *in, const char *want, int visible_all)
+static void ns_reply(uint16_t c, const char *in, const char *want)
 {
     struct proto_ns ns = { .prefix = "ns:", .len = 3 };
-    (void)visible_all;
     struct buf out = { 0 };
     int rc = proto_redis_ops.ns_reply(c, in, strlen(in), &ns, &out);
     ck_assert_int_eq(rc, 1);
@@ -167,17 +166,17 @@ START_TEST(namespace_replies)
     uint16_t keys = (uint16_t)(cmd("KEYS") - redis_commands);
     uint16_t scan = (uint16_t)(cmd("SCAN") - redis_commands);
     uint16_t rk = (uint16_t)(cmd("RANDOMKEY") - redis_commands);
-    ns_reply(keys, "*3\r\n$4\r\nns:a\r\n$5\r\nother\r\n$4\r\nns:b\r\n", "*2\r\n$1\r\na\r\n$1\r\nb\r\n", 1);
-    ns_reply(scan, "*2\r\n$2\r\n17\r\n*1\r\n$4\r\nns:a\r\n", "*2\r\n$2\r\n17\r\n*1\r\n$1\r\na\r\n", 1);
-    ns_reply(rk, "$5\r\nother\r\n", "$-1\r\n", 1);
-    ns_reply(rk, "$4\r\nns:z\r\n", "$1\r\nz\r\n", 1);
+    ns_reply(keys, "*3\r\n$4\r\nns:a\r\n$5\r\nother\r\n$4\r\nns:b\r\n", "*2\r\n$1\r\na\r\n$1\r\nb\r\n");
+    ns_reply(scan, "*2\r\n$2\r\n17\r\n*1\r\n$4\r\nns:a\r\n", "*2\r\n$2\r\n17\r\n*1\r\n$1\r\na\r\n");
+    ns_reply(rk, "$5\r\nother\r\n", "$-1\r\n");
+    ns_reply(rk, "$4\r\nns:z\r\n", "$1\r\nz\r\n");
     ns_reply(PROTO_NS_PUSH, "*3\r\n$7\r\nmessage\r\n$5\r\nns:ch\r\n$2\r\nhi\r\n",
-             "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n", 1);
+             "*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$2\r\nhi\r\n");
     ns_reply(PROTO_NS_PUSH, ">4\r\n$8\r\npmessage\r\n$4\r\nns:*\r\n$5\r\nns:ch\r\n$2\r\nhi\r\n",
-             ">4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$2\r\nhi\r\n", 1);
+             ">4\r\n$8\r\npmessage\r\n$1\r\n*\r\n$2\r\nch\r\n$2\r\nhi\r\n");
     uint16_t xr = (uint16_t)(cmd("XREAD") - redis_commands);
-    ns_reply(xr, "%1\r\n$5\r\nns:st\r\n*0\r\n", "%1\r\n$2\r\nst\r\n*0\r\n", 1);
-    ns_reply(xr, "*1\r\n*2\r\n$5\r\nns:st\r\n*0\r\n", "*1\r\n*2\r\n$2\r\nst\r\n*0\r\n", 1);
+    ns_reply(xr, "%1\r\n$5\r\nns:st\r\n*0\r\n", "%1\r\n$2\r\nst\r\n*0\r\n");
+    ns_reply(xr, "*1\r\n*2\r\n$5\r\nns:st\r\n*0\r\n", "*1\r\n*2\r\n$2\r\nst\r\n*0\r\n");
     /* malformed replies are refused, never read past their end */
     struct proto_ns ns = { .prefix = "ns:", .len = 3 };
     struct buf out = { 0 };
