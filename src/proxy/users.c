@@ -215,6 +215,8 @@ static int users_login(struct proto_client *pc, const char *user, size_t ulen, c
 static void users_match_address(struct client *c)
 {
     const struct conf *conf = users_conf(c);
+    users_unbind(c);
+    users_set_name(c, "");
     c->cu.fl = USERS_F_NOBODY;
     c->cu.nobody = NULL;
     for (uint32_t i = 0; i < conf->global.nusers; i++) {
