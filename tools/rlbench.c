@@ -97,6 +97,7 @@ struct rlb_opts {
     uint64_t seed;
     double timeout;                /* seconds without any reply before giving up */
     bool tls;                      /* every connection speaks TLS */
+    const char *auth;              /* Redis: "user:pass" sent as AUTH on every connection */
     double rate;                   /* requests/s over every connection (open loop); 0: closed */
     bool rate_sleep;               /* --rate-sleep: pace by sleeping only (no spinning) */
 };
@@ -282,6 +283,7 @@ static void usage(FILE *f)
         "  --timeout S                give up after S seconds without a reply, default 10\n"
         "  --json                     print one JSON line instead of the text summary\n"
         "  --tls                      connect with TLS (certificates are not verified)\n"
+        "  --auth USER:PASS           Redis: AUTH USER PASS on every connection first (plaintext)\n"
         "  --rate R                   open loop: R requests/s over every connection, each timed\n"
         "                             from when it was due (a connection still waits for its\n"
         "                             pipeline slot); default closed loop\n"
@@ -329,7 +331,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
 {
     enum { O_HOST = 256, O_PORT, O_SERVER, O_PROTO, O_RATIO, O_KEYS, O_VSIZE, O_PREFILL,
            O_PREFILL_ONLY, O_EXPECT, O_SEED, O_HOT, O_TIMEOUT, O_JSON, O_HELP, O_TLS, O_RATE,
-           O_RATE_SLEEP };
+           O_RATE_SLEEP, O_AUTH };
     static const struct option longopts[] = {
         { "host", required_argument, NULL, O_HOST },
         { "port", required_argument, NULL, O_PORT },
@@ -352,6 +354,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         { "tls", no_argument, NULL, O_TLS },
         { "rate", required_argument, NULL, O_RATE },
         { "rate-sleep", no_argument, NULL, O_RATE_SLEEP },
+        { "auth", required_argument, NULL, O_AUTH },
         { "help", no_argument, NULL, O_HELP },
         { NULL, 0, NULL, 0 },
     };
@@ -366,6 +369,7 @@ static int opts_parse(struct rlb_opts *o, int argc, char **argv)
         switch (c) {
         case O_HOST: o->host = optarg; break;
         case O_TLS: o->tls = true; break;
+        case O_AUTH: o->auth = optarg; break;
         case O_RATE_SLEEP: o->rate_sleep = true; break;
         case O_PORT: o->port = optarg; break;
         case O_SERVER: {
@@ -539,6 +543,24 @@ static int conn_open(struct rlb_bench *b, struct rlb_conn *c, unsigned i)
             if (e != 0)
                 ERR_error_string_n(e, why, sizeof why);
             fprintf(stderr, "rlbench: TLS handshake with %s: %s\n", o->name[s], why);
+            return -1;
+        }
+    }
+    if (o->auth != NULL && c->ssl == NULL) {
+        /* AUTH user pass, and its +OK, before the clock starts (blocking) */
+        const char *colon = strchr(o->auth, ':');
+        char req[512], rsp[64];
+        if (colon == NULL) {
+            fprintf(stderr, "rlbench: --auth USER:PASS\n");
+            return -1;
+        }
+        int ul = (int)(colon - o->auth), pl = (int)strlen(colon + 1);
+        int n = snprintf(req, sizeof req, "*3\r\n$4\r\nAUTH\r\n$%d\r\n%.*s\r\n$%d\r\n%s\r\n",
+                         ul, ul, o->auth, pl, colon + 1);
+        ssize_t got = 0;
+        if (n <= 0 || (size_t)n >= sizeof req || write(c->fd, req, (size_t)n) != n ||
+            (got = read(c->fd, rsp, 5)) != 5 || memcmp(rsp, "+OK\r\n", 5) != 0) {
+            fprintf(stderr, "rlbench: AUTH refused by %s\n", o->name[s]);
             return -1;
         }
     }

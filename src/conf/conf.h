@@ -183,6 +183,50 @@ struct conf_pool {
     char    *discovery;
 };
 
+/* users: (src/conf/conf_users.c, docs/security.md): who a client is, what it may run and
+ * touch, its namespace and rate. Command categories (a command is allowed when every
+ * category it is in is granted; connection commands are in none): */
+#define CONF_CAT_READ         0x01u
+#define CONF_CAT_WRITE        0x02u
+#define CONF_CAT_ADMIN        0x04u
+#define CONF_CAT_SCRIPTS      0x08u
+#define CONF_CAT_PUBSUB       0x10u
+#define CONF_CAT_BLOCKING     0x20u
+#define CONF_CAT_TRANSACTIONS 0x40u
+#define CONF_CAT_DANGEROUS    0x80u
+#define CONF_CAT_ALL          0xffu
+
+struct conf_cidr {
+    uint8_t  v6;                  /* IPv6 (else IPv4 in the first 4 bytes) */
+    uint8_t  bits;                /* prefix length */
+    uint8_t  addr[16];            /* network, masked */
+};
+
+struct conf_user {
+    char    *name;
+    int      line, col;
+    uint8_t  sha256[32];          /* SHA-256 of the password (password_sha256, or the
+                                     password_file's line hashed at load) */
+    int      has_password;        /* 0: no password (a memcached-only user: clients) */
+    char   **pools;               /* pool names it may use */
+    uint32_t npools;
+    uint32_t commands;            /* CONF_CAT_* granted: all when not given */
+    char   **keys;                /* Redis ACL glob patterns ("*": any), seen through the
+                                     namespace (the client's own names) */
+    uint32_t nkeys;               /* 0: every key */
+    uint32_t *keys_len;           /* [nkeys] each pattern's length */
+    uint32_t *keys_prefix;        /* [nkeys] a pattern that is a literal then one `*`: the
+                                     literal's length (matched by memcmp), else UINT32_MAX */
+    char    *ns;                  /* namespace: the prefix added to keys and channels, NULL */
+    uint32_t ns_len;
+    uint64_t rate_ops;            /* requests per second per proxy, 0: no limit */
+    uint64_t rate_bytes;          /* request and reply bytes per second, 0: no limit */
+    uint32_t burst_ms;            /* the bucket holds this long at the rate: 100 */
+    uint32_t max_connections;     /* 0: no limit */
+    struct conf_cidr *clients;    /* memcached clients matched by address */
+    uint32_t nclients;
+};
+
 struct conf_global {
     uint32_t workers;             /* 0: one per CPU */
     struct conf_addr stats_listen;  /* default 127.0.0.1:22222 (overridden by -s/-a) */
@@ -213,6 +257,8 @@ struct conf_global {
     int      pubsub_output_soft_s;     /* ... for this long: 60 */
     char    *dns_servers;         /* resolvers "ip:port ip:port" (c-ares); NULL: resolv.conf */
     char    *config_source;       /* "etcd://host:port/key": the pools come from there; NULL */
+    struct conf_user *users;      /* users: (docs/security.md), file order */
+    uint32_t nusers;
 };
 
 struct conf {
@@ -277,6 +323,12 @@ void conf_server_free(struct conf_server *s);
 
 /* The zone cluster_zones gives a node at host:port (NULL: none matches). */
 const char *conf_zone_match(const struct conf_pool *p, const char *host, uint16_t port);
+
+/* User `name` of a configuration, or NULL. Whether user u may use pool `pool`. */
+const struct conf_user *conf_user_find(const struct conf *conf, const char *name, size_t len);
+int conf_user_has_pool(const struct conf_user *u, const char *pool);
+/* Whether a pool has users (some user names it): its clients must authenticate. */
+int conf_pool_has_users(const struct conf *conf, const char *pool);
 
 const struct conf_pool *conf_pool_find(const struct conf *conf, const char *name);
 

@@ -155,6 +155,11 @@ void conf__near_cache_free(struct conf_near_cache *nc);
 const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
                           yaml_node_t *node, void *obj);
 
+/* The users: list (conf_users.c). */
+const char *conf__set_users(struct conf_ctx *c, const struct conf_command *cmd,
+                            yaml_node_t *node, void *obj);
+void conf__users_free(struct conf_global *g);
+
 /* The sentinel: section (conf_sentinel.c). */
 void conf__sentinel_free(struct conf_sentinel *s);
 const char *conf__set_sentinel(struct conf_ctx *c, const struct conf_command *cmd,

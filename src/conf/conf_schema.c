@@ -162,6 +162,7 @@ static const struct conf_command conf_global_commands[] = {
     { "pubsub_output_soft_seconds", conf__set_int, G(pubsub_output_soft_s), 0, 86400, NULL, 0 },
     { "dns_servers",         conf__set_dns_servers, G(dns_servers), 0, 0, NULL, 0 },
     { "config_source",       conf__set_config_source, G(config_source), 0, 0, NULL, 0 },
+    { "users",               conf__set_users,  0, 0, 0, NULL, 0 },
 };
 #undef G
 

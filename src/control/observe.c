@@ -15,6 +15,7 @@
 #include "control/observe.h"
 #include "control/proxy.h"
 #include "state/registry.h"
+#include "state/user_state.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
@@ -251,6 +252,24 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
     free(copies);
     free(top);
     free(snaps);
+    /* users: their shared records, as they are now */
+    if (conf->global.nusers > 0 && snap->users != NULL) {
+        v->users = calloc(conf->global.nusers, sizeof(*v->users));
+        if (v->users == NULL) {
+            stats_view_free(v);
+            rc = -ENOMEM;
+            goto out;
+        }
+        v->nusers = conf->global.nusers;
+        for (uint32_t i = 0; i < conf->global.nusers; i++) {
+            struct stats_view_user *vu = &v->users[i];
+            const struct user_state *st = snap->users[i];
+            vu->name = conf->global.users[i].name;
+#define USER_VIEW(n, t, d) vu->n = (int64_t)atomic_load_explicit(&st->n, memory_order_relaxed);
+            STATS_USER_CODEC(USER_VIEW)
+#undef USER_VIEW
+        }
+    }
     rc = 0;
 out:
     free(nsrv);

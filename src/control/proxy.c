@@ -19,6 +19,7 @@
 #include "control/pool_numbers.h"
 #include "control/proxy.h"
 #include "state/registry.h"
+#include "state/user_state.h"
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
@@ -286,7 +287,8 @@ int proxy_run(struct proxy_options *opt)
     uv_mutex_init(&p->snap_mu);
     p->pools_shared = registry_new(sizeof(struct pool_shared));
     p->healths = registry_new(sizeof(struct health));
-    if (p->pools_shared == NULL || p->healths == NULL ||
+    p->users_shared = registry_new(sizeof(struct user_state));
+    if (p->pools_shared == NULL || p->healths == NULL || p->users_shared == NULL ||
         cluster_registry_init(p, reload_rebuild) < 0 ||
         sentinel_registry_init(p, reload_rebuild) < 0) {
         fprintf(stderr, "ringleader: out of memory\n");
@@ -402,6 +404,7 @@ out_registries:
     etcd_source_free(p);
     rejoin_store_close(p->rejoin);
     registry_free(p->pools_shared);
+    registry_free(p->users_shared);
     registry_free(p->healths);
     uv_mutex_destroy(&p->snap_mu);
     free(p);

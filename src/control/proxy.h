@@ -61,6 +61,7 @@ struct proxy {
     atomic_int                 stopping;
     char                       stats_effective[300]; /* host:port the stats port listens on */
     struct registry           *pools_shared;  /* pool name -> struct pool_shared */
+    struct registry           *users_shared;  /* user name -> struct user_state */
     struct registry           *healths;       /* pool, identity, address -> struct health */
     uv_signal_t                sigterm, sigint, sighup;
     struct signals            *signals;       /* TTIN, TTOU, USR1, USR2 (signals.c) */

@@ -233,6 +233,15 @@ struct snapshot *snapshot_build(struct proxy *p, struct conf *conf, const struct
         if (build_pool_listen(p, sp, cp, old, err, errlen) < 0)
             goto fail;
     }
+    /* users: each one's shared numbers and buckets, by name (a reload keeps them) */
+    s->users = calloc(conf->global.nusers ? conf->global.nusers : 1, sizeof(*s->users));
+    if (s->users == NULL)
+        goto nomem;
+    for (uint32_t i = 0; i < conf->global.nusers; i++) {
+        const char *name = conf->global.users[i].name;
+        if ((s->users[i] = registry_get(p->users_shared, name, strlen(name))) == NULL)
+            goto nomem;
+    }
     return s;
 nomem:
     snprintf(err, errlen, "out of memory");

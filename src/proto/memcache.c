@@ -280,4 +280,10 @@ const struct proto_ops proto_memcache_ops = {
     .ttl_cap = memcache__ttl_cap,
     .collapsible = memcache__collapsible,
     .reply_equal = memcache__reply_equal,
+    .category = memcache__category,
+    .cmd_name = memcache__cmd_name,
+    .ns_request = memcache__ns_request,
+    .ns_reply = memcache__ns_reply,
+    .ns_reply_cmd = memcache__ns_reply_cmd,
+    .perm_error = memcache__perm_error,
 };

@@ -265,6 +265,13 @@ struct proto_client {
     char        peer[64];         /* "ip:port" */
     uint64_t    created_ms;
     int         selected;         /* SELECT chose db: a reload keeps it (else the pool's) */
+    /* users (docs/security.md): check user[0..ulen) with password pass[0..plen) and, when
+     * they match, make the client that user (its name in `user`, under guard): 1 accepted,
+     * 0 refused. "default" with pass NULL: the pool's password was checked, the client is
+     * the default user; user NULL: the client is nobody until it authenticates again.
+     * NULL: the pool has no users (only "default" exists). */
+    int       (*login)(struct proto_client *c, const char *user, size_t ulen, const char *pass,
+                       size_t plen);
     /* Called with 1 before and 0 after this client's name, lib-name, lib-ver or db change,
      * which other threads read (CLIENT LIST over every worker); NULL: nobody reads them. */
     void      (*guard)(struct proto_client *c, int locked);
@@ -418,6 +425,15 @@ struct proto_cluster_ops {
     int (*redirect)(const char *rsp, size_t len, struct proto_redirect *rd);
     /* What precedes a request sent after ASK (Redis ASKING); its reply is discarded. */
     const char *asking;
+};
+
+/* A user's namespace and key patterns, as ns_request and ns_reply read them (users.c). */
+struct proto_ns {
+    const char *prefix;     /* added to names on the way in, taken off on the way out */
+    size_t      len;        /* 0: none */
+    /* Whether the server's name[0..n) (prefix included) may be shown; NULL: every name. */
+    int       (*visible)(void *arg, const char *name, size_t n);
+    void       *arg;
 };
 
 struct proto_ops {
@@ -598,7 +614,38 @@ struct proto_ops {
      * replies to cmd from different pools say the same (memcached: a cas unique
      * or a meta TTL differs between pools without the data differing). */
     int (*reply_equal)(uint16_t cmd, const char *a, size_t alen, const char *b, size_t blen);
+
+    /* users (docs/security.md; all NULL: the protocol has none). category: the CONF_CAT_*
+     * categories of command cmd (a command runs when every one is granted; 0: a connection
+     * command every user may run). cmd_name: its name as the protocol's permission errors
+     * spell it ("config|get"), into out. ns_request: req (a whole request in buf: header
+     * and body) with ns->prefix added to every key and channel, and to the pattern of a
+     * command that lists names (SCAN MATCH, KEYS), written to out as the client would
+     * have sent it; 0, -1 when it cannot be (*why: the error reply), -ENOMEM. ns_reply:
+     * the complete reply rsp[0..len) to cmd (cmd PROTO_NS_PUSH: one pub/sub push unit;
+     * PROTO_NS_PUSH_ANY: replies that may be pub/sub confirmations) with the prefix taken off
+     * the names it carries and the names ns->visible refuses left out, written to out;
+     * 1 rewritten, 0 nothing to change (out untouched), -1 malformed, -ENOMEM. ns_reply_cmd:
+     * whether cmd's replies carry names (ns_reply is worth calling). */
+    uint32_t (*category)(uint16_t cmd);
+    void (*cmd_name)(uint16_t cmd, char *out, size_t len);
+    int  (*ns_request)(const struct proto_req *req, const char *buf,
+                       const struct proto_ns *ns, struct buf *out, const char **why);
+    int  (*ns_reply)(uint16_t cmd, const char *rsp, size_t len, const struct proto_ns *ns,
+                     struct buf *out);
+    int  (*ns_reply_cmd)(uint16_t cmd);
+    /* perm_error: the refusal, in out (len bytes of room), of command `name` (what
+     * PROTO_PERM_CMD), of a key (PROTO_PERM_KEY) or a channel (PROTO_PERM_CHANNEL) the user
+     * may not use (Redis 7.0's NOPERM texts; memcached: CLIENT_ERROR); its length. */
+    size_t (*perm_error)(int what, const char *name, char *out, size_t len);
 };
+
+#define PROTO_PERM_CMD     0
+#define PROTO_PERM_KEY     1
+#define PROTO_PERM_CHANNEL 2
+
+#define PROTO_NS_PUSH     0xfffeu
+#define PROTO_NS_PUSH_ANY 0xfffdu
 
 extern const struct proto_ops proto_memcache_ops;
 extern const struct proto_ops proto_redis_ops;

@@ -507,4 +507,10 @@ const struct proto_ops proto_redis_ops = {
     .sub_reply = redis_sub_reply,
     .sub_dropped = redis_sub_dropped,
     .push_write = redis_push_write,
+    .category = redis__category,
+    .cmd_name = redis__cmd_name,
+    .ns_request = redis__ns_request,
+    .ns_reply = redis__ns_reply,
+    .ns_reply_cmd = redis__ns_reply_cmd,
+    .perm_error = redis__perm_error,
 };

@@ -148,7 +148,8 @@ enum redis_local {
     REDIS_LOCAL_CLUSTER_SHARDS,
     REDIS_LOCAL_CLUSTER_NODES,
     REDIS_LOCAL_CLUSTER_INFO,
-    REDIS_LOCAL_CLIENT_KILL  /* the proxy's own clients, over every worker */
+    REDIS_LOCAL_CLIENT_KILL, /* the proxy's own clients, over every worker */
+    REDIS_LOCAL_ACL_WHOAMI   /* the user the client authenticated as (users: docs/security.md) */
 };
 
 /*

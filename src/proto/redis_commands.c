@@ -42,7 +42,7 @@ const struct redis_command redis_commands[] = {
     { "ACL|SAVE",                2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
     { "ACL|SETUSER",            -3,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
     { "ACL|USERS",               2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
-    { "ACL|WHOAMI",              2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_REFUSED },
+    { "ACL|WHOAMI",              2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_ACL_WHOAMI, REDIS_CMD_LOCAL },
     { "APPEND",                  3,  1,  1, 1, 0, REDIS_MERGE_NONE, REDIS_LOCAL_NONE, REDIS_CMD_WRITE },
     { "ASKING",                  1,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_CLUSTER_OK, REDIS_CMD_REFUSED | REDIS_CMD_CLOCAL },
     { "AUTH",                   -2,  0,  0, 0, 0, REDIS_MERGE_NONE, REDIS_LOCAL_AUTH, REDIS_CMD_NOAUTH | REDIS_CMD_LOCAL },

@@ -22,6 +22,7 @@
 #define NOPASS_MSG "-ERR AUTH <password> called without any password configured for the " \
                    "default user. Are you sure your configuration is correct?\r\n"
 #define WRONGPASS  "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+#define MAXCLIENTS "-ERR max number of clients reached\r\n"   /* a user's max_connections */
 #define HELLO_NOAUTH "-NOAUTH HELLO must be called with the client already authenticated, " \
                    "otherwise the HELLO AUTH <user> <pass> option can be used to " \
                    "authenticate the client and select the RESP protocol version at the same time\r\n"
@@ -65,14 +66,24 @@ static int secret_eq(const char *want, const char *got, size_t gotlen)
     return diff == 0 && wl == gotlen;
 }
 
-/* Check user/password against the pool's password: 1 accepted, 0 refused. */
-static int auth_check(const struct proto_client *c, const struct largs *l, int user_i, int pass_i)
+/* Check user/password against the pool's password, or the pool's users (c->login): 1
+ * accepted (c->user says who), 0 refused. */
+static int auth_check(struct proto_client *c, const struct largs *l, int user_i, int pass_i)
 {
-    if (user_i >= 0 && !(l->a[user_i].len == 7 && memcmp(l->buf + l->a[user_i].off, "default", 7) == 0))
-        return 0;               /* only Redis's default user exists behind a proxy */
+    int is_default = user_i < 0 ||
+                     (l->a[user_i].len == 7 && memcmp(l->buf + l->a[user_i].off, "default", 7) == 0);
+    if (!is_default)            /* a user of the configuration, or none (-2: at its
+                                 * max_connections) */
+        return c->login == NULL ? 0 : c->login(c, l->buf + l->a[user_i].off, l->a[user_i].len,
+                                               l->buf + l->a[pass_i].off, l->a[pass_i].len);
+    int ok;
     if (c->auth == NULL)
-        return 1;               /* default user without a password: nopass */
-    return secret_eq(c->auth, l->buf + l->a[pass_i].off, l->a[pass_i].len);
+        ok = c->login == NULL;  /* default user without a password: nopass (not beside users) */
+    else
+        ok = secret_eq(c->auth, l->buf + l->a[pass_i].off, l->a[pass_i].len);
+    if (ok && c->login != NULL)
+        c->login(c, "default", 7, NULL, 0);
+    return ok;
 }
 
 static void set_authed(struct proto_client *c, struct proto_parser *p)
@@ -89,7 +100,9 @@ static int local_auth(struct proto_client *c, struct proto_parser *p, const stru
     if (l->argc == 2 && c->auth == NULL)
         return buf_append_str(out, NOPASS_MSG);
     int ok = l->argc == 2 ? auth_check(c, l, -1, 1) : auth_check(c, l, 1, 2);
-    if (!ok)
+    if (ok == -2)
+        return buf_append_str(out, MAXCLIENTS);
+    if (ok != 1)
         return buf_append_str(out, WRONGPASS);
     set_authed(c, p);
     return buf_append_str(out, "+OK\r\n");
@@ -163,7 +176,10 @@ static int local_hello(struct proto_client *c, struct proto_parser *p, const str
     }
     for (uint32_t i = 2; i < l->argc; i++) {
         if (arg_is(l, i, "AUTH") && i + 2 < l->argc) {
-            if (!auth_check(c, l, (int)i + 1, (int)i + 2))
+            int ok = auth_check(c, l, (int)i + 1, (int)i + 2);
+            if (ok == -2)
+                return buf_append_str(out, MAXCLIENTS);
+            if (ok != 1)
                 return buf_append_str(out, WRONGPASS);
             set_authed(c, p);
             i += 2;
@@ -1339,6 +1355,8 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         return buf_append_str(out, "+OK\r\n");
     case REDIS_LOCAL_AUTH:
         return local_auth(c, p, &l, out);
+    case REDIS_LOCAL_ACL_WHOAMI:
+        return bulk_str(out, c->user[0] != '\0' ? c->user : "default");
     case REDIS_LOCAL_HELLO:
         return local_hello(c, p, &l, env, out);
     case REDIS_LOCAL_UNWATCH:
@@ -1350,9 +1368,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
         c->db = c->pool_db;         /* RESET selects the database a new client has */
         c->selected = 0;
         client_guard(c, 0);
-        if (c->auth != NULL) {
+        if (c->auth != NULL || c->login != NULL) {
             c->authed = 0;
             p->flags &= ~(uint32_t)PROTO_PF_AUTHED;
+            if (c->login != NULL)
+                c->login(c, NULL, 0, NULL, 0);      /* nobody until AUTH again */
         }
         p->flags &= ~(uint32_t)(PROTO_PF_VARIANT | PROTO_PF_SUBSCRIBED);
         return buf_append_str(out, "+RESET\r\n") < 0 ? -ENOMEM : PROTO_LOCAL_RESET;

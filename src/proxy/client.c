@@ -220,6 +220,7 @@ static void client_on_close(uv_handle_t *h)
 {
     struct client *c = CONN_OWNER(h->data, struct client, conn);
 
+    users_close(c);
     wpool_unref(c->pool);
     conn_release(&c->conn);
     proto_parser_free(&c->parser);
@@ -473,6 +474,8 @@ void client_advance(struct client *c)
         struct msg *m = QUEUE_DATA(n, struct msg, cq);
         if (m->state != MSG_DONE && m->state != MSG_ZOMBIE)
             break;
+        if (__builtin_expect(c->cu.fl & USERS_F_REPLY, 0))
+            users_reply(c, m);
         size_t len = buf_len(&m->rsp);
         if (len > 0) {
             c->held_bytes -= RL_MIN(c->held_bytes, len);
@@ -791,13 +794,17 @@ static void client_process(struct client *c)
             client_fatal(c, &req);
             break;
         }
+        /* users (users.c): one test for everyone else; a namespaced client's request is
+         * checked once rewritten, below */
+        if (__builtin_expect(c->cu.fl != 0, 0) && !(c->cu.fl & USERS_F_NS))
+            users_check(c, &req, p);
         if (req.body_len > 0 && req.kind != PROTO_REQ_ERROR) {
             /* A request is forwarded whole (header and body in one piece, so
              * no other client's request can land inside it) or, when its body
              * is large, streamed on a connection of its own. */
             uint64_t total = (uint64_t)req.hdr_len + req.body_len;
             if ((uint64_t)len < total) {
-                if (req.body_len >= threshold) {
+                if (req.body_len >= threshold && !(c->cu.fl & USERS_F_NS)) {
                     int s = client_try_stream(c, &req, p, len);
                     if (s > 0) {
                         c->need = 0;
@@ -824,16 +831,22 @@ static void client_process(struct client *c)
         }
         c->need = 0;
         c->partial_ms = 0;
-        if (client_request(c, &req, p) == CLIENT_WAIT) {
+        uint32_t hdr_len = req.hdr_len;
+        uint64_t body_len = req.body_len;
+        int refused = req.kind == PROTO_REQ_ERROR;
+        const char *rp = p;
+        if (__builtin_expect(c->cu.fl & USERS_F_NS, 0) && !refused)
+            rp = users_namespace(c, &req, p);   /* the request is whole here */
+        if (client_request(c, &req, rp) == CLIENT_WAIT) {
             client_pause(c);        /* read again once its earlier requests are answered */
             break;
         }
-        if (req.kind == PROTO_REQ_ERROR && req.body_len > 0) {
-            buf_consume(in, req.hdr_len);
+        if (refused && body_len > 0) {
+            buf_consume(in, hdr_len);
             c->in = CLIENT_IN_SWALLOW;
-            c->swallow = req.body_len;
+            c->swallow = body_len;
         } else {
-            buf_consume(in, req.hdr_len + (size_t)req.body_len);
+            buf_consume(in, hdr_len + (size_t)body_len);
         }
         if (req.flags & PROTO_RF_CLOSE) {
             c->eof = 1;
@@ -1076,6 +1089,7 @@ void client_refresh(struct client *c)
     int kind_changed = (c->parser.flags & PROTO_PF_CLUSTER) != was_cluster;
     pubsub_refresh(c, kind_changed);
     session_refresh(c, kind_changed);
+    users_refresh(c);
     if (!c->eof && !c->closing && !tls_client_admitted(&c->conn, c->pool->tls, &why))
         client_revoke(c, why);
 }
@@ -1211,6 +1225,7 @@ void client_accept(struct listener *l)
     client_parser_conf(c);
     if (pool->cp->redis_auth == NULL)
         c->parser.flags |= PROTO_PF_AUTHED;
+    users_accept(c);
     c->pub_state = c->parser.flags & PROTO_PF_VARIANT;
     client_publish(c);
     client_read_start(c);

@@ -12,6 +12,7 @@
 #include "proxy/msg.h"
 #include "proxy/sched.h"
 #include "proxy/server.h"
+#include "proxy/users.h"
 #include "proxy/worker.h"
 #include "lib/invariant.h"
 #include "lib/queue.h"
@@ -97,6 +98,7 @@ struct client {
                                            (client_publish_sync) */
     atomic_int          kill;           /* CLIENT KILL from any worker: 1 close now, 2 end
                                            after its replies (the killer itself) */
+    struct client_user  cu;             /* users: who it is (users.h; fl 0: no checks) */
 };
 
 /* Schedule a flush of c's output at the end of the iteration (w: c's worker, the

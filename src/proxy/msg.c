@@ -214,7 +214,7 @@ void msg_reply_bytes(struct msg *m, const char *p, size_t n, int big, int drop)
      * large value streams straight out (its request being the first). A
      * warm-up ask may still be replaced by the previous owner's answer. */
     if ((big || (m->flags & MSG_F_STREAMED)) && queue_first(&c->msgs) == &m->cq &&
-        m->warm == MSG_WARM_NONE) {
+        m->warm == MSG_WARM_NONE && !(c->cu.fl & USERS_F_NS)) {  /* names rewritten whole */
         if (!(m->flags & MSG_F_STREAMED) && buf_len(&m->rsp) > 0) {
             c->mops->write(c, buf_rptr(&m->rsp), buf_len(&m->rsp));
             c->held_bytes -= RL_MIN(c->held_bytes, buf_len(&m->rsp));

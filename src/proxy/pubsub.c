@@ -708,6 +708,18 @@ static int pubsub_over_limit(struct client *c)
  * bytes already in it. 0 or -ENOMEM. */
 static int stream_write(struct client *c, int push, const char *p, size_t n, struct buf *out)
 {
+    if (push && __builtin_expect(c->cu.fl & USERS_F_NS, 0)) {
+        /* the namespace off the channel names first (users.c) */
+        struct buf plain = { 0 };
+        int rc = users_push(c, p, n, &plain);
+        if (rc == 1)
+            rc = c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0,
+                                          buf_rptr(&plain), buf_len(&plain), out);
+        else if (rc == 0)
+            rc = c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0, p, n, out);
+        buf_free(&plain);
+        return rc;
+    }
     if (push)
         return c->pool->ops->push_write((c->parser.flags & PROTO_PF_VARIANT) != 0, p, n, out);
     return buf_append(out, p, n);

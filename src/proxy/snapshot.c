@@ -39,6 +39,7 @@ void snapshot_unref(struct snapshot *s)
         tls_ctx_free(sp->server_tls);
     }
     free(s->pools);
+    free(s->users);
     conf_free(s->conf);
     free(s);
 }

@@ -16,6 +16,7 @@ struct proto_ops;
 struct ring;
 struct route_rule;
 struct tls_ctx;
+struct user_state;
 
 /*
  * What workers route by: a configuration and, per pool, its ring, protocol,
@@ -57,6 +58,8 @@ struct snapshot {
     uint32_t              nworkers;
     struct conf          *conf;
     struct snapshot_pool *pools;          /* [conf->npools] */
+    struct user_state   **users;          /* [conf->global.nusers], owned by the proxy's
+                                             registry (kept across reloads by name) */
 };
 
 void snapshot_ref(struct snapshot *s);

@@ -142,6 +142,7 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
 
     wp->index = i;
     wp->cp = cp;
+    wp->snap = snap;
     wp->ops = sp->ops;
     wp->view.cp = cp;
     wp->view.ring = sp->ring;

@@ -74,6 +74,7 @@ struct wpool {
     uint64_t                 retired_at;
     uint32_t                 index;      /* in the snapshot's pools */
     const struct conf_pool  *cp;
+    const struct snapshot   *snap;       /* the snapshot cp is of (users: its users) */
     const struct proto_ops  *ops;
     struct server          **servers;    /* [nservers], by ring index */
     uint32_t                 nservers;

@@ -107,6 +107,7 @@ void stats_view_free(struct stats_view *v)
         free(v->pools[i].hot_keys);
     }
     free(v->pools);
+    free(v->users);
     *v = (struct stats_view){0};
 }
 
@@ -442,6 +443,30 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
      * expect the pools right after curr_connections. */
     if (rc == 0)
         rc = jset(root, "upgrades", json_integer(v->upgrades));
+    /* users: under "ringleader" (which no pool may be named), only when configured */
+    if (rc == 0 && v->nusers > 0) {
+        json_t *rl = json_object(), *us = json_object();
+        rc = rl == NULL || us == NULL ? -ENOMEM : 0;
+        for (size_t i = 0; i < v->nusers && rc == 0; i++) {
+            json_t *u = json_object();
+            rc = u == NULL ? -ENOMEM : 0;
+#define STATS_USER_JSON(n, t, d) if (rc == 0) rc = jset(u, #n, json_integer(v->users[i].n));
+            STATS_USER_CODEC(STATS_USER_JSON)
+#undef STATS_USER_JSON
+            if (rc == 0)
+                rc = jset(us, v->users[i].name, u);
+            else
+                json_decref(u);
+        }
+        if (rc == 0)
+            rc = jset(rl, "users", us);
+        else
+            json_decref(us);
+        if (rc == 0)
+            rc = jset(root, "ringleader", rl);
+        else
+            json_decref(rl);
+    }
     /* Insertion order is kept (jansson >= 2.8): twemproxy's field order. */
     if (rc == 0 && json_dump_callback(root, json_to_buf, out, JSON_PRESERVE_ORDER) < 0)
         rc = -ENOMEM;
@@ -843,6 +868,27 @@ static int prom_pools(const struct stats_view *v, struct buf *out)
     return 0;
 }
 
+/* users: ringleader_user_<field>{user="name"} */
+static int prom_users(const struct stats_view *v, struct buf *out)
+{
+    int rc;
+    if (v->nusers == 0)
+        return 0;
+#define STATS_USER_PROM(n, t, d)                                                            \
+    TRY(prom_head(out, STATS_##t == STATS_COUNTER ? "ringleader_user_" #n "_total"          \
+                                                  : "ringleader_user_" #n,                 \
+                  prom_type(STATS_##t), d));                                                \
+    for (size_t i = 0; i < v->nusers; i++) {                                                \
+        TRY(buf_append_str(out, STATS_##t == STATS_COUNTER ? "ringleader_user_" #n "_total{user=\"" \
+                                                          : "ringleader_user_" #n "{user=\"")); \
+        TRY(prom_label(out, v->users[i].name));                                             \
+        TRY(buf_appendf(out, "\"} %" PRId64 "\n", v->users[i].n));                         \
+    }
+    STATS_USER_CODEC(STATS_USER_PROM)
+#undef STATS_USER_PROM
+    return 0;
+}
+
 int stats_render_prometheus(const struct stats_view *v, struct buf *out)
 {
     int rc;
@@ -852,6 +898,7 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
     TRY(prom_pools(v, out));
     TRY(prom_clusters(v, out));
     TRY(prom_sentinels(v, out));
+    TRY(prom_users(v, out));
     return 0;
 }
 
@@ -889,4 +936,6 @@ void stats_describe(FILE *f)
     STATS_CLUSTER_POOL_EXT_CODEC(STATS_DESCRIBE_EXT)
     fprintf(f, "\ncluster node stats:\n");
     STATS_CLUSTER_SERVER_EXT_CODEC(STATS_DESCRIBE_EXT)
+    fprintf(f, "\nuser stats (users:, under \"ringleader\": {\"users\": {NAME: ...}}):\n");
+    STATS_USER_CODEC(STATS_DESCRIBE_EXT)
 }

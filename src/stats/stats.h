@@ -305,6 +305,26 @@ struct stats_view_pool {
     size_t ntls_certs;
 };
 
+/* users: (docs/security.md): each user's numbers over every worker, from its shared record
+ * (src/state/user_state.h). ACTION(name, type, description) as above. */
+#define STATS_USER_CODEC(ACTION)                                                            \
+    ACTION(requests,            COUNTER, "# requests admitted (checked and within the rate)") \
+    ACTION(refused_acl,         COUNTER, "# requests refused: a command category, key or channel the user may not use") \
+    ACTION(refused_rate,        COUNTER, "# requests refused over the user's ops or bytes rate") \
+    ACTION(connections,         GAUGE,   "# client connections that are this user now")   \
+    ACTION(connections_total,   COUNTER, "# client connections that became this user (AUTH, or matched by address)") \
+    ACTION(connections_refused, COUNTER, "# AUTH or connections refused over max_connections") \
+    ACTION(auth_failures,       COUNTER, "# AUTH with the user's name and a wrong password (or address)") \
+    ACTION(bytes_in,            COUNTER, "# request bytes admitted")                     \
+    ACTION(bytes_out,           COUNTER, "# reply bytes delivered")                      \
+
+struct stats_view_user {
+    const char *name;
+#define STATS_USER_FIELD(n, t, d) int64_t n;
+    STATS_USER_CODEC(STATS_USER_FIELD)
+#undef STATS_USER_FIELD
+};
+
 struct stats_view {
     const char *service;                /* "ringleader" (twemproxy writes "nutcracker") */
     const char *source;                 /* hostname */
@@ -316,6 +336,8 @@ struct stats_view {
     int64_t curr_connections;
     struct stats_view_pool *pools;
     size_t npools;
+    struct stats_view_user *users;      /* users: (malloc'ed, freed by stats_view_free) */
+    size_t nusers;
 };
 
 /*

@@ -1,4 +1,4 @@
-/* libFuzzer target for the Redis protocol: parse_req, parse_rsp, frag_write, merge and local. */
+/* libFuzzer target for the Redis protocol: parse_req, parse_rsp, frag_write, merge, local, and users' namespaces both ways. */
 /*
  * Build and run with libFuzzer from a configured build directory (for its
  * config.h): `make fuzz-redis`, then
@@ -449,6 +449,58 @@ static void fuzz_merge(const char *buf, size_t len)
     proto_parser_free(&p);
 }
 
+/* users: each whole request rewritten with a namespace parses again to the same command and
+ * kind, its keys one prefix longer; the input read as a reply to a command chosen by its first
+ * byte is rewritten or refused, never read past its end. */
+static void fuzz_users(const char *buf, size_t len)
+{
+    struct proto_parser p = { .flags = PROTO_PF_AUTHED };
+    struct proto_ns ns = { .prefix = "n[s]:", .len = 5 };
+    size_t off = 0;
+    for (int guard = 0; guard < 200 && off < len; guard++) {
+        struct proto_req req;
+        int rc = R->parse_req(&p, buf + off, len - off, &req);
+        if (rc <= 0)
+            break;
+        size_t whole = (size_t)rc + (size_t)req.body_len;
+        if (whole > len - off)
+            break;
+        if (req.kind != PROTO_REQ_ERROR && req.kind != PROTO_REQ_LOCAL) {
+            struct buf out;
+            const char *why = NULL;
+            buf_init(&out);
+            uint16_t cmd = req.cmd;
+            enum proto_kind kind = req.kind;
+            uint32_t nkeys = req.nkeys;
+            int n = R->ns_request(&req, buf + off, &ns, &out, &why);
+            CHECK(n == 0 || n == -1);
+            if (n == 0) {
+                struct proto_parser q = { .flags = PROTO_PF_AUTHED };
+                struct proto_req again;
+                int r = R->parse_req(&q, buf_rptr(&out), buf_len(&out), &again);
+                CHECK(r > 0 && (size_t)r + again.body_len == buf_len(&out));
+                CHECK(again.cmd == cmd && again.nkeys == nkeys);
+                CHECK(again.kind == kind || again.kind == PROTO_REQ_ERROR);
+                proto_parser_free(&q);
+            }
+            buf_free(&out);
+        }
+        off += whole;
+    }
+    proto_parser_free(&p);
+    if (len > 0) {
+        struct buf out;
+        buf_init(&out);
+        uint16_t cmd = (unsigned char)buf[0] % 3 == 0 ? PROTO_NS_PUSH
+                       : (uint16_t)((unsigned char)buf[0] * 7u % redis_ncommands);
+        int rc = R->ns_reply(cmd, buf + 1, len - 1, &ns, &out);
+        CHECK(rc == 0 || rc == 1 || rc == -1);
+        if (rc == 0)
+            CHECK(buf_len(&out) == 0);
+        buf_free(&out);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -465,8 +517,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, buf, len);
     switch (mode) {
     case 0:
+        fuzz_requests(copy, len, pflags);
+        break;
     case 3:
         fuzz_requests(copy, len, pflags);
+        if (data[0] & 16)
+            fuzz_users(copy, len);
         break;
     case 1:
         fuzz_replies(copy, len, (data[0] & 4) ? PROTO_RF_RETRIEVAL : 0);
