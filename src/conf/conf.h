@@ -182,6 +182,14 @@ struct conf_pool {
     char    *discovery;
 };
 
+/* request_log: {path, sample, errors, key}: JSON lines of sampled requests (conf_introspect.c) */
+struct conf_request_log {
+    char    *path;              /* NULL: no request log */
+    double   sample;            /* fraction of requests logged: 0.01 */
+    int      errors;            /* 1: every error reply is logged (errors: all), 0: sampled */
+    int      key_hash;          /* 1: the key's hash instead of its bytes (key: hash) */
+};
+
 struct conf_global {
     uint32_t workers;             /* 0: one per CPU */
     struct conf_addr stats_listen;  /* default 127.0.0.1:22222 (overridden by -s/-a) */
@@ -212,6 +220,11 @@ struct conf_global {
     int      pubsub_output_soft_s;     /* ... for this long: 60 */
     char    *dns_servers;         /* resolvers "ip:port ip:port" (c-ares); NULL: resolv.conf */
     char    *config_source;       /* "etcd://host:port/key": the pools come from there; NULL */
+    /* introspection (src/proxy/introspect.c, docs/introspection.md) */
+    int      slowlog_threshold_us;  /* SLOWLOG: requests at least this slow: 10000 (0: every
+                                       request; -1: none), Redis's slowlog-log-slower-than */
+    uint32_t slowlog_max_len;       /* entries kept per pool and worker: 128 */
+    struct conf_request_log request_log;
 };
 
 struct conf {

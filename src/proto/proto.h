@@ -300,6 +300,23 @@ typedef int (*proto_client_fn)(void *arg, const struct proto_client_row *row);
  * the protocol formats it: memcached "STAT name value", Redis "name:value". */
 typedef void (*proto_stat_fn)(void *arg, const char *name, int64_t value);
 
+/* One SLOWLOG entry's fields besides the arguments (proto_ops.slow_entry). */
+struct proto_slow {
+    uint64_t    id;
+    int64_t     time_s;         /* when it was parsed, unix seconds */
+    uint64_t    usec;           /* parse to reply complete */
+    const char *addr;           /* the client's "ip:port" */
+    const char *name;           /* the client-name field's text */
+};
+
+/* One command's numbers (INFO commandstats: Redis 7.0's names). */
+struct proto_cmdstat {
+    int64_t calls, usec, rejected_calls, failed_calls;
+};
+typedef void (*proto_cmdstat_fn)(void *arg, uint16_t cmd, const struct proto_cmdstat *st);
+/* One error prefix's count (INFO errorstats: "ERR", "WRONGTYPE", "CLIENT_ERROR"). */
+typedef void (*proto_errstat_fn)(void *arg, const char *prefix, int64_t count);
+
 /* What the proxy offers local commands (version, stats, INFO, TIME ...) and merge_env. */
 struct proto_env {
     const char *version;              /* PACKAGE_VERSION */
@@ -333,6 +350,16 @@ struct proto_env {
      * reply). Returns how many matched, or -ENOMEM. NULL: only the asking client is known. */
     int       (*clients)(void *ctx, int kill, proto_client_fn visit, void *arg);
     void       *ctx;
+    /* INFO commandstats / errorstats, memcached `stats` (NULL: none): the pool's numbers
+     * over every worker; cmdstats calls visit once per command id that was called (or
+     * refused), errorstats once per error prefix. */
+    void      (*cmdstats)(void *ctx, proto_cmdstat_fn visit, void *arg);
+    void      (*errorstats)(void *ctx, proto_errstat_fn visit, void *arg);
+    /* SLOWLOG (NULL: none): the pool's entries over every worker, newest first, at most n
+     * (n < 0: the default of 10 as Redis), each already a RESP array; 0, or -ENOMEM. */
+    int       (*slowlog_get)(void *ctx, long n, struct buf *out, uint64_t *count);
+    uint64_t  (*slowlog_len)(void *ctx);
+    void      (*slowlog_reset)(void *ctx);
 };
 /* Errors the core asks the protocol to phrase. */
 enum proto_err {
@@ -570,6 +597,21 @@ struct proto_ops {
      * replies to cmd from different pools say the same (memcached: a cas unique
      * or a meta TTL differs between pools without the data differing). */
     int (*reply_equal)(uint16_t cmd, const char *a, size_t alen, const char *b, size_t blen);
+
+    /* Introspection (commandstats, SLOWLOG, the request log: src/proxy/introspect.c).
+     * ncmds: command ids are below what it returns. cmd_name: the lower-case name of id cmd as the
+     * protocol's own server names it in its statistics (Redis "get", "client|list";
+     * memcached "get"), NULL for an id that names no command. */
+    uint16_t  (*ncmds)(void);
+    const char *(*cmd_name)(uint16_t cmd);
+    /* SLOWLOG (NULL: the protocol has none): one entry as the protocol's SLOWLOG GET shows
+     * it, from the request's first bytes req[0..n) (a prefix of the request: arguments cut
+     * there are shown cut, with what is missing said). 0 or -ENOMEM. */
+    int (*slow_entry)(const char *req, size_t n, const struct proto_slow *e, struct buf *out);
+    /* The request log's key: the first key of command cmd within req[0..n) (a prefix of
+     * the request), *len its bytes there and *full its whole length. 1 found, 0 none. */
+    int (*req_key)(uint16_t cmd, const char *req, size_t n, const char **key, size_t *len,
+                   uint64_t *full);
 };
 
 extern const struct proto_ops proto_memcache_ops;

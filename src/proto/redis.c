@@ -507,4 +507,8 @@ const struct proto_ops proto_redis_ops = {
     .sub_reply = redis_sub_reply,
     .sub_dropped = redis_sub_dropped,
     .push_write = redis_push_write,
+    .ncmds = redis__ncmds,
+    .cmd_name = redis__cmd_name,
+    .slow_entry = redis__slow_entry,
+    .req_key = redis__req_key,
 };

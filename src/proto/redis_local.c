@@ -765,12 +765,14 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
 
 enum info_section {
     INFO_SERVER, INFO_CLIENTS, INFO_MEMORY, INFO_PERSISTENCE, INFO_STATS, INFO_REPLICATION,
-    INFO_CPU, INFO_MODULES, INFO_CLUSTER, INFO_KEYSPACE, INFO_NSECTIONS
+    INFO_CPU, INFO_MODULES,
+    INFO_COMMANDSTATS,          /* not among the default sections, as Redis */
+    INFO_ERRORSTATS, INFO_CLUSTER, INFO_KEYSPACE, INFO_NSECTIONS
 };
 
 static const char *const info_names[INFO_NSECTIONS] = {
     "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
-    "cluster", "keyspace",
+    "commandstats", "errorstats", "cluster", "keyspace",
 };
 
 /*
@@ -1076,6 +1078,12 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         }
         break;
     }
+    case INFO_COMMANDSTATS:
+        INFO_TRY(redis__info_commandstats(b, env));
+        break;
+    case INFO_ERRORSTATS:
+        INFO_TRY(redis__info_errorstats(b, env));
+        break;
     case INFO_NSECTIONS:
         break;
     }
@@ -1089,9 +1097,8 @@ static void info_want(char *arg, int *args, int want[INFO_NSECTIONS])
         *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     (*args)++;
     if (strcmp(arg, "default") == 0 || strcmp(arg, "all") == 0 || strcmp(arg, "everything") == 0) {
-        for (int k = 0; k < INFO_NSECTIONS; k++)
-            want[k] = 1;            /* every section there is (commandstats and the like
-                                       are not produced) */
+        for (int k = 0; k < INFO_NSECTIONS; k++)    /* commandstats: all and everything */
+            want[k] = k != INFO_COMMANDSTATS || strcmp(arg, "default") != 0;
         return;
     }
     for (int k = 0; k < INFO_NSECTIONS; k++)
@@ -1141,7 +1148,7 @@ static int info_sections(const char *reqbuf, int want[INFO_NSECTIONS])
     }
     if (args == 0)                      /* plain INFO: Redis's default sections */
         for (int k = 0; k < INFO_NSECTIONS; k++)
-            want[k] = 1;
+            want[k] = k != INFO_COMMANDSTATS;
     return 0;
 }
 
@@ -1296,6 +1303,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_NO_TOUCH:
     case REDIS_LOCAL_CLIENT_KILL:
         return local_client(cmd->local, c, &l, env, v3, out);
+    case REDIS_LOCAL_SLOWLOG_GET:
+    case REDIS_LOCAL_SLOWLOG_LEN:
+    case REDIS_LOCAL_SLOWLOG_RESET:
+    case REDIS_LOCAL_SLOWLOG_HELP:
+        return redis__slowlog(cmd->local, l.buf, l.a, l.argc, env, out);
     case REDIS_LOCAL_CLUSTER_OK:
     case REDIS_LOCAL_CLUSTER_KEYSLOT:
     case REDIS_LOCAL_CLUSTER_MYID:

@@ -13,6 +13,7 @@
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/forward.h"
+#include "proxy/introspect.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
@@ -37,6 +38,7 @@ struct msg *forward_msg(struct client *c, const struct proto_req *req)
     m->db = client_db(c);
     m->nkeys = req->nkeys;
     m->start_us = worker_now_us(c->w);
+    introspect_capture(c, m, req);
     if (req->flags & PROTO_RF_NOREPLY) {
         m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
         return m;

@@ -23,6 +23,7 @@
 
 struct client;
 struct cworker;
+struct introspect;
 struct nearcache;
 struct msg;
 struct pool_shared;
@@ -92,6 +93,9 @@ struct wpool {
     uint8_t                  pins_seen;  /* a client took a pinned connection here: the
                                             servers in use keep ready ones (server.c) */
     struct nearcache        *nc;         /* near_cache: this worker's store (nearcache.c) */
+    struct introspect       *ins;        /* commandstats, errorstats, SLOWLOG, the request
+                                            log's sampling (introspect.c); never NULL once
+                                            bound */
 };
 
 struct worker {
