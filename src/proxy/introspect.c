@@ -68,7 +68,10 @@ int introspect_bind(struct wpool *wp, const struct conf_global *g)
         if ((in = calloc(1, sizeof(*in))) == NULL)
             return -ENOMEM;
         in->ncmds = wp->ops->ncmds != NULL ? wp->ops->ncmds() : 0;
-        if ((in->cmd = calloc((size_t)in->ncmds + 1, sizeof(*in->cmd))) == NULL) {
+        in->mask = 1;
+        while (in->mask <= in->ncmds)
+            in->mask = in->mask * 2 + 1;        /* 2^k - 1 > ncmds: a row for the rest */
+        if ((in->cmd = calloc((size_t)in->mask + 1, sizeof(*in->cmd))) == NULL) {
             free(in);
             return -ENOMEM;
         }
@@ -94,14 +97,18 @@ int introspect_bind(struct wpool *wp, const struct conf_global *g)
         in->slow_cap = cap;
         uv_mutex_unlock(&in->slow_mu);
     }
-    in->slow_us = g->slowlog_threshold_us < 0 ? UINT64_MAX : (uint64_t)g->slowlog_threshold_us;
+    uint64_t slow_us = g->slowlog_threshold_us < 0 ? UINT64_MAX
+                                                  : (uint64_t)g->slowlog_threshold_us;
     const struct conf_request_log *rl = &g->request_log;
     in->sample = rl->path != NULL && wp->w->hub->reqlog != NULL ? rl->sample : 0.0;
     in->errors_all = rl->path != NULL && wp->w->hub->reqlog != NULL && rl->errors;
     in->key_hash = rl->key_hash;
-    in->sample_left = ins_skip(in);
-    in->capture = in->slow_us != UINT64_MAX || in->sample > 0.0 || in->errors_all;
     wp->ins = in;
+    wp->ins_cmd = in->cmd;
+    wp->ins_mask = in->mask;
+    wp->ins_slow_us = slow_us;
+    wp->ins_sample_left = ins_skip(in);
+    wp->ins_capture = (slow_us != UINT64_MAX && cap > 0) || in->sample > 0.0 || in->errors_all;
     return 0;
 }
 
@@ -117,6 +124,8 @@ void introspect_free(struct wpool *wp)
     uv_mutex_destroy(&in->slow_mu);
     free(in);
     wp->ins = NULL;
+    wp->ins_cmd = NULL;
+    wp->ins_capture = 0;
 }
 
 /* ------------------------------------------------------------------ the rare requests */
@@ -224,8 +233,8 @@ static void ins_log(struct client *c, struct msg *m, uint64_t usec, int error, c
         rc |= json_str(&b, "server", m->server->addr.text, strlen(m->server->addr.text));
     else
         rc |= buf_append_str(&b, ",\"server\":null");
-    rc |= buf_appendf(&b, ",\"bytes_in\":%" PRIu32 ",\"bytes_out\":%zu,\"latency_us\":%" PRIu64,
-                      m->in_bytes, out_bytes, usec);
+    rc |= buf_appendf(&b, ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%zu,\"latency_us\":%" PRIu64,
+                      m->req_bytes, out_bytes, usec);
     if (error) {
         rc |= buf_append_str(&b, ",\"result\":\"error\"");
         rc |= json_str(&b, "error", ename, strlen(ename));
@@ -282,17 +291,20 @@ static void ins_slow(struct client *c, struct msg *m, uint64_t usec)
 
 void introspect__note(struct client *c, struct msg *m, uint64_t usec)
 {
-    struct introspect *in = c->pool->ins;
-    int error = (m->flags & MSG_F_ERROR) || m->rerr;
-    int sampled = in->sample_left == 0;
-    int slow = usec >= in->slow_us;
+    struct wpool *wp = c->pool;
+    struct introspect *in = wp->ins;
+    int error = introspect__errored(m);
+    int sampled = wp->ins_sample_left == 0;
+    int slow = usec >= wp->ins_slow_us;
     char ename[INS_ERR_NAME] = "";
     size_t out_bytes = buf_len(&m->rsp);
 
     if (sampled)
-        in->sample_left = ins_skip(in);
+        wp->ins_sample_left = ins_skip(in);
+    if (m->head_len > MSG_HEAD_MAX)
+        m->head_len = MSG_HEAD_MAX;
     if (error) {
-        uint32_t i = m->cmd < in->ncmds ? m->cmd : in->ncmds;
+        uint32_t i = m->cmd & in->mask;
         /* failed: it reached a server (its reply, a timeout, a lost connection); rejected:
          * the proxy answered it without asking one */
         if (m->rerr || m->server != NULL)

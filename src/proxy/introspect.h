@@ -3,6 +3,7 @@
 #define RL_PROXY_INTROSPECT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <uv.h>
@@ -47,13 +48,16 @@ struct ins_slow {
     size_t   len;
 };
 
+/*
+ * What every request reads lives in its wpool (ins_cmd, ins_mask, ins_slow_us,
+ * ins_sample_left, ins_capture); the rest here. The command rows are a power of two
+ * above ncmds: id & mask is a row, and an id beyond the protocol's (none, the proxy's
+ * own last word) lands in a row past ncmds that no reader shows.
+ */
 struct introspect {
-    uint64_t              slow_us;      /* SLOWLOG threshold; UINT64_MAX: none */
-    uint64_t              sample_left;  /* requests until the request log's next sample;
-                                           UINT64_MAX: no request log (never reached) */
-    int                   capture;      /* SLOWLOG or the request log wants msg.head */
     uint16_t              ncmds;
-    struct proto_cmdstat *cmd;          /* [ncmds + 1]: ids beyond ncmds count in the last */
+    uint32_t              mask;
+    struct proto_cmdstat *cmd;          /* [mask + 1] */
     atomic_uint           nerr;         /* err[0..nerr) are in use (release-stored) */
     struct ins_err        err[INS_ERR_MAX];
     uv_mutex_t            slow_mu;
@@ -79,34 +83,44 @@ void introspect__note(struct client *c, struct msg *m, uint64_t usec);
  * has) and its size. */
 static inline void introspect_capture(struct client *c, struct msg *m, const struct proto_req *req)
 {
-    if (!c->pool->ins->capture)
+    if (!c->pool->ins_capture)
         return;
     const struct buf *in = &c->conn.ibuf;
-    const char *p = buf_rptr(in);
-    size_t avail = in->cap - in->rpos;
 
-    if (__builtin_expect(avail >= MSG_HEAD_MAX, 1))
-        memcpy(m->head, p, MSG_HEAD_MAX);
-    else
-        memcpy(m->head, p, avail);
-    m->head_len = req->hdr_len < MSG_HEAD_MAX ? req->hdr_len : MSG_HEAD_MAX;
-    if (m->head_len > avail)
-        m->head_len = (uint32_t)avail;
-    m->in_bytes = (uint32_t)(req->hdr_len + req->body_len);
+    if (__builtin_expect(in->cap - in->rpos >= MSG_HEAD_MAX, 1)) {
+        memcpy(m->head, in->data + in->rpos, MSG_HEAD_MAX);
+        m->head_len = req->hdr_len;         /* clamped where it is read */
+    }
+}
+
+/* Whether m was answered with an error: the proxy's (MSG_F_ERROR) or its server's (rerr),
+ * read as one word (rerr and flags are neighbours in struct msg). */
+#define INS_ERR_WORD_MASK (((uint32_t)MSG_F_ERROR << 16) | 0xff00u)
+_Static_assert(offsetof(struct msg, rerr) + 1 == offsetof(struct msg, flags) &&
+               offsetof(struct msg, lease) + 1 == offsetof(struct msg, rerr),
+               "lease, rerr and flags make one 32-bit word");
+static inline int introspect__errored(const struct msg *m)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t word;
+    memcpy(&word, &m->lease, sizeof(word));
+    return (word & INS_ERR_WORD_MASK) != 0;
+#else
+    return (m->flags & MSG_F_ERROR) || m->rerr;
+#endif
 }
 
 /* m (a client's request) is delivered to c now, its reply in m->rsp. */
 static inline void introspect_done(struct client *c, struct msg *m)
 {
-    struct introspect *in = c->pool->ins;
+    struct wpool *wp = c->pool;
     uint64_t usec = worker_now_us(c->w) - m->start_us;
-    uint32_t i = m->cmd < in->ncmds ? m->cmd : in->ncmds;
-    struct proto_cmdstat *st = &in->cmd[i];
+    struct proto_cmdstat *st = &wp->ins_cmd[m->cmd & wp->ins_mask];
 
     STATS_ADD(st, calls, 1);
     STATS_ADD(st, usec, usec);
-    if (__builtin_expect(usec >= in->slow_us || (m->flags & MSG_F_ERROR) || m->rerr ||
-                         --in->sample_left == 0, 0))
+    if (__builtin_expect(usec >= wp->ins_slow_us || introspect__errored(m) ||
+                         --wp->ins_sample_left == 0, 0))
         introspect__note(c, m, usec);
 }
 

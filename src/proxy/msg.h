@@ -184,8 +184,7 @@ struct msg {
     /* Introspection (introspect.c): the request's first bytes as the client sent them, for
      * SLOWLOG's arguments and the request log's key; left out of msg_get's clearing (only
      * head_len says what is valid). Last: a slow or logged request is rare, its copy not. */
-    uint32_t       head_len;
-    uint32_t       in_bytes;    /* the request's bytes as the client sent them */
+    uint32_t       head_len;    /* its header's length: head holds MSG_HEAD_MAX at most */
     char           head[MSG_HEAD_MAX];
 };
 

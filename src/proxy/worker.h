@@ -96,6 +96,12 @@ struct wpool {
     struct introspect       *ins;        /* commandstats, errorstats, SLOWLOG, the request
                                             log's sampling (introspect.c); never NULL once
                                             bound */
+    /* ... what every request reads of it, here to save a load (introspect.h) */
+    struct proto_cmdstat    *ins_cmd;    /* [ins_mask + 1] by command id & ins_mask */
+    uint64_t                 ins_slow_us;     /* SLOWLOG threshold (UINT64_MAX: none) */
+    uint64_t                 ins_sample_left; /* requests to the next sampled one */
+    uint32_t                 ins_mask;
+    int                      ins_capture;     /* keep each request's first bytes */
 };
 
 struct worker {
