@@ -307,10 +307,14 @@ void introspect__note(struct client *c, struct msg *m, uint64_t usec)
         uint32_t i = m->cmd & in->mask;
         /* failed: it reached a server (its reply, a timeout, a lost connection); rejected:
          * the proxy answered it without asking one */
-        if (m->rerr || m->server != NULL)
+        if (m->rerr || m->server != NULL) {
             STATS_ADD(&in->cmd[i], failed_calls, 1);
-        else
+        } else {
+            /* as Redis: a rejected command is no call (introspect_done counted it) */
             STATS_ADD(&in->cmd[i], rejected_calls, 1);
+            STATS_ADD(&in->cmd[i], calls, -1);
+            STATS_ADD(&in->cmd[i], usec, -(int64_t)usec);
+        }
         ins_err_name(buf_rptr(&m->rsp), buf_len(&m->rsp), ename);
         ins_err_count(in, ename);
     }

@@ -283,6 +283,16 @@ struct stats_tls_cert {
     int64_t     not_after;              /* unix seconds */
 };
 
+/* Introspection (docs/introspection.md): one command's numbers, one error prefix's count. */
+struct stats_cmd {
+    const char *name;                   /* the protocol's ("get", "client|list") */
+    int64_t calls, usec, rejected, failed;
+};
+struct stats_err {
+    char    name[32];                   /* "ERR", "WRONGTYPE", "CLIENT_ERROR" */
+    int64_t count;
+};
+
 struct stats_view_pool {
     const char *name;
     struct stats_pool stats;            /* summed */
@@ -303,6 +313,11 @@ struct stats_view_pool {
     struct stats_view_sentinel sentinel;
     struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
     size_t ntls_certs;
+    int64_t slowlog_len;                /* SLOWLOG entries over the workers (Redis pools) */
+    struct stats_cmd *cmds;             /* commands called, owned (stats_view_free) */
+    size_t ncmds;
+    struct stats_err *errs;             /* error prefixes answered, owned */
+    size_t nerrs;
 };
 
 struct stats_view {
@@ -316,6 +331,9 @@ struct stats_view {
     int64_t curr_connections;
     struct stats_view_pool *pools;
     size_t npools;
+    int64_t request_log_written;        /* lines the request log wrote */
+    int64_t request_log_dropped;        /* ... and lost (a full buffer, a failed write) */
+    int64_t request_log_bytes;
 };
 
 /*
