@@ -290,6 +290,7 @@ struct proto_client_row {
     uint32_t    cmd;                /* the protocol's id of its last command (UINT32_MAX: none) */
     uint64_t    age_s, idle_s;
     uint64_t    qbuf, qbuf_free, rbs, rbp, obl, oll, omem, tot_mem;
+    const char *pool;               /* the proxy's pool (a trailing pool= field), or NULL */
 };
 
 /* Look at one client: 1 when it matches what the caller asks for (a kill then ends it),

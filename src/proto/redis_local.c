@@ -434,12 +434,13 @@ static int client_line(const struct proto_client_row *r, struct buf *s)
                        " ssub=%" PRIu32 " multi=%d qbuf=%" PRIu64 " qbuf-free=%" PRIu64
                        " argv-mem=0 multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
                        " oll=%" PRIu64 " omem=%" PRIu64 " tot-mem=%" PRIu64 " events=%s cmd=%s"
-                       " user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                       " user=%s redir=-1 resp=%d lib-name=%s lib-ver=%s%s%s\n",
                        r->id, r->addr, r->laddr, r->fd, r->name, r->age_s, r->idle_s, flags, r->db,
                        r->sub, r->psub, r->ssub, r->multi, r->qbuf, r->qbuf_free, r->rbs, r->rbp,
                        r->obl, r->oll, r->omem, r->tot_mem, events, cmd,
                        r->user && r->user[0] ? r->user : "default",
-                       (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver);
+                       (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver,
+                       r->pool ? " pool=" : "", r->pool ? r->pool : "");
 }
 
 /* The asking client alone, when the core offers no walk (a unit test's env). */

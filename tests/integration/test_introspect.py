@@ -181,6 +181,17 @@ def slowlog_frozen_server(env):
         eq(conns[0].rd("SLOWLOG", "RESET"), "OK")
         eq(conns[0].rd("SLOWLOG", "LEN"), 0)
         eq(conns[1].rd("SLOWLOG", "GET"), [])
+        # CLIENT LIST / INFO: user, address, age, last command, and the pool (trailing)
+        lines = conns[0].rd("CLIENT", "LIST").decode().splitlines()
+        check(len(lines) >= 6, "CLIENT LIST: %r" % lines)   # redis-py's may still be closing
+        for line in lines:
+            f = dict(kv.split("=", 1) for kv in line.split(" "))
+            eq(f["pool"], "rd")
+            eq(f["user"], "default")
+            check(f["addr"].startswith("127.0.0.1:") and int(f["age"]) >= 0, line)
+            check(line.endswith(" pool=rd"), "pool= is the last field: %r" % line)
+        info = conns[2].rd("CLIENT", "INFO").decode()
+        check(" cmd=client|info " in info and info.rstrip().endswith("pool=rd"), info)
     finally:
         for c in conns:
             c.close()
