@@ -419,7 +419,8 @@ void introspect_errorstats(struct hub *hub, const char *pool, proto_errstat_fn v
     if (s == NULL)
         return;
     ins_each(hub, pool, ins_sum_errs, s);
-    qsort(s->e, s->n, sizeof(s->e[0]), ins_err_cmp);
+    if (s->n > 1)
+        qsort(s->e, s->n, sizeof(s->e[0]), ins_err_cmp);
     for (unsigned i = 0; i < s->n; i++)
         visit(arg, s->e[i].name, s->e[i].count);
     free(s);
@@ -497,7 +498,8 @@ int introspect_slowlog_get(struct hub *hub, const char *pool, uint32_t max_len, 
         goto out;
     }
     /* every worker's ring, merged: newest first, as many as one ring of max_len holds */
-    qsort(s.e, s.n, sizeof(*s.e), ins_slow_newest_first);
+    if (s.n > 1)
+        qsort(s.e, s.n, sizeof(*s.e), ins_slow_newest_first);
     size_t want = RL_MIN(s.n, (size_t)max_len);
     if (n >= 0 && (size_t)n < want)
         want = (size_t)n;
