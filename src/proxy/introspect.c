@@ -106,7 +106,9 @@ int introspect_bind(struct wpool *wp, const struct conf_global *g)
     wp->ins = in;
     wp->ins_cmd = in->cmd;
     wp->ins_mask = in->mask;
-    wp->ins_slow_us = slow_us;
+    /* no SLOWLOG here (memcached, or slowlog_max_len 0) and no request log: nothing is
+     * done with a slow request */
+    wp->ins_slow_us = cap > 0 || in->sample > 0.0 ? slow_us : UINT64_MAX;
     wp->ins_sample_left = ins_skip(in);
     wp->ins_capture = (slow_us != UINT64_MAX && cap > 0) || in->sample > 0.0 || in->errors_all;
     return 0;
@@ -320,7 +322,19 @@ void introspect__note(struct client *c, struct msg *m, uint64_t usec)
     }
     if (slow && in->slow_cap > 0 && m->role == MSG_REQUEST && m->cmd < in->ncmds)
         ins_slow(c, m, usec);
-    if (sampled || (error && in->errors_all) || (slow && in->sample > 0.0))
+    int log = sampled || (error && in->errors_all);
+    if (!log && slow && in->sample > 0.0) {
+        /* a slow request beyond the sample: logged, at most INS_SLOW_LINES_PER_S a second
+         * per worker and pool (an overloaded proxy must not write a line per request) */
+        uint64_t sec = worker_now_us(c->w) / 1000000u;
+        if (sec != in->slow_sec) {
+            in->slow_sec = sec;
+            in->slow_logged = 0;
+        }
+        log = in->slow_logged < INS_SLOW_LINES_PER_S;
+        in->slow_logged += (uint32_t)log;
+    }
+    if (log)
         ins_log(c, m, usec, error, ename, out_bytes, slow);
 }
 

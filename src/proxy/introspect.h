@@ -68,7 +68,11 @@ struct introspect {
     int                   errors_all;
     int                   key_hash;
     uint64_t              rng;          /* xorshift64* state */
+    uint64_t              slow_sec;     /* slow requests logged beyond the sample: in this */
+    uint32_t              slow_logged;  /* second, this many (INS_SLOW_LINES_PER_S at most) */
 };
+
+#define INS_SLOW_LINES_PER_S 100
 
 /* Set up (or update, at a reload) wp's introspection from the configuration; wp->ins is
  * allocated the first time. 0, or -ENOMEM (wp->ins stays NULL or as it was). */
