@@ -179,6 +179,7 @@ extern const size_t stats_server_nfields;
     ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
     ACTION(tls_certs,      LIST,      "each certificate file of the pool's tls/server_tls (key, file, not_after: when its earliest certificate expires, seconds since epoch); empty without TLS") \
+    ACTION(slowlog_len,    GAUGE,     "SLOWLOG entries of the pool over every worker (Redis pools; docs/introspection.md)") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up, down or rejoining (health; down is not removed)") \
@@ -214,6 +215,9 @@ extern const size_t stats_server_nfields;
     ACTION(total_connections, COUNTER,   "# client connections accepted since start")      \
     ACTION(curr_connections,  GAUGE,     "# client connections open")                      \
     ACTION(upgrades,          COUNTER,   "# times the listeners were handed to a new process since the first one opened them") \
+    ACTION(request_log_written, COUNTER, "# request log lines written (docs/introspection.md)") \
+    ACTION(request_log_dropped, COUNTER, "# request log lines lost: a worker's buffer was full, or a write failed") \
+    ACTION(request_log_bytes, COUNTER,   "bytes of the request log lines written")        \
 
 /* ---- summing per-worker counters (generated from the lists above)
  *
