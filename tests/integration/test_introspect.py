@@ -337,19 +337,25 @@ def request_log_sample(env):
     # 100,000 requests: 99,999 GETs pipelined and the SET before them
     with px.client("rd") as c:
         pipelined_gets(c, "rl-sample", 99999)
+    odd = b'q"\\\x01\xc3\xa9'                  # a quote, a backslash, a control byte, UTF-8
     with px.client("rd") as c:
         eq(c.rd("SET", "rl-err", "abc"), "OK")
-        for _ in range(200):
+        eq(c.rd("SET", odd, "abc"), "OK")
+        for _ in range(199):
             check(isinstance(c.rd("INCR", "rl-err"), harness.RespError), "INCR error")
+        check(isinstance(c.rd("INCR", odd), harness.RespError), "INCR error")
     wait_for(lambda: sum(1 for x in log_lines(path) if x["command"] == "incr") >= 200,
              "the error lines")
     time.sleep(0.3)                     # the writer's last pass (every 100 ms)
     lines = log_lines(path)
-    sampled = [x for x in lines if x["pool"] == "rd" and x["result"] == "ok"]
+    sampled = [x for x in lines if x.get("key") == "rl-sample"]     # the 100,000
     errors = [x for x in lines if x["result"] == "error"]
     print("  sample 0.01 over 100,000 requests: %d lines (bound 1,000 +- 150)" % len(sampled))
     check(850 <= len(sampled) <= 1150, "%d sampled lines, outside 1,000 +- 150" % len(sampled))
     eq(len(errors), 200, "error lines")
+    # a key's bytes come back from the JSON string: every byte outside printable ASCII
+    # is one \u00XX escape
+    eq([x["key"].encode("latin-1") for x in errors if x["key"] != "rl-err"], [odd])
     e = errors[0]
     eq(e["user"], "default")
     eq(e["pool"], "rd")
