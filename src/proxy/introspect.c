@@ -171,9 +171,9 @@ static void ins_err_count(struct introspect *in, const char *name)
     atomic_store_explicit(&in->nerr, n + 1, memory_order_release);
 }
 
-/* A request log line, written into a fixed buffer by hand: no printf, no allocation (a
- * line costs its bytes, about 1,500 instructions). `over` when it did not fit: the line is
- * not written. */
+/* A request log line, written into a fixed buffer by hand: no printf, no allocation.
+ * `over` when it did not fit (a pool name or key of thousands of escaped bytes): the line
+ * is not written. */
 struct ins_line {
     char   b[2048];
     size_t n;
