@@ -33,6 +33,7 @@ MODES = {
     "pubsub": ("modes", "pubsub_fanout"), "cluster": ("modes", "cluster"),
     "binary": ("binary", "binary"),
     "lease_stampede": ("leases", "lease_stampede"),
+    "request_log": ("introspect", "request_log"),
 }
 
 SCENARIOS = [
@@ -422,6 +423,7 @@ class Bench:
         mode = next((m for m in MODES if getattr(a, m)), None)
         if mode:
             import bench_binary
+            import bench_introspect
             import bench_leases
             import bench_modes
             import bench_safety
@@ -433,7 +435,8 @@ class Bench:
             print(f"load average at start: {loadavg()}")
             module, fn = MODES[mode]
             return getattr({"modes": bench_modes, "safety": bench_safety,
-                            "binary": bench_binary, "leases": bench_leases}[module], fn)(self)
+                            "binary": bench_binary, "leases": bench_leases,
+                            "introspect": bench_introspect}[module], fn)(self)
         scenarios = [s for s in SCENARIOS if re.search(a.scenario, s[0])]
         if not scenarios:
             raise Setup(f"no scenario matches '{a.scenario}' "
@@ -600,6 +603,9 @@ def main():
                    "side-by-side scenarios")
     m.add_argument("--shadow", action="store_true",
                    help="the primary with and without a shadow pool at fraction 1.0, compare on")
+    m.add_argument("--request-log", action="store_true",
+                   help="the request log off and at sample 0.01 on the side-by-side "
+                   "scenarios (scripts/bench_introspect.py)")
     m.add_argument("--callgrind", action="store_true",
                    help="instructions per request by callgrind (and --compare BINARY's)")
     m.add_argument("--callgrind-requests", type=int, default=20000, help="default 20000")

@@ -183,6 +183,7 @@ void conf_free(struct conf *conf)
     free(conf->global.dns_servers);
     free(conf->global.config_source);
     conf__users_free(&conf->global);
+    free(conf->global.request_log.path);
     free(conf->source);
     free(conf->path);
     free(conf);

@@ -227,6 +227,14 @@ struct conf_user {
     uint32_t nclients;
 };
 
+/* request_log: {path, sample, errors, key}: JSON lines of sampled requests (conf_introspect.c) */
+struct conf_request_log {
+    char    *path;              /* NULL: no request log */
+    double   sample;            /* fraction of requests logged: 0.01 */
+    int      errors;            /* 1: every error reply is logged (errors: all), 0: sampled */
+    int      key_hash;          /* 1: the key's hash instead of its bytes (key: hash) */
+};
+
 struct conf_global {
     uint32_t workers;             /* 0: one per CPU */
     struct conf_addr stats_listen;  /* default 127.0.0.1:22222 (overridden by -s/-a) */
@@ -259,6 +267,11 @@ struct conf_global {
     char    *config_source;       /* "etcd://host:port/key": the pools come from there; NULL */
     struct conf_user *users;      /* users: (docs/security.md), file order */
     uint32_t nusers;
+    /* introspection (src/proxy/introspect.c, docs/introspection.md) */
+    int      slowlog_threshold_us;  /* SLOWLOG: requests at least this slow: 10000 (0: every
+                                       request; -1: none), Redis's slowlog-log-slower-than */
+    uint32_t slowlog_max_len;       /* entries kept per pool and worker: 128 */
+    struct conf_request_log request_log;
 };
 
 struct conf {

@@ -152,6 +152,8 @@ void conf__tls_free(struct conf_tls *t);
 const char *conf__set_near_cache(struct conf_ctx *c, const struct conf_command *cmd,
                                  yaml_node_t *node, void *obj);   /* conf_nearcache.c */
 void conf__near_cache_free(struct conf_near_cache *nc);
+const char *conf__set_request_log(struct conf_ctx *c, const struct conf_command *cmd,
+                                  yaml_node_t *node, void *obj);  /* conf_introspect.c */
 const char *conf__set_tls(struct conf_ctx *c, const struct conf_command *cmd,
                           yaml_node_t *node, void *obj);
 

@@ -163,6 +163,9 @@ static const struct conf_command conf_global_commands[] = {
     { "dns_servers",         conf__set_dns_servers, G(dns_servers), 0, 0, NULL, 0 },
     { "config_source",       conf__set_config_source, G(config_source), 0, 0, NULL, 0 },
     { "users",               conf__set_users,  0, 0, 0, NULL, 0 },
+    { "slowlog_threshold_us", conf__set_int,   G(slowlog_threshold_us), -1, INT32_MAX, NULL, 0 },
+    { "slowlog_max_len",     conf__set_u32,    G(slowlog_max_len), 0, 1000000, NULL, 0 },
+    { "request_log",         conf__set_request_log, G(request_log), 0, 0, NULL, 0 },
 };
 #undef G
 
@@ -446,6 +449,8 @@ static int conf__global_defaults(struct conf_global *g)
     g->pubsub_output_soft_limit = 8u << 20;
     g->pubsub_output_soft_s = 60;
     g->tls_handshake_timeout_s = 5;
+    g->slowlog_threshold_us = 10000;
+    g->slowlog_max_len = 128;
     return conf_parse_addr("127.0.0.1:22222", &g->stats_listen, buf, sizeof(buf));
 }
 

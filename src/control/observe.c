@@ -16,6 +16,7 @@
 #include "control/proxy.h"
 #include "state/registry.h"
 #include "state/user_state.h"
+#include "proxy/introspect.h"
 #include "proxy/server.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
@@ -24,6 +25,7 @@
 #include "control/etcd_source.h"
 #include "control/resolve.h"
 #include "placement/ring.h"
+#include "stats/reqlog.h"
 #include "stats/stats.h"
 #include "lib/util.h"
 
@@ -96,6 +98,56 @@ static uint32_t hot_key_owner(const struct ring *r, const struct hotkeys_entry *
     if (!e->cut)
         return ring_owner(r, e->key, e->len);
     return r->nservers == 1 ? 0 : dist_lookup(&r->dist, e->place);   /* as route_key_place */
+}
+
+struct observe_cmds {
+    struct stats_view_pool   *vp;
+    const struct proto_ops   *ops;
+    size_t                    cap;
+};
+
+static void observe_cmd(void *arg, uint16_t cmd, const struct proto_cmdstat *st)
+{
+    struct observe_cmds *oc = arg;
+    const char *name = oc->ops->cmd_name != NULL ? oc->ops->cmd_name(cmd) : NULL;
+    if (name == NULL)
+        return;
+    if (oc->vp->ncmds == oc->cap) {
+        size_t cap = oc->cap ? 2 * oc->cap : 32;
+        struct stats_cmd *c = realloc(oc->vp->cmds, cap * sizeof(*c));
+        if (c == NULL)
+            return;             /* a row left out of /metrics: never a wrong one */
+        oc->vp->cmds = c;
+        oc->cap = cap;
+    }
+    oc->vp->cmds[oc->vp->ncmds++] = (struct stats_cmd){
+        .name = name, .calls = st->calls, .usec = st->usec, .rejected = st->rejected_calls,
+        .failed = st->failed_calls };
+}
+
+static void observe_err(void *arg, const char *prefix, int64_t count)
+{
+    struct stats_view_pool *vp = arg;
+    struct stats_err *e = realloc(vp->errs, (vp->nerrs + 1) * sizeof(*e));
+    if (e == NULL)
+        return;
+    vp->errs = e;
+    snprintf(e[vp->nerrs].name, sizeof(e[vp->nerrs].name), "%s", prefix);
+    e[vp->nerrs].count = count;
+    vp->nerrs++;
+}
+
+/* Pool i's commandstats, errorstats and SLOWLOG length over every worker. */
+static void observe_introspect(struct proxy *p, struct snapshot *snap, uint32_t i,
+                               struct stats_view_pool *vp)
+{
+    const char *name = snap->conf->pools[i].name;
+    struct observe_cmds oc = { vp, snap->pools[i].ops, 0 };
+
+    introspect_cmdstats(&p->hub, name, observe_cmd, &oc);
+    introspect_errorstats(&p->hub, name, observe_err, vp);
+    vp->slowlog_len = (int64_t)introspect_slowlog_len(&p->hub, name,
+                                                       snap->conf->global.slowlog_max_len);
 }
 
 int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
@@ -198,6 +250,15 @@ int observe_view(struct proxy *p, struct snapshot *snap, struct stats_view *v)
         }
         uv_mutex_unlock(&w->mu);
     }
+    /* Introspection: commandstats, errorstats, SLOWLOG (each under the workers' locks), the
+     * request log's counts. */
+    for (uint32_t i = 0; i < conf->npools; i++)
+        observe_introspect(p, snap, i, &v->pools[i]);
+    struct reqlog_counts rlc;
+    reqlog_counts(p->hub.reqlog, &rlc);
+    v->request_log_written = (int64_t)rlc.lines;
+    v->request_log_dropped = (int64_t)rlc.dropped;
+    v->request_log_bytes = (int64_t)rlc.bytes;
     /* The rejoin logs: one per server, shared by the workers. */
     for (uint32_t i = 0; i < conf->npools; i++) {
         for (uint32_t k = 0; k < conf->pools[i].nservers; k++) {

@@ -46,6 +46,7 @@ void pool_numbers_emit(struct proxy *p, struct snapshot *snap, const char *pool,
 #undef SERVER_PAIR
         emit(arg, "servers_up", up);
         emit(arg, "ops_per_sec", ops_rate_get(p->ops_rate, pool));
+        emit(arg, "slowlog_len", vp->slowlog_len);
         break;
     }
     emit(arg, "pid", (int64_t)getpid());

@@ -18,6 +18,7 @@
 #include "control/observe.h"
 #include "control/pool_numbers.h"
 #include "control/proxy.h"
+#include "stats/reqlog.h"
 #include "state/registry.h"
 #include "state/user_state.h"
 #include "proxy/rejoin.h"
@@ -335,6 +336,10 @@ int proxy_run(struct proxy_options *opt)
                  p->nworkers, upgrade_inherit_workers(p->inherit));
         p->nworkers = upgrade_inherit_workers(p->inherit);
     }
+    /* the request log's writer: buffers for every worker; a thread once a path is set */
+    if ((p->hub.reqlog = reqlog_create(p->nworkers, REQLOG_BUF_DEFAULT)) == NULL ||
+        reqlog_set_path(p->hub.reqlog, conf->global.request_log.path) < 0)
+        log_error("request_log: out of memory or no thread: not logging");
     p->rejoin = rejoin_store_open(conf->global.rejoin_log, err, sizeof(err));
     if (p->rejoin == NULL) {
         log_error("rejoin_log: %s", err);
@@ -392,11 +397,14 @@ out_loop:
     uv_run(&p->loop, UV_RUN_DEFAULT);
     uv_loop_close(&p->loop);
     free(p->workers);
+    reqlog_destroy(p->hub.reqlog);      /* what the workers logged last is written */
+    p->hub.reqlog = NULL;
     reload_free(p);
     snap = atomic_exchange(&p->hub.current, NULL);
     proxy_unlink_sockets(p, snap);      /* the unix sockets we listened on go with us */
     snapshot_unref(snap);
 out_registries:
+    reqlog_destroy(p->hub.reqlog);          /* a failed start (NULL after a run) */
     upgrade_inherit_free(p->inherit);       /* a failed start: the predecessor goes on */
     cluster_registry_free(p);
     sentinel_registry_free(p);

@@ -20,6 +20,7 @@
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
 #include "control/reload.h"
+#include "stats/reqlog.h"
 #include "control/snapshot_build.h"
 #include "placement/ring.h"
 #include "lib/util.h"
@@ -202,6 +203,8 @@ void reload_publish(struct proxy *p, struct snapshot *snap)
     atomic_store(&rl->acks, 0);
     atomic_store(&rl->worker_errors, 0);
     rl->old = atomic_load(&p->hub.current);
+    if (reqlog_set_path(p->hub.reqlog, snap->conf->global.request_log.path) < 0)
+        log_error("request_log: cannot start its writer thread: not logging");
     uv_mutex_lock(&p->snap_mu);
     atomic_store_explicit(&p->hub.current, snap, memory_order_release);
     uv_mutex_unlock(&p->snap_mu);

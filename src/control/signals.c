@@ -12,6 +12,7 @@
 #include "control/observe.h"
 #include "control/proxy.h"
 #include "control/signals.h"
+#include "stats/reqlog.h"
 #include "stats/state_dump.h"
 #include "stats/stats.h"
 
@@ -82,6 +83,7 @@ static void signals_cb(uv_signal_t *h, int signum)
                       strerror(-rc));
         else
             log_always("SIGUSR1: log file reopened");
+        reqlog_reopen(s->p->hub.reqlog);    /* the request log too, on its writer thread */
         break;
     case SIGUSR2:
         signals_dump_state(s->p);

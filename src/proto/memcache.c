@@ -250,6 +250,37 @@ static int mc_join(const struct proto_req *req, const char *buf, struct buf *out
     return (int)(keep + k->len + 3);
 }
 
+/* ---- introspection (src/proxy/introspect.c) */
+
+static uint16_t mc_ncmds(void)
+{
+    return MEMCACHE_CMD_COUNT;
+}
+
+/* The request log's key: the word after the command (every keyed command has its first
+ * key there), within the request's first bytes req[0..n). */
+static int mc_req_key(uint16_t cmd, const char *req, size_t n, const char **key, size_t *len,
+                      uint64_t *full)
+{
+    size_t i = 0;
+
+    if (cmd == MEMCACHE_CMD_NONE || cmd >= MEMCACHE_CMD_COUNT || cmd >= MEMCACHE_CMD_MN)
+        return 0;
+    while (i < n && req[i] != ' ' && req[i] != '\r' && req[i] != '\n')
+        i++;
+    while (i < n && req[i] == ' ')
+        i++;
+    size_t s = i;
+    while (i < n && req[i] != ' ' && req[i] != '\r' && req[i] != '\n')
+        i++;
+    if (i == s)
+        return 0;
+    *key = req + s;
+    *len = i - s;
+    *full = i - s;
+    return 1;
+}
+
 const struct proto_ops proto_memcache_ops = {
     .name = "memcache",
     .parse_req = memcache__parse_req,
@@ -281,9 +312,12 @@ const struct proto_ops proto_memcache_ops = {
     .collapsible = memcache__collapsible,
     .reply_equal = memcache__reply_equal,
     .category = memcache__category,
-    .cmd_name = memcache__cmd_name,
+    .perm_name = memcache__perm_name,
     .ns_request = memcache__ns_request,
     .ns_reply = memcache__ns_reply,
     .ns_reply_cmd = memcache__ns_reply_cmd,
     .perm_error = memcache__perm_error,
+    .ncmds = mc_ncmds,
+    .cmd_name = memcache_cmd_name,
+    .req_key = mc_req_key,
 };

@@ -134,9 +134,9 @@ int memcache__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *ke
                     uint32_t nkeys, const uint32_t *key_frag, struct buf *const *frag,
                     uint32_t nfrag, struct buf *out);
 
-/* users (memcache_users.c): proto_ops.category, cmd_name, ns_request, ns_reply, ns_reply_cmd. */
+/* users (memcache_users.c): proto_ops.category, perm_name, ns_request, ns_reply, ns_reply_cmd. */
 uint32_t memcache__category(uint16_t cmd);
-void memcache__cmd_name(uint16_t cmd, char *out, size_t len);
+void memcache__perm_name(uint16_t cmd, char *out, size_t len);
 int  memcache__ns_request(const struct proto_req *req, const char *buf, const struct proto_ns *ns,
                           struct buf *out, const char **why);
 int  memcache__ns_reply(uint16_t cmd, const char *rsp, size_t len, const struct proto_ns *ns,

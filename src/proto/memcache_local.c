@@ -144,6 +144,43 @@ static int servers_version(struct buf *const *frag, uint32_t nfrag, const char *
     return *best != NULL;
 }
 
+/* INFO commandstats and errorstats as `stats` numbers (docs/introspection.md):
+ * cmdstat_<command>_calls, _usec, _rejected_calls, _failed_calls; errorstat_<PREFIX>. */
+struct local_cmdstat {
+    struct buf *out;
+    int         rc;
+};
+
+static void local_cmdstat(void *arg, uint16_t cmd, const struct proto_cmdstat *st)
+{
+    struct local_cmdstat *l = arg;
+    const char *name = memcache_cmd_name(cmd);
+    if (l->rc < 0 || name == NULL)
+        return;
+    l->rc = buf_appendf(l->out, "STAT cmdstat_%s_calls %" PRId64 "\r\n"
+                        "STAT cmdstat_%s_usec %" PRId64 "\r\n"
+                        "STAT cmdstat_%s_rejected_calls %" PRId64 "\r\n"
+                        "STAT cmdstat_%s_failed_calls %" PRId64 "\r\n", name, st->calls, name,
+                        st->usec, name, st->rejected_calls, name, st->failed_calls);
+}
+
+static void local_errstat(void *arg, const char *prefix, int64_t count)
+{
+    struct local_cmdstat *l = arg;
+    if (l->rc == 0)
+        l->rc = buf_appendf(l->out, "STAT errorstat_%s %" PRId64 "\r\n", prefix, count);
+}
+
+static int local_introspect(const struct proto_env *env, struct buf *out)
+{
+    struct local_cmdstat l = { out, 0 };
+    if (env->cmdstats != NULL)
+        env->cmdstats(env->ctx, local_cmdstat, &l);
+    if (l.rc == 0 && env->errorstats != NULL)
+        env->errorstats(env->ctx, local_errstat, &l);
+    return l.rc < 0 ? -ENOMEM : 0;
+}
+
 /*
  * `stats`: memcached's general fields in memcached's order, then ringleader's own counters
  * under their stats-port names. `stats` is sent to every server of the pool (frag[0..nfrag),
@@ -242,6 +279,8 @@ static int local_stats(const struct proto_env *env, struct buf *const *frag, uin
         if (!dup)
             rc = stat_line(out, ls.name[i], ls.value[i]);
     }
+    if (rc == 0)
+        rc = local_introspect(env, out);
 end:
     if (rc == 0)
         rc = buf_append_str(out, "END\r\n");

@@ -35,7 +35,7 @@ uint32_t memcache__category(uint16_t cmd)
     }
 }
 
-void memcache__cmd_name(uint16_t cmd, char *out, size_t len)
+void memcache__perm_name(uint16_t cmd, char *out, size_t len)
 {
     snprintf(out, len, "%s", cmd < MEMCACHE_CMD_COUNT && memcache__cmds[cmd].name != NULL
                              ? memcache__cmds[cmd].name : "unknown");

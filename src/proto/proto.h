@@ -301,6 +301,7 @@ struct proto_client_row {
     uint64_t    age_s, idle_s;
     uint64_t    qbuf, qbuf_free, rbs, rbp, obl, oll, omem, tot_mem;
     int64_t     redir;              /* CLIENT TRACKING's REDIRECT id: 0 none, -1 not tracking */
+    const char *pool;               /* the proxy's pool (a trailing pool= field), or NULL */
 };
 
 /* ---- CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO (Redis): local() reads the
@@ -330,6 +331,23 @@ typedef int (*proto_client_fn)(void *arg, const struct proto_client_row *row);
 /* One of the proxy's own numbers, by its name (stats.h's, or the few proto_env documents);
  * the protocol formats it: memcached "STAT name value", Redis "name:value". */
 typedef void (*proto_stat_fn)(void *arg, const char *name, int64_t value);
+
+/* One SLOWLOG entry's fields besides the arguments (proto_ops.slow_entry). */
+struct proto_slow {
+    uint64_t    id;
+    int64_t     time_s;         /* when it was parsed, unix seconds */
+    uint64_t    usec;           /* parse to reply complete */
+    const char *addr;           /* the client's "ip:port" */
+    const char *name;           /* the client-name field's text */
+};
+
+/* One command's numbers (INFO commandstats: Redis 7.0's names). */
+struct proto_cmdstat {
+    int64_t calls, usec, rejected_calls, failed_calls;
+};
+typedef void (*proto_cmdstat_fn)(void *arg, uint16_t cmd, const struct proto_cmdstat *st);
+/* One error prefix's count (INFO errorstats: "ERR", "WRONGTYPE", "CLIENT_ERROR"). */
+typedef void (*proto_errstat_fn)(void *arg, const char *prefix, int64_t count);
 
 /* What the proxy offers local commands (version, stats, INFO, TIME ...) and merge_env. */
 struct proto_env {
@@ -368,6 +386,16 @@ struct proto_env {
      * refused). */
     int       (*tracking)(void *ctx, const struct proto_tracking *t, int v3, struct buf *out);
     void       *ctx;
+    /* INFO commandstats / errorstats, memcached `stats` (NULL: none): the pool's numbers
+     * over every worker; cmdstats calls visit once per command id that was called (or
+     * refused), errorstats once per error prefix. */
+    void      (*cmdstats)(void *ctx, proto_cmdstat_fn visit, void *arg);
+    void      (*errorstats)(void *ctx, proto_errstat_fn visit, void *arg);
+    /* SLOWLOG (NULL: none): the pool's entries over every worker, newest first, at most n
+     * (n < 0: the default of 10 as Redis), each already a RESP array; 0, or -ENOMEM. */
+    int       (*slowlog_get)(void *ctx, long n, struct buf *out, uint64_t *count);
+    uint64_t  (*slowlog_len)(void *ctx);
+    void      (*slowlog_reset)(void *ctx);
 };
 /* Errors the core asks the protocol to phrase. */
 enum proto_err {
@@ -617,7 +645,7 @@ struct proto_ops {
 
     /* users (docs/security.md; all NULL: the protocol has none). category: the CONF_CAT_*
      * categories of command cmd (a command runs when every one is granted; 0: a connection
-     * command every user may run). cmd_name: its name as the protocol's permission errors
+     * command every user may run). perm_name: its name as the protocol's permission errors
      * spell it ("config|get"), into out. ns_request: req (a whole request in buf: header
      * and body) with ns->prefix added to every key and channel, and to the pattern of a
      * command that lists names (SCAN MATCH, KEYS), written to out as the client would
@@ -628,7 +656,7 @@ struct proto_ops {
      * 1 rewritten, 0 nothing to change (out untouched), -1 malformed, -ENOMEM. ns_reply_cmd:
      * whether cmd's replies carry names (ns_reply is worth calling). */
     uint32_t (*category)(uint16_t cmd);
-    void (*cmd_name)(uint16_t cmd, char *out, size_t len);
+    void (*perm_name)(uint16_t cmd, char *out, size_t len);
     int  (*ns_request)(const struct proto_req *req, const char *buf,
                        const struct proto_ns *ns, struct buf *out, const char **why);
     int  (*ns_reply)(uint16_t cmd, const char *rsp, size_t len, const struct proto_ns *ns,
@@ -638,6 +666,20 @@ struct proto_ops {
      * PROTO_PERM_CMD), of a key (PROTO_PERM_KEY) or a channel (PROTO_PERM_CHANNEL) the user
      * may not use (Redis 7.0's NOPERM texts; memcached: CLIENT_ERROR); its length. */
     size_t (*perm_error)(int what, const char *name, char *out, size_t len);
+    /* Introspection (commandstats, SLOWLOG, the request log: src/proxy/introspect.c).
+     * ncmds: command ids are below what it returns. cmd_name: the lower-case name of id cmd as the
+     * protocol's own server names it in its statistics (Redis "get", "client|list";
+     * memcached "get"), NULL for an id that names no command. */
+    uint16_t  (*ncmds)(void);
+    const char *(*cmd_name)(uint16_t cmd);
+    /* SLOWLOG (NULL: the protocol has none): one entry as the protocol's SLOWLOG GET shows
+     * it, from the request's first bytes req[0..n) (a prefix of the request: arguments cut
+     * there are shown cut, with what is missing said). 0 or -ENOMEM. */
+    int (*slow_entry)(const char *req, size_t n, const struct proto_slow *e, struct buf *out);
+    /* The request log's key: the first key of command cmd within req[0..n) (a prefix of
+     * the request), *len its bytes there and *full its whole length. 1 found, 0 none. */
+    int (*req_key)(uint16_t cmd, const char *req, size_t n, const char **key, size_t *len,
+                   uint64_t *full);
 };
 
 #define PROTO_PERM_CMD     0

@@ -149,7 +149,12 @@ enum redis_local {
     REDIS_LOCAL_CLUSTER_NODES,
     REDIS_LOCAL_CLUSTER_INFO,
     REDIS_LOCAL_CLIENT_KILL, /* the proxy's own clients, over every worker */
-    REDIS_LOCAL_ACL_WHOAMI   /* the user the client authenticated as (users: docs/security.md) */
+    REDIS_LOCAL_ACL_WHOAMI,  /* the user the client authenticated as (users: docs/security.md) */
+    /* the proxy's own SLOWLOG over every worker (redis_introspect.c) */
+    REDIS_LOCAL_SLOWLOG_GET,
+    REDIS_LOCAL_SLOWLOG_LEN,
+    REDIS_LOCAL_SLOWLOG_RESET,
+    REDIS_LOCAL_SLOWLOG_HELP
 };
 
 /*
@@ -198,6 +203,19 @@ size_t redis_command_listed(void);
  * NULL) and the proxy's numbers in env. 0, -1 (unreadable request), -ENOMEM. */
 int redis__info_merge(const char *reqbuf, struct buf *const *frag, uint32_t nfrag,
                       const struct buf *keyspace, const struct proto_env *env, struct buf *out);
+
+/* Introspection (redis_introspect.c): proto_ops.cmd_name, .slow_entry and .req_key; the
+ * SLOWLOG subcommands (a REDIS_LOCAL_SLOWLOG_*, args[0..argc) offsets into buf); INFO's
+ * commandstats and errorstats sections appended to b. Each 0 or -ENOMEM. */
+const char *redis__cmd_name(uint16_t cmd);
+uint16_t redis__ncmds(void);
+int redis__slow_entry(const char *req, size_t n, const struct proto_slow *e, struct buf *out);
+int redis__req_key(uint16_t cmd, const char *req, size_t n, const char **key, size_t *len,
+                   uint64_t *full);
+int redis__slowlog(int what, const char *buf, const struct proto_key *args, uint32_t argc,
+                   const struct proto_env *env, struct buf *out);
+int redis__info_commandstats(struct buf *b, const struct proto_env *env);
+int redis__info_errorstats(struct buf *b, const struct proto_env *env);
 
 /* The text of a bulk string or RESP3 verbatim string reply d[0..len) (without the
  * verbatim's "txt:"); 0, or -1 if d is not one, whole. */

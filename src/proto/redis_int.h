@@ -95,9 +95,9 @@ int redis__merge(uint16_t cmd, const char *reqbuf, const struct proto_key *keys,
 int redis__merge_env(uint16_t cmd, const char *reqbuf, struct buf *const *frag,
                      uint32_t nfrag, const struct proto_env *env, struct buf *out);
 
-/* users (redis_users.c): proto_ops.category, cmd_name, ns_request, ns_reply, ns_reply_cmd. */
+/* users (redis_users.c): proto_ops.category, perm_name, ns_request, ns_reply, ns_reply_cmd. */
 uint32_t redis__category(uint16_t cmd);
-void redis__cmd_name(uint16_t cmd, char *out, size_t len);
+void redis__perm_name(uint16_t cmd, char *out, size_t len);
 int  redis__ns_request(const struct proto_req *req, const char *buf, const struct proto_ns *ns,
                        struct buf *out, const char **why);
 int  redis__ns_reply(uint16_t cmd, const char *rsp, size_t len, const struct proto_ns *ns,

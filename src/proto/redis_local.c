@@ -456,12 +456,13 @@ static int client_line(const struct proto_client_row *r, struct buf *s)
                        " ssub=%" PRIu32 " multi=%d qbuf=%" PRIu64 " qbuf-free=%" PRIu64
                        " argv-mem=0 multi-mem=0 rbs=%" PRIu64 " rbp=%" PRIu64 " obl=%" PRIu64
                        " oll=%" PRIu64 " omem=%" PRIu64 " tot-mem=%" PRIu64 " events=%s cmd=%s"
-                       " user=%s redir=%" PRId64 " resp=%d lib-name=%s lib-ver=%s\n",
+                       " user=%s redir=%" PRId64 " resp=%d lib-name=%s lib-ver=%s%s%s\n",
                        r->id, r->addr, r->laddr, r->fd, r->name, r->age_s, r->idle_s, flags, r->db,
                        r->sub, r->psub, r->ssub, r->multi, r->qbuf, r->qbuf_free, r->rbs, r->rbp,
                        r->obl, r->oll, r->omem, r->tot_mem, events, cmd,
                        r->user && r->user[0] ? r->user : "default", r->redir,
-                       (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver);
+                       (r->flags & PROTO_CL_VARIANT) ? 3 : 2, r->lib_name, r->lib_ver,
+                       r->pool ? " pool=" : "", r->pool ? r->pool : "");
 }
 
 /* The asking client alone, when the core offers no walk (a unit test's env). */
@@ -875,12 +876,14 @@ static int local_client(int what, struct proto_client *c, const struct largs *l,
 
 enum info_section {
     INFO_SERVER, INFO_CLIENTS, INFO_MEMORY, INFO_PERSISTENCE, INFO_STATS, INFO_REPLICATION,
-    INFO_CPU, INFO_MODULES, INFO_CLUSTER, INFO_KEYSPACE, INFO_NSECTIONS
+    INFO_CPU, INFO_MODULES,
+    INFO_COMMANDSTATS,          /* not among the default sections, as Redis */
+    INFO_ERRORSTATS, INFO_CLUSTER, INFO_KEYSPACE, INFO_NSECTIONS
 };
 
 static const char *const info_names[INFO_NSECTIONS] = {
     "server", "clients", "memory", "persistence", "stats", "replication", "cpu", "modules",
-    "cluster", "keyspace",
+    "commandstats", "errorstats", "cluster", "keyspace",
 };
 
 /*
@@ -1186,6 +1189,12 @@ static int info_section(struct buf *b, enum info_section sec, const struct info_
         }
         break;
     }
+    case INFO_COMMANDSTATS:
+        INFO_TRY(redis__info_commandstats(b, env));
+        break;
+    case INFO_ERRORSTATS:
+        INFO_TRY(redis__info_errorstats(b, env));
+        break;
     case INFO_NSECTIONS:
         break;
     }
@@ -1199,9 +1208,8 @@ static void info_want(char *arg, int *args, int want[INFO_NSECTIONS])
         *c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
     (*args)++;
     if (strcmp(arg, "default") == 0 || strcmp(arg, "all") == 0 || strcmp(arg, "everything") == 0) {
-        for (int k = 0; k < INFO_NSECTIONS; k++)
-            want[k] = 1;            /* every section there is (commandstats and the like
-                                       are not produced) */
+        for (int k = 0; k < INFO_NSECTIONS; k++)    /* commandstats: all and everything */
+            want[k] = k != INFO_COMMANDSTATS || strcmp(arg, "default") != 0;
         return;
     }
     for (int k = 0; k < INFO_NSECTIONS; k++)
@@ -1251,7 +1259,7 @@ static int info_sections(const char *reqbuf, int want[INFO_NSECTIONS])
     }
     if (args == 0)                      /* plain INFO: Redis's default sections */
         for (int k = 0; k < INFO_NSECTIONS; k++)
-            want[k] = 1;
+            want[k] = k != INFO_COMMANDSTATS;
     return 0;
 }
 
@@ -1410,6 +1418,11 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
     case REDIS_LOCAL_CLIENT_NO_TOUCH:
     case REDIS_LOCAL_CLIENT_KILL:
         return local_client(cmd->local, c, &l, env, v3, out);
+    case REDIS_LOCAL_SLOWLOG_GET:
+    case REDIS_LOCAL_SLOWLOG_LEN:
+    case REDIS_LOCAL_SLOWLOG_RESET:
+    case REDIS_LOCAL_SLOWLOG_HELP:
+        return redis__slowlog(cmd->local, l.buf, l.a, l.argc, env, out);
     case REDIS_LOCAL_CLUSTER_OK:
     case REDIS_LOCAL_CLUSTER_KEYSLOT:
     case REDIS_LOCAL_CLUSTER_MYID:

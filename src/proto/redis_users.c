@@ -211,7 +211,7 @@ uint32_t redis__category(uint16_t cmd)
     return cmd_users(cmd).cat;
 }
 
-void redis__cmd_name(uint16_t cmd, char *out, size_t len)
+void redis__perm_name(uint16_t cmd, char *out, size_t len)
 {
     if (len == 0)
         return;

@@ -13,6 +13,7 @@
 #include "proxy/client.h"
 #include "proxy/client_list.h"
 #include "proxy/forward.h"
+#include "proxy/introspect.h"
 #include "proxy/mcbin_transport.h"
 #include "proto/memcache_binary.h"
 #include "proxy/msg.h"
@@ -476,6 +477,7 @@ void client_advance(struct client *c)
             break;
         if (__builtin_expect(c->cu.fl & USERS_F_REPLY, 0))
             users_reply(c, m);
+        introspect_done(c, m);      /* commandstats, SLOWLOG, the request log */
         size_t len = buf_len(&m->rsp);
         if (len > 0) {
             c->held_bytes -= RL_MIN(c->held_bytes, len);
@@ -711,6 +713,8 @@ static void client_last_reply(struct client *c, enum proto_err code, const char 
 
     if (m != NULL) {
         m->role = MSG_REQUEST;
+        m->cmd = UINT16_MAX;            /* no command's (introspect.c: errorstats only) */
+        m->start_us = worker_now_us(c->w);
         m->client = c;
         m->flags |= MSG_F_CLOSE | MSG_F_ERROR;
         queue_insert_tail(&c->msgs, &m->cq);
@@ -1255,6 +1259,39 @@ static int client_clients(void *ctx, int kill, proto_client_fn visit, void *arg)
     return client_list_walk(c, kill, visit, arg);
 }
 
+/* proto_env's introspection: the pool's numbers and SLOWLOG over every worker. */
+static void client_cmdstats(void *ctx, proto_cmdstat_fn visit, void *arg)
+{
+    struct client *c = ctx;
+    introspect_cmdstats(c->w->hub, c->pool->cp->name, visit, arg);
+}
+
+static void client_errorstats(void *ctx, proto_errstat_fn visit, void *arg)
+{
+    struct client *c = ctx;
+    introspect_errorstats(c->w->hub, c->pool->cp->name, visit, arg);
+}
+
+static int client_slowlog_get(void *ctx, long n, struct buf *out, uint64_t *count)
+{
+    struct client *c = ctx;
+    return introspect_slowlog_get(c->w->hub, c->pool->cp->name,
+                                  c->w->snap->conf->global.slowlog_max_len, n, out, count);
+}
+
+static uint64_t client_slowlog_len(void *ctx)
+{
+    struct client *c = ctx;
+    return introspect_slowlog_len(c->w->hub, c->pool->cp->name,
+                                  c->w->snap->conf->global.slowlog_max_len);
+}
+
+static void client_slowlog_reset(void *ctx)
+{
+    struct client *c = ctx;
+    introspect_slowlog_reset(c->w->hub, c->pool->cp->name);
+}
+
 void client_reap(struct worker *w)
 {
     struct qnode *n, *tmp;
@@ -1317,6 +1354,11 @@ void client_env(struct client *c, struct proto_env *env)
         .clients = client_clients,
         .tracking = c->pool->cp->protocol == CONF_PROTO_REDIS ? client_tracking : NULL,
         .ctx = c,
+        .cmdstats = client_cmdstats,
+        .errorstats = client_errorstats,
+        .slowlog_get = client_slowlog_get,
+        .slowlog_len = client_slowlog_len,
+        .slowlog_reset = client_slowlog_reset,
     };
 }
 
@@ -1326,6 +1368,8 @@ void client_end(struct client *c, enum proto_err code, const char *why)
     if (m != NULL) {
         m->role = MSG_REQUEST;
         m->state = MSG_DONE;
+        m->cmd = UINT16_MAX;            /* the proxy's last word, no command's */
+        m->start_us = worker_now_us(c->w);
         m->client = c;
         m->flags |= MSG_F_CLOSE;
         if (why != NULL) {

@@ -42,6 +42,7 @@ static void client_row(struct client *c, const struct client *asker, uint64_t no
     r->lib_name = c->pc.lib_name;
     r->lib_ver = c->pc.lib_ver;
     r->user = c->pc.user;
+    r->pool = c->pool->cp->name;
     r->fd = p->fd;
     r->db = c->pc.db;
     r->flags = atomic_load_explicit(&p->flags, memory_order_relaxed) |

@@ -13,6 +13,7 @@
 #include "proxy/client.h"
 #include "proxy/cluster_worker.h"
 #include "proxy/forward.h"
+#include "proxy/introspect.h"
 #include "proxy/join.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
@@ -25,10 +26,7 @@
 
 /* ------------------------------------------------------------------ messages */
 
-/* forward_msg, its send time (start_us) stamped now or (stamp 0) by the caller once it
- * is known that the request goes to a server: an answer from a stage (a near-cache hit)
- * needs no clock read. */
-static struct msg *forward_msg_at(struct client *c, const struct proto_req *req, int stamp)
+struct msg *forward_msg(struct client *c, const struct proto_req *req)
 {
     struct msg *m = msg_get(c->w);
     if (m == NULL)
@@ -39,8 +37,10 @@ static struct msg *forward_msg_at(struct client *c, const struct proto_req *req,
     m->rflags = req->flags;
     m->db = client_db(c);
     m->nkeys = req->nkeys;
-    if (stamp)
-        m->start_us = worker_now_us(c->w);
+    /* every request is timed (commandstats, SLOWLOG: introspect_done reads the clock at
+     * its answer anyway, and the worker's clock is read once an iteration) */
+    m->start_us = worker_now_us(c->w);
+    introspect_capture(c, m, req);
     if (req->flags & PROTO_RF_NOREPLY) {
         m->flags |= MSG_F_NOREPLY;      /* not in the reply order at all */
         return m;
@@ -49,11 +49,6 @@ static struct msg *forward_msg_at(struct client *c, const struct proto_req *req,
     queue_insert_tail(&c->msgs, &m->cq);
     c->nmsgs++;
     return m;
-}
-
-struct msg *forward_msg(struct client *c, const struct proto_req *req)
-{
-    return forward_msg_at(c, req, 1);
 }
 
 void forward_retract(struct client *c, struct msg *m)
@@ -637,7 +632,6 @@ static void forward_keyed(struct client *c, struct msg *m, const struct proto_re
         if ((pool->chain.hooks & STAGE_H_REQUEST) && stage_request(&pool->chain, &r) != STAGE_PASS)
             return;
     }
-    m->start_us = worker_now_us(c->w);      /* it goes to a server (forward_msg_at) */
     /* an observer of every keyed request that goes on (one a stage answered, a near-cache
      * hit, is counted by that stage: nearcache.c counts its hits in batches) */
     if (c->w->snap->conf->global.hot_keys)
@@ -693,9 +687,7 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
 void forward_request(struct client *c, const struct proto_req *req, const char *buf)
 {
     struct wpool *pool = c->pool;
-    /* a keyed request is stamped once its stages let it go to a server */
-    int keyed = req->kind == PROTO_REQ_SINGLE || req->kind == PROTO_REQ_SAME;
-    struct msg *m = forward_msg_at(c, req, !keyed);
+    struct msg *m = forward_msg(c, req);
 
     if (m == NULL) {
         c->closing = 1;

@@ -9,6 +9,7 @@
 #include "proto/proto.h"
 
 struct cluster;
+struct reqlog;
 struct sentinel;
 struct snapshot;
 struct worker;
@@ -65,6 +66,10 @@ struct hub {
     uint32_t              nworkers;
     const struct hub_ops *ops;
     void                 *ctx;              /* control's, passed to every callback */
+    /* introspection (introspect.c): SLOWLOG ids, unique in the process; the request log's
+     * writer (control creates it before the workers, sets its path from the config) */
+    atomic_uint_fast64_t  slowlog_ids;
+    struct reqlog        *reqlog;
 };
 
 #endif

@@ -1,6 +1,7 @@
 /* struct msg: one request's lifecycle from parse to reply — fragments, copies, merge, failure, re-dispatch, release. */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ struct msg *msg_get(struct worker *w)
             return NULL;
         buf_init(&rsp);
     }
-    memset(m, 0, sizeof(*m));
+    memset(m, 0, offsetof(struct msg, head));   /* head: only head_len's bytes are read */
     rsp.rpos = rsp.wpos = 0;
     m->rsp = rsp;
     return m;

@@ -88,6 +88,9 @@ enum msg_warm {
                                   queue (pubsub.c): the next ones due at the same place
                                   join its buffer instead of taking a message each */
 
+/* Bytes of each request kept for SLOWLOG and the request log (introspect.c). */
+#define MSG_HEAD_MAX 64
+
 struct msg;
 struct worker;
 struct client;
@@ -151,6 +154,8 @@ struct msg {
     uint8_t        db;          /* its client's database: 0 the pool's, n database n-1
                                    (SELECT: its own shared connections, server_pick_db) */
     uint8_t        lease;       /* enum lease_mark: a read the lease stage follows (lease.c) */
+    uint8_t        rerr;        /* its server answered with an error reply (introspect.c's
+                                   failed_calls and errorstats; MSG_F_ERROR is the proxy's) */
     uint16_t       flags;       /* MSG_F_* */
     uint16_t       cmd;         /* the protocol's command id (what its reply parses as) */
     uint16_t       rflags;      /* PROTO_RF_* of the request */
@@ -178,6 +183,11 @@ struct msg {
     struct msg_watch *watch;    /* told of the outcome, or NULL */
     struct msg    *waiters;     /* collapse: a leader's first follower; a follower's next */
     size_t         charged;     /* its buffers' capacity as counted in its client's held_cost */
+    /* Introspection (introspect.c): the request's first bytes as the client sent them, for
+     * SLOWLOG's arguments and the request log's key; left out of msg_get's clearing (only
+     * head_len says what is valid). Last: a slow or logged request is rare, its copy not. */
+    uint32_t       head_len;    /* its header's length: head holds MSG_HEAD_MAX at most */
+    char           head[MSG_HEAD_MAX];
 };
 
 struct msg *msg_get(struct worker *w);

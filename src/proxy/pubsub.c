@@ -763,6 +763,8 @@ static void pubsub_stream(struct client *c, struct sconn *s, int push, const cha
             }
             pm->role = MSG_REQUEST;
             pm->state = MSG_DONE;
+            pm->cmd = UINT16_MAX;           /* no command's (introspect.c counts none) */
+            pm->start_us = worker_now_us(c->w);
             pm->flags |= MSG_F_PUSHES;
             pm->client = c;
             c->held_bytes += buf_len(&pm->rsp);

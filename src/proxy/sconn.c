@@ -840,6 +840,8 @@ static void sconn_process(struct sconn *s)
                 }
             } else if (m->role == MSG_OWN) {
                 m->flags |= MSG_F_ERROR;    /* not acknowledged: its watcher is told so */
+            } else {
+                m->rerr = 1;                /* its client's failed_calls, errorstats */
             }
             if (srv->pool->cp->sentinel != NULL)
                 sentinel_worker_error(srv, p, rsp.hdr_len);  /* -READONLY: ask the sentinels */

@@ -361,7 +361,7 @@ void users_check(struct client *c, struct proto_req *req, const char *buf)
     uint32_t cat = ops->category(req->cmd);
     if ((cat & ~u->commands) != 0) {
         char name[64];
-        ops->cmd_name(req->cmd, name, sizeof(name));
+        ops->perm_name(req->cmd, name, sizeof(name));
         size_t n = ops->perm_error(PROTO_PERM_CMD, name, c->cu.err, sizeof(c->cu.err));
         USER_STATE_ADD(st, refused_acl, 1);
         users_refuse(c, req, c->cu.err, n);

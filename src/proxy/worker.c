@@ -22,6 +22,7 @@
 #include "proxy/snapshot.h"
 #include "state/registry.h"
 #include "proxy/server.h"
+#include "proxy/introspect.h"
 #include "proxy/worker.h"
 
 #define WORKER_HOTKEY_WINDOW_MS 60000
@@ -126,6 +127,7 @@ static void wpool_free(struct wpool *wp)
     tracking_pool_drop(wp);
     cworker_free(wp->cworker);
     lease_free(wp);
+    introspect_free(wp);
     if (wp->hold != NULL)
         snapshot_unref(wp->hold);
     free(wp->servers);
@@ -170,6 +172,9 @@ static void wpool_bind(struct wpool *wp, struct snapshot *snap, uint32_t i)
     wp->shadow = sp->shadow;
     wp->tls = sp->tls;
     wp->server_tls = sp->server_tls;
+    if (introspect_bind(wp, &snap->conf->global) < 0)
+        log_error("worker %u: pool '%s': out of memory: introspection keeps its settings",
+                  wp->w->id, cp->name);
 }
 
 /* warm-up: where each server of the previous ring is now. */
@@ -276,7 +281,9 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
     wp->w = w;
     wp->up = &worker_wpool_up;
     wpool_bind(wp, snap, i);
-    if (wpool_servers(w, wp) < 0 || worker_listen(w, wp, snap, err, errlen) < 0) {
+    if (wp->ins == NULL || wpool_servers(w, wp) < 0 ||
+        worker_listen(w, wp, snap, err, errlen) < 0) {
+        introspect_free(wp);
         for (uint32_t s = 0; s < wp->nservers; s++)
             server_destroy(wp->servers[s], 1);
         free(wp->servers);

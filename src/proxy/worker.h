@@ -23,6 +23,7 @@
 
 struct client;
 struct cworker;
+struct introspect;
 struct nearcache;
 struct trk_pool;
 struct trk_worker;
@@ -96,6 +97,15 @@ struct wpool {
                                             servers in use keep ready ones (server.c) */
     struct nearcache        *nc;         /* near_cache: this worker's store (nearcache.c) */
     struct trk_pool         *trk;        /* CLIENT TRACKING's connections (tracking.c) */
+    struct introspect       *ins;        /* commandstats, errorstats, SLOWLOG, the request
+                                            log's sampling (introspect.c); never NULL once
+                                            bound */
+    /* ... what every request reads of it, here to save a load (introspect.h) */
+    struct proto_cmdstat    *ins_cmd;    /* [ins_mask + 1] by command id & ins_mask */
+    uint64_t                 ins_slow_us;     /* SLOWLOG threshold (UINT64_MAX: none) */
+    uint64_t                 ins_sample_left; /* requests to the next sampled one */
+    uint32_t                 ins_mask;
+    int                      ins_capture;     /* keep each request's first bytes */
 };
 
 struct worker {

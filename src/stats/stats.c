@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,8 @@ void stats_view_free(struct stats_view *v)
     for (size_t i = 0; i < v->npools; i++) {
         free(v->pools[i].servers);
         free(v->pools[i].hot_keys);
+        free(v->pools[i].cmds);
+        free(v->pools[i].errs);
     }
     free(v->pools);
     free(v->users);
@@ -404,6 +407,8 @@ static int json_pool(json_t *root, const struct stats_view_pool *p)
         rc = json_sentinel(o, &p->sentinel);
     if (rc == 0)
         rc = jset(o, "tls_certs", json_tls_certs(p));
+    if (rc == 0)
+        rc = jset(o, "slowlog_len", json_integer(p->slowlog_len));
     for (size_t i = 0; i < p->nservers && rc == 0; i++)
         rc = json_server(o, &p->servers[i]);
     if (rc < 0) {
@@ -467,6 +472,12 @@ int stats_render_json(const struct stats_view *v, struct buf *out)
         else
             json_decref(rl);
     }
+    if (rc == 0)
+        rc = jset(root, "request_log_written", json_integer(v->request_log_written));
+    if (rc == 0)
+        rc = jset(root, "request_log_dropped", json_integer(v->request_log_dropped));
+    if (rc == 0)
+        rc = jset(root, "request_log_bytes", json_integer(v->request_log_bytes));
     /* Insertion order is kept (jansson >= 2.8): twemproxy's field order. */
     if (rc == 0 && json_dump_callback(root, json_to_buf, out, JSON_PRESERVE_ORDER) < 0)
         rc = -ENOMEM;
@@ -889,6 +900,63 @@ static int prom_users(const struct stats_view *v, struct buf *out)
     return 0;
 }
 
+/* SLOWLOG, commandstats, errorstats and the request log (docs/introspection.md). */
+static int prom_introspect(const struct stats_view *v, struct buf *out)
+{
+    static const struct {
+        const char *name, *desc;
+        size_t      off;
+    } cmd_series[] = {
+        { "ringleader_command_calls_total", "# requests answered, by command (INFO commandstats calls)",
+          offsetof(struct stats_cmd, calls) },
+        { "ringleader_command_usec_total", "microseconds from parse to reply, by command (usec)",
+          offsetof(struct stats_cmd, usec) },
+        { "ringleader_command_rejected_total", "# requests the proxy answered with an error without a server (rejected_calls)",
+          offsetof(struct stats_cmd, rejected) },
+        { "ringleader_command_failed_total", "# requests answered with an error after reaching a server (failed_calls)",
+          offsetof(struct stats_cmd, failed) },
+    };
+    int rc;
+
+    TRY(prom_head(out, "ringleader_request_log_lines_total", "counter",
+                  "# request log lines written"));
+    TRY(buf_appendf(out, "ringleader_request_log_lines_total %" PRId64 "\n", v->request_log_written));
+    TRY(prom_head(out, "ringleader_request_log_dropped_total", "counter",
+                  "# request log lines lost: a worker's buffer was full, or a write failed"));
+    TRY(buf_appendf(out, "ringleader_request_log_dropped_total %" PRId64 "\n",
+                    v->request_log_dropped));
+    TRY(prom_head(out, "ringleader_slowlog_entries", "gauge", "# SLOWLOG entries of the pool"));
+    for (size_t i = 0; i < v->npools; i++) {
+        TRY(buf_append_str(out, "ringleader_slowlog_entries{pool=\""));
+        TRY(prom_label(out, v->pools[i].name));
+        TRY(buf_appendf(out, "\"} %" PRId64 "\n", v->pools[i].slowlog_len));
+    }
+    for (size_t k = 0; k < sizeof(cmd_series) / sizeof(cmd_series[0]); k++) {
+        TRY(prom_head(out, cmd_series[k].name, "counter", cmd_series[k].desc));
+        for (size_t i = 0; i < v->npools; i++)
+            for (size_t c = 0; c < v->pools[i].ncmds; c++) {
+                const struct stats_cmd *sc = &v->pools[i].cmds[c];
+                int64_t val = *(const int64_t *)(const void *)((const char *)sc + cmd_series[k].off);
+                TRY(buf_appendf(out, "%s{pool=\"", cmd_series[k].name));
+                TRY(prom_label(out, v->pools[i].name));
+                TRY(buf_append_str(out, "\",command=\""));
+                TRY(prom_label(out, sc->name));
+                TRY(buf_appendf(out, "\"} %" PRId64 "\n", val));
+            }
+    }
+    TRY(prom_head(out, "ringleader_error_replies_total", "counter",
+                  "# error replies, by prefix (INFO errorstats)"));
+    for (size_t i = 0; i < v->npools; i++)
+        for (size_t e = 0; e < v->pools[i].nerrs; e++) {
+            TRY(buf_append_str(out, "ringleader_error_replies_total{pool=\""));
+            TRY(prom_label(out, v->pools[i].name));
+            TRY(buf_append_str(out, "\",prefix=\""));
+            TRY(prom_label(out, v->pools[i].errs[e].name));
+            TRY(buf_appendf(out, "\"} %" PRId64 "\n", v->pools[i].errs[e].count));
+        }
+    return 0;
+}
+
 int stats_render_prometheus(const struct stats_view *v, struct buf *out)
 {
     int rc;
@@ -899,6 +967,7 @@ int stats_render_prometheus(const struct stats_view *v, struct buf *out)
     TRY(prom_clusters(v, out));
     TRY(prom_sentinels(v, out));
     TRY(prom_users(v, out));
+    TRY(prom_introspect(v, out));
     return 0;
 }
 

@@ -179,6 +179,7 @@ extern const size_t stats_server_nfields;
     ACTION(keys_max_over_mean,     GAUGE, "share of the keyspace of the busiest server over the mean share (1.0 = even), from the ring") \
     ACTION(requests_max_over_mean, GAUGE, "requests of the busiest server over the mean per server (1.0 = even)") \
     ACTION(tls_certs,      LIST,      "each certificate file of the pool's tls/server_tls (key, file, not_after: when its earliest certificate expires, seconds since epoch); empty without TLS") \
+    ACTION(slowlog_len,    GAUGE,     "SLOWLOG entries of the pool over every worker (Redis pools; docs/introspection.md)") \
 
 #define STATS_SERVER_EXT_CODEC(ACTION)                                                      \
     ACTION(state,           STRING, "up, down or rejoining (health; down is not removed)") \
@@ -214,6 +215,9 @@ extern const size_t stats_server_nfields;
     ACTION(total_connections, COUNTER,   "# client connections accepted since start")      \
     ACTION(curr_connections,  GAUGE,     "# client connections open")                      \
     ACTION(upgrades,          COUNTER,   "# times the listeners were handed to a new process since the first one opened them") \
+    ACTION(request_log_written, COUNTER, "# request log lines written (docs/introspection.md)") \
+    ACTION(request_log_dropped, COUNTER, "# request log lines lost: a worker's buffer was full, or a write failed") \
+    ACTION(request_log_bytes, COUNTER,   "bytes of the request log lines written")        \
 
 /* ---- summing per-worker counters (generated from the lists above)
  *
@@ -283,6 +287,16 @@ struct stats_tls_cert {
     int64_t     not_after;              /* unix seconds */
 };
 
+/* Introspection (docs/introspection.md): one command's numbers, one error prefix's count. */
+struct stats_cmd {
+    const char *name;                   /* the protocol's ("get", "client|list") */
+    int64_t calls, usec, rejected, failed;
+};
+struct stats_err {
+    char    name[32];                   /* "ERR", "WRONGTYPE", "CLIENT_ERROR" */
+    int64_t count;
+};
+
 struct stats_view_pool {
     const char *name;
     struct stats_pool stats;            /* summed */
@@ -303,6 +317,11 @@ struct stats_view_pool {
     struct stats_view_sentinel sentinel;
     struct stats_tls_cert tls_certs[STATS_TLS_CERTS_MAX];
     size_t ntls_certs;
+    int64_t slowlog_len;                /* SLOWLOG entries over the workers (Redis pools) */
+    struct stats_cmd *cmds;             /* commands called, owned (stats_view_free) */
+    size_t ncmds;
+    struct stats_err *errs;             /* error prefixes answered, owned */
+    size_t nerrs;
 };
 
 /* users: (docs/security.md): each user's numbers over every worker, from its shared record
@@ -338,6 +357,9 @@ struct stats_view {
     size_t npools;
     struct stats_view_user *users;      /* users: (malloc'ed, freed by stats_view_free) */
     size_t nusers;
+    int64_t request_log_written;        /* lines the request log wrote */
+    int64_t request_log_dropped;        /* ... and lost (a full buffer, a failed write) */
+    int64_t request_log_bytes;
 };
 
 /*

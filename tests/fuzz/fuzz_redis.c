@@ -279,6 +279,35 @@ static void fanout_roundtrip(const char *buf, const struct proto_req *req)
     free(keys);
 }
 
+/* SLOWLOG's entry and the request log's key from prefixes of the request as the proxy
+ * keeps them (its first 64 bytes; half; five): one whole RESP array of six elements, a
+ * key inside the prefix. */
+static void fuzz_introspect(const char *req, size_t n, const struct proto_req *pr)
+{
+    struct proto_slow e = { .id = 7, .time_s = 1, .usec = 2, .addr = "1.2.3.4:5", .name = "x" };
+    struct buf out;
+
+    buf_init(&out);
+    size_t ks[3] = { n < 64 ? n : 64, n / 2 < 64 ? n / 2 : 31, n < 5 ? n : 5 };
+    for (int i = 0; i < 3; i++) {
+        size_t k = ks[i];
+        char *copy = malloc(k ? k : 1);   /* exactly k bytes: ASan sees a read past them */
+        CHECK(copy != NULL);
+        memcpy(copy, req, k);
+        out.rpos = out.wpos = 0;
+        CHECK(R->slow_entry(copy, k, &e, &out) == 0);
+        CHECK(buf_len(&out) >= 4 && memcmp(buf_rptr(&out), "*6\r\n", 4) == 0);
+        CHECK(redis__element_end(buf_rptr(&out), buf_len(&out), 0) == (int64_t)buf_len(&out));
+        const char *key;
+        size_t klen;
+        uint64_t full;
+        if (R->req_key(pr->cmd, copy, k, &key, &klen, &full))
+            CHECK(key >= copy && key + klen <= copy + k && full >= klen);
+        free(copy);
+    }
+    buf_free(&out);
+}
+
 static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
 {
     struct proto_parser p = { .flags = pflags };
@@ -315,6 +344,7 @@ static void fuzz_requests(const char *buf, size_t len, uint32_t pflags)
         }
         if (rc <= 0)
             break;
+        fuzz_introspect(buf + off, (size_t)rc, &req);
         out.rpos = out.wpos = 0;
         switch (req.kind) {
         case PROTO_REQ_SINGLE:

@@ -60,12 +60,13 @@ def close_all(cs):
 @R.test
 def fields_and_order_as_redis_7(env):
     """Every field a real redis-server 7 prints for CLIENT LIST and CLIENT INFO, in its order
-    (the proxy adds Redis 7.2's lib-name and lib-ver at the end, as 7.2 prints them)."""
+    (the proxy adds Redis 7.2's lib-name and lib-ver at the end, as 7.2 prints them, then
+    its own pool=, docs/introspection.md)."""
     with env.direct.client() as d, env.proxy.client() as p:
         for args in (("CLIENT", "LIST"), ("CLIENT", "INFO")):
             want = [k for k, _ in parse_lines(d.rd(*args))[0]]
             got = [k for k, _ in parse_lines(p.rd(*args))[0]]
-            for extra in ("lib-name", "lib-ver"):
+            for extra in ("lib-name", "lib-ver", "pool"):   # pool: the proxy's, last
                 if extra not in want:
                     want.append(extra)
             eq(got, want, "%s field names and order" % " ".join(args))

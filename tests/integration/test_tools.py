@@ -156,7 +156,7 @@ def redis_info_has_redis_sections_and_true_values(env):
     eq(st, 0, "redis-cli INFO (%s)" % err)
     sections = re.findall(r"^# (\w+)", out, re.M)
     eq(sections, ["Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU",
-                  "Modules", "Cluster", "Keyspace"], "sections, in Redis's order")
+                  "Modules", "Errorstats", "Cluster", "Keyspace"], "sections, in Redis's order")
     f = dict(re.findall(r"^(\w+):(.*?)\r?$", out, re.M))
     direct = []
     for r in env.rd:

@@ -1137,6 +1137,45 @@ START_TEST(test_sentinel_pool)
 }
 END_TEST
 
+/* ------------------------------------------------------------ introspection */
+
+START_TEST(test_introspection_settings)
+{
+    struct conf *c = load_ok(POOL_HEAD ONE_SERVER);
+    ck_assert_int_eq(c->global.slowlog_threshold_us, 10000);
+    ck_assert_uint_eq(c->global.slowlog_max_len, 128);
+    ck_assert_ptr_null(c->global.request_log.path);
+    conf_free(c);
+    c = load_ok("ringleader:\n  slowlog_threshold_us: -1\n  slowlog_max_len: 0\n"
+                "  request_log: {path: /tmp/r.log}\n" POOL_HEAD ONE_SERVER);
+    ck_assert_int_eq(c->global.slowlog_threshold_us, -1);
+    ck_assert_uint_eq(c->global.slowlog_max_len, 0);
+    ck_assert_str_eq(c->global.request_log.path, "/tmp/r.log");
+    ck_assert(c->global.request_log.sample == 0.01);    /* the defaults */
+    ck_assert_int_eq(c->global.request_log.errors, 1);
+    ck_assert_int_eq(c->global.request_log.key_hash, 0);
+    conf_free(c);
+    c = load_ok("ringleader:\n  request_log: {path: r.log, sample: 1, errors: sampled, key: hash}\n"
+                POOL_HEAD ONE_SERVER);
+    ck_assert(c->global.request_log.sample == 1.0);
+    ck_assert_int_eq(c->global.request_log.errors, 0);
+    ck_assert_int_eq(c->global.request_log.key_hash, 1);
+    conf_free(c);
+    load_err("ringleader:\n  slowlog_threshold_us: -2\n" POOL_HEAD ONE_SERVER, "t.yml:2:", NULL);
+    load_err("ringleader:\n  request_log: {sample: 0.5}\n" POOL_HEAD ONE_SERVER, "t.yml:2:",
+             "needs a path");
+    load_err("ringleader:\n  request_log: {path: r, sample: 1.5}\n" POOL_HEAD ONE_SERVER,
+             "t.yml:2:", "not a fraction");
+    load_err("ringleader:\n  request_log: {path: r, errors: some}\n" POOL_HEAD ONE_SERVER,
+             "t.yml:2:", "all or sampled");
+    load_err("ringleader:\n  request_log: {path: r, key: md5}\n" POOL_HEAD ONE_SERVER,
+             "t.yml:2:", "plain or hash");
+    load_err("ringleader:\n  request_log: {path: r, rate: 3}\n" POOL_HEAD ONE_SERVER,
+             "t.yml:2:", "unknown key 'rate'");
+    load_err("ringleader:\n  request_log: r.log\n" POOL_HEAD ONE_SERVER, "t.yml:2:", "expected");
+}
+END_TEST
+
 static Suite *conf_suite(void)
 {
     Suite *s = suite_create("conf");
@@ -1151,6 +1190,7 @@ static Suite *conf_suite(void)
     tcase_add_test(tc, test_slots_map);
     tcase_add_test(tc, test_slots_errors);
     tcase_add_test(tc, test_large_pool);
+    tcase_add_test(tc, test_introspection_settings);
     tcase_add_test(tc, test_parse_addr);
     tcase_add_test(tc, test_error_unknown_key);
     tcase_add_test(tc, test_error_wrong_type);

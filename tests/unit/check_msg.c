@@ -10,6 +10,7 @@
 #include "proto/memcache.h"
 #include "proxy/client.h"
 #include "proxy/hub.h"
+#include "proxy/introspect.h"
 #include "proxy/msg.h"
 #include "state/registry.h"
 #include "proxy/server.h"
@@ -57,6 +58,7 @@ static void fx_init(struct fixture *f)
     f->pool.view.cp = f->pool.cp;
     f->pool.view.shared = &f->shared;
     f->pool.refs = 1;               /* the test's own */
+    ck_assert_int_eq(introspect_bind(&f->pool, &f->conf->global), 0);  /* as wpool_bind */
     struct client *c = calloc(1, sizeof(*c));
     ck_assert_ptr_nonnull(c);
     c->w = w;
@@ -85,6 +87,7 @@ static void fx_free(struct fixture *f)
         free(m);
     }
     free(f->w.scratch);
+    introspect_free(&f->pool);
     conf_free(f->conf);
 }
 

@@ -2111,6 +2111,81 @@ START_TEST(test_pubsub_merges)
 }
 END_TEST
 
+/* ---- introspection: SLOWLOG entries from a request's kept prefix, the request log's key */
+
+static char *slow_text(const char *req, size_t n)
+{
+    static char text[2048];
+    struct proto_slow e = { .id = 9, .time_s = 100, .usec = 20000, .addr = "1.2.3.4:5",
+                            .name = "name= user=default server=s:1" };
+    struct buf out;
+    buf_init(&out);
+    ck_assert_int_eq(proto_redis_ops.slow_entry(req, n, &e, &out), 0);
+    ck_assert_uint_lt(buf_len(&out), sizeof(text));
+    memcpy(text, buf_rptr(&out), buf_len(&out));
+    text[buf_len(&out)] = '\0';
+    ck_assert_int_eq(redis__element_end(buf_rptr(&out), buf_len(&out), 0), (int64_t)buf_len(&out));
+    buf_free(&out);
+    return text;
+}
+
+START_TEST(test_slowlog_entry)
+{
+    const char *get = "*2\r\n$3\r\nGET\r\n$3\r\nfoo\r\n";
+    ck_assert_str_eq(slow_text(get, strlen(get)),
+                     "*6\r\n:9\r\n:100\r\n:20000\r\n*2\r\n$3\r\nGET\r\n$3\r\nfoo\r\n"
+                     "$9\r\n1.2.3.4:5\r\n$29\r\nname= user=default server=s:1\r\n");
+    /* cut inside the key: what is there, and how many bytes are missing */
+    ck_assert_ptr_nonnull(strstr(slow_text(get, 19), "*2\r\n$3\r\nGET\r\n$20\r\nfo... (1 more bytes)\r\n"));
+    /* cut before the second argument's header */
+    ck_assert_ptr_nonnull(strstr(slow_text(get, 14), "*2\r\n$3\r\nGET\r\n$22\r\n... (1 more arguments)\r\n"));
+    /* an argument over 128 bytes shows 128 and the rest counted, as Redis */
+    char big[400];
+    char val[200];
+    memset(val, 'v', sizeof(val));
+    int n = snprintf(big, sizeof(big), "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$200\r\n%.*s\r\n", 200, val);
+    char want[300];
+    snprintf(want, sizeof(want), "$147\r\n%.*s... (72 more bytes)\r\n", 128, val);
+    ck_assert_ptr_nonnull(strstr(slow_text(big, (size_t)n), want));
+    /* over 32 arguments: 31 and "... (N more arguments)" */
+    struct buf many;
+    buf_init(&many);
+    ck_assert_int_eq(buf_append_str(&many, "*40\r\n$4\r\nMSET\r\n"), 0);
+    for (int i = 1; i < 40; i++)
+        ck_assert_int_eq(buf_append_str(&many, "$1\r\nx\r\n"), 0);
+    char *t = slow_text(buf_rptr(&many), buf_len(&many));
+    ck_assert_ptr_nonnull(strstr(t, "*32\r\n$4\r\nMSET\r\n"));
+    ck_assert_ptr_nonnull(strstr(t, "$22\r\n... (9 more arguments)\r\n"));
+    buf_free(&many);
+    /* inline */
+    ck_assert_ptr_nonnull(strstr(slow_text("GET k\r\n", 7), "*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"));
+    /* nothing kept: an empty argument list */
+    ck_assert_ptr_nonnull(strstr(slow_text("", 0), ":20000\r\n*0\r\n"));
+}
+END_TEST
+
+START_TEST(test_request_log_key)
+{
+    const char *set = "*3\r\n$3\r\nSET\r\n$5\r\nhello\r\n$1\r\nv\r\n";
+    const char *key;
+    size_t len;
+    uint64_t full;
+    uint16_t cmd = (uint16_t)(redis_command_find("SET") - redis_commands);
+    ck_assert_int_eq(proto_redis_ops.req_key(cmd, set, strlen(set), &key, &len, &full), 1);
+    ck_assert_uint_eq(len, 5);
+    ck_assert_int_eq(memcmp(key, "hello", 5), 0);
+    ck_assert_int_eq(proto_redis_ops.req_key(cmd, set, 20, &key, &len, &full), 1);
+    ck_assert_uint_eq(len, 3);
+    ck_assert_uint_eq(full, 5);
+    uint16_t ping = (uint16_t)(redis_command_find("PING") - redis_commands);
+    ck_assert_int_eq(proto_redis_ops.req_key(ping, "*1\r\n$4\r\nPING\r\n", 14, &key, &len, &full), 0);
+    ck_assert_str_eq(proto_redis_ops.cmd_name(cmd), "set");
+    uint16_t cl = (uint16_t)(redis_command_find("CLIENT|LIST") - redis_commands);
+    ck_assert_str_eq(proto_redis_ops.cmd_name(cl), "client|list");
+    ck_assert_ptr_null(proto_redis_ops.cmd_name(REDIS_CMD_NONE));
+}
+END_TEST
+
 static Suite *redis_suite(void)
 {
     Suite *s = suite_create("redis");
@@ -2166,6 +2241,8 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_scan_cursor);
     tcase_add_test(tc, test_keyspace_merges);
     tcase_add_test(tc, test_error_reply_hello_probe);
+    tcase_add_test(tc, test_slowlog_entry);
+    tcase_add_test(tc, test_request_log_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -109,7 +109,7 @@ START_TEST(categories)
     ck_assert_uint_eq(proto_memcache_ops.category(MEMCACHE_CMD_GET), CONF_CAT_READ);
     ck_assert_uint_eq(proto_memcache_ops.category(MEMCACHE_CMD_SET), CONF_CAT_WRITE);
     char name[64];
-    proto_redis_ops.cmd_name((uint16_t)(cmd("CONFIG|GET") - redis_commands), name, sizeof(name));
+    proto_redis_ops.perm_name((uint16_t)(cmd("CONFIG|GET") - redis_commands), name, sizeof(name));
     ck_assert_str_eq(name, "config|get");
 }
 END_TEST
