@@ -182,6 +182,7 @@ void conf_free(struct conf *conf)
     free(conf->global.rejoin_log);
     free(conf->global.dns_servers);
     free(conf->global.config_source);
+    free(conf->global.migrate_state);
     free(conf->source);
     free(conf->path);
     free(conf);

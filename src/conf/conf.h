@@ -180,6 +180,10 @@ struct conf_pool {
      * the servers ("_memcache._tcp.example"), NULL: none */
     uint32_t resolve_interval_s;
     char    *discovery;
+    /* migrate (Redis pools, docs/reload.md): a reload that changes owners moves the keys
+     * (src/control/migrate.c), at most migrate_rate keys/s over the pool: 20000 */
+    int      migrate;
+    uint32_t migrate_rate;
 };
 
 struct conf_global {
@@ -212,6 +216,8 @@ struct conf_global {
     int      pubsub_output_soft_s;     /* ... for this long: 60 */
     char    *dns_servers;         /* resolvers "ip:port ip:port" (c-ares); NULL: resolv.conf */
     char    *config_source;       /* "etcd://host:port/key": the pools come from there; NULL */
+    char    *migrate_state;       /* migrations in progress (docs/reload.md); NULL: the
+                                     configuration file's path + ".migrate" */
 };
 
 struct conf {

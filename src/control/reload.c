@@ -19,6 +19,7 @@
 #include "state/registry.h"
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
+#include "control/migrate.h"
 #include "control/reload.h"
 #include "control/snapshot_build.h"
 #include "placement/ring.h"
@@ -253,6 +254,7 @@ static void reload_ack_cb(uv_async_t *a)
         log_error("reload: %u worker(s) could not apply every pool (see errors above)",
                   atomic_load(&r->worker_errors));
     snapshot_close_listeners(r->old);
+    migrate_adopted(p, atomic_load(&p->hub.current), r->old);
     snapshot_unref(r->old);
     r->old = NULL;
     rejoin_store_prune(p->rejoin, atomic_load(&p->hub.current));   /* removed servers' records */

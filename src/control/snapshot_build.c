@@ -93,10 +93,18 @@ static int build_pool_ring(struct snapshot_pool *sp, const struct conf *conf,
         ring_unref(sp->ring);
         ring_ref(or);
         sp->ring = or;
+        if (cp->migrate && old->pools[j].prev_ring != NULL) {  /* its migration goes on */
+            ring_ref(old->pools[j].prev_ring);
+            sp->prev_ring = old->pools[j].prev_ring;
+        }
         return 0;
     }
     sp->ring->epoch = or->epoch + 1;
-    if (cp->warmup_s > 0) {     /* route.c asks the protocol what warms */
+    if (cp->migrate) {          /* migrate.c's previous owners; no warm-up window */
+        ring_ref(or);
+        sp->prev_ring = or;
+        sp->warm_until_ms = 0;
+    } else if (cp->warmup_s > 0) {     /* route.c asks the protocol what warms */
         ring_ref(or);
         sp->prev_ring = or;
         sp->warm_until_ms = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;

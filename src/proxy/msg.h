@@ -63,7 +63,9 @@ enum msg_state {
 enum msg_warm {
     MSG_WARM_NONE,
     MSG_WARM_ASK,   /* a get at its new owner: on a miss, ask the previous owner */
-    MSG_WARM_FETCH  /* the ask itself, sent to the previous owner */
+    MSG_WARM_FETCH, /* the ask itself, sent to the previous owner */
+    MSG_WARM_MOVE   /* migrate: the MIGRATE of its keys, sent to their previous owner first
+                       (migrate.c); warm_to: the new owner, reqcopy: the request */
 };
 
 #define MSG_F_NOREPLY  0x0001  /* the client asked for no reply: not in its queue */

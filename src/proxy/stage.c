@@ -13,6 +13,7 @@
  * stages: forward.c feeds them every request.)
  */
 static const struct stage *const stage_table[] = {
+    &stage_migrate,         /* a key that moved is moved first (MIGRATE), then served */
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */

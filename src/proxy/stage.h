@@ -126,5 +126,6 @@ extern const struct stage stage_collapse;      /* collapse.c */
 extern const struct stage stage_lease;         /* lease.c */
 extern const struct stage stage_shadow;        /* shadow.c */
 extern const struct stage stage_nearcache;     /* nearcache.c */
+extern const struct stage stage_migrate;       /* migrate.c */
 
 #endif

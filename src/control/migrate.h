@@ -1,0 +1,29 @@
+/* The migration engine: when a reload changes which server owns keys of a `migrate: true` Redis pool, SCAN every server and MIGRATE each key to its new owner. */
+#ifndef RL_CONTROL_MIGRATE_H
+#define RL_CONTROL_MIGRATE_H
+
+#include <jansson.h>
+
+#include "lib/buf.h"
+
+struct proxy;
+struct snapshot;
+
+/*
+ * Every worker runs snapshot `cur`, which replaced `old` (NULL at start): start a
+ * migration for each `migrate: true` pool whose ring changed (cur's prev_ring is set and is
+ * not the ring a running migration already moves from), and, at start, finish what the
+ * state file says was left (main thread).
+ */
+void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old);
+
+/* Progress for /stats and /health: {"pool": {...}} (admin thread: takes the lock). */
+json_t *migrate_json(struct proxy *p);
+/* Prometheus lines appended to out. 0 or -ENOMEM. */
+int migrate_prometheus(struct proxy *p, struct buf *out);
+
+/* Stop every migration (shutdown): links are cancelled, the state file stays. */
+void migrate_stop(struct proxy *p);
+void migrate_free(struct proxy *p);
+
+#endif
