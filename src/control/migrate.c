@@ -297,6 +297,18 @@ static void job_later(struct mig_job *j, uint64_t ms)
     uv_timer_start(&j->timer, job_timer_cb, ms, 0);
 }
 
+/* The pool's record of what moves, when the snapshot published now still moves from j's
+ * previous ring (a later reload's migration owns the record then). */
+static struct pool_shared *job_shared(const struct mig_job *j)
+{
+    const struct snapshot *cur = atomic_load(&j->mg->p->hub.current);
+    const struct conf_pool *cp = &j->snap->conf->pools[j->pi];
+    int ci = cur != NULL ? snapshot_pool_index(cur, cp->name, cp->protocol) : -1;
+    if (ci < 0 || cur->pools[ci].prev_ring != j->prev)
+        return NULL;
+    return j->snap->pools[j->pi].shared;
+}
+
 /* Every server walked: the pool's keys are all on their owners. */
 static void job_finish(struct mig_job *j)
 {
@@ -310,7 +322,7 @@ static void job_finish(struct mig_job *j)
     uv_mutex_lock(&mg->mu);
     j->done_ms = util_now_ms();
     uv_mutex_unlock(&mg->mu);
-    struct pool_shared *sh = j->snap->pools[j->pi].shared;
+    struct pool_shared *sh = job_shared(j);
     if (sh != NULL)
         atomic_store_explicit(&sh->migrating, 0u, memory_order_release);
     log_notice("migrate: pool '%s': done in %.1f s: %" PRIu64 " keys scanned, %" PRIu64
@@ -326,7 +338,7 @@ static void job_removed_check(struct mig_job *j)
     for (uint32_t i = 0; i < j->nsrv; i++)
         if (j->srv[i].now == UINT32_MAX && j->srv[i].state != MIG_S_DONE)
             return;
-    struct pool_shared *sh = j->snap->pools[j->pi].shared;
+    struct pool_shared *sh = job_shared(j);
     if (sh != NULL)
         atomic_fetch_or_explicit(&sh->migrating, 2u, memory_order_release);
 }
@@ -749,16 +761,16 @@ static int state_names(struct migrate *mg, const char *name)
 
 void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old)
 {
-    struct migrate *mg = NULL;
+    struct migrate *mg = mg_get(p);     /* created at start: the admin thread reads it */
     int first = 0;
 
+    if (mg == NULL)
+        return;
     for (uint32_t i = 0; i < cur->conf->npools; i++) {
         const struct conf_pool *cp = &cur->conf->pools[i];
         const struct snapshot_pool *sp = &cur->pools[i];
         if (!cp->migrate)
             continue;
-        if (mg == NULL && (mg = mg_get(p)) == NULL)
-            return;
         if (!mg->started) {
             mg->started = 1;
             first = 1;
@@ -802,8 +814,22 @@ void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old
                     j->srv[s].now = c;
         job_start(mg, j);
     }
-    if (mg == NULL && old == NULL) {
-        /* no pool migrates: a state file left from before is stale */
+}
+
+void migrate_publishing(struct snapshot *snap, const struct snapshot *old)
+{
+    for (uint32_t i = 0; old != NULL && i < snap->conf->npools; i++) {
+        const struct conf_pool *cp = &snap->conf->pools[i];
+        const struct snapshot_pool *sp = &snap->pools[i];
+        int oi = snapshot_pool_index(old, cp->name, cp->protocol);
+        if (!cp->migrate || sp->prev_ring == NULL || sp->shared == NULL || oi < 0 ||
+            old->pools[oi].prev_ring == sp->prev_ring)
+            continue;
+        unsigned removed = 0;
+        const struct conf_pool *op = &old->conf->pools[oi];
+        for (uint32_t s = 0; s < op->nservers; s++)
+            removed |= !conf_pool_has_server(cp, &op->servers[s], s);
+        atomic_store_explicit(&sp->shared->migrating, removed ? 1u : 3u, memory_order_release);
     }
 }
 

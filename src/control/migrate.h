@@ -17,6 +17,13 @@ struct snapshot;
  */
 void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old);
 
+/*
+ * snap is about to be published in place of old (main thread): a pool whose keys start
+ * moving is marked migrating now, before any worker routes by the new ring, so that no
+ * request of a moved key reaches its new owner before the key (src/proxy/migrate.c).
+ */
+void migrate_publishing(struct snapshot *snap, const struct snapshot *old);
+
 /* Progress for /stats and /health: {"pool": {...}} (admin thread: takes the lock). */
 json_t *migrate_json(struct proxy *p);
 /* Prometheus lines appended to out. 0 or -ENOMEM. */

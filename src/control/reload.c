@@ -175,6 +175,7 @@ int reload_apply(struct proxy *p, const char *trigger, struct conf *conf, char *
 
     if (nc->global.client_output_limit)
         atomic_store(&p->hub.client_output_limit, nc->global.client_output_limit);
+    migrate_publishing(snap, old);
     reload_publish(p, snap);
 
     uint64_t built_us = util_now_us() - t0;

@@ -70,7 +70,7 @@ static int mig_write(struct buf *b, const struct stage_req *r, const struct serv
 {
     const struct conf_pool *cp = r->pool->cp;
     uint32_t n = r->req->nkeys;
-    uint32_t argc = 7 + 1 + n + 1;      /* MIGRATE h p "" db t REPLACE [AUTH..] KEYS k.. */
+    uint32_t argc = 7 + 1 + n;          /* MIGRATE h p "" db t REPLACE [AUTH..] KEYS k.. */
     if (cp->redis_auth != NULL)
         argc += cp->redis_username != NULL ? 3 : 2;
     const char *host = to->addr.host != NULL ? to->addr.host : "127.0.0.1";

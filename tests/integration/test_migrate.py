@@ -1,0 +1,413 @@
+"""test_migrate.py: a Redis pool grows 4 -> 5 and shrinks 5 -> 4 under load and loses nothing; a
+migration cut by SIGKILL is finished by the next proxy (docs/reload.md).
+
+Keys of five types (string, hash, list, set, zset), a third with a TTL, are written through the
+proxy; while the pool's ring changes and the keys move, client threads read, write, delete and
+expire them, each thread over keys of its own, every reply checked against a truth table. At
+the end every server is scanned: each key is on its owner only, with its value and TTL.
+
+RL_MIGRATE_KEYS sets the number of keys (default 20000); RL_MIGRATE_FULL=1 runs the issue's
+200,000 (minutes: not for CI).
+"""
+
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import (NAMES, Proxy, Redis, Runner, check, eq, patience,  # noqa: E402
+                     ring_owners, server_lines)
+from harness.wire import Raw, RespError, http, resp_encode  # noqa: E402
+
+FULL = os.environ.get("RL_MIGRATE_FULL") == "1"
+NKEYS = 200000 if FULL else int(os.environ.get("RL_MIGRATE_KEYS", "20000"))
+THREADS = 4
+BATCH = 16          # operations a client thread pipelines (on distinct keys)
+RATE = 50000 if FULL else 4000      # migrate_rate: the moves last a few seconds under load
+TYPES = ("string", "hash", "list", "set", "zset")
+TTL_S = 3000
+
+R = Runner("test_migrate", per_test_timeout=120 if not FULL else 1800,
+           total_timeout=300 if not FULL else 5400)
+
+
+class Env(harness.Env):
+    def __init__(self):
+        self.backends = [Redis.start() for _ in range(5)]
+        self.proxy = None
+        self.truth = {}     # key -> [type, value, expire_at or None]; value None: deleted
+
+    def pool(self, n):
+        return {"redis": True, "hash": "fnv1a_64", "distribution": "ketama", "timeout": 5000,
+                "server_connections": 2, "migrate": True, "migrate_rate": RATE,
+                "servers": server_lines(self.backends[:n], NAMES[:n])}
+
+    def close(self):
+        if self.proxy is not None:
+            self.proxy.stop()
+        for b in self.backends:
+            b.stop()
+
+
+def key_type(k):
+    return TYPES[int(k.split(b":")[1]) % 5]
+
+
+# ------------------------------------------------------------------ the truth table
+
+def initial_value(t, i):
+    if t == "string":
+        return b"s%d" % i
+    if t == "hash":
+        return {b"f1": b"a%d" % i, b"f2": b"b%d" % i}
+    if t == "list":
+        return [b"x%d" % i, b"y%d" % i]
+    if t == "set":
+        return {b"m%d" % i, b"n%d" % i}
+    return {b"z%d" % i: 1.0, b"w%d" % i: 2.0}
+
+
+def write_cmds(k, t, v):
+    if t == "string":
+        return [("SET", k, v)]
+    if t == "hash":
+        return [("HSET", k) + tuple(x for f in sorted(v) for x in (f, v[f]))]
+    if t == "list":
+        return [("RPUSH", k) + tuple(v)]
+    if t == "set":
+        return [("SADD", k) + tuple(sorted(v))]
+    return [("ZADD", k) + tuple(x for m in sorted(v) for x in (repr(v[m]), m))]
+
+
+def read_cmd(k, t):
+    return {"string": ("GET", k), "hash": ("HGETALL", k), "list": ("LRANGE", k, 0, -1),
+            "set": ("SMEMBERS", k), "zset": ("ZRANGE", k, 0, -1, "WITHSCORES")}[t]
+
+
+def decode(t, r):
+    """A read's reply as the truth table holds values; None for a missing key."""
+    if t == "string":
+        return r
+    if t == "hash":
+        return {r[i]: r[i + 1] for i in range(0, len(r), 2)} or None
+    if t == "list":
+        return list(r) or None
+    if t == "set":
+        return set(r) or None
+    return {r[i]: float(r[i + 1]) for i in range(0, len(r), 2)} or None
+
+
+def pipeline(c, cmds):
+    c.send(b"".join(resp_encode(*x) for x in cmds))
+    return [c.read_resp(timeout=30) for _ in cmds]
+
+
+def load(env, keys):
+    """Write every key through the proxy; a third get a TTL."""
+    now = time.time()
+    with env.proxy.client() as c:
+        for start in range(0, len(keys), 500):
+            cmds, batch = [], keys[start:start + 500]
+            for k in batch:
+                i = int(k.split(b":")[1])
+                t = key_type(k)
+                v = initial_value(t, i)
+                cmds += write_cmds(k, t, v)
+                exp = None
+                if i % 3 == 0:
+                    cmds.append(("EXPIRE", k, TTL_S))
+                    exp = now + TTL_S
+                env.truth[k] = [t, v, exp]
+            for r in pipeline(c, cmds):
+                check(not isinstance(r, RespError), "load: %r" % r)
+
+
+class Worker(threading.Thread):
+    """Reads, writes, deletes and expires its own keys through the proxy until told to stop;
+    every reply is checked against the truth table (the thread is its keys' only writer)."""
+
+    def __init__(self, env, keys, seed):
+        super().__init__(daemon=True)
+        self.env, self.keys, self.rng = env, keys, random.Random(seed)
+        self.stop_at = None
+        self.ops = self.false_misses = self.wrong = self.resurrected = self.tryagain = 0
+        self.errors = []
+        self.stopping = threading.Event()
+
+    def plan(self, k):
+        """One operation on k: (command, effect), effect(reply) checks the reply against the
+        truth and applies the operation to it."""
+        ent = self.env.truth[k]
+        t, v, exp = ent
+        op = self.rng.random()
+        if op < 0.6:                        # read
+            def read(r):
+                got = decode(t, r)
+                if got != v:
+                    if v is not None and got is None:
+                        self.false_misses += 1
+                    elif v is None:
+                        self.resurrected += 1
+                    else:
+                        self.wrong += 1
+                    if len(self.errors) < 5:
+                        self.errors.append("%r %s: want %r got %r" % (k, t, v, got))
+            return read_cmd(k, t), read
+        if op < 0.85:                       # a partial write (the rest of the value stays)
+            n = self.rng.randrange(1 << 30)
+            if t == "string":
+                cmd, nv = ("APPEND", k, b"+%d" % n), (v or b"") + b"+%d" % n
+            elif t == "hash":
+                cmd, nv = ("HSET", k, b"h%d" % n, b"%d" % n), dict(v or {})
+                nv[b"h%d" % n] = b"%d" % n
+            elif t == "list":
+                cmd, nv = ("RPUSH", k, b"%d" % n), list(v or []) + [b"%d" % n]
+            elif t == "set":
+                cmd, nv = ("SADD", k, b"%d" % n), set(v or ()) | {b"%d" % n}
+            else:
+                cmd, nv = ("ZADD", k, n, b"%d" % n), dict(v or {})
+                nv[b"%d" % n] = float(n)
+
+            def write(r):
+                check(not isinstance(r, RespError), "write %r: %r" % (k, r))
+                ent[1], ent[2] = nv, (exp if v is not None else None)
+            return cmd, write
+        if op < 0.95:                       # delete
+            def delete(r):
+                eq(r, 1 if v is not None else 0, "DEL %r (exists: %s)" % (k, v is not None))
+                ent[1], ent[2] = None, None
+            return ("DEL", k), delete
+        when = time.time() + TTL_S           # expire
+
+        def expire(r):
+            eq(r, 1 if v is not None else 0, "EXPIRE %r (exists: %s)" % (k, v is not None))
+            if v is not None:
+                ent[2] = when
+        return ("EXPIRE", k, TTL_S), expire
+
+    def batch(self, c):
+        """A pipeline of operations on distinct keys (so their order does not matter); one
+        answered -TRYAGAIN (a key whose move cannot go first) was not applied: planned again
+        and sent again."""
+        todo = self.rng.sample(self.keys, BATCH)
+        for _ in range(2000):
+            plans = [self.plan(k) for k in todo]
+            c.send(b"".join(resp_encode(*p[0]) for p in plans))
+            again = []
+            for k, (cmd, effect) in zip(todo, plans):
+                r = c.read_resp(timeout=30)
+                if isinstance(r, RespError) and str(r).startswith("TRYAGAIN"):
+                    self.tryagain += 1
+                    again.append(k)
+                    continue
+                effect(r)
+                self.ops += 1
+            if not again:
+                return
+            todo = again
+            time.sleep(0.005)
+        raise AssertionError("TRYAGAIN for 10 s: %r" % todo[:3])
+
+    def run(self):
+        try:
+            with self.env.proxy.client() as c:
+                while not self.stopping.is_set():
+                    self.batch(c)
+        except Exception as e:      # noqa: BLE001 -- reported by the test
+            self.errors.append("thread failed: %r" % e)
+            self.failed = True
+
+    failed = False
+
+
+def start_workers(env, keys):
+    parts = [keys[i::THREADS] for i in range(THREADS)]
+    ws = [Worker(env, parts[i], 1000 + i) for i in range(THREADS)]
+    for w in ws:
+        w.start()
+    return ws
+
+
+def stop_workers(ws, t0):
+    for w in ws:
+        w.stopping.set()
+    for w in ws:
+        w.join(patience(30))
+        check(not w.is_alive(), "a client thread did not stop")
+    secs = time.monotonic() - t0
+    ops = sum(w.ops for w in ws)
+    res = {x: sum(getattr(w, x) for w in ws)
+           for x in ("false_misses", "wrong", "resurrected", "tryagain")}
+    print("  load: %d ops in %.1f s (%.0f ops/s), %s" % (ops, secs, ops / secs, res))
+    errs = [e for w in ws for e in w.errors]
+    check(not any(w.failed for w in ws), "client threads failed: %s" % errs[:5])
+    eq(res["false_misses"], 0, "false misses (%s)" % errs[:5])
+    eq(res["wrong"], 0, "reads that lost or undid a write (%s)" % errs[:5])
+    eq(res["resurrected"], 0, "deleted keys that came back (%s)" % errs[:5])
+    check(ops > 0, "the clients ran")
+
+
+# ------------------------------------------------------------------ the proxy
+
+def migration(env):
+    """The pool's migration progress from the stats document, or None."""
+    return env.proxy.stats().get("migrate", {}).get("rd")
+
+
+def reload_to(env, n):
+    before = env.proxy.stats()["rd"]["epoch"]
+    env.proxy.rewrite({"rd": env.pool(n)})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    deadline = time.monotonic() + patience(10)
+    while env.proxy.stats()["rd"]["epoch"] == before:
+        check(time.monotonic() < deadline, "no reload within 10 s:\n" + env.proxy.log_tail())
+        time.sleep(0.05)
+
+
+def wait_migrated(env, timeout):
+    deadline = time.monotonic() + patience(timeout)
+    while True:
+        m = migration(env)
+        if m is not None and m["state"] == "done":
+            return m
+        check(time.monotonic() < deadline,
+              "migration not done in %d s: %r\n%s" % (timeout, m, env.proxy.log_tail()))
+        time.sleep(0.1)
+
+
+def scan_all(be):
+    keys, cursor = [], b"0"
+    with be.client() as c:
+        for _ in range(1000000):
+            cursor, page = c.rd("SCAN", cursor, "COUNT", 1000, timeout=30)
+            keys += page
+            if cursor == b"0":
+                return keys
+    raise AssertionError("SCAN did not end")
+
+
+def verify(env, n):
+    """Every key on its owner only (every server scanned), with its value and its TTL."""
+    owners = ring_owners(env.proxy.conf_path, "rd", sorted(env.truth))
+    label = {"127.0.0.1:%d" % b.port: NAMES[i] for i, b in enumerate(env.backends)}
+    where = {}
+    for b in env.backends:
+        for k in scan_all(b):
+            check(k not in where, "key %r on two servers" % k)
+            where[k] = label[b.hostport()]
+    live = {k for k, e in env.truth.items() if e[1] is not None}
+    eq(sorted(set(where) - live)[:5], [], "keys that should not exist")
+    eq(sorted(live - set(where))[:5], [], "keys lost")
+    misplaced = [k for k in live if where[k] != owners[k]]
+    eq(misplaced[:5], [], "keys not on their owner (of %d)" % len(misplaced))
+    for b in env.backends[n:]:
+        eq(scan_all(b), [], "keys left on a server out of the pool")
+    # values and TTLs, straight from each owner
+    byserver = {}
+    for k in live:
+        byserver.setdefault(where[k], []).append(k)
+    bad, now = [], time.time()
+    for b in env.backends[:n]:
+        ks = byserver.get(label[b.hostport()], [])
+        with b.client() as c:
+            for start in range(0, len(ks), 500):
+                batch = ks[start:start + 500]
+                cmds = []
+                for k in batch:
+                    cmds.append(read_cmd(k, env.truth[k][0]))
+                    cmds.append(("PTTL", k))
+                rs = pipeline(c, cmds)
+                for i, k in enumerate(batch):
+                    t, v, exp = env.truth[k]
+                    got, pttl = decode(t, rs[2 * i]), rs[2 * i + 1]
+                    if got != v:
+                        bad.append("%r: want %r got %r" % (k, v, got))
+                    if exp is None and pttl != -1:
+                        bad.append("%r: want no TTL, got %d ms" % (k, pttl))
+                    if exp is not None and abs((exp - now) * 1000 - pttl) > 1000 + \
+                            (time.time() - now) * 1000:
+                        bad.append("%r: TTL %d ms, want %.0f" % (k, pttl, (exp - now) * 1000))
+    eq(bad[:5], [], "values or TTLs that differ (%d)" % len(bad))
+    return len(live)
+
+
+def grow_or_shrink(env, keys, n_from, n_to, timeout):
+    ws = start_workers(env, keys)
+    t0 = time.monotonic()
+    time.sleep(0.5)
+    reload_to(env, n_to)
+    tr = time.monotonic()
+    m = wait_migrated(env, timeout)
+    mig_s = time.monotonic() - tr
+    time.sleep(0.3)
+    stop_workers(ws, t0)
+    print("  migration %d -> %d: %d scanned, %d moved, %d errors, %d conflicts in %.1f s "
+          "(%.0f keys/s)" % (n_from, n_to, m["scanned"], m["moved"], m["errors"],
+                             m["conflicts"], mig_s, m["moved"] / max(mig_s, 1e-3)))
+    eq(m["conflicts"], 0, "conflicts")
+    live = verify(env, n_to)
+    print("  %d keys verified on their owners" % live)
+    return m
+
+
+@R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
+def grow_then_shrink_under_load(env):
+    keys = [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)]
+    env.proxy = Proxy({"rd": env.pool(4)})
+    load(env, keys)
+    verify(env, 4)
+    m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200)
+    check(m["moved"] > 0, "the grow moved keys")
+    m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200)
+    check(m["moved"] > 0, "the shrink moved keys")
+
+
+@R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
+def killed_mid_migration_is_finished_by_the_next_proxy(env):
+    if env.proxy is None:
+        env.proxy = Proxy({"rd": env.pool(4)})
+        load(env, [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)])
+    # slow the moves so the kill lands in the middle
+    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=max(NKEYS // 40, 100))})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    time.sleep(0.5)
+    before = env.proxy.stats()["rd"]["epoch"]
+    env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=max(NKEYS // 40, 100))})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    deadline = time.monotonic() + patience(20)
+    while True:
+        m = migration(env)
+        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
+                m["moved"] > 0:
+            break
+        check(time.monotonic() < deadline, "no migration under way: %r" % m)
+        time.sleep(0.02)
+    state = env.proxy.conf_path + ".migrate"
+    check(os.path.exists(state), "the state file %s exists while keys move" % state)
+    moved_before = m["moved"]
+    env.proxy.proc.popen.send_signal(signal.SIGKILL)
+    env.proxy.proc.popen.wait(timeout=10)
+    check(os.path.exists(state), "the state file outlives the killed proxy")
+    # the next proxy, with the same pool (5 servers), finishes the move; it is told where
+    # the killed one kept its state (its own file is another path)
+    old = env.proxy
+    env.proxy = Proxy({"rd": dict(env.pool(5), listen=old.pools["rd"]["listen"])},
+                      glob={"migrate_state": state})
+    m = wait_migrated(env, 120)
+    print("  killed after %d keys moved; the restarted proxy moved %d more" %
+          (moved_before, m["moved"]))
+    check(not os.path.exists(state), "the state file is gone once the move is done")
+    live = verify(env, 5)
+    print("  %d keys verified on their owners" % live)
+
+
+def setup():
+    return Env()
+
+
+if __name__ == "__main__":
+    R.main(setup)
