@@ -108,10 +108,9 @@ def pipeline(c, cmds):
 
 def load(env, keys):
     """Write every key through the proxy; a third get a TTL."""
-    now = time.time()
     with env.proxy.client() as c:
         for start in range(0, len(keys), 500):
-            cmds, batch = [], keys[start:start + 500]
+            cmds, batch, now = [], keys[start:start + 500], time.time()
             for k in batch:
                 i = int(k.split(b":")[1])
                 t = key_type(k)
@@ -354,6 +353,38 @@ def grow_or_shrink(env, keys, n_from, n_to, timeout):
     return m
 
 
+@R.test(ringleader=True, nutcracker_reason="ringleader's configuration")
+def pools_that_cannot_migrate_are_refused(env):
+    import subprocess
+    from harness import binary
+    from harness.procs import tmpdir
+    cases = [
+        ({"servers": ["127.0.0.1:11211:1"], "migrate": True}, "warmup: SECONDS"),
+        ({"redis": True, "servers": ["127.0.0.1:6379:1"], "migrate": True, "replicas": 1,
+          "warmup": 30}, "warmup"),
+        ({"redis": True, "redis_cluster": True, "servers": ["127.0.0.1:6379:1"],
+          "migrate": True}, "moves its keys with its slots"),
+        ({"redis": True, "servers": ["127.0.0.1:6379:1"], "migrate": True,
+          "migrate_rate": 0}, "migrate_rate"),
+    ]
+    for pool, want in cases:
+        path = os.path.join(tmpdir(), "bad-%d.yml" % random.getrandbits(32))
+        with open(path, "w") as f:
+            f.write(harness.yaml_dump({"p": dict(pool, listen="127.0.0.1:1")}))
+        r = subprocess.run([binary("ringleader"), "-t", "-c", path], capture_output=True,
+                           timeout=30)
+        out = (r.stdout + r.stderr).decode()
+        check(r.returncode != 0, "%r accepted: %s" % (pool, out))
+        check(want in out, "%r: the error names %r: %s" % (pool, want, out))
+    ok = os.path.join(tmpdir(), "ok-%d.yml" % random.getrandbits(32))
+    with open(ok, "w") as f:
+        f.write(harness.yaml_dump({"p": {"redis": True, "listen": "127.0.0.1:1",
+                                         "servers": ["127.0.0.1:6379:1"], "migrate": True,
+                                         "migrate_rate": 500}}))
+    r = subprocess.run([binary("ringleader"), "-t", "-c", ok], capture_output=True, timeout=30)
+    eq(r.returncode, 0, "a Redis pool with migrate: %s" % (r.stdout + r.stderr).decode())
+
+
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
 def grow_then_shrink_under_load(env):
     keys = [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)]
@@ -403,6 +434,40 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     check(not os.path.exists(state), "the state file is gone once the move is done")
     live = verify(env, 5)
     print("  %d keys verified on their owners" % live)
+
+
+@R.test(ringleader=True, nutcracker_reason="runs nutcracker itself, beside ringleader")
+def nutcracker_on_the_same_grow(env):
+    """The same grow through nutcracker (twemproxy 0.5.0, restarted on the new file: it has no
+    reload): the share of reads that miss afterwards, printed beside ringleader's 0."""
+    import shutil
+    if shutil.which("nutcracker") is None:
+        print("  nutcracker not installed: no comparison")
+        return
+    n = max(NKEYS // 4, 1000)
+    keys = [b"nc:%d:%x" % (i, random.getrandbits(32)) for i in range(n)]
+    pool = {"redis": True, "hash": "fnv1a_64", "distribution": "ketama", "timeout": 5000,
+            "servers": server_lines(env.backends[:4], NAMES[:4])}
+    nc = Proxy({"nc": dict(pool)}, kind="nutcracker")
+    try:
+        with nc.client() as c:
+            for r in pipeline(c, [("SET", k, b"v") for k in keys]):
+                eq(r, "OK", "SET through nutcracker")
+    finally:
+        nc.stop()
+    nc = Proxy({"nc": dict(pool, servers=server_lines(env.backends[:5], NAMES[:5]))},
+               kind="nutcracker")
+    try:
+        with nc.client() as c:
+            got = pipeline(c, [("GET", k) for k in keys])
+    finally:
+        nc.stop()
+    misses = sum(1 for r in got if r is None)
+    print("  nutcracker 4 -> 5: %d of %d reads miss (%.1f%%); ringleader with migrate: 0"
+          % (misses, n, 100.0 * misses / n))
+    for b in env.backends:
+        with b.client() as c:
+            pipeline(c, [("DEL", k) for k in keys])
 
 
 def setup():
