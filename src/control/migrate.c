@@ -81,6 +81,7 @@ struct mig_job {
     struct snapshot   *snap;      /* holds ring, prev_ring and conf (a reference) */
     uint32_t           pi;        /* pool index in snap */
     const struct ring *prev;      /* NULL: a heal after a restart */
+    char              *prev_lines;  /* the state file's lines that rebuild prev, or NULL */
     struct mig_server *srv;
     uint32_t           nsrv;
     uint32_t           cur;       /* the server being walked */
@@ -168,20 +169,26 @@ static char *str_cat(const char *a, const char *b)
     return s;
 }
 
+/* The configured state file's path for conf, in new memory, or NULL. */
+static char *state_path_of(const struct conf *c)
+{
+    if (c->global.migrate_state != NULL)
+        return strdup(c->global.migrate_state);
+    return c->path != NULL ? str_cat(c->path, ".migrate") : NULL;
+}
+
 static const char *state_path(struct migrate *mg, const struct conf *c)
 {
     free(mg->state_path);
-    mg->state_path = NULL;
-    if (c->global.migrate_state != NULL)
-        mg->state_path = strdup(c->global.migrate_state);
-    else if (c->path != NULL)
-        mg->state_path = str_cat(c->path, ".migrate");
+    mg->state_path = state_path_of(c);
     return mg->state_path;
 }
 
 /*
  * The state file: one line per server of each running migration, "POOL HOST:PORT", the
- * servers that may hold keys that are not theirs (the previous ring's and the pool's).
+ * servers that may hold keys that are not theirs (the previous ring's and the pool's),
+ * and one per server of the ring it moves from, "POOL prev CHECKSUM IDENT ADDRESS WEIGHT
+ * ZONE" (ZONE "-" for none), from which a restarted proxy rebuilds that ring.
  * Written whole (a temporary file renamed) when a migration starts or ends; absent when
  * none runs. A restarted proxy walks every server it names.
  */
@@ -206,15 +213,142 @@ static void state_write(struct migrate *mg)
         free(tmp);
         return;
     }
-    for (struct mig_job *j = mg->jobs; j != NULL; j = j->next)
+    for (struct mig_job *j = mg->jobs; j != NULL; j = j->next) {
         for (uint32_t i = 0; j->done_ms == 0 && i < j->nsrv; i++)
             fprintf(f, "%s %s:%u\n", j->pool, j->srv[i].host, j->srv[i].port);
+        if (j->done_ms == 0 && j->prev_lines != NULL)
+            fputs(j->prev_lines, f);
+    }
     int bad = fflush(f) != 0;
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, mg->state_path) < 0)
         log_warn("migrate: cannot write the state file '%s': %s", mg->state_path,
                  strerror(errno));
     free(tmp);
+}
+
+/* A field of a state line: printable, without spaces. */
+static int state_field_ok(const char *f)
+{
+    if (f == NULL || *f == '\0')
+        return 0;
+    for (; *f != '\0'; f++)
+        if ((unsigned char)*f <= ' ' || *f == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* The "prev" lines of pool `name` whose ring (checksum sum) was built from op, or NULL
+ * (a field the line format cannot hold: the restart then heals without the ring). */
+static char *state_prev_lines(const char *name, const struct conf_pool *op, uint64_t sum)
+{
+    struct buf b;
+    buf_init(&b);
+    for (uint32_t i = 0; i < op->nservers; i++) {
+        const struct conf_server *cs = &op->servers[i];
+        if (!state_field_ok(cs->ident) || !state_field_ok(cs->addr.text) ||
+            (cs->zone != NULL && !state_field_ok(cs->zone)) || !state_field_ok(name) ||
+            buf_appendf(&b, "%s prev %016" PRIx64 " %s %s %u %s\n", name, sum, cs->ident,
+                        cs->addr.text, cs->weight, cs->zone ? cs->zone : "-") < 0) {
+            buf_free(&b);
+            return NULL;
+        }
+    }
+    if (buf_append(&b, "", 1) < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.data;      /* buf's storage, NUL-terminated; freed with free() */
+}
+
+struct ring *migrate_state_ring(const struct conf *conf, const struct conf_pool *cp,
+                                const struct ring *now)
+{
+    char *path = state_path_of(conf);
+    FILE *f = path != NULL ? fopen(path, "r") : NULL;
+    struct conf_server *sv = NULL;
+    uint32_t n = 0;
+    uint64_t sum = 0;
+    char line[2048];
+    struct ring *r = NULL;
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char pool[512], what[8], ck[32], ident[512], addr[512], zone[256];
+        unsigned weight;
+        if (sscanf(line, "%511s %7s %31s %511s %511s %u %255s", pool, what, ck, ident, addr,
+                   &weight, zone) != 7 || strcmp(what, "prev") != 0 ||
+            strcmp(pool, cp->name) != 0 || weight == 0)
+            continue;
+        struct conf_server *nv = realloc(sv, (n + 1) * sizeof(*nv));
+        if (nv == NULL)
+            goto out;
+        sv = nv;
+        memset(&sv[n], 0, sizeof(sv[n]));
+        sv[n].ident = strdup(ident);
+        sv[n].label = sv[n].ident;
+        sv[n].addr.text = strdup(addr);
+        sv[n].weight = weight;
+        sv[n].zone = strcmp(zone, "-") == 0 ? NULL : strdup(zone);
+        n++;
+        if (sv[n - 1].ident == NULL || sv[n - 1].addr.text == NULL)
+            goto out;
+        sum = strtoull(ck, NULL, 16);
+    }
+    if (n > 0) {
+        struct conf_pool tmp = *cp;
+        char err[256];
+        tmp.servers = sv;
+        tmp.nservers = n;
+        r = ring_build(&tmp, err, sizeof(err));
+        if (r == NULL) {
+            log_warn("migrate: pool '%s': the previous ring of '%s' cannot be rebuilt (%s): "
+                     "its keys are healed without it", cp->name, path, err);
+        } else if (r->checksum != sum || (now != NULL && r->checksum == now->checksum)) {
+            if (r->checksum != sum)
+                log_warn("migrate: pool '%s': the previous ring '%s' names was built with "
+                         "other settings (checksum %016" PRIx64 ", rebuilt %016" PRIx64
+                         "): its keys are healed without it", cp->name, path, sum, r->checksum);
+            ring_unref(r);
+            r = NULL;
+        } else {
+            log_notice("migrate: pool '%s': a migration from ring %016" PRIx64 " was left "
+                       "unfinished (%s): requests move its keys first again", cp->name, sum,
+                       path);
+        }
+    }
+out:
+    for (uint32_t i = 0; i < n; i++) {
+        free(sv[i].ident);
+        free(sv[i].addr.text);
+        free(sv[i].zone);
+    }
+    free(sv);
+    if (f != NULL)
+        fclose(f);
+    free(path);
+    return r;
+}
+
+/* The state file's "prev" lines for pool `name`, as they are, or NULL. */
+static char *state_prev_read(const char *path, const char *name)
+{
+    FILE *f = path != NULL ? fopen(path, "r") : NULL;
+    struct buf b;
+    char line[2048];
+    buf_init(&b);
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        char pool[512], what[8];
+        if (sscanf(line, "%511s %7s", pool, what) == 2 && strcmp(pool, name) == 0 &&
+            strcmp(what, "prev") == 0 && buf_append_str(&b, line) < 0)
+            break;
+    }
+    if (f != NULL)
+        fclose(f);
+    if (buf_len(&b) == 0 || buf_append(&b, "", 1) < 0) {
+        buf_free(&b);
+        return NULL;
+    }
+    return b.data;
 }
 
 /* ------------------------------------------------------------------ jobs */
@@ -228,6 +362,7 @@ static void job_free(struct mig_job *j)
     }
     free(j->srv);
     free(j->pool);
+    free(j->prev_lines);
     keys_free(j->keys);
     free(j->bdone);
     if (j->snap != NULL)
@@ -794,6 +929,11 @@ void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old
                            cp->servers[s].addr.port, cp->servers[s].label,
                            cp->servers[s].ident, s);
         int oi = old != NULL ? snapshot_pool_index(old, cp->name, cp->protocol) : -1;
+        if (fresh && oi >= 0 && old->pools[oi].ring == sp->prev_ring)
+            j->prev_lines = state_prev_lines(cp->name, &old->conf->pools[oi],
+                                             sp->prev_ring->checksum);
+        else if (fresh && old == NULL)      /* rebuilt from the state file at start */
+            j->prev_lines = state_prev_read(mg->state_path, cp->name);
         if (oi >= 0) {          /* the servers the reload removed */
             const struct conf_pool *op = &old->conf->pools[oi];
             for (uint32_t s = 0; s < op->nservers; s++)

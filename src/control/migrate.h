@@ -6,7 +6,10 @@
 
 #include "lib/buf.h"
 
+struct conf;
+struct conf_pool;
 struct proxy;
+struct ring;
 struct snapshot;
 
 /*
@@ -23,6 +26,15 @@ void migrate_adopted(struct proxy *p, struct snapshot *cur, struct snapshot *old
  * request of a moved key reaches its new owner before the key (src/proxy/migrate.c).
  */
 void migrate_publishing(struct snapshot *snap, const struct snapshot *old);
+
+/*
+ * At start: the ring a migration of pool cp that a stopped proxy left unfinished moved
+ * from, rebuilt from the state file (the pool's settings, the servers the file lists), or
+ * NULL (none, or the file's checksum does not match: the walk then heals without it).
+ * `now` is the pool's ring; a previous ring equal to it is NULL too.
+ */
+struct ring *migrate_state_ring(const struct conf *conf, const struct conf_pool *cp,
+                                const struct ring *now);
 
 /* Progress for /stats and /health: {"pool": {...}} (admin thread: takes the lock). */
 json_t *migrate_json(struct proxy *p);

@@ -11,6 +11,7 @@
 #include "placement/cluster_map.h"
 #include "control/proxy.h"
 #include "control/resolve.h"
+#include "control/migrate.h"
 #include "control/snapshot_build.h"
 #include "control/upgrade.h"
 #include "lib/util.h"
@@ -225,6 +226,8 @@ struct snapshot *snapshot_build(struct proxy *p, struct conf *conf, const struct
             goto fail;
         if (build_pool_ring(sp, conf, cp, old, err, errlen) < 0)
             goto fail;
+        if (old == NULL && cp->migrate)     /* a migration a stopped proxy left unfinished */
+            sp->prev_ring = migrate_state_ring(conf, cp, sp->ring);
         sp->keys_max_over_mean = build_key_skew(sp->ring);
         sp->shadow = ROUTE_NONE;
         for (uint32_t j = 0; cp->shadow.pool != NULL && j < conf->npools; j++)

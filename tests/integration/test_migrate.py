@@ -403,11 +403,11 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
         env.proxy = Proxy({"rd": env.pool(4)})
         load(env, [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)])
     # slow the moves so the kill lands in the middle
-    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=max(NKEYS // 40, 100))})
+    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=max(NKEYS // 20, 100))})
     os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
     time.sleep(0.5)
     before = env.proxy.stats()["rd"]["epoch"]
-    env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=max(NKEYS // 40, 100))})
+    env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=max(NKEYS // 20, 100))})
     os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
     deadline = time.monotonic() + patience(20)
     while True:
@@ -426,9 +426,17 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     # the next proxy, with the same pool (5 servers), finishes the move; it is told where
     # the killed one kept its state (its own file is another path)
     old = env.proxy
-    env.proxy = Proxy({"rd": dict(env.pool(5), listen=old.pools["rd"]["listen"])},
+    env.proxy = Proxy({"rd": dict(env.pool(5), listen=old.pools["rd"]["listen"],
+                                  migrate_rate=max(NKEYS // 20, 100))},
                       glob={"migrate_state": state})
+    # it rebuilt the ring the killed one moved from: requests move their keys first again,
+    # so clients see every key while the rest moves
+    keys = sorted(env.truth)
+    ws = start_workers(env, keys)
+    t0 = time.monotonic()
     m = wait_migrated(env, 120)
+    time.sleep(0.3)
+    stop_workers(ws, t0)
     print("  killed after %d keys moved; the restarted proxy moved %d more" %
           (moved_before, m["moved"]))
     check(not os.path.exists(state), "the state file is gone once the move is done")
