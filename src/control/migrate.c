@@ -432,6 +432,13 @@ static void job_later(struct mig_job *j, uint64_t ms)
     uv_timer_start(&j->timer, job_timer_cb, ms, 0);
 }
 
+/* The word pool_shared.migrating holds while ring r's keys move (state: 1, or 3 once the
+ * removed servers are drained). */
+static uint64_t mig_word(const struct ring *r, unsigned state)
+{
+    return (r->checksum & ~(uint64_t)3) | state;
+}
+
 /* The pool's record of what moves, when the snapshot published now still moves from j's
  * previous ring (a later reload's migration owns the record then). */
 static struct pool_shared *job_shared(const struct mig_job *j)
@@ -458,8 +465,9 @@ static void job_finish(struct mig_job *j)
     j->done_ms = util_now_ms();
     uv_mutex_unlock(&mg->mu);
     struct pool_shared *sh = job_shared(j);
-    if (sh != NULL)
-        atomic_store_explicit(&sh->migrating, 0u, memory_order_release);
+    uint_fast64_t w1 = mig_word(job_ring(j), 1), w3 = mig_word(job_ring(j), 3);
+    if (sh != NULL && !atomic_compare_exchange_strong(&sh->migrating, &w1, 0))
+        atomic_compare_exchange_strong(&sh->migrating, &w3, 0);
     log_notice("migrate: pool '%s': done in %.1f s: %" PRIu64 " keys scanned, %" PRIu64
                " moved, %" PRIu64 " errors retried, %" PRIu64 " conflicts", j->pool,
                (double)(j->done_ms - j->started_ms) / 1000.0, scanned, j->moved_total, errors,
@@ -474,8 +482,9 @@ static void job_removed_check(struct mig_job *j)
         if (j->srv[i].now == UINT32_MAX && j->srv[i].state != MIG_S_DONE)
             return;
     struct pool_shared *sh = job_shared(j);
+    uint_fast64_t w1 = mig_word(job_ring(j), 1);
     if (sh != NULL)
-        atomic_fetch_or_explicit(&sh->migrating, 2u, memory_order_release);
+        atomic_compare_exchange_strong(&sh->migrating, &w1, mig_word(job_ring(j), 3));
 }
 
 static void job_fail(struct mig_job *j, struct mig_server *s, const char *err)
@@ -840,7 +849,8 @@ static void job_start(struct migrate *mg, struct mig_job *j)
         unsigned removed = 0;
         for (uint32_t k = 0; k < j->nsrv; k++)
             removed |= j->srv[k].now == UINT32_MAX;
-        atomic_store_explicit(&sh->migrating, removed ? 1u : 3u, memory_order_release);
+        atomic_store_explicit(&sh->migrating, mig_word(job_ring(j), removed ? 1u : 3u),
+                              memory_order_release);
     }
     log_notice("migrate: pool '%s': moving the keys whose owner changed over %u server(s), "
                "at most %u keys/s%s", j->pool, j->nsrv, j->rate,
@@ -969,7 +979,8 @@ void migrate_publishing(struct snapshot *snap, const struct snapshot *old)
         const struct conf_pool *op = &old->conf->pools[oi];
         for (uint32_t s = 0; s < op->nservers; s++)
             removed |= !conf_pool_has_server(cp, &op->servers[s], s);
-        atomic_store_explicit(&sp->shared->migrating, removed ? 1u : 3u, memory_order_release);
+        atomic_store_explicit(&sp->shared->migrating, mig_word(sp->ring, removed ? 1u : 3u),
+                              memory_order_release);
     }
 }
 

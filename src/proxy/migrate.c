@@ -114,8 +114,9 @@ static enum stage_verdict mig_request(struct stage_req *r)
 
     if (rp->prev_ring == NULL || rp->prev_map == NULL || r->rk == NULL || rp->shared == NULL)
         return STAGE_PASS;
-    unsigned st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
-    if (!(st & 1u) || (req->flags & PROTO_RF_NOKEY) || req->nkeys == 0)
+    uint64_t st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
+    if (!(st & 1u) || (st & ~(uint64_t)3) != (rp->ring->checksum & ~(uint64_t)3) ||
+        (req->flags & PROTO_RF_NOKEY) || req->nkeys == 0)
         return STAGE_PASS;
 
     uint32_t from = ROUTE_NONE, to = r->rk[0].owner;
@@ -165,6 +166,7 @@ static enum stage_verdict mig_request(struct stage_req *r)
     }
     m->warm = MSG_WARM_MOVE;
     m->warm_to = dst;
+    m->mig_ring = rp->ring;
     m->warm_cmd = m->cmd;
     m->cmd = mig_cmd_id();
     m->flags |= MSG_F_STAGED;
@@ -184,11 +186,17 @@ static int mig_reply(struct worker *w, struct msg *m)
 {
     if (m->warm != MSG_WARM_MOVE)
         return 0;
-    struct server *dst = m->warm_to;
-    int ok = m->client != NULL && m->state == MSG_SENT && !(m->flags & MSG_F_ERROR) &&
-             buf_len(&m->rsp) > 0 && buf_rptr(&m->rsp)[0] == '+';
+    /* m->server, the old owner, is alive (its reply is being read); the new owner may
+     * have been removed by a reload meanwhile: it is used only while the pool still
+     * routes by the ring the move was decided by (the same ring: the same servers) */
+    struct wpool *pool = m->server->pool;
+    struct server *dst = pool->view.ring == m->mig_ring ? m->warm_to : NULL;
+    int ok = dst != NULL && m->client != NULL && m->state == MSG_SENT &&
+             !(m->flags & MSG_F_ERROR) && buf_len(&m->rsp) > 0 && buf_rptr(&m->rsp)[0] == '+';
 
     m->warm = MSG_WARM_NONE;
+    m->warm_to = NULL;
+    m->mig_ring = NULL;
     m->cmd = m->warm_cmd;
     m->flags &= (uint16_t)~MSG_F_STAGED;
     if (m->client != NULL)
@@ -210,7 +218,7 @@ static int mig_reply(struct worker *w, struct msg *m)
     buf_free(&m->reqcopy);
     if (m->client == NULL)
         return 0;
-    STATS_ADD(&dst->pool->stats, migrate_refused, 1);
+    STATS_ADD(&pool->stats, migrate_refused, 1);
     if (buf_append(&m->rsp, MIG_TRYAGAIN, sizeof(MIG_TRYAGAIN) - 1) == 0)
         m->client->held_bytes += buf_len(&m->rsp);
     return 0;

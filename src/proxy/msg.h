@@ -134,6 +134,7 @@ struct msg_watch {
 };
 
 struct client;
+struct ring;
 struct sconn;
 struct server;
 struct worker;
@@ -175,6 +176,7 @@ struct msg {
     uint8_t        retries;     /* cluster TRYAGAIN retries */
     struct server *warm_to;     /* warm-up: the previous owner to ask, then where a hit is copied */
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
+    const struct ring *mig_ring; /* migrate: the ring its move was decided by (migrate.c) */
     struct msg_watch *watch;    /* told of the outcome, or NULL */
     struct msg    *waiters;     /* collapse: a leader's first follower; a follower's next */
     size_t         charged;     /* its buffers' capacity as counted in its client's held_cost */
