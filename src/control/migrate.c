@@ -41,7 +41,7 @@
  * second and the migration is not done until it was walked: never skipped.
  */
 
-#define MIG_SCAN_MAX      1000
+#define MIG_SCAN_MAX      1000   /* a page's keys: well under the link's 4096 elements */
 #define MIG_TIMEOUT_MS    10000
 #define MIG_RETRY_MS      1000
 #define MIG_MIGRATE_TIMEOUT "5000"
@@ -71,6 +71,8 @@ struct mig_server {
     uint64_t    dbsize;
     uint64_t    scanned, moved, errors, conflicts;
     uint32_t    failures;       /* exchanges failed in a row (down) */
+    uint32_t    count_div;      /* SCAN's COUNT divided by this: doubled by a reply too
+                                   large for the link (it comes back malformed) */
     char        last_error[160];
 };
 
@@ -658,6 +660,8 @@ static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const
     struct mig_server *s = &j->srv[j->cur];
     j->link = NULL;
     if (err != NULL || n < 1) {
+        if (err != NULL && strstr(err, "malformed") != NULL && s->count_div < 64)
+            s->count_div = s->count_div ? s->count_div * 2 : 2;
         job_fail(j, s, err ? err : "no reply");
         job_later(j, MIG_RETRY_MS);
         return;
@@ -760,6 +764,8 @@ static void job_step(struct mig_job *j)
         char cur[24], count[16];
         snprintf(cur, sizeof(cur), "%" PRIu64, s->cursor);
         uint32_t c = j->rate / 10;
+        c = c > MIG_SCAN_MAX ? MIG_SCAN_MAX : c;
+        c /= s->count_div ? s->count_div : 1;
         snprintf(count, sizeof(count), "%u", c < 10 ? 10 : c > MIG_SCAN_MAX ? MIG_SCAN_MAX : c);
         int extra = s->state == MIG_S_DBSIZE;
         if (hello < 0 ||
