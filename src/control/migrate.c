@@ -1054,6 +1054,9 @@ int migrate_prometheus(struct proxy *p, struct buf *out)
         rc |= buf_appendf(out, "# HELP ringleader_migrate_keys Keys a pool's migration "
                           "scanned, moved, has left to scan, and its errors.\n"
                           "# TYPE ringleader_migrate_keys gauge\n"
+                          "# HELP ringleader_migrate_server_keys The same per server of the "
+                          "migration.\n"
+                          "# TYPE ringleader_migrate_server_keys gauge\n"
                           "# HELP ringleader_migrate_running 1 while a pool's keys move.\n"
                           "# TYPE ringleader_migrate_running gauge\n");
     json_object_foreach(o, pool, pj) {

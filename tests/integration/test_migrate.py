@@ -388,11 +388,25 @@ def pools_that_cannot_migrate_are_refused(env):
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
 def grow_then_shrink_under_load(env):
     keys = [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)]
-    env.proxy = Proxy({"rd": env.pool(4)})
+    env.proxy = Proxy({"rd": env.pool(4)}, admin=True)
     load(env, keys)
     verify(env, 4)
     m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200)
     check(m["moved"] > 0, "the grow moved keys")
+    status, text = http(env.proxy.admin_port, "GET", "/metrics")
+    eq(status, 200, "/metrics")
+    check('ringleader_migrate_running{pool="rd"} 0' in text, "/metrics: the migration is done")
+    check('ringleader_migrate_keys{pool="rd",what="moved"} %d' % m["moved"] in text,
+          "/metrics: the keys moved")
+    check('ringleader_migrate_server_keys{pool="rd",server="epsilon",what="scanned"}' in text,
+          "/metrics: per server")
+    if os.path.exists("/usr/bin/promtool"):
+        import subprocess
+        r = subprocess.run(["/usr/bin/promtool", "check", "metrics"], input=text.encode(),
+                           capture_output=True, timeout=60)
+        eq(r.returncode, 0, "promtool check metrics: %r" % (r.stdout + r.stderr)[-800:])
+    status, text = http(env.proxy.admin_port, "GET", "/health")
+    eq((status, text.strip()), (200, "ok"), "/health once the migration is done")
     m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200)
     check(m["moved"] > 0, "the shrink moved keys")
     st = env.proxy.stats()["rd"]
@@ -431,7 +445,11 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     old = env.proxy
     env.proxy = Proxy({"rd": dict(env.pool(5), listen=old.pools["rd"]["listen"],
                                   migrate_rate=max(NKEYS // 20, 100))},
-                      glob={"migrate_state": state})
+                      glob={"migrate_state": state}, admin=True)
+    status, text = http(env.proxy.admin_port, "GET", "/health")
+    m = migration(env)
+    if m["state"] == "running":
+        check("pool 'rd': migrating:" in text, "/health says the pool migrates: %r" % text)
     # it rebuilt the ring the killed one moved from: requests move their keys first again,
     # so clients see every key while the rest moves
     keys = sorted(env.truth)
