@@ -73,6 +73,13 @@ struct mig_server {
     uint32_t    failures;       /* exchanges failed in a row (down) */
     uint32_t    count_div;      /* SCAN's COUNT divided by this: doubled by a reply too
                                    large for the link (it comes back malformed) */
+    /* its walk, one exchange at a time (every server of a job walks at once) */
+    struct mig_job *job;
+    int         walked;         /* its last page's keys are moved too */
+    struct mig_keys *keys;      /* the misplaced keys of its last SCAN page */
+    uint8_t    *bdone;          /* keys[i]: 0 pending, 2 in the MIGRATE under way, 1 done */
+    struct sentinel_link *link;
+    uv_timer_t  timer;
     char        last_error[160];
 };
 
@@ -86,16 +93,10 @@ struct mig_job {
     char              *prev_lines;  /* the state file's lines that rebuild prev, or NULL */
     struct mig_server *srv;
     uint32_t           nsrv;
-    uint32_t           cur;       /* the server being walked */
     uint32_t           rate;
     uint64_t           started_ms, done_ms;
     uint64_t           moved_total;
-    /* the keys of the last SCAN page still to move, sent grouped by destination and
-     * REPLACE; bdone[i]: 0 pending, 2 in the MIGRATE under way, 1 done */
-    struct mig_keys   *keys;
-    uint8_t           *bdone;
-    struct sentinel_link *link;
-    uv_timer_t         timer;
+    uint32_t           timers;    /* server timers not closed yet (the job goes with the last) */
     int                stopped;
 };
 
@@ -107,7 +108,8 @@ struct migrate {
     int             started;      /* the state file was read */
 };
 
-static void job_step(struct mig_job *j);
+struct mig_server;
+static void srv_step(struct mig_server *s);
 
 static void keys_free(struct mig_keys *ks)
 {
@@ -361,29 +363,38 @@ static void job_free(struct mig_job *j)
         free(j->srv[i].host);
         free(j->srv[i].label);
         free(j->srv[i].ident);
+        keys_free(j->srv[i].keys);
+        free(j->srv[i].bdone);
     }
     free(j->srv);
     free(j->pool);
     free(j->prev_lines);
-    keys_free(j->keys);
-    free(j->bdone);
     if (j->snap != NULL)
         snapshot_unref(j->snap);
     free(j);
 }
 
-static void job_timer_closed(uv_handle_t *h)
+static void srv_timer_closed(uv_handle_t *h)
 {
-    job_free(h->data);
+    struct mig_job *j = ((struct mig_server *)h->data)->job;
+    if (--j->timers == 0)
+        job_free(j);
 }
 
-/* Stop j: its link is cancelled; it is freed when its timer closes. */
-static void job_stop(struct mig_job *j)
+/* Stop j and free it: its links are cancelled, its memory goes when its timers close. */
+static void job_close(struct mig_job *j)
 {
     j->stopped = 1;
-    sentinel_link_cancel(j->link);
-    j->link = NULL;
-    uv_timer_stop(&j->timer);
+    if (j->timers == 0) {       /* never started */
+        job_free(j);
+        return;
+    }
+    for (uint32_t i = 0; i < j->nsrv; i++) {
+        sentinel_link_cancel(j->srv[i].link);
+        j->srv[i].link = NULL;
+        uv_timer_stop(&j->srv[i].timer);
+        uv_close((uv_handle_t *)&j->srv[i].timer, srv_timer_closed);
+    }
 }
 
 static int job_add_server(struct mig_job *j, const char *host, uint16_t port, const char *label,
@@ -424,14 +435,14 @@ static const struct ring *job_ring(const struct mig_job *j)
     return j->snap->pools[j->pi].ring;
 }
 
-static void job_timer_cb(uv_timer_t *t)
+static void srv_timer_cb(uv_timer_t *t)
 {
-    job_step(t->data);
+    srv_step(t->data);
 }
 
-static void job_later(struct mig_job *j, uint64_t ms)
+static void srv_later(struct mig_server *s, uint64_t ms)
 {
-    uv_timer_start(&j->timer, job_timer_cb, ms, 0);
+    uv_timer_start(&s->timer, srv_timer_cb, ms, 0);
 }
 
 /* The word pool_shared.migrating holds while ring r's keys move (state: 1, or 3 once the
@@ -481,7 +492,7 @@ static void job_finish(struct mig_job *j)
 static void job_removed_check(struct mig_job *j)
 {
     for (uint32_t i = 0; i < j->nsrv; i++)
-        if (j->srv[i].now == UINT32_MAX && j->srv[i].state != MIG_S_DONE)
+        if (j->srv[i].now == UINT32_MAX && !j->srv[i].walked)
             return;
     struct pool_shared *sh = job_shared(j);
     uint_fast64_t w1 = mig_word(job_ring(j), 1);
@@ -502,15 +513,10 @@ static void job_fail(struct mig_job *j, struct mig_server *s, const char *err)
 }
 
 
-static struct mig_keys *job_keys(struct mig_job *j)
+static void srv_keys_drop(struct mig_server *s)
 {
-    return j->keys;
-}
-
-static void job_keys_drop(struct mig_job *j)
-{
-    keys_free(j->keys);
-    j->keys = NULL;
+    keys_free(s->keys);
+    s->keys = NULL;
 }
 
 static void migrate_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err);
@@ -520,14 +526,14 @@ static void migrate_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, co
  * same destination and the same REPLACE choice as the first one. 1 when sent, 0 when no key
  * is pending, -1 on failure.
  */
-static int job_send_migrate(struct mig_job *j)
+static int srv_send_migrate(struct mig_server *s)
 {
-    struct mig_keys *ks = job_keys(j);
-    struct mig_server *s = &j->srv[j->cur];
+    struct mig_job *j = s->job;
+    struct mig_keys *ks = s->keys;
     const struct conf_pool *cp = job_cp(j);
     const struct ring *ring = job_ring(j);
 
-    while (ks != NULL && ks->next < ks->n && j->bdone[ks->next])
+    while (ks != NULL && ks->next < ks->n && s->bdone[ks->next])
         ks->next++;
     if (ks == NULL || ks->next >= ks->n)
         return 0;
@@ -538,7 +544,7 @@ static int job_send_migrate(struct mig_job *j)
     buf_init(&cmd);
     buf_init(&body);
     for (size_t i = ks->next; i < ks->n; i++) {
-        if (j->bdone[i])
+        if (s->bdone[i])
             continue;
         uint32_t o = ring_owner(ring, ks->k[i].s, ks->k[i].n);
         int rep = j->prev != NULL && s->was != UINT32_MAX &&
@@ -549,7 +555,7 @@ static int job_send_migrate(struct mig_job *j)
         } else if (o != dst || rep != replace) {
             continue;
         }
-        j->bdone[i] = 2;            /* in this MIGRATE */
+        s->bdone[i] = 2;            /* in this MIGRATE */
         if (put_bulk(&body, ks->k[i].s, ks->k[i].n) < 0)
             goto nomem;
         cnt++;
@@ -579,10 +585,10 @@ static int job_send_migrate(struct mig_job *j)
     if (put_str(&cmd, "KEYS") < 0 || buf_append(&cmd, body.data, buf_len(&body)) < 0)
         goto nomem;
     buf_free(&body);
-    j->link = sentinel_link_start(&j->mg->p->loop, s->host, s->port, &cmd, (uint32_t)hello,
-                                  (uint32_t)hello + 1, MIG_TIMEOUT_MS, migrate_cb, NULL, j);
+    s->link = sentinel_link_start(&j->mg->p->loop, s->host, s->port, &cmd, (uint32_t)hello,
+                                  (uint32_t)hello + 1, MIG_TIMEOUT_MS, migrate_cb, NULL, s);
     buf_free(&cmd);
-    if (j->link == NULL)
+    if (s->link == NULL)
         return -1;
     return 1;
 nomem:
@@ -592,18 +598,19 @@ nomem:
 }
 
 /* The keys the last MIGRATE carried: moved (or gone), or back to pending. */
-static void job_batch_mark(struct mig_job *j, int ok)
+static void srv_batch_mark(struct mig_server *s, int ok)
 {
-    struct mig_keys *ks = job_keys(j);
+    struct mig_job *j = s->job;
+    struct mig_keys *ks = s->keys;
     size_t n = 0;
     for (size_t i = 0; ks != NULL && i < ks->n; i++)
-        if (j->bdone[i] == 2) {
-            j->bdone[i] = ok ? 1 : 0;
+        if (s->bdone[i] == 2) {
+            s->bdone[i] = ok ? 1 : 0;
             n++;
         }
     if (ok) {
         uv_mutex_lock(&j->mg->mu);
-        j->srv[j->cur].moved += n;
+        s->moved += n;
         j->moved_total += n;
         uv_mutex_unlock(&j->mg->mu);
     }
@@ -619,25 +626,25 @@ static uint64_t job_pace(const struct mig_job *j)
 
 static void migrate_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err)
 {
-    struct mig_job *j = arg;
-    struct mig_server *s = &j->srv[j->cur];
-    j->link = NULL;
+    struct mig_server *s = arg;
+    struct mig_job *j = s->job;
+    s->link = NULL;
     if (err != NULL || n < 1) {
-        job_batch_mark(j, 0);
+        srv_batch_mark(s, 0);
         job_fail(j, s, err ? err : "no reply");
-        job_later(j, MIG_RETRY_MS);
+        srv_later(s, MIG_RETRY_MS);
         return;
     }
     const struct sentinel_resp *x = r[0];
     if (x->type == '+') {           /* OK, or NOKEY: none was there any more */
-        job_batch_mark(j, 1);
+        srv_batch_mark(s, 1);
         s->failures = 0;
     } else if (x->type == '-' && x->str != NULL && strstr(x->str, "BUSYKEY") != NULL) {
         /* a stray whose owner has the key too: the owner's copy wins, the stray stays */
-        struct mig_keys *ks = job_keys(j);
+        struct mig_keys *ks = s->keys;
         for (size_t i = 0; ks != NULL && i < ks->n; i++)
-            if (j->bdone[i] == 2) {
-                j->bdone[i] = 1;
+            if (s->bdone[i] == 2) {
+                s->bdone[i] = 1;
                 uv_mutex_lock(&j->mg->mu);
                 s->conflicts++;
                 uv_mutex_unlock(&j->mg->mu);
@@ -646,24 +653,24 @@ static void migrate_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, co
                          (int)RL_MIN(ks->k[i].n, 100), ks->k[i].s, s->label);
             }
     } else {
-        job_batch_mark(j, 0);
+        srv_batch_mark(s, 0);
         job_fail(j, s, x->str ? x->str : "MIGRATE failed");
-        job_later(j, MIG_RETRY_MS);
+        srv_later(s, MIG_RETRY_MS);
         return;
     }
-    job_later(j, job_pace(j));
+    srv_later(s, job_pace(j));
 }
 
 static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err)
 {
-    struct mig_job *j = arg;
-    struct mig_server *s = &j->srv[j->cur];
-    j->link = NULL;
+    struct mig_server *s = arg;
+    struct mig_job *j = s->job;
+    s->link = NULL;
     if (err != NULL || n < 1) {
         if (err != NULL && strstr(err, "malformed") != NULL && s->count_div < 64)
             s->count_div = s->count_div ? s->count_div * 2 : 2;
         job_fail(j, s, err ? err : "no reply");
-        job_later(j, MIG_RETRY_MS);
+        srv_later(s, MIG_RETRY_MS);
         return;
     }
     uint32_t k = 0;
@@ -679,7 +686,7 @@ static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const
         r[k]->elem[1].type != '*') {
         job_fail(j, s, r[k < n ? k : 0]->type == '-' && r[k < n ? k : 0]->str
                        ? r[k < n ? k : 0]->str : "malformed SCAN reply");
-        job_later(j, MIG_RETRY_MS);
+        srv_later(s, MIG_RETRY_MS);
         return;
     }
     s->failures = 0;
@@ -691,12 +698,12 @@ static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const
         free(ks);
         ks = NULL;
     }
-    free(j->bdone);
-    j->bdone = ks != NULL ? calloc(keys->n ? keys->n : 1, 1) : NULL;
-    if (ks == NULL || j->bdone == NULL) {
+    free(s->bdone);
+    s->bdone = ks != NULL ? calloc(keys->n ? keys->n : 1, 1) : NULL;
+    if (ks == NULL || s->bdone == NULL) {
         keys_free(ks);
         job_fail(j, s, "out of memory");
-        job_later(j, MIG_RETRY_MS);
+        srv_later(s, MIG_RETRY_MS);
         return;
     }
     for (size_t i = 0; i < keys->n; i++) {
@@ -714,77 +721,71 @@ static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const
         ks->k[ks->n].n = e->len;
         ks->n++;
     }
-    job_keys_drop(j);
-    j->keys = ks;
+    srv_keys_drop(s);
+    s->keys = ks;
     uv_mutex_lock(&j->mg->mu);
     s->scanned += keys->n;
     s->cursor = cursor;
     s->state = cursor == 0 ? MIG_S_DONE : MIG_S_SCAN;
     uv_mutex_unlock(&j->mg->mu);
-    /* the page's keys are moved before the next SCAN or server (job_step) */
-    job_later(j, 0);
+    /* the page's keys are moved before the next SCAN (srv_step) */
+    srv_later(s, 0);
 }
 
-/* The next exchange of j: a pending MIGRATE, else the next SCAN page, else the next server. */
-static void job_step(struct mig_job *j)
+/* The next exchange of server s: a pending MIGRATE, else the next SCAN page; when its last
+ * page's keys are moved, s is walked, and the job is done when every server is. */
+static void srv_step(struct mig_server *s)
 {
-    if (j->stopped || j->link != NULL || j->done_ms != 0)
+    struct mig_job *j = s->job;
+    if (j->stopped || s->link != NULL || j->done_ms != 0 || s->walked)
         return;
     const struct conf_pool *cp = job_cp(j);
-    for (;;) {
-        int rc = job_send_migrate(j);
-        if (rc > 0)
-            return;
-        if (rc < 0) {
-            job_fail(j, &j->srv[j->cur], "could not start a connection");
-            job_later(j, MIG_RETRY_MS);
-            return;
-        }
-        job_keys_drop(j);
-        struct mig_server *s = &j->srv[j->cur];
-        if (s->state == MIG_S_DONE) {
-            job_removed_check(j);
-            if (++j->cur >= j->nsrv) {
-                /* a server that failed is walked again until it answers */
-                uint32_t i;
-                for (i = 0; i < j->nsrv && j->srv[i].state == MIG_S_DONE; i++)
-                    ;
-                if (i == j->nsrv) {
-                    job_finish(j);
-                    return;
-                }
-                j->cur = i;
-            }
-            continue;
-        }
-        /* SCAN (with DBSIZE first) */
-        struct buf cmd;
-        buf_init(&cmd);
-        int hello = put_hello(&cmd, cp);
-        char cur[24], count[16];
-        snprintf(cur, sizeof(cur), "%" PRIu64, s->cursor);
-        uint32_t c = j->rate / 10;
-        c = c > MIG_SCAN_MAX ? MIG_SCAN_MAX : c;
-        c /= s->count_div ? s->count_div : 1;
-        snprintf(count, sizeof(count), "%u", c < 10 ? 10 : c > MIG_SCAN_MAX ? MIG_SCAN_MAX : c);
-        int extra = s->state == MIG_S_DBSIZE;
-        if (hello < 0 ||
-            (extra && (buf_append(&cmd, "*1\r\n", 4) < 0 || put_str(&cmd, "DBSIZE") < 0)) ||
-            buf_append(&cmd, "*4\r\n", 4) < 0 || put_str(&cmd, "SCAN") < 0 ||
-            put_str(&cmd, cur) < 0 || put_str(&cmd, "COUNT") < 0 || put_str(&cmd, count) < 0) {
-            buf_free(&cmd);
-            job_later(j, MIG_RETRY_MS);
-            return;
-        }
-        j->link = sentinel_link_start(&j->mg->p->loop, s->host, s->port, &cmd, (uint32_t)hello,
-                                      (uint32_t)(hello + 1 + extra), MIG_TIMEOUT_MS, scan_cb,
-                                      NULL, j);
-        buf_free(&cmd);
-        if (j->link == NULL) {
-            job_fail(j, s, "could not start a connection");
-            job_later(j, MIG_RETRY_MS);
-        }
+    int rc = srv_send_migrate(s);
+    if (rc > 0)
         return;
+    if (rc < 0) {
+        job_fail(j, s, "could not start a connection");
+        srv_later(s, MIG_RETRY_MS);
+        return;
+    }
+    srv_keys_drop(s);
+    if (s->state == MIG_S_DONE) {
+        uv_mutex_lock(&j->mg->mu);
+        s->walked = 1;
+        uv_mutex_unlock(&j->mg->mu);
+        job_removed_check(j);
+        for (uint32_t i = 0; i < j->nsrv; i++)
+            if (!j->srv[i].walked)
+                return;
+        job_finish(j);
+        return;
+    }
+    /* SCAN (with DBSIZE first) */
+    struct buf cmd;
+    buf_init(&cmd);
+    int hello = put_hello(&cmd, cp);
+    char cur[24], count[16];
+    snprintf(cur, sizeof(cur), "%" PRIu64, s->cursor);
+    uint32_t c = j->rate / 10;
+    c = c > MIG_SCAN_MAX ? MIG_SCAN_MAX : c;
+    c /= s->count_div ? s->count_div : 1;
+    snprintf(count, sizeof(count), "%u", c < 10 ? 10 : c);
+    int extra = s->state == MIG_S_DBSIZE;
+    if (hello < 0 ||
+        (extra && (buf_append(&cmd, "*1\r\n", 4) < 0 || put_str(&cmd, "DBSIZE") < 0)) ||
+        buf_append(&cmd, "*4\r\n", 4) < 0 || put_str(&cmd, "SCAN") < 0 ||
+        put_str(&cmd, cur) < 0 || put_str(&cmd, "COUNT") < 0 || put_str(&cmd, count) < 0) {
+        buf_free(&cmd);
+        srv_later(s, MIG_RETRY_MS);
+        return;
+    }
+    s->link = sentinel_link_start(&j->mg->p->loop, s->host, s->port, &cmd, (uint32_t)hello,
+                                  (uint32_t)(hello + 1 + extra), MIG_TIMEOUT_MS, scan_cb,
+                                  NULL, s);
+    buf_free(&cmd);
+    if (s->link == NULL) {
+        job_fail(j, s, "could not start a connection");
+        srv_later(s, MIG_RETRY_MS);
     }
 }
 
@@ -819,8 +820,6 @@ static struct mig_job *job_new(struct migrate *mg, struct snapshot *cur, uint32_
     j->prev = prev;
     j->rate = cp->migrate_rate;
     j->started_ms = util_now_ms();
-    uv_timer_init(&mg->p->loop, &j->timer);
-    j->timer.data = j;
     return j;
 }
 
@@ -843,8 +842,7 @@ static void job_start(struct migrate *mg, struct mig_job *j)
         if (strcmp((*pp)->pool, j->pool) == 0) {      /* a migration before this one */
             struct mig_job *o = *pp;
             *pp = o->next;
-            job_stop(o);
-            uv_close((uv_handle_t *)&o->timer, job_timer_closed);
+            job_close(o);
             break;
         }
     j->next = mg->jobs;
@@ -862,7 +860,14 @@ static void job_start(struct migrate *mg, struct mig_job *j)
                "at most %u keys/s%s", j->pool, j->nsrv, j->rate,
                prev == NULL ? " (finishing a migration the state file names)" : "");
     state_write(mg);
-    job_later(j, 0);
+    for (uint32_t k = 0; k < j->nsrv; k++) {     /* every server walks at once */
+        j->srv[k].job = j;
+        uv_timer_init(&mg->p->loop, &j->srv[k].timer);
+        j->srv[k].timer.data = &j->srv[k];
+        j->timers++;
+    }
+    for (uint32_t k = 0; k < j->nsrv; k++)
+        srv_later(&j->srv[k], 0);
 }
 
 /* The servers a state file names for pool `name` (a restart mid-migration). */
@@ -1005,7 +1010,7 @@ json_t *migrate_json(struct proxy *p)
         uint64_t scanned = 0, moved = 0, errors = 0, conflicts = 0, remaining = 0;
         for (uint32_t i = 0; i < j->nsrv; i++) {
             const struct mig_server *s = &j->srv[i];
-            uint64_t rem = s->state == MIG_S_DONE ? 0
+            uint64_t rem = s->walked || s->state == MIG_S_DONE ? 0
                            : s->dbsize > s->scanned ? s->dbsize - s->scanned : 0;
             scanned += s->scanned;
             moved += s->moved;
@@ -1014,8 +1019,7 @@ json_t *migrate_json(struct proxy *p)
             remaining += rem;
             json_object_set_new(sv, s->label, json_pack(
                 "{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:s}",
-                "state", s->state == MIG_S_DONE ? "done" : s->failures ? "retrying" :
-                         s->state == MIG_S_DBSIZE && i > j->cur ? "waiting" : "scanning",
+                "state", s->walked ? "done" : s->failures ? "retrying" : "scanning",
                 "removed", s->now == UINT32_MAX,
                 "scanned", (json_int_t)s->scanned, "moved", (json_int_t)s->moved,
                 "remaining", (json_int_t)rem, "errors", (json_int_t)s->errors,
@@ -1089,8 +1093,7 @@ void migrate_stop(struct proxy *p)
     while (mg->jobs != NULL) {
         struct mig_job *j = mg->jobs;
         mg->jobs = j->next;
-        job_stop(j);
-        uv_close((uv_handle_t *)&j->timer, job_timer_closed);
+        job_close(j);
     }
     uv_mutex_unlock(&mg->mu);
 }
