@@ -42,6 +42,7 @@
  */
 
 #define MIG_SCAN_MAX      1000   /* a page's keys: well under the link's 4096 elements */
+#define MIG_BATCH_MAX     100    /* keys per MIGRATE: the source is blocked while it runs */
 #define MIG_TIMEOUT_MS    10000
 #define MIG_RETRY_MS      1000
 #define MIG_MIGRATE_TIMEOUT "5000"
@@ -555,6 +556,8 @@ static int srv_send_migrate(struct mig_server *s)
         } else if (o != dst || rep != replace) {
             continue;
         }
+        if (cnt == MIG_BATCH_MAX)
+            break;
         s->bdone[i] = 2;            /* in this MIGRATE */
         if (put_bulk(&body, ks->k[i].s, ks->k[i].n) < 0)
             goto nomem;
