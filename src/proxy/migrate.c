@@ -105,19 +105,25 @@ static int mig_wanted(const struct conf_pool *cp, const struct conf_global *g)
     return cp->migrate && cp->protocol == CONF_PROTO_REDIS;
 }
 
-/* A keyed request during a migration: its keys' previous owner moves them first. */
-static enum stage_verdict mig_request(struct stage_req *r)
+enum mig_case {
+    MIG_HOME,           /* no key of the request moved (or the pool does not migrate) */
+    MIG_MOVE,           /* its keys moved from one server to one: *from, *to */
+    MIG_REFUSE          /* moved in a way one MIGRATE cannot serve */
+};
+
+/* Where r's keys were on the previous ring, while the pool migrates by r's ring. */
+static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32_t *top)
 {
-    struct wpool *pool = r->pool;
+    const struct wpool *pool = r->pool;
     const struct route_pool *rp = &pool->view;
     const struct proto_req *req = r->req;
 
     if (rp->prev_ring == NULL || rp->prev_map == NULL || r->rk == NULL || rp->shared == NULL)
-        return STAGE_PASS;
+        return MIG_HOME;
     uint64_t st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
     if (!(st & 1u) || (st & ~(uint64_t)3) != (rp->ring->checksum & ~(uint64_t)3) ||
         (req->flags & PROTO_RF_NOKEY) || req->nkeys == 0)
-        return STAGE_PASS;
+        return MIG_HOME;
 
     uint32_t from = ROUTE_NONE, to = r->rk[0].owner;
     int moved = 0, several = 0, removed = 0;
@@ -139,11 +145,31 @@ static enum stage_verdict mig_request(struct stage_req *r)
         from = was;
     }
     if (!moved)
-        return STAGE_PASS;
+        return MIG_HOME;
     if (removed || several || (req->kind != PROTO_REQ_SINGLE && req->kind != PROTO_REQ_SAME) ||
         req->body_len > 0)
-        return mig_refuse(r);
+        return MIG_REFUSE;
+    *fromp = from;
+    *top = to;
+    return MIG_MOVE;
+}
 
+/* A keyed request during a migration: its keys' previous owner moves them first. */
+static enum stage_verdict mig_request(struct stage_req *r)
+{
+    struct wpool *pool = r->pool;
+    const struct route_pool *rp = &pool->view;
+    const struct proto_req *req = r->req;
+    uint32_t from = ROUTE_NONE, to = ROUTE_NONE;
+
+    switch (mig_case(r, &from, &to)) {
+    case MIG_HOME:
+        return STAGE_PASS;
+    case MIG_REFUSE:
+        return mig_refuse(r);
+    case MIG_MOVE:
+        break;
+    }
     struct msg *m = r->m;
     struct server *old = pool->servers[from], *dst = pool->servers[to];
     const char *reason = NULL;
@@ -224,9 +250,21 @@ static int mig_reply(struct worker *w, struct msg *m)
     return 0;
 }
 
+/*
+ * A request on a session's pinned connection (MULTI/EXEC, WATCH, blocking commands) is
+ * not moved first (its connection is the session's, not the worker's): while a key of it
+ * moves it is refused -TRYAGAIN, and a transaction it was queued in ends EXECABORT.
+ */
+static enum stage_verdict mig_pinned(struct stage_req *r)
+{
+    uint32_t from, to;
+    return mig_case(r, &from, &to) == MIG_HOME ? STAGE_PASS : mig_refuse(r);
+}
+
 const struct stage stage_migrate = {
     .name = "migrate",
     .wanted = mig_wanted,
     .request = mig_request,
     .reply = mig_reply,
+    .pinned = mig_pinned,
 };

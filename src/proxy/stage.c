@@ -41,7 +41,8 @@ void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
                                (st->write ? STAGE_H_WRITE : 0) |
                                (st->queued ? STAGE_H_QUEUED : 0) |
                                (st->sent ? STAGE_H_SENT : 0) |
-                               (st->reply ? STAGE_H_REPLY : 0));
+                               (st->reply ? STAGE_H_REPLY : 0) |
+                               (st->pinned ? STAGE_H_PINNED : 0));
     }
 }
 
@@ -98,6 +99,19 @@ void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent)
     for (uint8_t i = 0; i < ch->n; i++)
         if (ch->stage[i]->sent != NULL)
             ch->stage[i]->sent(r, sent);
+}
+
+enum stage_verdict stage_pinned(const struct stage_chain *ch, struct stage_req *r)
+{
+    for (uint8_t i = 0; i < ch->n; i++) {
+        const struct stage *st = ch->stage[i];
+        if (st->pinned != NULL) {
+            enum stage_verdict v = st->pinned(r);
+            if (v != STAGE_PASS)
+                return v;
+        }
+    }
+    return STAGE_PASS;
 }
 
 int stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m)

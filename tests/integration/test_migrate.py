@@ -450,6 +450,30 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     m = migration(env)
     if m["state"] == "running":
         check("pool 'rd': migrating:" in text, "/health says the pool migrates: %r" % text)
+    # a transaction runs on a pinned connection, where no key is moved first: one that
+    # touches a key that moved is refused while the pool migrates (EXEC: EXECABORT)
+    refused = committed = 0
+    with env.proxy.client() as c:
+        for i in range(40):
+            # well-mixed names: fnv1a_64 puts short counters close together on the ring
+            k = b"tx:%d:%x" % (i, random.getrandbits(48))
+            eq(c.rd("MULTI"), "OK")
+            r = c.rd("SET", k, b"v")
+            e = c.rd("EXEC")
+            if isinstance(r, RespError):
+                check(str(r).startswith("TRYAGAIN"), "refused with TRYAGAIN: %r" % r)
+                check(isinstance(e, RespError) and str(e).startswith("EXECABORT"),
+                      "EXEC after a refused command: %r" % e)
+                refused += 1
+            else:
+                eq((r, e), ("QUEUED", ["OK"]), "a transaction on a key at home")
+                committed += 1
+                env.truth[k] = ["string", b"v", None]
+    still = migration(env)["state"] == "running"
+    print("  transactions while migrating: %d refused, %d committed (still migrating: %s)"
+          % (refused, committed, still))
+    if still:
+        check(refused > 0, "a transaction on a moved key is refused while keys move")
     # it rebuilt the ring the killed one moved from: requests move their keys first again,
     # so clients see every key while the rest moves
     keys = sorted(env.truth)
