@@ -446,11 +446,12 @@ static void srv_later(struct mig_server *s, uint64_t ms)
     uv_timer_start(&s->timer, srv_timer_cb, ms, 0);
 }
 
-/* The word pool_shared.migrating holds while ring r's keys move (state: 1, or 3 once the
- * removed servers are drained). */
+/* The word pool_shared.migrating holds for ring r: state 4 once it is published and until
+ * every worker runs it (moved keys still go to their old owner), then 1 while its keys
+ * move, 3 once the removed servers are drained (src/proxy/migrate.c reads it). */
 static uint64_t mig_word(const struct ring *r, unsigned state)
 {
-    return (r->checksum & ~(uint64_t)3) | state;
+    return (r->checksum & ~(uint64_t)7) | state;
 }
 
 /* The pool's record of what moves, when the snapshot published now still moves from j's
@@ -989,11 +990,7 @@ void migrate_publishing(struct snapshot *snap, const struct snapshot *old)
         if (!cp->migrate || sp->prev_ring == NULL || sp->shared == NULL || oi < 0 ||
             old->pools[oi].prev_ring == sp->prev_ring)
             continue;
-        unsigned removed = 0;
-        const struct conf_pool *op = &old->conf->pools[oi];
-        for (uint32_t s = 0; s < op->nservers; s++)
-            removed |= !conf_pool_has_server(cp, &op->servers[s], s);
-        atomic_store_explicit(&sp->shared->migrating, mig_word(sp->ring, removed ? 1u : 3u),
+        atomic_store_explicit(&sp->shared->migrating, mig_word(sp->ring, 4u),
                               memory_order_release);
     }
 }

@@ -40,6 +40,12 @@
  */
 
 #define MIG_TIMEOUT_MS 5000
+
+/* pool_shared.migrating: the ring's checksum (low bits cleared) | these */
+#define MIG_ST_MOVING   0x1u    /* keys move: a request moves its keys first */
+#define MIG_ST_DRAINED  0x2u    /* the servers the reload removed are drained */
+#define MIG_ST_PENDING  0x4u    /* published, not every worker runs the ring yet */
+#define MIG_ST_MASK     0x7u
 #define MIG_TRYAGAIN "-TRYAGAIN ringleader: a key of this request is moving to its new server; retry\r\n"
 
 static uint16_t mig_cmd_id(void)
@@ -112,7 +118,8 @@ enum mig_case {
 };
 
 /* Where r's keys were on the previous ring, while the pool migrates by r's ring. */
-static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32_t *top)
+static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32_t *top,
+                              uint64_t *stp)
 {
     const struct wpool *pool = r->pool;
     const struct route_pool *rp = &pool->view;
@@ -121,9 +128,11 @@ static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32
     if (rp->prev_ring == NULL || rp->prev_map == NULL || r->rk == NULL || rp->shared == NULL)
         return MIG_HOME;
     uint64_t st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
-    if (!(st & 1u) || (st & ~(uint64_t)3) != (rp->ring->checksum & ~(uint64_t)3) ||
+    if (!(st & (MIG_ST_MOVING | MIG_ST_PENDING)) ||
+        (st & ~(uint64_t)MIG_ST_MASK) != (rp->ring->checksum & ~(uint64_t)MIG_ST_MASK) ||
         (req->flags & PROTO_RF_NOKEY) || req->nkeys == 0)
         return MIG_HOME;
+    *stp = st;
 
     uint32_t from = ROUTE_NONE, to = r->rk[0].owner;
     int moved = 0, several = 0, removed = 0;
@@ -131,7 +140,7 @@ static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32
         uint32_t o = ring_owner(rp->prev_ring, r->rk[k].bytes, r->rk[k].len);
         uint32_t was = o < rp->prev_ring->nservers ? rp->prev_map[o] : ROUTE_NONE;
         if (was == ROUTE_NONE) {
-            if (st & 2u)
+            if (st & MIG_ST_DRAINED)
                 continue;               /* a removed server, drained: nothing left there */
             removed = 1;
         } else if (was == r->rk[k].owner) {
@@ -161,8 +170,9 @@ static enum stage_verdict mig_request(struct stage_req *r)
     const struct route_pool *rp = &pool->view;
     const struct proto_req *req = r->req;
     uint32_t from = ROUTE_NONE, to = ROUTE_NONE;
+    uint64_t st = 0;
 
-    switch (mig_case(r, &from, &to)) {
+    switch (mig_case(r, &from, &to, &st)) {
     case MIG_HOME:
         return STAGE_PASS;
     case MIG_REFUSE:
@@ -177,6 +187,21 @@ static enum stage_verdict mig_request(struct stage_req *r)
                                  : server_pick_db(old, 0, 0, m->db, &reason);
     if (s == NULL)
         return mig_refuse(r);
+    if (!(st & MIG_ST_MOVING)) {
+        /* the ring was just published: until every worker routes by it (a worker still on
+         * the previous one writes the key on its old owner) the key stays where it is */
+        size_t at = buf_len(&s->conn.obuf);
+        if (pool->ops->forward(req, r->buf, &s->conn.obuf) < 0) {
+            buf_truncate(&s->conn.obuf, at);
+            return mig_refuse(r);
+        }
+        m->req_bytes = buf_len(&s->conn.obuf) - at;
+        STATS_ADD(&old->stats, requests, 1);
+        STATS_ADD(&old->stats, request_bytes, m->req_bytes);
+        sconn_enqueue(s, m);
+        sconn_mark(r->c->w, s);
+        return STAGE_TAKEN;
+    }
     buf_truncate(&m->reqcopy, 0);
     if (pool->ops->forward(req, r->buf, &m->reqcopy) < 0) {
         buf_free(&m->reqcopy);
@@ -258,7 +283,8 @@ static int mig_reply(struct worker *w, struct msg *m)
 static enum stage_verdict mig_pinned(struct stage_req *r)
 {
     uint32_t from, to;
-    return mig_case(r, &from, &to) == MIG_HOME ? STAGE_PASS : mig_refuse(r);
+    uint64_t st;
+    return mig_case(r, &from, &to, &st) == MIG_HOME ? STAGE_PASS : mig_refuse(r);
 }
 
 const struct stage stage_migrate = {
