@@ -334,6 +334,31 @@ def verify(env, n):
     return len(live)
 
 
+def live_diff(env, n_from, n_to):
+    """`ringleader-ring --diff NEW --live` counts, on the servers, exactly the keys whose owner
+    the change moves (no client runs meanwhile)."""
+    import json
+    import subprocess
+    from harness import binary
+    from harness.procs import tmpdir
+    new = os.path.join(tmpdir(), "diff-new-%d.yml" % n_to)
+    with open(new, "w") as f:
+        f.write(harness.yaml_dump({"rd": dict(env.pool(n_to), listen="127.0.0.1:1")}))
+    t0 = time.monotonic()
+    r = subprocess.run([binary("ringleader-ring"), "-c", env.proxy.conf_path, "-p", "rd",
+                        "--diff", new, "--live", "--json"], capture_output=True, timeout=120)
+    eq(r.returncode, 0, "ringleader-ring --diff --live: %r" % r.stderr[-400:])
+    live = json.loads(r.stdout)["pools"][0]["live"]
+    keys = sorted(k for k, e in env.truth.items() if e[1] is not None)
+    before = ring_owners(env.proxy.conf_path, "rd", keys)
+    after = ring_owners(new, "rd", keys)
+    moving = sum(1 for k in keys if before[k] != after[k])
+    print("  ringleader-ring --diff --live: %d of %d keys would move, %d bytes (%.1f s)"
+          % (live["moving_keys"], live["keys"], live["moving_bytes"], time.monotonic() - t0))
+    eq((live["keys"], live["moving_keys"]), (len(keys), moving), "--live's counts")
+    check(live["moving_bytes"] > moving, "--live's bytes")
+
+
 def grow_or_shrink(env, keys, n_from, n_to, timeout):
     ws = start_workers(env, keys)
     t0 = time.monotonic()
@@ -391,6 +416,7 @@ def grow_then_shrink_under_load(env):
     env.proxy = Proxy({"rd": env.pool(4)}, admin=True)
     load(env, keys)
     verify(env, 4)
+    live_diff(env, 4, 5)
     m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200)
     check(m["moved"] > 0, "the grow moved keys")
     status, text = http(env.proxy.admin_port, "GET", "/metrics")
