@@ -184,6 +184,7 @@ void conf_free(struct conf *conf)
     free(conf->global.config_source);
     conf__users_free(&conf->global);
     free(conf->global.request_log.path);
+    free(conf->global.migrate_state);
     free(conf->source);
     free(conf->path);
     free(conf);

@@ -181,6 +181,10 @@ struct conf_pool {
      * the servers ("_memcache._tcp.example"), NULL: none */
     uint32_t resolve_interval_s;
     char    *discovery;
+    /* migrate (Redis pools, docs/reload.md): a reload that changes owners moves the keys
+     * (src/control/migrate.c), at most migrate_rate keys/s over the pool: 20000 */
+    int      migrate;
+    uint32_t migrate_rate;
 };
 
 /* users: (src/conf/conf_users.c, docs/security.md): who a client is, what it may run and
@@ -272,6 +276,8 @@ struct conf_global {
                                        request; -1: none), Redis's slowlog-log-slower-than */
     uint32_t slowlog_max_len;       /* entries kept per pool and worker: 128 */
     struct conf_request_log request_log;
+    char    *migrate_state;       /* migrations in progress (docs/reload.md); NULL: the
+                                     configuration file's path + ".migrate" */
 };
 
 struct conf {

@@ -169,6 +169,11 @@ const char *conf__set_sentinel(struct conf_ctx *c, const struct conf_command *cm
 int conf__pool_sentinel(struct conf_ctx *c, struct conf_pool *pool, yaml_node_t *sentinel,
                         yaml_node_t *servers, yaml_node_t *cluster, int explicit_memcache);
 
+/* migrate: true: only a plain Redis pool moves its keys (conf_migrate.c). Returns the
+ * errors recorded, as a negative count. */
+int conf__pool_migrate(struct conf_ctx *c, struct conf_pool *pool, yaml_node_t *migrate,
+                       yaml_node_t *warmup);
+
 /* The walk over a keyword table (conf_table.c). */
 int conf__collect(struct conf_ctx *c, const struct conf_command *cmds, size_t ncmds,
                   yaml_node_t *map, yaml_node_t **keys, yaml_node_t **values,

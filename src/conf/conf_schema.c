@@ -114,6 +114,8 @@ static const struct conf_command conf_pool_commands[] = {
     { "resolve_interval",     conf__set_u32,      P(resolve_interval_s), 1, 86400, NULL, 0 },
     { "discovery",            conf__set_discovery, P(discovery), 0, 0, NULL, 0 },
     { "near_cache",           conf__set_near_cache, 0, 0, 0, NULL, 1 },
+    { "migrate",              conf__set_bool,     P(migrate), 0, 0, NULL, 0 },
+    { "migrate_rate",         conf__set_u32,      P(migrate_rate), 1, 10000000, NULL, 0 },
 };
 #undef P
 
@@ -166,6 +168,7 @@ static const struct conf_command conf_global_commands[] = {
     { "slowlog_threshold_us", conf__set_int,   G(slowlog_threshold_us), -1, INT32_MAX, NULL, 0 },
     { "slowlog_max_len",     conf__set_u32,    G(slowlog_max_len), 0, 1000000, NULL, 0 },
     { "request_log",         conf__set_request_log, G(request_log), 0, 0, NULL, 0 },
+    { "migrate_state",       conf__set_string, G(migrate_state), 0, 0, NULL, 0 },
 };
 #undef G
 
@@ -224,6 +227,7 @@ static void conf__pool_defaults(struct conf_pool *pool)
     pool->shadow.fraction = 1.0;
     pool->shadow.queue_limit = 1000;
     pool->shadow.batch_ms = 1;
+    pool->migrate_rate = 20000;
 }
 
 static int conf__is_prime(uint32_t n)
@@ -408,6 +412,9 @@ static int conf__pool_parse(struct conf_ctx *c, uint32_t idx, yaml_node_t *name_
         errors -= conf__fail(c, conf__pool_value(values, "leases"), "leases",
                              "meta is memcached's own leases (mg ... N); a Redis pool takes "
                              "a fleet-wide lease with lease_prefix");
+    if (GIVEN("migrate") && !FAILED("migrate"))
+        errors += conf__pool_migrate(c, pool, conf__pool_value(values, "migrate"),
+                                     conf__pool_value(values, "warmup"));
 #undef FAILED
 #undef GIVEN
     return errors;

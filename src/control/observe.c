@@ -12,6 +12,7 @@
 #include "lib/log.h"
 #include "control/cluster.h"
 #include "control/sentinel.h"
+#include "control/migrate.h"
 #include "control/observe.h"
 #include "control/proxy.h"
 #include "state/registry.h"
@@ -338,6 +339,42 @@ out:
     return rc;
 }
 
+/*
+ * The migrations' progress (control/migrate.c): Prometheus lines appended, or a
+ * "migrate" member added to the JSON document that starts at out[start] (its last '}').
+ */
+static int observe_migrate(struct proxy *p, int prometheus, struct buf *out, size_t start)
+{
+    if (p->migrate == NULL)
+        return 0;
+    if (prometheus)
+        return migrate_prometheus(p, out);
+    json_t *j = migrate_json(p);
+    if (j == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    if (json_object_size(j) > 0) {
+        char *txt = json_dumps(j, JSON_COMPACT);
+        size_t last = buf_len(out);
+        while (last > start && buf_rptr(out)[last - 1] != '}')
+            last--;
+        if (txt == NULL) {
+            rc = -ENOMEM;
+        } else if (last > start) {      /* out[last - 1] is the document's closing brace */
+            struct buf tail;
+            buf_init(&tail);
+            rc = buf_append(&tail, buf_rptr(out) + last - 1, buf_len(out) - (last - 1));
+            buf_truncate(out, last - 1);
+            rc |= buf_appendf(out, ",\"migrate\":%s", txt);
+            rc |= buf_append(out, buf_rptr(&tail), buf_len(&tail));
+            buf_free(&tail);
+        }
+        free(txt);
+    }
+    json_decref(j);
+    return rc < 0 ? -ENOMEM : 0;
+}
+
 int observe_render(struct proxy *p, int prometheus, struct buf *out)
 {
     struct snapshot *snap = observe_snapshot(p);
@@ -349,8 +386,11 @@ int observe_render(struct proxy *p, int prometheus, struct buf *out)
     memset(&v, 0, sizeof(v));
     rc = observe_view(p, snap, &v);
     if (rc == 0) {
+        size_t start = buf_len(out);
         rc = prometheus ? stats_render_prometheus(&v, out) : stats_render_json(&v, out);
         stats_view_free(&v);
+        if (rc == 0)
+            rc = observe_migrate(p, prometheus, out, start);
     }
     snapshot_unref(snap);
     return rc;
@@ -490,6 +530,19 @@ static int admin_health(void *ctx, struct buf *out)
     }
     if (status == 200)
         buf_append_str(out, "ok\n");
+    json_t *mj = p->migrate != NULL ? migrate_json(p) : NULL;
+    const char *mpool;
+    json_t *mp;
+    json_object_foreach(mj, mpool, mp)
+        if (strcmp(json_string_value(json_object_get(mp, "state")), "running") == 0)
+            buf_appendf(out, "pool '%s': migrating: %" JSON_INTEGER_FORMAT " keys moved, %"
+                        JSON_INTEGER_FORMAT " left to scan, %" JSON_INTEGER_FORMAT
+                        " errors, eta %.0f s\n", mpool,
+                        json_integer_value(json_object_get(mp, "moved")),
+                        json_integer_value(json_object_get(mp, "remaining")),
+                        json_integer_value(json_object_get(mp, "errors")),
+                        json_real_value(json_object_get(mp, "eta_s")));
+    json_decref(mj);
     /* A refused reload leaves the running configuration serving: still
      * healthy, but an operator polling /health must see it. */
     if (p->reload != NULL) {

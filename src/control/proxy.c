@@ -10,6 +10,7 @@
 #include "conf/conf_lint.h"
 #include "state/health.h"
 #include "lib/log.h"
+#include "control/migrate.h"
 #include "control/notify.h"
 #include "control/ops_rate.h"
 #include "proto/proto.h"
@@ -375,6 +376,7 @@ int proxy_run(struct proxy_options *opt)
         fprintf(stderr, "ringleader: out of memory\n");
         goto out_loop;
     }
+    migrate_adopted(p, snap, NULL);     /* a migration the state file says is unfinished */
     if (proxy_serve(p, snap) == 0)
         status = 0;
 
@@ -387,6 +389,7 @@ out_loop:
     upgrade_close(p);
     observe_admin_stop(p);
     observe_stats_close(p);
+    migrate_stop(p);
     reload_close(p);
     cluster_registry_close(p);
     sentinel_registry_close(p);
@@ -399,6 +402,7 @@ out_loop:
     free(p->workers);
     reqlog_destroy(p->hub.reqlog);      /* what the workers logged last is written */
     p->hub.reqlog = NULL;
+    migrate_free(p);
     reload_free(p);
     snap = atomic_exchange(&p->hub.current, NULL);
     proxy_unlink_sockets(p, snap);      /* the unix sockets we listened on go with us */

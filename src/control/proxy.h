@@ -79,6 +79,7 @@ struct proxy {
     int                        handed_over;   /* a successor serves: drain, leave its files */
     struct resolve            *resolve;       /* DNS names and SRV discovery (resolve.c) */
     struct etcd_source        *etcd;          /* config_source: etcd (etcd_source.c), or NULL */
+    struct migrate            *migrate;       /* migrate: pools' keys moving (migrate.c), or NULL */
 };
 
 /* Load the config, build rings, start workers and the stats port; runs

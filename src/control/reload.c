@@ -19,6 +19,7 @@
 #include "state/registry.h"
 #include "proxy/rejoin.h"
 #include "proxy/worker.h"
+#include "control/migrate.h"
 #include "control/reload.h"
 #include "stats/reqlog.h"
 #include "control/snapshot_build.h"
@@ -175,6 +176,7 @@ int reload_apply(struct proxy *p, const char *trigger, struct conf *conf, char *
 
     if (nc->global.client_output_limit)
         atomic_store(&p->hub.client_output_limit, nc->global.client_output_limit);
+    migrate_publishing(snap, old);
     reload_publish(p, snap);
 
     uint64_t built_us = util_now_us() - t0;
@@ -256,6 +258,7 @@ static void reload_ack_cb(uv_async_t *a)
         log_error("reload: %u worker(s) could not apply every pool (see errors above)",
                   atomic_load(&r->worker_errors));
     snapshot_close_listeners(r->old);
+    migrate_adopted(p, atomic_load(&p->hub.current), r->old);
     snapshot_unref(r->old);
     r->old = NULL;
     rejoin_store_prune(p->rejoin, atomic_load(&p->hub.current));   /* removed servers' records */

@@ -11,6 +11,7 @@
 #include "placement/cluster_map.h"
 #include "control/proxy.h"
 #include "control/resolve.h"
+#include "control/migrate.h"
 #include "control/snapshot_build.h"
 #include "control/upgrade.h"
 #include "lib/util.h"
@@ -93,10 +94,18 @@ static int build_pool_ring(struct snapshot_pool *sp, const struct conf *conf,
         ring_unref(sp->ring);
         ring_ref(or);
         sp->ring = or;
+        if (cp->migrate && old->pools[j].prev_ring != NULL) {  /* its migration goes on */
+            ring_ref(old->pools[j].prev_ring);
+            sp->prev_ring = old->pools[j].prev_ring;
+        }
         return 0;
     }
     sp->ring->epoch = or->epoch + 1;
-    if (cp->warmup_s > 0) {     /* route.c asks the protocol what warms */
+    if (cp->migrate) {          /* migrate.c's previous owners; no warm-up window */
+        ring_ref(or);
+        sp->prev_ring = or;
+        sp->warm_until_ms = 0;
+    } else if (cp->warmup_s > 0) {     /* route.c asks the protocol what warms */
         ring_ref(or);
         sp->prev_ring = or;
         sp->warm_until_ms = util_now_ms() + (uint64_t)cp->warmup_s * 1000u;
@@ -217,6 +226,8 @@ struct snapshot *snapshot_build(struct proxy *p, struct conf *conf, const struct
             goto fail;
         if (build_pool_ring(sp, conf, cp, old, err, errlen) < 0)
             goto fail;
+        if (old == NULL && cp->migrate)     /* a migration a stopped proxy left unfinished */
+            sp->prev_ring = migrate_state_ring(conf, cp, sp->ring);
         sp->keys_max_over_mean = build_key_skew(sp->ring);
         sp->shadow = ROUTE_NONE;
         for (uint32_t j = 0; cp->shadow.pool != NULL && j < conf->npools; j++)

@@ -63,7 +63,9 @@ enum msg_state {
 enum msg_warm {
     MSG_WARM_NONE,
     MSG_WARM_ASK,   /* a get at its new owner: on a miss, ask the previous owner */
-    MSG_WARM_FETCH  /* the ask itself, sent to the previous owner */
+    MSG_WARM_FETCH, /* the ask itself, sent to the previous owner */
+    MSG_WARM_MOVE   /* migrate: the MIGRATE of its keys, sent to their previous owner first
+                       (migrate.c); warm_to: the new owner, reqcopy: the request */
 };
 
 #define MSG_F_NOREPLY  0x0001  /* the client asked for no reply: not in its queue */
@@ -137,6 +139,7 @@ struct msg_watch {
 };
 
 struct client;
+struct ring;
 struct sconn;
 struct server;
 struct worker;
@@ -180,6 +183,7 @@ struct msg {
     uint8_t        retries;     /* cluster TRYAGAIN retries */
     struct server *warm_to;     /* warm-up: the previous owner to ask, then where a hit is copied */
     uint16_t       warm_cmd;    /* warm-up: get or gets, as the client asked */
+    const struct ring *mig_ring; /* migrate: the ring its move was decided by (migrate.c) */
     struct msg_watch *watch;    /* told of the outcome, or NULL */
     struct msg    *waiters;     /* collapse: a leader's first follower; a follower's next */
     size_t         charged;     /* its buffers' capacity as counted in its client's held_cost */

@@ -16,6 +16,7 @@
 #include "proxy/server.h"
 #include "proxy/session.h"
 #include "proxy/tracking.h"
+#include "proxy/stage.h"
 #include "proxy/worker.h"
 #include "stats/stats.h"
 #include "lib/util.h"
@@ -116,6 +117,10 @@ static void session_end(struct session *sess, int keep)
  * *poolp their pool): its keys must share an owner (else CROSSSLOT). NULL
  * after answering m.
  */
+static int session_refused(struct client *c, struct wpool *pool, struct msg *m,
+                           const struct proto_req *req, const char *buf,
+                           const struct route_key *rk);
+
 static struct server *session_place(struct client *c, struct msg *m, const struct proto_req *req,
                                     const char *buf, struct route_key **rkp, char *dec,
                                     struct wpool **poolp)
@@ -127,8 +132,22 @@ static struct server *session_place(struct client *c, struct msg *m, const struc
         return NULL;
     if (!forward_keys_together(c, pool, m, rk, req->nkeys))
         return NULL;
+    if (session_refused(c, pool, m, req, buf, rk))
+        return NULL;
     *poolp = pool;
     return forward_pick(c, pool, m, req, &rk[0]);
+}
+
+/* Whether a stage of the pool refused req's keys on a pinned connection (migrate: a key
+ * that is moving); m is answered then. One bit test for a pool without such a stage. */
+static int session_refused(struct client *c, struct wpool *pool, struct msg *m,
+                           const struct proto_req *req, const char *buf,
+                           const struct route_key *rk)
+{
+    if (!(pool->chain.hooks & STAGE_H_PINNED))
+        return 0;
+    struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf, .rk = rk };
+    return stage_pinned(&pool->chain, &r) != STAGE_PASS;
 }
 
 /* Whether every key of req (placed in rk) has the owner sess was placed by. */
@@ -553,6 +572,10 @@ static enum session_verdict session_atomic(struct session *sess, const struct pr
             forward_refuse(c, m, PROTO_ERR_CROSSSLOT, "keys in request don't hash to the same server");
             return SESSION_DONE;
         }
+        if (session_refused(c, pool, m, req, buf, rk)) {
+            session_spoil(sess);
+            return SESSION_DONE;
+        }
         if (session_note_write(sess, m, req, rk) < 0)
             return SESSION_DONE;
     } else if (req->kind != PROTO_REQ_SESSION) {
@@ -607,6 +630,8 @@ static enum session_verdict session_watching(struct session *sess, const struct 
     if (pool == NULL)
         return SESSION_DONE;
     if (session_owns(sess, pool, rk, req->nkeys)) {
+        if (session_refused(c, pool, m, req, buf, rk))
+            return SESSION_DONE;
         if (!sess->via_pin && before > 0) {
             forward_retract(c, m);
             return SESSION_WAIT;

@@ -15,6 +15,7 @@
 static const struct stage *const stage_table[] = {
     &stage_tracking,        /* first: sees every read a tracking client makes, even one
                              * another stage answers; writes invalidate */
+    &stage_migrate,         /* a key that moved is moved first (MIGRATE), then served */
     &stage_rejoin,          /* remembers writes for a down server's rejoin */
     &stage_failover_ttl,    /* caps the TTL of a write sent to a failover server */
     &stage_warmup,          /* a miss after a reload is retried on the key's old owner */
@@ -42,7 +43,8 @@ void stage_chain_build(struct stage_chain *ch, const struct conf_pool *cp,
                               (st->write ? STAGE_H_WRITE : 0) |
                               (st->queued ? STAGE_H_QUEUED : 0) |
                               (st->sent ? STAGE_H_SENT : 0) |
-                              (st->reply ? STAGE_H_REPLY : 0));
+                              (st->reply ? STAGE_H_REPLY : 0) |
+                              (st->pinned ? STAGE_H_PINNED : 0));
         if (st->dormant)
             ch->dormant_hooks |= h;
         else
@@ -116,6 +118,19 @@ void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent)
     for (uint8_t i = 0; i < ch->n; i++)
         if (ch->stage[i]->sent != NULL && stage_runs(ch, ch->stage[i]))
             ch->stage[i]->sent(r, sent);
+}
+
+enum stage_verdict stage_pinned(const struct stage_chain *ch, struct stage_req *r)
+{
+    for (uint8_t i = 0; i < ch->n; i++) {
+        const struct stage *st = ch->stage[i];
+        if (st->pinned != NULL && stage_runs(ch, st)) {
+            enum stage_verdict v = st->pinned(r);
+            if (v != STAGE_PASS)
+                return v;
+        }
+    }
+    return STAGE_PASS;
 }
 
 int stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m)

@@ -87,6 +87,11 @@ struct stage {
      * feature that clients turn on at run time (CLIENT TRACKING), which costs a pool's
      * requests nothing until one does. */
     uint8_t dormant;
+    /* A keyed request (r->rk placed) about to go on a session's pinned connection
+     * (MULTI/EXEC, WATCH, blocking commands), which passes no other hook: STAGE_TAKEN
+     * when the stage refused it (m answered; the session then treats it as refused),
+     * else STAGE_PASS. */
+    enum stage_verdict (*pinned)(struct stage_req *r);
 };
 
 /* The hooks a pool's chain has, so that the request path tests one bit. */
@@ -96,6 +101,7 @@ struct stage {
 #define STAGE_H_QUEUED  0x08u
 #define STAGE_H_SENT    0x10u
 #define STAGE_H_REPLY   0x20u
+#define STAGE_H_PINNED  0x40u
 
 #define STAGE_MAX 16
 
@@ -127,6 +133,8 @@ int  stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *
 void stage_queued(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
                   struct sconn *s);
 void stage_sent(const struct stage_chain *ch, struct stage_req *r, int sent);
+/* A session's keyed request (stage.pinned): the first verdict other than STAGE_PASS. */
+enum stage_verdict stage_pinned(const struct stage_chain *ch, struct stage_req *r);
 /* m (MSG_F_STAGED) has its reply: 1 when a stage took it (called through ch->reply). */
 int  stage_reply(const struct stage_chain *ch, struct worker *w, struct msg *m);
 
@@ -139,5 +147,6 @@ extern const struct stage stage_lease;         /* lease.c */
 extern const struct stage stage_shadow;        /* shadow.c */
 extern const struct stage stage_nearcache;     /* nearcache.c */
 extern const struct stage stage_tracking;      /* tracking.c */
+extern const struct stage stage_migrate;       /* migrate.c */
 
 #endif

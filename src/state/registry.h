@@ -22,6 +22,11 @@ struct pool_shared {
     /* near_cache: per slot of keys, writes begun (high bits) and in flight (low bits), so a
      * write through any worker makes every worker's copy of its keys invalid at once */
     atomic_uint_fast64_t nc_slot[POOL_NC_SLOTS];
+    /* migrate: the ring whose keys move to their owners (its checksum, the low 3 bits
+     * cleared) | 4 from its publication until every worker runs it | 1 while its keys
+     * move | 2 once the servers that reload removed are drained; 0: none.
+     * src/control/migrate.c writes it, src/proxy/migrate.c reads it */
+    atomic_uint_fast64_t migrating;
 };
 
 /*

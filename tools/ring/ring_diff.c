@@ -55,6 +55,8 @@ struct tool_pool_diff {
     struct tool_flow *flows;    /* non-zero moved cells of the from->to matrix, largest first */
     uint32_t nflows;
     uint64_t *stayed;           /* [old servers]: sample keys that kept their owner */
+    int live;                   /* --live ran: */
+    struct tool_live lv;
 };
 
 
@@ -192,6 +194,10 @@ static void tool_diff_text(const struct tool_pool_diff *d)
     if (d->floor > 0 && d->or != NULL && d->nr != NULL)
         printf(" (%.2fx the floor)", d->moved / d->floor);
     putchar('\n');
+    if (d->live)
+        printf("live      %" PRIu64 " of %" PRIu64 " keys on %u server(s) would move, %" PRIu64
+               " bytes (DUMP, as MIGRATE sends them)\n", d->lv.moving, d->lv.scanned,
+               d->lv.servers, d->lv.bytes);
     if (d->samples == 0)
         return;
     printf("flows     %.4f%% of %u sample keys moved; from -> to, largest first:\n",
@@ -317,9 +323,28 @@ static int tool_diff_one(const struct tool_opts *o, const struct tool_samples *k
     int rc = TOOL_EXIT_OK;
 
     if (tool_diff_pool(d, o->samples, ks) != 0) {
-        rc = tool__nomem();
-    } else if (o->json) {
+        free(d->flows);
+        free(d->stayed);
+        return tool__nomem();
+    }
+    if (o->live && d->op != NULL && d->np != NULL && d->nr != NULL &&
+        d->op->protocol == CONF_PROTO_REDIS) {
+        d->live = 1;
+        if (tool__live(d->op, d->np, d->nr, &d->lv) < 0) {
+            fprintf(stderr, "ringleader-ring: --live: pool '%s': %s\n", d->name, d->lv.err);
+            free(d->flows);
+            free(d->stayed);
+            return TOOL_EXIT_ERROR;
+        }
+    }
+    if (o->json) {
         json_t *one = tool_diff_json(d);
+        if (one != NULL && d->live)
+            json_object_set_new(one, "live", json_pack("{s:I, s:I, s:I, s:i}",
+                                "keys", (json_int_t)d->lv.scanned,
+                                "moving_keys", (json_int_t)d->lv.moving,
+                                "moving_bytes", (json_int_t)d->lv.bytes,
+                                "servers", (int)d->lv.servers));
         if (one == NULL || json_array_append_new(out, one) != 0)
             rc = tool__json_emit(NULL);
     } else {

@@ -44,6 +44,8 @@ static void tool_usage(FILE *f)
             "                        pool's replicas if larger; at most %d)\n"
             "      --tsv           : one line per key, key<TAB>owner, nothing else\n"
             "      --json          : one JSON document (query, --balance, --diff)\n"
+            "      --live          : --diff also SCANs the old file's Redis servers: the keys\n"
+            "                        and bytes (DUMP sizes, as MIGRATE sends them) that move\n"
             "  -b, --balance       : each server's share of the keyspace and of sample keys\n"
             "  -d, --diff=S        : what changes from the -c file to this one, per pool\n"
             "  -s, --samples=N     : sample keys \"key:<i>\" for --balance/--diff (default: %u)\n"
@@ -452,7 +454,8 @@ static int tool_parse_u32(const char *s, uint32_t min, uint32_t max, uint32_t *o
 /* Options into o; TOOL_EXIT_OK to go on, else the status to exit with (-1: exit 0). */
 static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
 {
-    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER, OPT_CLUSTER_USER, OPT_FLEET };
+    enum { OPT_TSV = 256, OPT_JSON, OPT_SVG, OPT_SHARDS, OPT_CLUSTER, OPT_CLUSTER_USER, OPT_FLEET,
+           OPT_LIVE };
     static const struct option longopts[] = {
         { "help",      no_argument,       NULL, 'h' },
         { "version",   no_argument,       NULL, 'V' },
@@ -470,6 +473,7 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
         { "cluster",   required_argument, NULL, OPT_CLUSTER },
         { "cluster-user", required_argument, NULL, OPT_CLUSTER_USER },
         { "fleet",     required_argument, NULL, OPT_FLEET },
+        { "live",      no_argument,       NULL, OPT_LIVE },
         { NULL, 0, NULL, 0 },
     };
     int c;
@@ -541,6 +545,9 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
             o->mode = TOOL_FLEET;
             o->fleet = optarg;
             break;
+        case OPT_LIVE:
+            o->live = 1;
+            break;
         default:
             tool_usage(stderr);
             return TOOL_EXIT_USAGE;
@@ -572,6 +579,10 @@ static int tool_parse_args(int argc, char **argv, struct tool_opts *o)
     }
     if (o->mode == TOOL_QUERY && (o->svg_path != NULL || o->keys_path != NULL)) {
         fprintf(stderr, "ringleader-ring: --svg and --keys go with --balance or --diff\n");
+        return TOOL_EXIT_USAGE;
+    }
+    if (o->live && o->mode != TOOL_DIFF) {
+        fprintf(stderr, "ringleader-ring: --live goes with --diff\n");
         return TOOL_EXIT_USAGE;
     }
     if (o->keys_path != NULL && samples_given) {

@@ -41,7 +41,22 @@ struct tool_opts {
     const char *fleet;       /* --fleet: admin URLs, comma-separated */
     char      **keys;        /* argv tail; none: keys come from stdin */
     int         nkeys;
+    int         live;        /* --live: --diff also counts keys and bytes on the servers */
 };
+
+/* --diff --live (ring_live.c): the keys on the old pool's Redis servers (SCAN) that the new
+ * ring places elsewhere, and their DUMP sizes (what MIGRATE sends). */
+struct tool_live {
+    uint64_t scanned, moving, bytes;
+    uint32_t servers;
+    char     err[300];
+};
+
+struct conf_pool;
+struct ring;
+/* 0, or -1 with out->err. */
+int tool__live(const struct conf_pool *op, const struct conf_pool *np, const struct ring *nr,
+               struct tool_live *out);
 
 /*
  * The sample keys of --balance and --diff: "key:0" .. "key:N-1" (the twemproxy vectors'

@@ -1,0 +1,296 @@
+/* migrate: while a Redis pool's keys move to their new owners, a request for a key that moved first moves that key, then runs on its new owner. */
+#include "config.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "lib/buf.h"
+#include "lib/util.h"
+#include "placement/ring.h"
+#include "proto/redis.h"
+#include "proxy/client.h"
+#include "proxy/msg.h"
+#include "proxy/route.h"
+#include "proxy/server.h"
+#include "proxy/stage.h"
+#include "proxy/worker.h"
+#include "state/registry.h"
+#include "stats/stats.h"
+
+/*
+ * The rule (docs/reload.md): once every worker routes by the new ring and until the
+ * control's scan has moved every key (pool_shared.migrating), a request whose keys had
+ * another owner under the previous ring is preceded by
+ *
+ *     MIGRATE <new owner> "" <db> <timeout> REPLACE [AUTH|AUTH2 ...] KEYS <its keys>
+ *
+ * on the previous owner, and is sent to the new owner only when that answered +OK or
+ * +NOKEY. A key is therefore on its previous owner only while nobody has touched it since
+ * the ring changed: the copy there is the newest there is, REPLACE is right, and whatever
+ * a request then does on the new owner (a read, HSET, LPUSH, EXPIRE, DEL) acts on the
+ * whole value with its TTL. The control's bulk move (src/control/migrate.c) sends the
+ * same MIGRATE; the server runs one at a time, so whichever comes second finds nothing.
+ *
+ * What cannot be moved that way is answered -TRYAGAIN: a request whose keys had several
+ * previous owners, a multi-server request (MGET over servers) with a moved key, a key whose
+ * previous owner the reload removed while that server is not drained yet (the worker has
+ * no connection to it), a request body that streams, a move that failed.
+ */
+
+#define MIG_TIMEOUT_MS 5000
+
+/* pool_shared.migrating: the ring's checksum (low bits cleared) | these */
+#define MIG_ST_MOVING   0x1u    /* keys move: a request moves its keys first */
+#define MIG_ST_DRAINED  0x2u    /* the servers the reload removed are drained */
+#define MIG_ST_PENDING  0x4u    /* published, not every worker runs the ring yet */
+#define MIG_ST_MASK     0x7u
+#define MIG_TRYAGAIN "-TRYAGAIN ringleader: a key of this request is moving to its new server; retry\r\n"
+
+static uint16_t mig_cmd_id(void)
+{
+    static uint16_t id = UINT16_MAX;     /* the table is constant: a race writes the same */
+    if (id == UINT16_MAX) {
+        const struct redis_command *c = redis_command_find("MIGRATE");
+        id = c != NULL ? (uint16_t)(c - redis_commands) : REDIS_CMD_NONE;
+    }
+    return id;
+}
+
+static int mig_bulk(struct buf *b, const char *s, size_t n)
+{
+    return buf_appendf(b, "$%zu\r\n", n) < 0 || buf_append(b, s, n) < 0 ||
+           buf_append(b, "\r\n", 2) < 0 ? -1 : 0;
+}
+
+static int mig_bulk_u(struct buf *b, unsigned long long v)
+{
+    char t[24];
+    int n = snprintf(t, sizeof(t), "%llu", v);
+    return mig_bulk(b, t, (size_t)n);
+}
+
+/* MIGRATE of r's keys to `to` appended to b. 0, or -1 without memory. */
+static int mig_write(struct buf *b, const struct stage_req *r, const struct server *to, int db)
+{
+    const struct conf_pool *cp = r->pool->cp;
+    uint32_t n = r->req->nkeys;
+    uint32_t argc = 7 + 1 + n;          /* MIGRATE h p "" db t REPLACE [AUTH..] KEYS k.. */
+    if (cp->redis_auth != NULL)
+        argc += cp->redis_username != NULL ? 3 : 2;
+    const char *host = to->addr.host != NULL ? to->addr.host : "127.0.0.1";
+    int rc = buf_appendf(b, "*%u\r\n", argc) < 0 || mig_bulk(b, "MIGRATE", 7) < 0 ||
+             mig_bulk(b, host, strlen(host)) < 0 || mig_bulk_u(b, to->addr.port) < 0 ||
+             mig_bulk(b, "", 0) < 0 || mig_bulk_u(b, (unsigned)db) < 0 ||
+             mig_bulk_u(b, MIG_TIMEOUT_MS) < 0 || mig_bulk(b, "REPLACE", 7) < 0;
+    if (rc == 0 && cp->redis_auth != NULL) {
+        if (cp->redis_username != NULL)
+            rc = mig_bulk(b, "AUTH2", 5) < 0 ||
+                 mig_bulk(b, cp->redis_username, strlen(cp->redis_username)) < 0;
+        else
+            rc = mig_bulk(b, "AUTH", 4) < 0;
+        rc = rc || mig_bulk(b, cp->redis_auth, strlen(cp->redis_auth)) < 0;
+    }
+    rc = rc || mig_bulk(b, "KEYS", 4) < 0;
+    for (uint32_t k = 0; rc == 0 && k < n; k++)
+        rc = mig_bulk(b, r->rk[k].bytes, r->rk[k].len);
+    return rc ? -1 : 0;
+}
+
+static enum stage_verdict mig_refuse(struct stage_req *r)
+{
+    STATS_ADD(&r->pool->stats, migrate_refused, 1);
+    msg_answer(r->c->w, r->m, MIG_TRYAGAIN, sizeof(MIG_TRYAGAIN) - 1, 1);
+    return STAGE_TAKEN;
+}
+
+static int mig_wanted(const struct conf_pool *cp, const struct conf_global *g)
+{
+    (void)g;
+    return cp->migrate && cp->protocol == CONF_PROTO_REDIS;
+}
+
+enum mig_case {
+    MIG_HOME,           /* no key of the request moved (or the pool does not migrate) */
+    MIG_MOVE,           /* its keys moved from one server to one: *from, *to */
+    MIG_REFUSE          /* moved in a way one MIGRATE cannot serve */
+};
+
+/* Where r's keys were on the previous ring, while the pool migrates by r's ring. */
+static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32_t *top,
+                              uint64_t *stp)
+{
+    const struct wpool *pool = r->pool;
+    const struct route_pool *rp = &pool->view;
+    const struct proto_req *req = r->req;
+
+    if (rp->prev_ring == NULL || rp->prev_map == NULL || r->rk == NULL || rp->shared == NULL)
+        return MIG_HOME;
+    uint64_t st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
+    if (!(st & (MIG_ST_MOVING | MIG_ST_PENDING)) ||
+        (st & ~(uint64_t)MIG_ST_MASK) != (rp->ring->checksum & ~(uint64_t)MIG_ST_MASK) ||
+        (req->flags & PROTO_RF_NOKEY) || req->nkeys == 0)
+        return MIG_HOME;
+    *stp = st;
+
+    uint32_t from = ROUTE_NONE, to = r->rk[0].owner;
+    int moved = 0, several = 0, removed = 0;
+    for (uint32_t k = 0; k < req->nkeys; k++) {
+        uint32_t o = ring_owner(rp->prev_ring, r->rk[k].bytes, r->rk[k].len);
+        uint32_t was = o < rp->prev_ring->nservers ? rp->prev_map[o] : ROUTE_NONE;
+        if (was == ROUTE_NONE) {
+            if (st & MIG_ST_DRAINED)
+                continue;               /* a removed server, drained: nothing left there */
+            removed = 1;
+        } else if (was == r->rk[k].owner) {
+            continue;
+        }
+        if (moved && was != from)
+            several = 1;
+        if (r->rk[k].owner != to)
+            several = 1;
+        moved = 1;
+        from = was;
+    }
+    if (!moved)
+        return MIG_HOME;
+    if (removed || several || (req->kind != PROTO_REQ_SINGLE && req->kind != PROTO_REQ_SAME) ||
+        req->body_len > 0)
+        return MIG_REFUSE;
+    *fromp = from;
+    *top = to;
+    return MIG_MOVE;
+}
+
+/* A keyed request during a migration: its keys' previous owner moves them first. */
+static enum stage_verdict mig_request(struct stage_req *r)
+{
+    struct wpool *pool = r->pool;
+    const struct route_pool *rp = &pool->view;
+    const struct proto_req *req = r->req;
+    uint32_t from = ROUTE_NONE, to = ROUTE_NONE;
+    uint64_t st = 0;
+
+    switch (mig_case(r, &from, &to, &st)) {
+    case MIG_HOME:
+        return STAGE_PASS;
+    case MIG_REFUSE:
+        return mig_refuse(r);
+    case MIG_MOVE:
+        break;
+    }
+    struct msg *m = r->m;
+    struct server *old = pool->servers[from], *dst = pool->servers[to];
+    const char *reason = NULL;
+    struct sconn *s = m->db == 0 ? server_pick(old, 0, 0, &reason)
+                                 : server_pick_db(old, 0, 0, m->db, &reason);
+    if (s == NULL)
+        return mig_refuse(r);
+    if (!(st & MIG_ST_MOVING)) {
+        /* the ring was just published: until every worker routes by it (a worker still on
+         * the previous one writes the key on its old owner) the key stays where it is */
+        size_t at = buf_len(&s->conn.obuf);
+        if (pool->ops->forward(req, r->buf, &s->conn.obuf) < 0) {
+            buf_truncate(&s->conn.obuf, at);
+            return mig_refuse(r);
+        }
+        m->req_bytes = buf_len(&s->conn.obuf) - at;
+        STATS_ADD(&old->stats, requests, 1);
+        STATS_ADD(&old->stats, request_bytes, m->req_bytes);
+        sconn_enqueue(s, m);
+        sconn_mark(r->c->w, s);
+        return STAGE_TAKEN;
+    }
+    buf_truncate(&m->reqcopy, 0);
+    if (pool->ops->forward(req, r->buf, &m->reqcopy) < 0) {
+        buf_free(&m->reqcopy);
+        return mig_refuse(r);
+    }
+    struct buf *out = &s->conn.obuf;
+    size_t before = buf_len(out);
+    int db = m->db != 0 ? m->db - 1 : pool->cp->redis_db;
+    if (mig_write(out, r, dst, db) < 0) {
+        buf_truncate(out, before);
+        buf_free(&m->reqcopy);
+        return mig_refuse(r);
+    }
+    m->warm = MSG_WARM_MOVE;
+    m->warm_to = dst;
+    m->mig_ring = rp->ring;
+    m->warm_cmd = m->cmd;
+    m->cmd = mig_cmd_id();
+    m->flags |= MSG_F_STAGED;
+    m->req_bytes = buf_len(out) - before;
+    STATS_ADD(&pool->stats, migrate_key_moves, 1);
+    sconn_enqueue(s, m);
+    sconn_mark(r->c->w, s);
+    return STAGE_TAKEN;
+}
+
+/*
+ * The MIGRATE's reply: +OK or +NOKEY sends the request to the new owner (1: m comes back
+ * here with that reply, which then completes it); anything else answers the client
+ * -TRYAGAIN (0), for the request must not run on a new owner that may lack the value.
+ */
+static int mig_reply(struct worker *w, struct msg *m)
+{
+    if (m->warm != MSG_WARM_MOVE)
+        return 0;
+    /* m->server, the old owner, is alive (its reply is being read); the new owner may
+     * have been removed by a reload meanwhile: it is used only while the pool still
+     * routes by the ring the move was decided by (the same ring: the same servers) */
+    struct wpool *pool = m->server->pool;
+    struct server *dst = pool->view.ring == m->mig_ring ? m->warm_to : NULL;
+    int ok = dst != NULL && m->client != NULL && m->state == MSG_SENT &&
+             !(m->flags & MSG_F_ERROR) && buf_len(&m->rsp) > 0 && buf_rptr(&m->rsp)[0] == '+';
+
+    m->warm = MSG_WARM_NONE;
+    m->warm_to = NULL;
+    m->mig_ring = NULL;
+    m->cmd = m->warm_cmd;
+    m->flags &= (uint16_t)~MSG_F_STAGED;
+    if (m->client != NULL)
+        m->client->held_bytes -= RL_MIN(m->client->held_bytes, buf_len(&m->rsp));
+    m->rsp.rpos = m->rsp.wpos = 0;
+    m->items = 0;
+    if (ok) {
+        const char *reason = NULL;
+        struct sconn *s = m->db == 0 ? server_pick(dst, 0, 0, &reason)
+                                     : server_pick_db(dst, 0, 0, m->db, &reason);
+        if (s != NULL && buf_append(&s->conn.obuf, m->reqcopy.data, buf_len(&m->reqcopy)) == 0) {
+            m->req_bytes = buf_len(&m->reqcopy);
+            buf_free(&m->reqcopy);
+            sconn_enqueue(s, m);
+            sconn_mark(w, s);
+            return 1;
+        }
+    }
+    buf_free(&m->reqcopy);
+    if (m->client == NULL)
+        return 0;
+    STATS_ADD(&pool->stats, migrate_refused, 1);
+    if (buf_append(&m->rsp, MIG_TRYAGAIN, sizeof(MIG_TRYAGAIN) - 1) == 0)
+        m->client->held_bytes += buf_len(&m->rsp);
+    return 0;
+}
+
+/*
+ * A request on a session's pinned connection (MULTI/EXEC, WATCH, blocking commands) is
+ * not moved first (its connection is the session's, not the worker's): while a key of it
+ * moves it is refused -TRYAGAIN, and a transaction it was queued in ends EXECABORT.
+ */
+static enum stage_verdict mig_pinned(struct stage_req *r)
+{
+    uint32_t from, to;
+    uint64_t st;
+    return mig_case(r, &from, &to, &st) == MIG_HOME ? STAGE_PASS : mig_refuse(r);
+}
+
+const struct stage stage_migrate = {
+    .name = "migrate",
+    .wanted = mig_wanted,
+    .request = mig_request,
+    .reply = mig_reply,
+    .pinned = mig_pinned,
+};
