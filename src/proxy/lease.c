@@ -693,8 +693,28 @@ static int lease_probe(struct lease_table *t, struct lease *l)
  * server). The held reads that asked exactly what the re-read asked get its reply now;
  * the others are sent again (lease_end), and the lease ends.
  */
-static void lease_found(struct lease_table *t, struct lease *l, const char *preq, size_t plen,
-                        const struct msg *om)
+/* Whether held read m asked exactly the request req[0..len) (lease_found). */
+struct lease_same_req {
+    const char *req;
+    size_t      len;
+};
+
+static int lease_asked_same(const struct msg *m, const void *arg)
+{
+    const struct lease_same_req *q = arg;
+    const char *key, *req;
+    size_t klen, rlen;
+    return lease_recorded(m, &key, &klen, &req, &rlen) == 0 && rlen == q->len &&
+           memcmp(req, q->req, q->len) == 0;
+}
+
+/*
+ * The held reads of l that `pick` chooses get `reply` (items: the hits it holds) as
+ * released by a store; the lease ends, and the others are sent again (lease_end).
+ */
+static void lease_answer_held(struct lease_table *t, struct lease *l,
+                              int (*pick)(const struct msg *m, const void *arg),
+                              const void *arg, const char *reply, size_t len, uint32_t items)
 {
     struct worker *w = t->pool->w;
     struct qnode list, *n, *tmp;
@@ -702,10 +722,7 @@ static void lease_found(struct lease_table *t, struct lease *l, const char *preq
     queue_init(&list);
     QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
         struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        const char *key, *req;
-        size_t klen, rlen;
-        if (m->client == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0 ||
-            rlen != plen || memcmp(req, preq, plen) != 0)
+        if (m->client == NULL || !pick(m, arg))
             continue;
         lease_unhold(t, l, m);
         queue_insert_tail(&list, &m->sq);
@@ -722,9 +739,18 @@ static void lease_found(struct lease_table *t, struct lease *l, const char *preq
         }
         lease_hold_time(t, m);
         STATS_ADD(&t->pool->stats, lease_released_store, 1);
+        if (items != 0)
+            m->items = items;
         m->state = MSG_NEW;
-        msg_answer(w, m, buf_rptr(&om->rsp), buf_len(&om->rsp), 0);
+        msg_answer(w, m, reply, len, 0);
     }
+}
+
+static void lease_found(struct lease_table *t, struct lease *l, const char *preq, size_t plen,
+                        const struct msg *om)
+{
+    struct lease_same_req q = { preq, plen };
+    lease_answer_held(t, l, lease_asked_same, &q, buf_rptr(&om->rsp), buf_len(&om->rsp), 0);
 }
 
 /* A re-read's answer: a hit ends the lease (lease_found); a miss, an error or a failure
@@ -1959,6 +1985,13 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
     lease_arm(t);
 }
 
+/* A held plain get (the reads a set's own value can answer). */
+static int lease_is_get(const struct msg *m, const void *arg)
+{
+    (void)arg;
+    return m->cmd == MEMCACHE_CMD_GET;
+}
+
 /*
  * A memcached `set <key> <flags> <exptime> <bytes>` (its line and value in req[0..rlen))
  * of l's key was answered STORED: the held gets get that value now (a get sent then would
@@ -1969,7 +2002,6 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
  */
 static int lease_set_found(struct lease_table *t, struct lease *l, const char *req, size_t rlen)
 {
-    struct worker *w = t->pool->w;
     size_t tb[6], tl[6];
     int nt = lease_tokens(req, rlen, tb, tl, 5);
     uint64_t flags, exptime, bytes;
@@ -1993,30 +2025,7 @@ static int lease_set_found(struct lease_table *t, struct lease *l, const char *r
         buf_free(&out);
         return -1;
     }
-    struct qnode list, *n, *tmp;
-    queue_init(&list);
-    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
-        struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        if (m->client == NULL || m->cmd != MEMCACHE_CMD_GET)
-            continue;
-        lease_unhold(t, l, m);
-        queue_insert_tail(&list, &m->sq);
-    }
-    lease_end(t, l, LEASE_END_STORE);
-    while ((n = queue_first(&list)) != NULL) {
-        struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        queue_remove(n);
-        m->lease = LEASE_M_NONE;
-        if (m->client == NULL) {        /* closed by an answer before it */
-            m->state = MSG_DONE;
-            msg_release(w, m);
-            continue;
-        }
-        lease_hold_time(t, m);
-        STATS_ADD(&t->pool->stats, lease_released_store, 1);
-        m->items = 1;
-        lease_answer(w, m, buf_rptr(&out), buf_len(&out), 0);
-    }
+    lease_answer_held(t, l, lease_is_get, NULL, buf_rptr(&out), buf_len(&out), 1);
     buf_free(&out);
     return 0;
 }
