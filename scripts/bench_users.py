@@ -24,40 +24,16 @@ import argparse
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 PASS = "bench-pass"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_listening(port, proc, secs=10.0):
-    end = time.monotonic() + secs
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            raise SystemExit("process exited before listening on %d" % port)
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("nothing listening on %d" % port)
-
-
-def cpu_us(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 1e6 / CLK_TCK
+# the same helpers as the near cache's bench (this directory is on the path)
+from bench_nearcache import cpu_us, free_port, wait_listening  # noqa: E402
 
 
 def conf_text(ports, rport, mport, users=True):
