@@ -248,6 +248,7 @@ def stop_workers(ws, t0):
     eq(res["wrong"], 0, "reads that lost or undid a write (%s)" % errs[:5])
     eq(res["resurrected"], 0, "deleted keys that came back (%s)" % errs[:5])
     check(ops > 0, "the clients ran")
+    return res
 
 
 # ------------------------------------------------------------------ the proxy
@@ -368,13 +369,14 @@ def grow_or_shrink(env, keys, n_from, n_to, timeout):
     m = wait_migrated(env, timeout)
     mig_s = time.monotonic() - tr
     time.sleep(0.3)
-    stop_workers(ws, t0)
+    res = stop_workers(ws, t0)
     print("  migration %d -> %d: %d scanned, %d moved, %d errors, %d conflicts in %.1f s "
           "(%.0f keys/s)" % (n_from, n_to, m["scanned"], m["moved"], m["errors"],
                              m["conflicts"], mig_s, m["moved"] / max(mig_s, 1e-3)))
     eq(m["conflicts"], 0, "conflicts")
     live = verify(env, n_to)
     print("  %d keys verified on their owners" % live)
+    m["tryagain"] = res["tryagain"]
     return m
 
 
@@ -433,12 +435,20 @@ def grow_then_shrink_under_load(env):
         eq(r.returncode, 0, "promtool check metrics: %r" % (r.stdout + r.stderr)[-800:])
     status, text = http(env.proxy.admin_port, "GET", "/health")
     eq((status, text.strip()), (200, "ok"), "/health once the migration is done")
+    before = env.proxy.stats()["rd"]
     m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200)
     check(m["moved"] > 0, "the shrink moved keys")
     st = env.proxy.stats()["rd"]
-    print("  migrate_key_moves %d, migrate_refused %d" % (st["migrate_key_moves"],
-                                                         st["migrate_refused"]))
-    check(st["migrate_key_moves"] > 0, "requests moved their keys first")
+    print("  migrate_key_moves %d, migrate_refused %d (shrink: %d moved first, %d refused)"
+          % (st["migrate_key_moves"], st["migrate_refused"],
+             st["migrate_key_moves"] - before["migrate_key_moves"],
+             st["migrate_refused"] - before["migrate_refused"]))
+    check(st["migrate_key_moves"] > before["migrate_key_moves"],
+          "the shrink's requests moved their keys first (from the removed server too)")
+    # a removed server stays reachable (retiring) until drained: its keys are moved first
+    # like a grow's, never answered -TRYAGAIN (single-key requests only here)
+    eq(st["migrate_refused"] - before["migrate_refused"], 0, "shrink: requests refused")
+    eq(m["tryagain"], 0, "shrink: -TRYAGAIN answers the clients saw")
 
 
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
