@@ -200,6 +200,8 @@ static enum stage_verdict mig_request(struct stage_req *r)
                                  : server_pick_db(old, 0, 0, m->db, &reason);
     if (s == NULL)
         return mig_refuse(r);
+    if (old->index == UINT32_MAX)       /* a retiring server in use: closed once drained */
+        pool->retiring_seen = (rp->ring->checksum & ~(uint64_t)MIG_ST_MASK) | 1u;
     if (!(st & MIG_ST_MOVING)) {
         /* the ring was just published: until every worker routes by it (a worker still on
          * the previous one writes the key on its old owner) the key stays where it is */

@@ -6,6 +6,9 @@ proxy; while the pool's ring changes and the keys move, client threads read, wri
 expire them, each thread over keys of its own, every reply checked against a truth table. At
 the end every server is scanned: each key is on its owner only, with its value and TTL.
 
+A shrink's removed server stays reachable until drained (also after a restart from the state
+file): its keys are moved first like a grow's, never answered -TRYAGAIN.
+
 RL_MIGRATE_KEYS sets the number of keys (default 20000); RL_MIGRATE_FULL=1 runs the issue's
 200,000 (minutes: not for CI).
 """
@@ -523,6 +526,64 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     check(not os.path.exists(state), "the state file is gone once the move is done")
     old.stop()
     live = verify(env, 5)
+    print("  %d keys verified on their owners" % live)
+    rc = env.proxy.stop()
+    env.proxy = None
+    eq(rc, 0, "the proxy's exit status (a sanitizer's report fails it)")
+
+
+@R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
+def shrink_killed_mid_migration_keeps_the_removed_server_reachable(env):
+    """5 -> 4 cut by SIGKILL: the next proxy, configured with the 4 servers only, rebuilds
+    the previous ring from the state file with the removed server's address, and keeps
+    reaching that server (retiring) while the rest moves: clients see every key and get no
+    -TRYAGAIN."""
+    rate = max(NKEYS // 20, 100)
+    if env.proxy is None:
+        env.proxy = Proxy({"rd": dict(env.pool(5), migrate_rate=rate)})
+        if not env.truth:
+            load(env, [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)])
+    else:
+        env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=rate)})
+        os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+        time.sleep(0.5)
+    if migration(env) is not None:      # whatever ran before is done
+        wait_migrated(env, 120)
+    before = env.proxy.stats()["rd"]["epoch"]
+    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=rate)})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    deadline = time.monotonic() + patience(20)
+    while True:
+        m = migration(env)
+        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
+                m["moved"] > 0:
+            break
+        check(time.monotonic() < deadline, "no migration under way: %r" % m)
+        time.sleep(0.02)
+    state = env.proxy.conf_path + ".migrate"
+    moved_before = m["moved"]
+    env.proxy.proc.kill()
+    check(os.path.exists(state), "the state file outlives the killed proxy")
+    old = env.proxy
+    env.proxy = Proxy({"rd": dict(env.pool(4), listen=old.pools["rd"]["listen"],
+                                  migrate_rate=rate)},
+                      glob={"migrate_state": state})
+    keys = sorted(env.truth)
+    ws = start_workers(env, keys)
+    t0 = time.monotonic()
+    m = wait_migrated(env, 120)
+    time.sleep(0.3)
+    res = stop_workers(ws, t0)
+    st = env.proxy.stats()["rd"]
+    print("  killed after %d keys moved; the restarted proxy moved %d more (%d by requests "
+          "first, %d refused)" % (moved_before, m["moved"], st["migrate_key_moves"],
+                                  st["migrate_refused"]))
+    check(m["moved"] > 0, "the restarted proxy moved keys")
+    eq(st["migrate_refused"], 0, "requests refused after the restart")
+    eq(res["tryagain"], 0, "-TRYAGAIN answers the clients saw after the restart")
+    check(not os.path.exists(state), "the state file is gone once the move is done")
+    old.stop()
+    live = verify(env, 4)
     print("  %d keys verified on their owners" % live)
     rc = env.proxy.stop()
     env.proxy = None
