@@ -293,6 +293,24 @@ def scan_all(be):
     raise AssertionError("SCAN did not end")
 
 
+def removed_server_released(env, be):
+    """The proxy closes its connections to a removed server once the migration drained it:
+    wait (bounded) until the server has no client but this one and other Redis servers'
+    MIGRATE connections; the seconds it took."""
+    t0 = time.monotonic()
+    deadline = t0 + patience(10)
+    while True:
+        with be.client() as c:
+            lines = c.rd("CLIENT", "LIST").decode().splitlines()
+        # not this one, nor another Redis's MIGRATE (it caches its connection for 10 s)
+        others = [x for x in lines if " cmd=client" not in x and " cmd=restore" not in x]
+        if not others:
+            return time.monotonic() - t0
+        check(time.monotonic() < deadline,
+              "the removed server still has %d connections: %s" % (len(others), others[:2]))
+        time.sleep(0.1)
+
+
 def verify(env, n):
     """Every key on its owner only (every server scanned), with its value and its TTL."""
     owners = ring_owners(env.proxy.conf_path, "rd", sorted(env.truth))
@@ -452,6 +470,9 @@ def grow_then_shrink_under_load(env):
     # like a grow's, never answered -TRYAGAIN (single-key requests only here)
     eq(st["migrate_refused"] - before["migrate_refused"], 0, "shrink: requests refused")
     eq(m["tryagain"], 0, "shrink: -TRYAGAIN answers the clients saw")
+    print("  the proxy had closed its connections to the removed server by the end of the "
+          "check (+%.1f s)"
+          % removed_server_released(env, env.backends[4]))
 
 
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
@@ -581,8 +602,11 @@ def shrink_killed_mid_migration_keeps_the_removed_server_reachable(env):
     check(m["moved"] > 0, "the restarted proxy moved keys")
     eq(st["migrate_refused"], 0, "requests refused after the restart")
     eq(res["tryagain"], 0, "-TRYAGAIN answers the clients saw after the restart")
-    check(not os.path.exists(state), "the state file is gone once the move is done")
     old.stop()
+    print("  the proxy had closed its connections to the removed server by the end of the "
+          "check (+%.1f s)"
+          % removed_server_released(env, env.backends[4]))
+    check(not os.path.exists(state), "the state file is gone once the move is done")
     live = verify(env, 4)
     print("  %d keys verified on their owners" % live)
     rc = env.proxy.stop()
