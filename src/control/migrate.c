@@ -21,8 +21,9 @@
 
 /*
  * One job per migrating pool (docs/reload.md). Its servers are the pool's servers now
- * plus those the reload removed (drained first, so that the workers' -TRYAGAIN for their
- * keys ends soonest) plus, after a restart, those the state file names. Each server is
+ * plus those the reload removed (drained first, so that the workers can close the
+ * connections they keep to them for their keys' moves soonest) plus, after a restart,
+ * those the state file names. Each server is
  * walked with SCAN (its DBSIZE read first, for `remaining`); each key found is placed on
  * the new ring exactly as routing places it (ring_owner: hash_tag applied) and, when its
  * owner is another server, moved there by
@@ -829,7 +830,7 @@ static struct mig_job *job_new(struct migrate *mg, struct snapshot *cur, uint32_
 
 static void job_start(struct migrate *mg, struct mig_job *j)
 {
-    /* the removed servers first: their keys are refused (-TRYAGAIN) until drained */
+    /* the removed servers first: the workers keep them (retiring) until drained */
     for (uint32_t a = 0, b = 0; b < j->nsrv; b++)
         if (j->srv[b].now == UINT32_MAX) {
             struct mig_server t = j->srv[a];

@@ -101,6 +101,8 @@ struct ring *ring_build(const struct conf_pool *pool, char *err, size_t errlen)
             return NULL;
         }
         strsize += strlen(s->ident) + 1 + strlen(s->label ? s->label : s->ident) + 1;
+        if (s->addr.text != NULL)
+            strsize += strlen(s->addr.text) + 1;
         if (s->zone != NULL)
             strsize += strlen(s->zone) + 1;
     }
@@ -132,6 +134,7 @@ struct ring *ring_build(const struct conf_pool *pool, char *err, size_t errlen)
 
         rs->ident = strings_put(&cursor, s->ident);
         rs->label = strings_put(&cursor, s->label ? s->label : s->ident);
+        rs->addr = s->addr.text != NULL ? strings_put(&cursor, s->addr.text) : NULL;
         rs->weight = s->weight;
         rs->conf_index = i;
         rs->zone = ring_zone_id(r, s->zone);

@@ -16,6 +16,8 @@ struct conf_pool;
 struct ring_server {
     const char *ident;     /* what the distribution hashes and stats print */
     const char *label;     /* name if configured, else host:port (vector/tool output) */
+    const char *addr;      /* its address as configured ("host:port", a path), or NULL:
+                              how a server a reload removed is still reached (migrate) */
     uint32_t    weight;
     uint32_t    zone;      /* zone id, 0 = none; ids index ring->zones */
     uint32_t    conf_index;/* index in conf_pool->servers (== ring index) */

@@ -10,7 +10,9 @@
 #include "lib/util.h"
 #include "placement/ring.h"
 #include "proto/redis.h"
+#include "lib/log.h"
 #include "proxy/client.h"
+#include "proxy/migrate.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
 #include "proxy/server.h"
@@ -33,10 +35,13 @@
  * whole value with its TTL. The control's bulk move (src/control/migrate.c) sends the
  * same MIGRATE; the server runs one at a time, so whichever comes second finds nothing.
  *
+ * A key whose previous owner the reload removed (a shrink) moves the same way: the worker
+ * keeps that server as retiring (wpool.retiring, in no ring) until the control reports the
+ * removed servers drained (MIG_ST_DRAINED) or the migration over.
+ *
  * What cannot be moved that way is answered -TRYAGAIN: a request whose keys had several
- * previous owners, a multi-server request (MGET over servers) with a moved key, a key whose
- * previous owner the reload removed while that server is not drained yet (the worker has
- * no connection to it), a request body that streams, a move that failed.
+ * previous owners, a multi-server request (MGET over servers) with a moved key, a request
+ * body that streams, a move that failed.
  */
 
 #define MIG_TIMEOUT_MS 5000
@@ -117,8 +122,9 @@ enum mig_case {
     MIG_REFUSE          /* moved in a way one MIGRATE cannot serve */
 };
 
-/* Where r's keys were on the previous ring, while the pool migrates by r's ring. */
-static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32_t *top,
+/* Where r's keys were on the previous ring, while the pool migrates by r's ring: *fromp
+ * the previous owner (a server of the pool, or a retiring one), *top the index now. */
+static enum mig_case mig_case(const struct stage_req *r, struct server **fromp, uint32_t *top,
                               uint64_t *stp)
 {
     const struct wpool *pool = r->pool;
@@ -134,29 +140,35 @@ static enum mig_case mig_case(const struct stage_req *r, uint32_t *fromp, uint32
         return MIG_HOME;
     *stp = st;
 
-    uint32_t from = ROUTE_NONE, to = r->rk[0].owner;
-    int moved = 0, several = 0, removed = 0;
+    struct server *from = NULL;
+    uint32_t to = r->rk[0].owner;
+    int moved = 0, several = 0, unreachable = 0;
     for (uint32_t k = 0; k < req->nkeys; k++) {
         uint32_t o = ring_owner(rp->prev_ring, r->rk[k].bytes, r->rk[k].len);
         uint32_t was = o < rp->prev_ring->nservers ? rp->prev_map[o] : ROUTE_NONE;
+        struct server *ws;
         if (was == ROUTE_NONE) {
             if (st & MIG_ST_DRAINED)
                 continue;               /* a removed server, drained: nothing left there */
-            removed = 1;
+            ws = o < pool->nretiring ? pool->retiring[o] : NULL;
+            if (ws == NULL)
+                unreachable = 1;        /* not kept (no memory, no address) */
         } else if (was == r->rk[k].owner) {
             continue;
+        } else {
+            ws = pool->servers[was];
         }
-        if (moved && was != from)
+        if (moved && ws != from)
             several = 1;
         if (r->rk[k].owner != to)
             several = 1;
         moved = 1;
-        from = was;
+        from = ws;
     }
     if (!moved)
         return MIG_HOME;
-    if (removed || several || (req->kind != PROTO_REQ_SINGLE && req->kind != PROTO_REQ_SAME) ||
-        req->body_len > 0)
+    if (unreachable || several ||
+        (req->kind != PROTO_REQ_SINGLE && req->kind != PROTO_REQ_SAME) || req->body_len > 0)
         return MIG_REFUSE;
     *fromp = from;
     *top = to;
@@ -169,10 +181,11 @@ static enum stage_verdict mig_request(struct stage_req *r)
     struct wpool *pool = r->pool;
     const struct route_pool *rp = &pool->view;
     const struct proto_req *req = r->req;
-    uint32_t from = ROUTE_NONE, to = ROUTE_NONE;
+    struct server *old = NULL;
+    uint32_t to = ROUTE_NONE;
     uint64_t st = 0;
 
-    switch (mig_case(r, &from, &to, &st)) {
+    switch (mig_case(r, &old, &to, &st)) {
     case MIG_HOME:
         return STAGE_PASS;
     case MIG_REFUSE:
@@ -181,12 +194,14 @@ static enum stage_verdict mig_request(struct stage_req *r)
         break;
     }
     struct msg *m = r->m;
-    struct server *old = pool->servers[from], *dst = pool->servers[to];
+    struct server *dst = pool->servers[to];
     const char *reason = NULL;
     struct sconn *s = m->db == 0 ? server_pick(old, 0, 0, &reason)
                                  : server_pick_db(old, 0, 0, m->db, &reason);
     if (s == NULL)
         return mig_refuse(r);
+    if (old->index == UINT32_MAX)       /* a retiring server in use: closed once drained */
+        pool->retiring_seen = (rp->ring->checksum & ~(uint64_t)MIG_ST_MASK) | 1u;
     if (!(st & MIG_ST_MOVING)) {
         /* the ring was just published: until every worker routes by it (a worker still on
          * the previous one writes the key on its old owner) the key stays where it is */
@@ -282,9 +297,121 @@ static int mig_reply(struct worker *w, struct msg *m)
  */
 static enum stage_verdict mig_pinned(struct stage_req *r)
 {
-    uint32_t from, to;
+    struct server *from;
+    uint32_t to;
     uint64_t st;
     return mig_case(r, &from, &to, &st) == MIG_HOME ? STAGE_PASS : mig_refuse(r);
+}
+
+/* ------------------------------------------------------------------ retiring servers */
+
+/*
+ * Whether the pool still wants the servers its ring's reload removed: while its migration
+ * from the previous ring runs (pending or moving) and the removed servers are not drained;
+ * and, before that migration was seen running, while it may yet start (a proxy restarted
+ * from its state file binds its pools before the control starts the walk). Once seen, a
+ * word that no longer names this ring means the migration ended or another replaced it.
+ */
+static int mig_retiring_wanted(struct wpool *wp)
+{
+    const struct route_pool *rp = &wp->view;
+    if (!mig_wanted(wp->cp, NULL) || rp->prev_ring == NULL || rp->prev_map == NULL ||
+        rp->shared == NULL || rp->ring == NULL)
+        return 0;
+    uint64_t sum = rp->ring->checksum & ~(uint64_t)MIG_ST_MASK;
+    uint64_t st = atomic_load_explicit(&rp->shared->migrating, memory_order_acquire);
+    if ((st & ~(uint64_t)MIG_ST_MASK) == sum && (st & (MIG_ST_MOVING | MIG_ST_PENDING))) {
+        wp->retiring_seen = sum | 1u;
+        return !(st & MIG_ST_DRAINED);
+    }
+    return wp->retiring_seen != (sum | 1u);
+}
+
+static void mig_retiring_close(struct server **v, uint32_t n)
+{
+    for (uint32_t i = 0; v != NULL && i < n; i++)
+        if (v[i] != NULL)
+            server_destroy(v[i], 0);    /* in-flight moves finish (mig_reply) */
+}
+
+void migrate_retiring_bind(struct worker *w, struct wpool *wp, struct server **left,
+                           uint32_t nleft)
+{
+    struct server **had = wp->retiring;
+    uint32_t nhad = wp->nretiring;
+    const struct ring *pr = wp->view.prev_ring;
+
+    wp->retiring = NULL;
+    wp->nretiring = 0;
+    if (!mig_retiring_wanted(wp)) {
+        mig_retiring_close(had, nhad);
+        free(had);
+        return;
+    }
+    struct server **v = NULL;
+    for (uint32_t j = 0; j < pr->nservers; j++) {
+        if (wp->prev_map[j] != ROUTE_NONE)
+            continue;
+        if (v == NULL && (v = calloc(pr->nservers, sizeof(*v))) == NULL)
+            break;
+        const struct ring_server *rs = &pr->servers[j];
+        /* the same server object as before (its connections): dropped by this reload,
+         * or retiring since an earlier one */
+        for (uint32_t pass = 0; v[j] == NULL && pass < 2; pass++) {
+            struct server **c = pass == 0 ? left : had;
+            uint32_t n = pass == 0 ? nleft : nhad;
+            for (uint32_t i = 0; c != NULL && i < n; i++)
+                if (c[i] != NULL && strcmp(c[i]->ident, rs->ident) == 0 && rs->addr != NULL &&
+                    strcmp(c[i]->addr.text, rs->addr) == 0) {
+                    v[j] = c[i];
+                    c[i] = NULL;
+                    break;
+                }
+        }
+        if (v[j] == NULL && rs->addr != NULL) {     /* a restart: the state file's ring */
+            struct conf_server cs;
+            char err[256];
+            memset(&cs, 0, sizeof(cs));
+            cs.ident = (char *)rs->ident;
+            cs.label = (char *)rs->label;
+            cs.weight = rs->weight;
+            if (conf_parse_addr(rs->addr, &cs.addr, err, sizeof(err)) == 0) {
+                v[j] = server_create(w, wp, &cs);
+                conf_addr_free(&cs.addr);
+            }
+        }
+        if (v[j] == NULL)
+            log_warn("worker %u: pool '%s': removed server '%s' cannot be kept while its keys "
+                     "move: its keys are answered -TRYAGAIN until it is drained", w->id,
+                     wp->cp->name, rs->label);
+        else {
+            v[j]->health = NULL;            /* in no ring: never ejected, never rejoins */
+            v[j]->index = UINT32_MAX;
+        }
+    }
+    mig_retiring_close(had, nhad);
+    free(had);
+    wp->retiring = v;
+    wp->nretiring = v != NULL ? pr->nservers : 0;
+}
+
+void migrate_retiring_tick(struct wpool *wp)
+{
+    if (wp->retiring == NULL || mig_retiring_wanted(wp))
+        return;
+    log_info("worker %u: pool '%s': the removed servers are drained: closing them",
+             wp->w->id, wp->cp->name);
+    migrate_retiring_drop(wp);
+}
+
+void migrate_retiring_drop(struct wpool *wp)
+{
+    struct server **v = wp->retiring;
+    uint32_t n = wp->nretiring;
+    wp->retiring = NULL;
+    wp->nretiring = 0;
+    mig_retiring_close(v, n);
+    free(v);
 }
 
 const struct stage stage_migrate = {

@@ -131,7 +131,8 @@ struct server {
     char              *ident;
     char              *label;
     struct conf_addr   addr;            /* owned copy */
-    uint32_t           index;           /* in its pool's servers[] */
+    uint32_t           index;           /* in its pool's servers[]; UINT32_MAX: retiring,
+                                           in no ring (proxy/migrate.h) */
     uint32_t           nconns;          /* server_connections */
     uint32_t           nslots;          /* nconns per protocol variant and database */
     struct sconn     **conns;           /* shared connections: [(db * PROTO_VARIANTS +

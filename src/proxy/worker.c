@@ -16,6 +16,7 @@
 #include "proxy/msg.h"
 #include "proxy/hub.h"
 #include "proxy/lease.h"
+#include "proxy/migrate.h"
 #include "proxy/nearcache.h"
 #include "proxy/tracking.h"
 #include "proxy/rejoin.h"
@@ -133,6 +134,7 @@ static void wpool_free(struct wpool *wp)
     free(wp->servers);
     free(wp->hot_pub);
     free(wp->prev_map);
+    free(wp->retiring);     /* its servers are gone: they held references */
     free(wp);
 }
 
@@ -245,10 +247,8 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
                 server_preconnect(nsrv[i]);
         }
     }
-    for (uint32_t j = 0; j < wp->nservers; j++)
-        if (wp->servers[j] != NULL)
-            server_destroy(wp->servers[j], 0);
-    free(wp->servers);
+    struct server **left = wp->servers;
+    uint32_t nleft = wp->nservers;
     wp->servers = nsrv;
     wp->nservers = cp->nservers;
     for (uint32_t i = 0; i < cp->nservers; i++) {
@@ -256,6 +256,13 @@ static int wpool_servers(struct worker *w, struct wpool *wp)
         nsrv[i]->index = i;
     }
     wpool_prev_map(wp);
+    /* a shrink: the removed servers the pool still migrates from stay reachable */
+    if (wp->retiring != NULL || (wp->cp->migrate && wp->view.prev_ring != NULL))
+        migrate_retiring_bind(w, wp, left, nleft);
+    for (uint32_t j = 0; j < nleft; j++)
+        if (left[j] != NULL)
+            server_destroy(left[j], 0);
+    free(left);
     return 0;
 }
 
@@ -286,6 +293,7 @@ static struct wpool *wpool_create(struct worker *w, struct snapshot *snap, uint3
         introspect_free(wp);
         for (uint32_t s = 0; s < wp->nservers; s++)
             server_destroy(wp->servers[s], 1);
+        migrate_retiring_drop(wp);
         free(wp->servers);
         free(wp->prev_map);
         free(wp->hot_pub);
@@ -322,6 +330,7 @@ static void wpool_retire(struct worker *w, struct wpool *wp, struct snapshot *ol
     wp->nservers = 0;
     for (uint32_t s = 0; s < ns; s++)
         server_destroy(wp->servers[s], 0);
+    migrate_retiring_drop(wp);
     wpool_unref(wp);
 }
 
@@ -587,8 +596,11 @@ static void worker_tick_cb(uv_timer_t *t)
 
     uv_mutex_lock(&w->mu);
     for (uint32_t i = 0; i < w->npools; i++)
-        if (w->pools[i] != NULL)
+        if (w->pools[i] != NULL) {
             hotkeys_snapshot(&w->pools[i]->hot, now, w->pools[i]->hot_pub);
+            if (w->pools[i]->retiring != NULL)     /* a shrink's removed servers */
+                migrate_retiring_tick(w->pools[i]);
+        }
     int tls = 0;
     for (uint32_t i = 0; i < w->npools; i++)
         tls |= w->pools[i] != NULL && w->pools[i]->tls != NULL;

@@ -80,6 +80,13 @@ struct wpool {
     struct server          **servers;    /* [nservers], by ring index */
     uint32_t                 nservers;
     uint32_t                *prev_map;   /* warm-up: view.prev_map's storage */
+    /* migrate: prev_ring index -> the server a reload removed, kept (in no ring) while
+     * its keys move so that a request moves its key from there first; NULL elsewhere
+     * (worker.c wpool_retiring; src/proxy/migrate.c reads it), or no array */
+    struct server          **retiring;   /* [nretiring] */
+    uint32_t                 nretiring;
+    uint64_t                 retiring_seen; /* the ring (checksum | 1) whose migration was
+                                            seen running, else 0 */
     int                      retain_req; /* keep each request's bytes for re-dispatch (msg.req) */
     struct listener         *listener;
     const struct tls_ctx    *tls;        /* the snapshot's: clients accepted now use it */

@@ -6,6 +6,9 @@ proxy; while the pool's ring changes and the keys move, client threads read, wri
 expire them, each thread over keys of its own, every reply checked against a truth table. At
 the end every server is scanned: each key is on its owner only, with its value and TTL.
 
+A shrink's removed server stays reachable until drained (also after a restart from the state
+file): its keys are moved first like a grow's, never answered -TRYAGAIN.
+
 RL_MIGRATE_KEYS sets the number of keys (default 20000); RL_MIGRATE_FULL=1 runs the issue's
 200,000 (minutes: not for CI).
 """
@@ -248,6 +251,7 @@ def stop_workers(ws, t0):
     eq(res["wrong"], 0, "reads that lost or undid a write (%s)" % errs[:5])
     eq(res["resurrected"], 0, "deleted keys that came back (%s)" % errs[:5])
     check(ops > 0, "the clients ran")
+    return res
 
 
 # ------------------------------------------------------------------ the proxy
@@ -287,6 +291,24 @@ def scan_all(be):
             if cursor == b"0":
                 return keys
     raise AssertionError("SCAN did not end")
+
+
+def removed_server_released(env, be):
+    """The proxy closes its connections to a removed server once the migration drained it:
+    wait (bounded) until the server has no client but this one and other Redis servers'
+    MIGRATE connections; the seconds it took."""
+    t0 = time.monotonic()
+    deadline = t0 + patience(10)
+    while True:
+        with be.client() as c:
+            lines = c.rd("CLIENT", "LIST").decode().splitlines()
+        # not this one, nor another Redis's MIGRATE (it caches its connection for 10 s)
+        others = [x for x in lines if " cmd=client" not in x and " cmd=restore" not in x]
+        if not others:
+            return time.monotonic() - t0
+        check(time.monotonic() < deadline,
+              "the removed server still has %d connections: %s" % (len(others), others[:2]))
+        time.sleep(0.1)
 
 
 def verify(env, n):
@@ -368,13 +390,14 @@ def grow_or_shrink(env, keys, n_from, n_to, timeout):
     m = wait_migrated(env, timeout)
     mig_s = time.monotonic() - tr
     time.sleep(0.3)
-    stop_workers(ws, t0)
+    res = stop_workers(ws, t0)
     print("  migration %d -> %d: %d scanned, %d moved, %d errors, %d conflicts in %.1f s "
           "(%.0f keys/s)" % (n_from, n_to, m["scanned"], m["moved"], m["errors"],
                              m["conflicts"], mig_s, m["moved"] / max(mig_s, 1e-3)))
     eq(m["conflicts"], 0, "conflicts")
     live = verify(env, n_to)
     print("  %d keys verified on their owners" % live)
+    m["tryagain"] = res["tryagain"]
     return m
 
 
@@ -433,12 +456,23 @@ def grow_then_shrink_under_load(env):
         eq(r.returncode, 0, "promtool check metrics: %r" % (r.stdout + r.stderr)[-800:])
     status, text = http(env.proxy.admin_port, "GET", "/health")
     eq((status, text.strip()), (200, "ok"), "/health once the migration is done")
+    before = env.proxy.stats()["rd"]
     m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200)
     check(m["moved"] > 0, "the shrink moved keys")
     st = env.proxy.stats()["rd"]
-    print("  migrate_key_moves %d, migrate_refused %d" % (st["migrate_key_moves"],
-                                                         st["migrate_refused"]))
-    check(st["migrate_key_moves"] > 0, "requests moved their keys first")
+    print("  migrate_key_moves %d, migrate_refused %d (shrink: %d moved first, %d refused)"
+          % (st["migrate_key_moves"], st["migrate_refused"],
+             st["migrate_key_moves"] - before["migrate_key_moves"],
+             st["migrate_refused"] - before["migrate_refused"]))
+    check(st["migrate_key_moves"] > before["migrate_key_moves"],
+          "the shrink's requests moved their keys first (from the removed server too)")
+    # a removed server stays reachable (retiring) until drained: its keys are moved first
+    # like a grow's, never answered -TRYAGAIN (single-key requests only here)
+    eq(st["migrate_refused"] - before["migrate_refused"], 0, "shrink: requests refused")
+    eq(m["tryagain"], 0, "shrink: -TRYAGAIN answers the clients saw")
+    print("  the proxy had closed its connections to the removed server by the end of the "
+          "check (+%.1f s)"
+          % removed_server_released(env, env.backends[4]))
 
 
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
@@ -513,6 +547,67 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     check(not os.path.exists(state), "the state file is gone once the move is done")
     old.stop()
     live = verify(env, 5)
+    print("  %d keys verified on their owners" % live)
+    rc = env.proxy.stop()
+    env.proxy = None
+    eq(rc, 0, "the proxy's exit status (a sanitizer's report fails it)")
+
+
+@R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
+def shrink_killed_mid_migration_keeps_the_removed_server_reachable(env):
+    """5 -> 4 cut by SIGKILL: the next proxy, configured with the 4 servers only, rebuilds
+    the previous ring from the state file with the removed server's address, and keeps
+    reaching that server (retiring) while the rest moves: clients see every key and get no
+    -TRYAGAIN."""
+    rate = max(NKEYS // 20, 100)
+    if env.proxy is None:
+        env.proxy = Proxy({"rd": dict(env.pool(5), migrate_rate=rate)})
+        if not env.truth:
+            load(env, [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)])
+    else:
+        env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=rate)})
+        os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+        time.sleep(0.5)
+    if migration(env) is not None:      # whatever ran before is done
+        wait_migrated(env, 120)
+    before = env.proxy.stats()["rd"]["epoch"]
+    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=rate)})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    deadline = time.monotonic() + patience(20)
+    while True:
+        m = migration(env)
+        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
+                m["moved"] > 0:
+            break
+        check(time.monotonic() < deadline, "no migration under way: %r" % m)
+        time.sleep(0.02)
+    state = env.proxy.conf_path + ".migrate"
+    moved_before = m["moved"]
+    env.proxy.proc.kill()
+    check(os.path.exists(state), "the state file outlives the killed proxy")
+    old = env.proxy
+    env.proxy = Proxy({"rd": dict(env.pool(4), listen=old.pools["rd"]["listen"],
+                                  migrate_rate=rate)},
+                      glob={"migrate_state": state})
+    keys = sorted(env.truth)
+    ws = start_workers(env, keys)
+    t0 = time.monotonic()
+    m = wait_migrated(env, 120)
+    time.sleep(0.3)
+    res = stop_workers(ws, t0)
+    st = env.proxy.stats()["rd"]
+    print("  killed after %d keys moved; the restarted proxy moved %d more (%d by requests "
+          "first, %d refused)" % (moved_before, m["moved"], st["migrate_key_moves"],
+                                  st["migrate_refused"]))
+    check(m["moved"] > 0, "the restarted proxy moved keys")
+    eq(st["migrate_refused"], 0, "requests refused after the restart")
+    eq(res["tryagain"], 0, "-TRYAGAIN answers the clients saw after the restart")
+    old.stop()
+    print("  the proxy had closed its connections to the removed server by the end of the "
+          "check (+%.1f s)"
+          % removed_server_released(env, env.backends[4]))
+    check(not os.path.exists(state), "the state file is gone once the move is done")
+    live = verify(env, 4)
     print("  %d keys verified on their owners" % live)
     rc = env.proxy.stop()
     env.proxy = None
