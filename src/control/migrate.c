@@ -1031,6 +1031,9 @@ json_t *migrate_json(struct proxy *p)
         double srate = secs > 0 ? (double)scanned / secs : 0;
         double eta = j->done_ms ? 0 : srate > 0 ? (double)remaining / srate : -1;
         json_object_set_new(pj, "state", json_string(j->done_ms ? "done" : "running"));
+        /* the ring it moves keys to: a reader tells this migration from an earlier one */
+        json_object_set_new(pj, "epoch",
+                            json_integer((json_int_t)j->snap->pools[j->pi].ring->epoch));
         json_object_set_new(pj, "scanned", json_integer((json_int_t)scanned));
         json_object_set_new(pj, "moved", json_integer((json_int_t)moved));
         json_object_set_new(pj, "remaining", json_integer((json_int_t)remaining));

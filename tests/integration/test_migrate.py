@@ -272,10 +272,13 @@ def reload_to(env, n):
 
 
 def wait_migrated(env, timeout):
+    """Until the migration to the pool's current ring (its epoch: not an earlier one's,
+    still shown for a moment after a reload) is done."""
     deadline = time.monotonic() + patience(timeout)
     while True:
+        epoch = env.proxy.stats()["rd"]["epoch"]
         m = migration(env)
-        if m is not None and m["state"] == "done":
+        if m is not None and m["state"] == "done" and m.get("epoch") == epoch:
             return m
         check(time.monotonic() < deadline,
               "migration not done in %d s: %r\n%s" % (timeout, m, env.proxy.log_tail()))
