@@ -90,6 +90,10 @@ const char *conf__why(struct conf_ctx *c, const char *fmt, ...)
 const char *conf__node_kind(const yaml_node_t *node);
 
 /* Scalars, addresses and the generic setters (conf_values.c). */
+/* A byte count: digits, then optionally KiB, MiB, GiB (KB, MB, GB read the same), within
+ * [min, max] bytes; NULL, or the reason it is refused. */
+const char *conf__bytes(struct conf_ctx *c, yaml_node_t *v, const char *what, uint64_t min,
+                        uint64_t max, uint64_t *out);
 const char *conf__scalar(struct conf_ctx *c, yaml_node_t *node, size_t *len,
                          int allow_empty);
 int conf__has_space(const char *s, size_t n);

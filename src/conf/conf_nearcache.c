@@ -24,51 +24,6 @@ void conf__near_cache_free(struct conf_near_cache *nc)
     nc->nprefixes = 0;
 }
 
-/* A byte count: digits, optionally followed by KiB, MiB or GiB (or KB, MB, GB: the same
- * binary units, as the issue's examples and Redis's own maxmemory read them). */
-static const char *nc_bytes(struct conf_ctx *c, yaml_node_t *v, const char *what, uint64_t min,
-                            uint64_t max, uint64_t *out)
-{
-    size_t n;
-    const char *s = conf__scalar(c, v, &n, 0);
-    if (s == NULL)
-        return c->why;
-    size_t i = 0;
-    uint64_t x = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9') {
-        if (x > (UINT64_MAX - 9) / 10)
-            return conf__why(c, "%s '%.*s' is too large", what, (int)RL_MIN(n, 64), s);
-        x = x * 10 + (uint64_t)(s[i++] - '0');
-    }
-    unsigned shift = 0;
-    const char *unit = s + i;
-    size_t ul = n - i;
-    if (i == 0)
-        goto bad;
-    if (ul == 0)
-        shift = 0;
-    else if ((ul == 3 && strncmp(unit, "KiB", 3) == 0) || (ul == 2 && strncmp(unit, "KB", 2) == 0))
-        shift = 10;
-    else if ((ul == 3 && strncmp(unit, "MiB", 3) == 0) || (ul == 2 && strncmp(unit, "MB", 2) == 0))
-        shift = 20;
-    else if ((ul == 3 && strncmp(unit, "GiB", 3) == 0) || (ul == 2 && strncmp(unit, "GB", 2) == 0))
-        shift = 30;
-    else
-        goto bad;
-    if (x > (max >> shift))
-        return conf__why(c, "%s '%.*s' is over %" PRIu64 " bytes", what, (int)RL_MIN(n, 64), s,
-                         max);
-    x <<= shift;
-    if (x < min)
-        return conf__why(c, "%s '%.*s' is under %" PRIu64 " bytes", what, (int)RL_MIN(n, 64), s,
-                         min);
-    *out = x;
-    return NULL;
-bad:
-    return conf__why(c, "%s '%.*s' is not a byte count (digits, then optionally KiB, MiB "
-                     "or GiB)", what, (int)RL_MIN(n, 64), s);
-}
-
 /* keys: hot | all | [prefix, ...] */
 static const char *nc_keys(struct conf_ctx *c, yaml_node_t *v, struct conf_near_cache *nc)
 {
@@ -135,14 +90,14 @@ const char *conf__set_near_cache(struct conf_ctx *c, const struct conf_command *
 
         c->errnode = v;
         if (strcmp(ks, "size") == 0) {
-            why = nc_bytes(c, v, "size", 4096, NC_MAX_SIZE, &nc->size);
+            why = conf__bytes(c, v, "size", 4096, NC_MAX_SIZE, &nc->size);
         } else if (strcmp(ks, "max_value") == 0) {
-            why = nc_bytes(c, v, "max_value", 1, UINT64_C(1) << 30, &nc->max_value);
+            why = conf__bytes(c, v, "max_value", 1, UINT64_C(1) << 30, &nc->max_value);
         } else if (strcmp(ks, "keys") == 0) {
             why = nc_keys(c, v, nc);
         } else if (strcmp(ks, "ttl_ms") == 0) {
             uint64_t t;
-            why = nc_bytes(c, v, "ttl_ms", 0, NC_MAX_TTL_MS, &t);
+            why = conf__bytes(c, v, "ttl_ms", 0, NC_MAX_TTL_MS, &t);
             if (why == NULL && strspn((const char *)v->data.scalar.value, "0123456789") !=
                                    v->data.scalar.length)
                 why = conf__why(c, "ttl_ms '%s' is not a number of milliseconds",

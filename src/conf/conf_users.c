@@ -159,47 +159,34 @@ static const char *user_password_file(struct conf_ctx *c, const char *path, uint
     return r < 0 ? conf__enomem : NULL;
 }
 
-/* A count, or bytes with KiB, MiB, GiB (binary units; KB, MB, GB read the same). */
+/* A count (digits), or with `bytes` a byte count (conf__bytes: KiB, MiB, GiB); above 0. */
 static const char *user_amount(struct conf_ctx *c, yaml_node_t *v, const char *what, int bytes,
                                uint64_t *out)
 {
-    size_t n;
-    const char *s = conf__scalar(c, v, &n, 0);
-    if (s == NULL)
-        return c->why;
-    size_t i = 0;
     uint64_t x = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9') {
-        if (x > (UINT64_MAX - 9) / 10)
+    if (bytes) {
+        const char *why = conf__bytes(c, v, what, 0, UINT64_C(1) << 50, &x);
+        if (why != NULL)
+            return why;
+    } else {
+        size_t n, i = 0;
+        const char *s = conf__scalar(c, v, &n, 0);
+        if (s == NULL)
+            return c->why;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            if (x > (UINT64_C(1) << 50))
+                return conf__why(c, "%s '%.*s' is too large", what, (int)RL_MIN(n, 64), s);
+            x = x * 10 + (uint64_t)(s[i++] - '0');
+        }
+        if (i == 0 || i < n)
+            return conf__why(c, "%s '%.*s' is not a number", what, (int)RL_MIN(n, 64), s);
+        if (x > (UINT64_C(1) << 50))
             return conf__why(c, "%s '%.*s' is too large", what, (int)RL_MIN(n, 64), s);
-        x = x * 10 + (uint64_t)(s[i++] - '0');
     }
-    unsigned shift = 0;
-    const char *unit = s + i;
-    size_t ul = n - i;
-    if (i == 0)
-        goto bad;
-    if (ul != 0) {
-        if (!bytes)
-            goto bad;
-        if ((ul == 3 && strncmp(unit, "KiB", 3) == 0) || (ul == 2 && strncmp(unit, "KB", 2) == 0))
-            shift = 10;
-        else if ((ul == 3 && strncmp(unit, "MiB", 3) == 0) || (ul == 2 && strncmp(unit, "MB", 2) == 0))
-            shift = 20;
-        else if ((ul == 3 && strncmp(unit, "GiB", 3) == 0) || (ul == 2 && strncmp(unit, "GB", 2) == 0))
-            shift = 30;
-        else
-            goto bad;
-    }
-    if (x > (UINT64_C(1) << 50) >> shift)
-        return conf__why(c, "%s '%.*s' is too large", what, (int)RL_MIN(n, 64), s);
     if (x == 0)
         return conf__why(c, "%s must be above 0 (leave it out for no limit)", what);
-    *out = x << shift;
+    *out = x;
     return NULL;
-bad:
-    return conf__why(c, "%s '%.*s' is not a %s", what, (int)RL_MIN(n, 64), s,
-                     bytes ? "byte count (digits, then optionally KiB, MiB or GiB)" : "number");
 }
 
 /* "10.0.0.0/8", "::1/128", or an address alone (a /32 or /128). */

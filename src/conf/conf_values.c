@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -634,4 +635,49 @@ const char *conf__set_factor(struct conf_ctx *c, const struct conf_command *cmd,
                          "the mean load)", v);
     *(double *)((char *)obj + cmd->offset) = v;
     return NULL;
+}
+
+/* A byte count: digits, optionally followed by KiB, MiB or GiB (or KB, MB, GB: the same
+ * binary units, as Redis's own maxmemory reads them). */
+const char *conf__bytes(struct conf_ctx *c, yaml_node_t *v, const char *what, uint64_t min,
+                        uint64_t max, uint64_t *out)
+{
+    size_t n;
+    const char *s = conf__scalar(c, v, &n, 0);
+    if (s == NULL)
+        return c->why;
+    size_t i = 0;
+    uint64_t x = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') {
+        if (x > (UINT64_MAX - 9) / 10)
+            return conf__why(c, "%s '%.*s' is too large", what, (int)RL_MIN(n, 64), s);
+        x = x * 10 + (uint64_t)(s[i++] - '0');
+    }
+    unsigned shift = 0;
+    const char *unit = s + i;
+    size_t ul = n - i;
+    if (i == 0)
+        goto bad;
+    if (ul == 0)
+        shift = 0;
+    else if ((ul == 3 && strncmp(unit, "KiB", 3) == 0) || (ul == 2 && strncmp(unit, "KB", 2) == 0))
+        shift = 10;
+    else if ((ul == 3 && strncmp(unit, "MiB", 3) == 0) || (ul == 2 && strncmp(unit, "MB", 2) == 0))
+        shift = 20;
+    else if ((ul == 3 && strncmp(unit, "GiB", 3) == 0) || (ul == 2 && strncmp(unit, "GB", 2) == 0))
+        shift = 30;
+    else
+        goto bad;
+    if (x > (max >> shift))
+        return conf__why(c, "%s '%.*s' is over %" PRIu64 " bytes", what, (int)RL_MIN(n, 64), s,
+                         max);
+    x <<= shift;
+    if (x < min)
+        return conf__why(c, "%s '%.*s' is under %" PRIu64 " bytes", what, (int)RL_MIN(n, 64), s,
+                         min);
+    *out = x;
+    return NULL;
+bad:
+    return conf__why(c, "%s '%.*s' is not a byte count (digits, then optionally KiB, MiB "
+                     "or GiB)", what, (int)RL_MIN(n, 64), s);
 }
