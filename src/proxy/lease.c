@@ -183,6 +183,9 @@ static void lease_probe_done(struct msg_watch *wt, struct worker *w, struct msg 
 static int lease_meta(const struct wpool *pool);
 static int lease_meta_send(struct lease_table *t, struct msg *m);
 static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g);
+static int lease_own_send_as(struct wpool *pool, const char *key, size_t klen,
+                             uint16_t rflags, uint16_t cmd, const char *line, size_t len,
+                             const char *rec, size_t reclen, struct msg_watch *wt);
 static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
                           const char *line, size_t len, struct msg_watch *wt);
 
@@ -637,11 +640,9 @@ static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why
 static int lease_probe(struct lease_table *t, struct lease *l)
 {
     struct wpool *pool = t->pool;
-    struct worker *w = pool->w;
     struct msg *m = QUEUE_DATA(queue_first(&l->held), struct msg, sq);
-    const char *key, *req, *reason = NULL;
+    const char *key, *req;
     size_t klen, rlen;
-    struct route rt;
 
     if (lease_meta(pool)) {             /* `mg <key> v f c`: still the vivified item? */
         char line[300];
@@ -652,39 +653,11 @@ static int lease_probe(struct lease_table *t, struct lease *l)
         l->probing = 1;
         return 0;
     }
-    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0)
+    if (lease_recorded(m, &key, &klen, &req, &rlen) < 0 ||
+        lease_own_send_as(pool, key, klen, m->rflags, m->cmd, req, rlen, req, rlen,
+                          &t->probe) < 0)
         return -1;
-    struct route_key rk = { .bytes = key, .len = klen };
-    route_key_place(&pool->view, &rk);
-    route_request(&pool->view, &rk, m->rflags, 1, 0, w->rr, uv_now(&w->loop), &rt);
-    if (rt.kind != ROUTE_SEND)
-        return -1;
-    struct server *srv = pool->servers[rt.to[0]];
-    struct sconn *s = server_pick(srv, rk.hash, m->rflags, &reason);
-    struct msg *om = s != NULL ? msg_get(w) : NULL;
-    if (om == NULL)
-        return -1;
-    size_t before = buf_len(&s->conn.obuf);
-    if (buf_append(&s->conn.obuf, req, rlen) < 0 ||
-        lease_record(om, key, klen, req, rlen) < 0) {
-        buf_truncate(&s->conn.obuf, before);
-        msg_put(w, om);
-        return -1;
-    }
-    om->role = MSG_OWN;
-    om->cmd = m->cmd;
-    om->rflags = m->rflags;
-    om->nkeys = 1;
-    om->start_us = worker_now_us(w);
-    om->req_bytes = rlen;
-    om->watch = &t->probe;
-    t->probe.keep_reply = 1;
-    pool->refs++;               /* the table lives until its answer (lease_probe_done) */
     l->probing = 1;
-    STATS_ADD(&srv->stats, requests, 1);
-    STATS_ADD(&srv->stats, request_bytes, rlen);
-    sconn_enqueue(s, om);
-    sconn_mark(w, s);
     return 0;
 }
 
@@ -964,9 +937,11 @@ static struct sconn *lease_read_conn(struct wpool *pool, const char *key, size_t
     return server_pick(*srv, rk.hash, rflags, &reason);
 }
 
-/* The proxy's own request `line` for key's server, reported to wt: 0, or -1. */
-static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
-                          const char *line, size_t len, struct msg_watch *wt)
+/* The proxy's own request `line` (command cmd) for key's server, reported to wt, with
+ * rec[0..reclen) recorded as its request (lease_recorded): 0, or -1. */
+static int lease_own_send_as(struct wpool *pool, const char *key, size_t klen,
+                             uint16_t rflags, uint16_t cmd, const char *line, size_t len,
+                             const char *rec, size_t reclen, struct msg_watch *wt)
 {
     struct worker *w = pool->w;
     struct server *srv;
@@ -976,13 +951,13 @@ static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint
     if (om == NULL)
         return -1;
     size_t before = buf_len(&s->conn.obuf);
-    if (buf_append(&s->conn.obuf, line, len) < 0 || lease_record(om, key, klen, "", 0) < 0) {
+    if (buf_append(&s->conn.obuf, line, len) < 0 || lease_record(om, key, klen, rec, reclen) < 0) {
         buf_truncate(&s->conn.obuf, before);
         msg_put(w, om);
         return -1;
     }
     om->role = MSG_OWN;
-    om->cmd = MEMCACHE_CMD_MG;
+    om->cmd = cmd;
     om->rflags = rflags;
     om->nkeys = 1;
     om->start_us = worker_now_us(w);
@@ -995,6 +970,13 @@ static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint
     sconn_enqueue(s, om);
     sconn_mark(w, s);
     return 0;
+}
+
+/* The proxy's own meta request `line` for key's server, reported to wt: 0, or -1. */
+static int lease_own_send(struct wpool *pool, const char *key, size_t klen, uint16_t rflags,
+                          const char *line, size_t len, struct msg_watch *wt)
+{
+    return lease_own_send_as(pool, key, klen, rflags, MEMCACHE_CMD_MG, line, len, "", 0, wt);
 }
 
 /* One client read out as `mg ... N`: its answer comes to lease_meta_done. */
