@@ -81,6 +81,15 @@ def backend_gets(port):
     return 0
 
 
+def callgrind_total(out):
+    """The instruction count a callgrind output file ends with."""
+    with open(out) as f:
+        for line in f:
+            if line.startswith("summary:") or line.startswith("totals:"):
+                return int(line.split()[1])
+    raise SystemExit("no callgrind totals in " + out)
+
+
 def callgrind_ir(rl, rlb, work, rport, on, n):
     """Ir of a proxy (under callgrind) serving n GETs of key:0, start and stop included."""
     port, sport = free_port(), free_port()
@@ -104,11 +113,7 @@ def callgrind_ir(rl, rlb, work, rport, on, n):
     finally:
         p.terminate()
         p.wait(300)
-    with open(out) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    raise SystemExit("no callgrind totals in " + out)
+    return callgrind_total(out)
 
 
 def main():

@@ -33,7 +33,7 @@ PASS = "bench-pass"
 
 
 # the same helpers as the near cache's bench (this directory is on the path)
-from bench_nearcache import cpu_us, free_port, wait_listening  # noqa: E402
+from bench_nearcache import callgrind_total, cpu_us, free_port, wait_listening  # noqa: E402
 
 
 def conf_text(ports, rport, mport, users=True):
@@ -93,11 +93,7 @@ def callgrind_ir(rl, rlb, work, rport, mport, row, n, users=True):
     finally:
         p.terminate()
         p.wait(300)
-    with open(out) as f:
-        for line in f:
-            if line.startswith("summary:") or line.startswith("totals:"):
-                return int(line.split()[1])
-    raise SystemExit("no callgrind totals in " + out)
+    return callgrind_total(out)
 
 
 def main():
