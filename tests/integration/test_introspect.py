@@ -4,9 +4,10 @@ errorstats, memcached `stats` commandstats, and the sampled JSON-lines request l
 What each test proves, against real redis-server and memcached processes:
   slowlog_frozen_server
       redis-server stopped for 80 ms (SIGSTOP, SIGCONT by its PID) while 4 GETs wait in
-      the proxy: SLOWLOG GET (threshold 40 ms) holds exactly those 4 requests, each with
+      the proxy: SLOWLOG GET (threshold 20 ms) holds those 4 requests, each with
       its arguments, client address and the server it went to (the client-name field's
-      server=), none of the fast requests before and after; redis-py's slowlog_get()
+      server=); a fast request before or after is there only if it took 20 ms itself (a
+      loaded sanitizer build: reported, not a failure); redis-py's slowlog_get()
       parses the reply; SLOWLOG LEN, RESET, HELP and argument errors answer as Redis 7.0.
   slowlog_argument_trimming
       SLOWLOG's arguments as Redis trims them: a long argument shows its first bytes and
@@ -124,7 +125,7 @@ def slow_entries(c):
 def slowlog_frozen_server(env):
     rd = Redis.start()          # this test's own: it is stopped for a while
     env.backends.append(rd)
-    px = env.proxy({"rd": rd_pool([rd])}, glob={"slowlog_threshold_us": 40000})
+    px = env.proxy({"rd": rd_pool([rd])}, glob={"slowlog_threshold_us": 20000})
     conns = [px.client("rd") for _ in range(6)]
     try:
         for i, c in enumerate(conns):           # server connections open, warm
@@ -145,34 +146,41 @@ def slowlog_frozen_server(env):
         for i, c in enumerate(conns):
             eq(c.rd("GET", "fast:%d" % i), b"v")
         entries = slow_entries(conns[5])
-        keys = sorted(e["args"][1].decode() for e in entries)
-        eq(keys, ["frozen:0", "frozen:1", "frozen:2", "frozen:3"], "the slow requests")
         ids = [e["id"] for e in entries]
         eq(ids, sorted(ids, reverse=True), "newest first")
-        eq(len(set(ids)), 4, "ids are unique over the workers")
+        eq(len(set(ids)), len(ids), "ids are unique over the workers")
+        fast = [e for e in entries if not e["args"][1].startswith(b"frozen:")]
+        entries = [e for e in entries if e["args"][1].startswith(b"frozen:")]
+        keys = sorted(e["args"][1].decode() for e in entries)
+        eq(keys, ["frozen:0", "frozen:1", "frozen:2", "frozen:3"], "the slow requests")
+        if fast:
+            print("  fast requests that took the threshold themselves (a loaded box): %s"
+                  % [(e["args"][1], e["usec"]) for e in fast])
+        for e in entries + fast:
+            check(e["usec"] >= 20000, "duration %d us under the threshold" % e["usec"])
         for e in entries:
             eq(e["args"][0], b"GET")
-            check(e["usec"] >= 40000, "duration %d us under the threshold" % e["usec"])
             check(abs(e["ts"] - time.time()) < 60, "timestamp %d" % e["ts"])
             check(b"server=" + rd.hostport().encode() in e["name"],
                   "the server in the client-name field: %r" % e["name"])
             check(b"user=default" in e["name"], "the user: %r" % e["name"])
             check(e["addr"].startswith(b"127.0.0.1:"), "client address %r" % e["addr"])
         print("  slow requests' durations (us): %s" % sorted(e["usec"] for e in entries))
-        eq(conns[0].rd("SLOWLOG", "LEN"), 4)
+        total = len(entries) + len(fast)
+        eq(conns[0].rd("SLOWLOG", "LEN"), total)
         eq(len(conns[0].rd("SLOWLOG", "GET", "2")), 2)
-        eq(len(conns[0].rd("SLOWLOG", "GET")), 4)       # default 10
+        eq(len(conns[0].rd("SLOWLOG", "GET")), min(total, 10))     # default 10
         # redis-py parses the reply (six fields: id, time, duration, command, addr, name)
         import redis as redispy
         host, port = px.addr("rd")
         r = redispy.Redis(host=host, port=port, socket_timeout=10)
         parsed = r.slowlog_get(10)
-        eq(sorted(p["command"] for p in parsed),
+        eq(sorted(p["command"] for p in parsed if p["command"].startswith(b"GET frozen:")),
            [b"GET frozen:0", b"GET frozen:1", b"GET frozen:2", b"GET frozen:3"])
         for p in parsed:        # redis-py 4.3 reads no client fields; later ones do
             check(b"server=" in p.get("client_name", b"server="), "client_name: %r" % p)
-            check(p["duration"] >= 40000, "redis-py's duration %r" % p)
-        eq(r.slowlog_len(), 4)
+            check(p["duration"] >= 20000, "redis-py's duration %r" % p)
+        eq(r.slowlog_len(), total)
         r.close()
         help_lines = conns[0].rd("SLOWLOG", "HELP")
         check(help_lines[0].startswith("SLOWLOG <subcommand>"), "HELP: %r" % help_lines[:1])
