@@ -20,6 +20,7 @@
 #include "proxy/server.h"
 #include "proxy/snapshot.h"
 #include "proxy/stage.h"
+#include "proxy/tracking.h"
 #include "proxy/worker.h"
 #include "stats/hotkeys.h"
 #include "lib/util.h"
@@ -569,6 +570,8 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
         m->flags |= MSG_F_CLOSE;
     if (rc == PROTO_LOCAL_RESET)
         c->mops->reset(c);          /* RESET ends every subscription (pubsub.c) */
+    if (c->in == CLIENT_IN_HOLD && c->trk != NULL && tracking_defer_reply(c, m))
+        return;                     /* CLIENT TRACKING: +OK once the servers track */
     forward_answer(c, m);
 }
 

@@ -13,6 +13,7 @@
 #include "lib/util.h"
 #include "proto/proto.h"
 #include "proxy/client.h"
+#include "proxy/forward.h"
 #include "proxy/hub.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
@@ -65,8 +66,9 @@
  * through the proxy gives a BCAST client one invalidation, as Redis does.
  *
  * A tracking connection that is not acknowledged yet when a client turns tracking on
- * holds that client's input until it is (or fails), so that no read of the client runs
- * on a server before the server tracks the proxy's connection. A read of a key whose
+ * holds that client's input, and the command's +OK, until it is (or fails), so that no
+ * read of the client runs on a server before the server tracks the proxy's connection,
+ * and no write another client sends after the +OK goes unreported. A read of a key whose
  * server's tracking connection is not on (lost, being re-opened) marks that server; its
  * next acknowledgment flushes every tracking client of the worker, as does the loss of
  * a tracking connection that was on, a flush through the proxy or on a server, and a
@@ -94,6 +96,9 @@ struct trk_client {
     uint8_t            broken;      /* its REDIRECT target was gone at a send */
     uint8_t            flushed;     /* the last thing sent was a flush, and no read since */
     uint8_t            held;        /* on its pool's holds: input waits for tracking */
+    uint8_t            owe_next;    /* held by the CLIENT TRACKING being answered now */
+    struct msg        *owed;        /* that command's +OK, sent when the hold ends */
+    struct msg_watch   owed_watch;  /* ... told if the client leaves first */
     uint64_t           caching_at;  /* c->nreq of its CLIENT CACHING (0: none) */
     int64_t            redirect;    /* 0: its own connection */
     uint64_t           read_seq;    /* tw->seq at its last tracked read */
@@ -670,6 +675,48 @@ static void trk_pool_unref(struct trk_pool *tp)
     free(tp);
 }
 
+/* The hold ends: the CLIENT TRACKING that began it is answered now, so that a write
+ * another client sends after reading its +OK reaches servers that track already. */
+static void trk_unhold(struct trk_client *tc)
+{
+    if (!tc->held)
+        return;
+    queue_remove(&tc->hold_link);
+    tc->held = 0;
+    tc->hold_tp = NULL;
+    tc->owe_next = 0;
+    struct msg *m = tc->owed;
+    if (m != NULL && tc->c != NULL) {
+        tc->owed = NULL;
+        m->watch = NULL;
+        forward_answer(tc->c, m);
+    }
+}
+
+/* The client left with its +OK unsent: the message is freed with the client's. */
+static void trk_owed_gone(struct msg_watch *wt, struct worker *w, struct msg *m, int ok)
+{
+    struct trk_client *tc = (struct trk_client *)(void *)((char *)wt -
+                                                          offsetof(struct trk_client, owed_watch));
+    (void)w;
+    (void)m;
+    (void)ok;
+    tc->owed = NULL;
+}
+
+int tracking_defer_reply(struct client *c, struct msg *m)
+{
+    struct trk_client *tc = c->trk;
+    if (tc == NULL || !tc->owe_next)
+        return 0;
+    tc->owe_next = 0;
+    if (!tc->held)
+        return 0;
+    tc->owed = m;
+    m->watch = &tc->owed_watch;
+    return 1;
+}
+
 /* Clients whose input waits on tp's tracking connections go on once none is asked. */
 static void trk_holds_check(struct trk_pool *tp)
 {
@@ -678,9 +725,7 @@ static void trk_holds_check(struct trk_pool *tp)
             return;
     while (!queue_empty(&tp->holds)) {
         struct trk_client *tc = QUEUE_DATA(queue_first(&tp->holds), struct trk_client, hold_link);
-        queue_remove(&tc->hold_link);
-        tc->held = 0;
-        tc->hold_tp = NULL;
+        trk_unhold(tc);
         if (tc->c != NULL)
             tc->c->mops->resume(tc->c);
     }
@@ -901,14 +946,6 @@ static void trk_pool_open(struct trk_pool *tp)
         trk_srv_open(&tp->ts[i]);
 }
 
-static void trk_unhold(struct trk_client *tc)
-{
-    if (!tc->held)
-        return;
-    queue_remove(&tc->hold_link);
-    tc->held = 0;
-    tc->hold_tp = NULL;
-}
 
 void tracking_pool_drop(struct wpool *wp)
 {
@@ -1050,6 +1087,7 @@ static int trk_on(struct client *c, const struct proto_tracking *t, struct buf *
         tc->c = c;
         tc->tw = tw;
         tc->refs = 1;
+        tc->owed_watch.done = trk_owed_gone;
         c->trk = tc;
     }
     /* the prefixes: BCAST with none is the empty prefix (every key); added to those
@@ -1105,6 +1143,7 @@ static int trk_on(struct client *c, const struct proto_tracking *t, struct buf *
         asked |= tp->ts[i].state == TRK_ASKED;
     if (asked && !tc->held && c->in == CLIENT_IN_PARSE && c->nsessions == 0) {
         tc->held = 1;
+        tc->owe_next = 1;
         tc->hold_tp = tp;
         queue_insert_tail(&tp->holds, &tc->hold_link);
         c->in = CLIENT_IN_HOLD;
@@ -1237,6 +1276,10 @@ void tracking_client_gone(struct client *c)
     struct trk_client *tc = c->trk;
     if (tc == NULL)
         return;
+    if (tc->owed != NULL) {     /* never sent: the client's close frees it */
+        tc->owed->watch = NULL;
+        tc->owed = NULL;
+    }
     trk_off(c);
     c->trk = NULL;
     tc->c = NULL;

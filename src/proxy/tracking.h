@@ -6,6 +6,7 @@
 
 struct buf;
 struct client;
+struct msg;
 struct proto_req;
 struct proto_tracking;
 struct route_key;
@@ -36,6 +37,10 @@ int  tracking_command(struct client *c, const struct proto_tracking *t, int v3, 
 
 /* c closes (before its messages are dropped), or was RESET (its tracking ends). */
 void tracking_client_gone(struct client *c);
+/* The local reply m of a CLIENT TRACKING that held its client's input until the
+ * servers track the worker's connections waits with the input: 1 if kept (answered when
+ * the hold ends), 0 to answer it now. */
+int  tracking_defer_reply(struct client *c, struct msg *m);
 void tracking_client_reset(struct client *c);
 
 /* A request of c's session (MULTI, WATCH: session.c, which the stages do not see), its

@@ -12,6 +12,13 @@ client's invalidation messages (keys, in order) are compared.
   bcast_prefix
       BCAST with PREFIX (and NOLOOP): every write under a prefix, from any client, none
       for the other keys, none for the NOLOOP client's own writes.
+  ok_after_servers_track
+      the first tracking client of a worker: its +OK comes once every server tracks
+      the worker's connection, so a write another client sends after the +OK is one the
+      proxy hears of. One server is stopped (SIGSTOP) while CLIENT TRACKING is sent: no
+      reply until it runs again, then +OK, and each server's CLIENT LIST shows a
+      tracking connection (flag t). Five rounds, each after every server's tracking
+      connection has gone.
   optin_optout
       OPTIN: only a read after CLIENT CACHING yes is tracked; OPTOUT: every read but one
       after CLIENT CACHING no.
@@ -40,6 +47,7 @@ client's invalidation messages (keys, in order) are compared.
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -49,6 +57,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import Proxy, Redis, Runner, check, eq  # noqa: E402
 from harness.common import Skip, patience  # noqa: E402
+from harness.procs import wait_stopped  # noqa: E402
 from harness.wire import resp_encode  # noqa: E402
 
 R = Runner("test_tracking", per_test_timeout=60, total_timeout=200)
@@ -353,6 +362,51 @@ def bcast_prefix(env):
     for w, g in zip(want, got):
         print("  redis %r proxy %r" % (w, g))
     eq(got, want, "invalidations, BCAST")
+
+
+def tracking_conns(be):
+    """How many of be's clients track (CLIENT LIST flags with t): the proxy's own."""
+    with be.client() as c:
+        listing = c.rd("CLIENT", "LIST")
+    if isinstance(listing, bytes):
+        listing = listing.decode("latin-1")
+    n = 0
+    for line in listing.splitlines():
+        for field in line.split(" "):
+            if field.startswith("flags=") and "t" in field[6:]:
+                n += 1
+    return n
+
+
+@R.test
+def ok_after_servers_track(env):
+    addr = env.px.addr("rd")
+    for rnd in range(5):
+        deadline = time.monotonic() + patience(10)
+        while any(tracking_conns(be) for be in env.servers):
+            check(time.monotonic() < deadline,
+                  "round %d: tracking connections left after their clients closed" % rnd)
+            time.sleep(0.02)
+        a = Conn(addr, resp3=True)
+        stopped = env.servers[rnd % len(env.servers)]
+        try:
+            opts = ("BCAST", "PREFIX", "t:") if rnd % 2 else ()
+            os.kill(stopped.proc.pid, signal.SIGSTOP)
+            try:
+                wait_stopped(stopped.proc.pid)
+                a.sock.sendall(resp_encode("CLIENT", "TRACKING", "on", *opts))
+                early = a._read_one(time.monotonic() + 0.2)
+            finally:
+                os.kill(stopped.proc.pid, signal.SIGCONT)
+            eq(early, TimeoutError, "round %d: a reply while server %d was stopped"
+               % (rnd, rnd % len(env.servers)))
+            eq(a._read_one(time.monotonic() + patience(10)), "OK")
+            got = [tracking_conns(be) for be in env.servers]
+            check(all(n >= 1 for n in got),
+                  "round %d: +OK before every server tracked: %r" % (rnd, got))
+            eq(a.cmd("PING"), "PONG")           # the held input goes on
+        finally:
+            a.close()
 
 
 @R.test
