@@ -20,6 +20,7 @@
 #include "proxy/server.h"
 #include "proxy/stage.h"
 #include "proxy/tracking.h"
+#include "proxy/users.h"
 #include "proxy/worker.h"
 
 /*
@@ -351,14 +352,31 @@ static void trk_send(struct trk_client *tc, const char *const *k, const uint32_t
     }
     if (tc->redirect == 0 && !trk_v3(c))
         return;                 /* RESP2 without REDIRECT: Redis sends nothing */
+    /* a user sees the keys of its namespace and patterns only, by its own names (as
+     * Redis filters BCAST invalidations by the tracking client's ACL key permissions) */
+    int user = users_of(c) != NULL;
+    uint32_t shown = n;
+    if (k != NULL && user) {
+        const char *nm;
+        size_t nl;
+        shown = 0;
+        for (uint32_t i = 0; i < n; i++)
+            shown += (uint32_t)users_key_out(c, k[i], kl[i], &nm, &nl);
+        if (shown == 0)
+            return;
+    }
     buf_init(&b);
     int rc = 0;
     if (k != NULL) {
-        rc = buf_appendf(&b, "*%" PRIu32 "\r\n", n);
+        rc = buf_appendf(&b, "*%" PRIu32 "\r\n", shown);
         for (uint32_t i = 0; rc == 0 && i < n; i++) {
-            rc = buf_appendf(&b, "$%" PRIu32 "\r\n", kl[i]);
+            const char *nm = k[i];
+            size_t nl = kl[i];
+            if (user && !users_key_out(c, k[i], kl[i], &nm, &nl))
+                continue;
+            rc = buf_appendf(&b, "$%zu\r\n", nl);
             if (rc == 0)
-                rc = buf_append(&b, k[i], kl[i]);
+                rc = buf_append(&b, nm, nl);
             if (rc == 0)
                 rc = buf_append(&b, "\r\n", 2);
         }
@@ -413,8 +431,17 @@ static void trk_prefixes_free(struct trk_client *tc)
     tc->npre = 0;
 }
 
+/* Whether BCAST client tc's prefixes match the server key k[0..n). The prefixes are the
+ * client's names: a namespaced user's are matched after its namespace. */
 static int trk_prefix_match(const struct trk_client *tc, const char *k, size_t n)
 {
+    const struct conf_user *u = tc->c != NULL ? users_of(tc->c) : NULL;
+    if (u != NULL && u->ns_len > 0) {
+        if (n < u->ns_len || memcmp(k, u->ns, u->ns_len) != 0)
+            return 0;
+        k += u->ns_len;
+        n -= u->ns_len;
+    }
     for (uint32_t i = 0; i < tc->npre; i++)
         if (tc->plen[i] <= n && memcmp(tc->pre[i], k, tc->plen[i]) == 0)
             return 1;

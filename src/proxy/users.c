@@ -337,6 +337,26 @@ static int users_name_ok(const struct conf_user *u, const char *s, size_t n)
     return 0;
 }
 
+int users_key_out(const struct client *c, const char *k, size_t n, const char **name,
+                  size_t *len)
+{
+    const struct conf_user *u = c->cu.u;
+
+    *name = k;
+    *len = n;
+    if (u == NULL)
+        return 1;
+    if (!users_name_ok(u, k, n))
+        return 0;
+    if (u->ns_len > 0) {
+        if (n < u->ns_len || memcmp(k, u->ns, u->ns_len) != 0)
+            return 0;
+        *name = k + u->ns_len;
+        *len = n - u->ns_len;
+    }
+    return 1;
+}
+
 /* proto_ns.visible: a name a reply carries (the server's, namespace included). */
 static int users_visible(void *arg, const char *name, size_t n)
 {

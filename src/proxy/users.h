@@ -60,6 +60,13 @@ void users_check(struct client *c, struct proto_req *req, const char *buf);
  * buffer req's offsets point into (buf itself when nothing was rewritten). */
 const char *users_namespace(struct client *c, struct proto_req *req, const char *buf);
 
+/* A server key k[0..n) in a message to c that is not a reply (CLIENT TRACKING's
+ * invalidations): 1 when c's user may see it, with *name and *len its name as the client
+ * knows it (the namespace taken off); 0 when it is outside the user's namespace or key
+ * patterns. Without a user (default): 1, the name as it is. */
+int  users_key_out(const struct client *c, const char *k, size_t n, const char **name,
+                   size_t *len);
+
 /* m's reply is about to be delivered to c (USERS_F_REPLY): counted, names filtered and
  * the namespace taken off. */
 void users_reply(struct client *c, struct msg *m);

@@ -28,6 +28,11 @@ one as the reference: the same data written there without the proxy) and memcach
       server to the prefixed names get the same messages, channel and pattern names the
       same but for the prefix; a user without the channel's pattern is refused NOPERM
       (channels).
+  tracking_by_user
+      CLIENT TRACKING for users: a namespaced user's invalidations name its own keys
+      (namespace taken off), in default mode, BCAST and BCAST PREFIX (the prefix in its
+      names); a user with key patterns gets only the keys they match; another tenant's
+      writes and keys no pattern matches give nobody anything.
   rate_flood_and_steady
       `flood` (rate: {ops: 10000}) floods from another process (2,000 pipelined GETs
       at a time: twice the burst at once, so it goes past the rate on any machine) while
@@ -425,6 +430,57 @@ def pubsub_against_reference(env):
         direct.close()
     with env.login("steady") as s:
         eq(error_text(s.rd("PUBLISH", "x", "y")), NOPERM_CMD % "publish")
+
+
+# ------------------------------------------------------------------ client tracking
+
+def hello3(env, user):
+    c = env.px.client("rd")
+    c.send(resp_encode("HELLO", "3", "AUTH", user, PASS))
+    c.read_until(lambda b: len(b) if b.endswith(b"*0\r\n") else None)
+    return c
+
+
+def invalidated(c, n):
+    """Keys of the invalidation pushes c reads until n keys have come, then a PING's PONG
+    as the very next thing (nothing else was owed)."""
+    keys = []
+    while len(keys) < n:
+        m = read_push(c)
+        check(m[:1] == [b"invalidate"], "an invalidation push: %r" % (m,))
+        keys += m[1]
+    eq(c.rd("PING"), "PONG", "after %r" % keys)
+    return keys
+
+
+@R.test(ringleader=True)
+def tracking_by_user(env):
+    t = hello3(env, "billing")              # default mode, namespace billing:
+    b = hello3(env, "billing")              # BCAST, no prefix: its namespace
+    p = hello3(env, "billing")              # BCAST PREFIX p: (billing:p:)
+    r = hello3(env, "reports")              # BCAST, keys pub:* and billing:*, no namespace
+    try:
+        with env.server() as d:
+            eq(d.rd("SET", "billing:x", "old"), "OK")
+        eq(t.rd("CLIENT", "TRACKING", "on"), "OK")
+        eq(t.rd("GET", "x"), b"old")
+        eq(b.rd("CLIENT", "TRACKING", "on", "BCAST"), "OK")
+        eq(p.rd("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "p:"), "OK")
+        eq(r.rd("CLIENT", "TRACKING", "on", "BCAST"), "OK")
+        with env.login("ops") as o:         # namespace ops: another tenant's writes
+            eq(o.rd("SET", "x", "1"), "OK")
+            eq(o.rd("SET", "p:1", "1"), "OK")
+        with env.server() as d:             # written straight on the server, in order
+            for k in ("other:1", "billing:q", "billing:p:1", "billing:x", "pub:1"):
+                eq(d.rd("SET", k, "v"), "OK")
+        eq(invalidated(t, 1), [b"x"], "default mode, namespaced")
+        eq(invalidated(b, 3), [b"q", b"p:1", b"x"], "BCAST, namespaced")
+        eq(invalidated(p, 1), [b"p:1"], "BCAST PREFIX p:, namespaced")
+        eq(invalidated(r, 4), [b"billing:q", b"billing:p:1", b"billing:x", b"pub:1"],
+           "BCAST, key patterns")
+    finally:
+        for c in (t, b, p, r):
+            c.close()
 
 
 # ------------------------------------------------------------------ rate limits
