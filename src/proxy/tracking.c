@@ -365,6 +365,10 @@ static void trk_send(struct trk_client *tc, const char *const *k, const uint32_t
         if (shown == 0)
             return;
     }
+    if (k != NULL)
+        STATS_ADD(&c->pool->stats, tracking_invalidations, 1);
+    else
+        STATS_ADD(&c->pool->stats, tracking_flushes, 1);
     buf_init(&b);
     int rc = 0;
     if (k != NULL) {

@@ -103,6 +103,8 @@ struct json_t;
     ACTION(near_cache_evict_lru, COUNTER, "# near-cache entries evicted for room (size) or past ttl_ms") \
     ACTION(near_cache_bytes,    GAUGE,   "bytes held by the near cache") \
     ACTION(near_cache_entries,  GAUGE,   "# values held by the near cache") \
+    ACTION(tracking_invalidations, COUNTER, "# invalidation messages (keys) sent to the pool's CLIENT TRACKING clients") \
+    ACTION(tracking_flushes,    COUNTER, "# flushes (null-key invalidations) sent to the pool's CLIENT TRACKING clients") \
     ACTION(migrate_key_moves,   COUNTER, "# requests whose keys were first moved from their previous owner (migrate)") \
     ACTION(migrate_refused,     COUNTER, "# requests answered -TRYAGAIN during a migration (keys on several previous owners, a removed server not drained yet, a failed move)") \
     STATS_TLS_CODEC(ACTION)                                                                 \

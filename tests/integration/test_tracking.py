@@ -29,13 +29,14 @@ client's invalidation messages (keys, in order) are compared.
   writers_on_other_workers
       eight writer connections (two workers: some on the other worker than the reader's,
       unless the kernel put all eight on one, 1 in 256), each writing a key the tracking
-      client read: one invalidation each.
+      client read: one invalidation each, and tracking_invalidations counts 8.
   command_replies
       CLIENT TRACKING's errors, CLIENT CACHING, GETREDIR, TRACKINGINFO and CLIENT LIST's
       flags= and redir= fields, compared with redis-server's replies.
   flush_and_killed_server
       FLUSHALL through the proxy: one null invalidation (a flush), as from one server;
-      a killed backend server: a flush to the tracking client.
+      a killed backend server: a flush to the tracking client, counted in the pool's
+      tracking_flushes (1), tracking_invalidations 0.
   table_bound
       262,145 keys read by one tracking client (MGETs): the worker's table keeps 262,144,
       the oldest is invalidated to its reader.
@@ -495,6 +496,7 @@ def writers_on_other_workers(env):
     writers = [Conn(addr) for _ in range(8)]
     try:
         eq(a.cmd("CLIENT", "TRACKING", "on"), "OK")
+        before = env.px.stats()["rd"]["tracking_invalidations"]
         keys = ["w:%d" % i for i in range(8)]
         for k in keys:
             eq(a.cmd("GET", k), None)
@@ -503,6 +505,8 @@ def writers_on_other_workers(env):
         a.settle(8)
         got = keys_of(a.take())
         eq(sorted(got), sorted(k.encode() for k in keys), "one invalidation per written key")
+        eq(env.px.stats()["rd"]["tracking_invalidations"] - before, 8,
+           "tracking_invalidations counts each message sent")
         # the value a tracked reader sees after the invalidation is the new one
         for k in keys:
             eq(a.cmd("GET", k), b"v")
@@ -606,6 +610,12 @@ def flush_and_killed_server(env):
         victim.proc.kill()
         a.settle(1)
         eq(a.take(), [None], "a flush after the server's loss")
+        # counted: the one flush sent, no invalidation with keys
+        deadline = time.monotonic() + patience(10)
+        while px.stats()["k"]["tracking_flushes"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        st = px.stats()["k"]
+        eq((st["tracking_flushes"], st["tracking_invalidations"]), (1, 0), "tracking counters")
     finally:
         a.close()
 
