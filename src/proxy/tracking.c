@@ -13,7 +13,6 @@
 #include "lib/util.h"
 #include "proto/proto.h"
 #include "proxy/client.h"
-#include "proxy/forward.h"
 #include "proxy/hub.h"
 #include "proxy/msg.h"
 #include "proxy/route.h"
@@ -720,7 +719,7 @@ static void trk_unhold(struct trk_client *tc)
     if (m != NULL && tc->c != NULL) {
         tc->owed = NULL;
         m->watch = NULL;
-        forward_answer(tc->c, m);
+        msg_answer(tc->c->w, m, "+OK\r\n", 5, 0);
     }
 }
 
@@ -741,8 +740,9 @@ int tracking_defer_reply(struct client *c, struct msg *m)
     if (tc == NULL || !tc->owe_next)
         return 0;
     tc->owe_next = 0;
-    if (!tc->held)
+    if (!tc->held || buf_len(&m->rsp) != 5 || memcmp(buf_rptr(&m->rsp), "+OK\r\n", 5) != 0)
         return 0;
+    m->rsp.rpos = m->rsp.wpos = 0;      /* written again when the hold ends */
     tc->owed = m;
     m->watch = &tc->owed_watch;
     return 1;
