@@ -70,6 +70,8 @@ enum proto_kind {
                                      * authenticated (counted apart: refused_auth) */
 #define PROTO_RF_READ       0x0800  /* only reads (Redis: the command table's read flag, no
                                      * script): a sentinel pool's replica may serve it */
+#define PROTO_RF_SCRIPT     0x1000  /* a script (Redis EVAL, FCALL, their _RO forms): it may
+                                     * read its declared keys, as CLIENT TRACKING remembers */
 
 /*
  * Sessions: a run of one client's requests on a server connection of its own

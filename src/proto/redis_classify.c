@@ -553,6 +553,8 @@ static int req_classify(struct proto_parser *p, const char *buf, uint32_t argc,
         req->flags |= PROTO_RF_WRITE;
     else if ((c->flags & (REDIS_CMD_READ | REDIS_CMD_SCRIPT)) == REDIS_CMD_READ)
         req->flags |= PROTO_RF_READ;
+    if (c->flags & REDIS_CMD_SCRIPT)
+        req->flags |= PROTO_RF_SCRIPT;
     if ((c->flags & REDIS_CMD_CLOCAL) && (p->flags & PROTO_PF_CLUSTER)) {
         if (p->flags & PROTO_PF_ATOMIC) {
             not_in_multi(p, req, c, "the proxy answers it itself");

@@ -1319,39 +1319,11 @@ void tracking_client_gone(struct client *c)
 
 /* ------------------------------------------------------------------ requests */
 
-/* What c's request does to its tracking: a read remembers its keys (default mode, as
- * OPTIN/OPTOUT and CLIENT CACHING say), a write invalidates them (for every tracking
- * client of the worker). */
-static void trk_request(struct trk_worker *tw, struct client *c, struct wpool *wp,
-                        const struct proto_req *req, const struct route_key *rk)
+/* c's write: its keys changed (a flush through the proxy: everything). */
+static void trk_written(struct trk_worker *tw, struct client *c, const struct proto_req *req,
+                        const struct route_key *rk)
 {
     struct trk_client *tc = c->trk;
-    int reading = tc != NULL && tc->on && (req->flags & PROTO_RF_READ) && req->nkeys > 0 &&
-                  rk != NULL;
-
-    if (reading) {
-        tc->read_seq = ++tw->seq;
-        tc->flushed = 0;
-        if (tc->opts & PROTO_TRK_BCAST)
-            reading = 0;
-        else if (tc->opts & PROTO_TRK_OPTIN)
-            reading = trk_caching_now(c);
-        else if (tc->opts & PROTO_TRK_OPTOUT)
-            reading = !trk_caching_now(c);
-    }
-    if (reading) {
-        struct trk_pool *tp = trk_pool_get(wp);
-        for (uint32_t i = 0; i < req->nkeys; i++) {
-            trk_remember(tw, tc, rk[i].bytes, rk[i].len);
-            if (tp != NULL && rk[i].owner < tp->nts && tp->ts[rk[i].owner].state != TRK_ON) {
-                tp->ts[rk[i].owner].unsafe = 1;     /* flushed at its acknowledgment */
-                trk_srv_open(&tp->ts[rk[i].owner]);
-            }
-        }
-        return;
-    }
-    if (!(req->flags & PROTO_RF_WRITE))
-        return;
     struct trk_client *writer = tc != NULL && tc->on ? tc : NULL;
     if (req->kind == PROTO_REQ_BROADCAST) {
         /* a flush through the proxy (FLUSHALL, FLUSHDB): everyone, the writer after its
@@ -1361,8 +1333,8 @@ static void trk_request(struct trk_worker *tw, struct client *c, struct wpool *w
     }
     if (rk == NULL || req->nkeys == 0)
         return;
-    const char *one[8];
-    uint32_t onel[8];
+    const char *one[8] = { 0 };     /* filled below: the initializer quiets -Wmaybe-uninitialized */
+    uint32_t onel[8] = { 0 };
     const char **k = req->nkeys <= 8 ? one : malloc(req->nkeys * sizeof(*k));
     uint32_t *kl = req->nkeys <= 8 ? onel : malloc(req->nkeys * sizeof(*kl));
     if (k == NULL || kl == NULL) {
@@ -1382,6 +1354,44 @@ static void trk_request(struct trk_worker *tw, struct client *c, struct wpool *w
         free(k);
     if (kl != onel)
         free(kl);
+}
+
+/* What c's request does to its tracking: a read remembers its keys (default mode, as
+ * OPTIN/OPTOUT and CLIENT CACHING say), a write invalidates them (for every tracking
+ * client of the worker). */
+static void trk_request(struct trk_worker *tw, struct client *c, struct wpool *wp,
+                        const struct proto_req *req, const struct route_key *rk)
+{
+    struct trk_client *tc = c->trk;
+
+    /* a write (a script that may write, too) invalidates its keys first; then a read (a
+     * script's declared keys, which it may read: one more invalidation than Redis, which
+     * remembers the keys the script did read, when it did not) is remembered */
+    if (req->flags & PROTO_RF_WRITE) {
+        trk_written(tw, c, req, rk);
+        if (req->kind == PROTO_REQ_BROADCAST)
+            return;
+    }
+    int reading = tc != NULL && tc->on && (req->flags & (PROTO_RF_READ | PROTO_RF_SCRIPT)) &&
+                  req->nkeys > 0 && rk != NULL;
+    if (!reading)
+        return;
+    tc->read_seq = ++tw->seq;
+    tc->flushed = 0;
+    if (tc->opts & PROTO_TRK_BCAST)
+        return;
+    if ((tc->opts & PROTO_TRK_OPTIN) && !trk_caching_now(c))
+        return;
+    if ((tc->opts & PROTO_TRK_OPTOUT) && trk_caching_now(c))
+        return;
+    struct trk_pool *tp = trk_pool_get(wp);
+    for (uint32_t i = 0; i < req->nkeys; i++) {
+        trk_remember(tw, tc, rk[i].bytes, rk[i].len);
+        if (tp != NULL && rk[i].owner < tp->nts && tp->ts[rk[i].owner].state != TRK_ON) {
+            tp->ts[rk[i].owner].unsafe = 1;     /* flushed at its acknowledgment */
+            trk_srv_open(&tp->ts[rk[i].owner]);
+        }
+    }
 }
 
 void tracking_session(struct client *c, struct wpool *wp, const struct proto_req *req,

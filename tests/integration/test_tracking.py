@@ -6,9 +6,9 @@ client's invalidation messages (keys, in order) are compared.
 
   default_resp3
       RESP3, default mode: reads (GET, MGET over servers, a read inside MULTI) are
-      remembered; writes by another client, by the client itself, a DEL, an unread key,
-      a write made straight on a backend server: the same invalidations as from one
-      redis-server (the writer's own after its reply).
+      remembered, and the keys EVAL and EVAL_RO declare; writes by another client, by the
+      client itself, a DEL, an unread key, a write made straight on a backend server: the
+      same invalidations as from one redis-server (the writer's own after its reply).
   bcast_prefix
       BCAST with PREFIX (and NOLOOP): every write under a prefix, from any client, none
       for the other keys, none for the NOLOOP client's own writes.
@@ -304,6 +304,12 @@ def default_resp3(env):
             eq(b.cmd("APPEND", "d:5", "!"), 2)
             a.settle(1)
             seen.append(("read in multi", a.take()))
+            # a script's declared keys are remembered, as Redis remembers a script's reads
+            eq(a.cmd("EVAL", "return redis.call('GET', KEYS[1])", "1", "d:6"), None)
+            eq(a.cmd("EVAL_RO", "return redis.call('GET', KEYS[1])", "1", "d:7"), None)
+            eq(b.cmd("MSET", "d:6", "s", "d:7", "t"), "OK")
+            a.settle(2)
+            seen.append(("read by scripts", sorted(keys_of(a.take()))))
             eq(a.cmd("CLIENT", "TRACKING", "off"), "OK")
             eq(a.cmd("GET", "d:1"), b"x3")
             eq(b.cmd("SET", "d:1", "x4"), "OK")           # tracking off: nothing
