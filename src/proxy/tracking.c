@@ -977,7 +977,6 @@ static void trk_pool_open(struct trk_pool *tp)
         trk_srv_open(&tp->ts[i]);
 }
 
-
 void tracking_pool_drop(struct wpool *wp)
 {
     struct trk_pool *tp = wp->trk;
@@ -1364,9 +1363,9 @@ static void trk_request(struct trk_worker *tw, struct client *c, struct wpool *w
 {
     struct trk_client *tc = c->trk;
 
-    /* a write (a script that may write, too) invalidates its keys first; then a read (a
-     * script's declared keys, which it may read: one more invalidation than Redis, which
-     * remembers the keys the script did read, when it did not) is remembered */
+    /* a write (a script that may write, too) invalidates its keys first; then a read is
+     * remembered, and so are a script's declared keys, as Redis 7.0 remembers them for
+     * the script's caller */
     if (req->flags & PROTO_RF_WRITE) {
         trk_written(tw, c, req, rk);
         if (req->kind == PROTO_REQ_BROADCAST)
