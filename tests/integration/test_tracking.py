@@ -18,7 +18,8 @@ client's invalidation messages (keys, in order) are compared.
       proxy hears of. One server is stopped (SIGSTOP) while CLIENT TRACKING is sent: no
       reply until it runs again, then +OK, and each server's CLIENT LIST shows a
       tracking connection (flag t). Five rounds, each after every server's tracking
-      connection has gone.
+      connection has gone; then a client that leaves while its +OK waits (nothing
+      leaks, the next client is served).
   optin_optout
       OPTIN: only a read after CLIENT CACHING yes is tracked; OPTOUT: every read but one
       after CLIENT CACHING no.
@@ -414,6 +415,29 @@ def ok_after_servers_track(env):
             eq(a.cmd("PING"), "PONG")           # the held input goes on
         finally:
             a.close()
+    # a client that leaves while its +OK waits: its message goes with it (the sanitizer
+    # build's clean stop says nothing leaked), and the others are served
+    deadline = time.monotonic() + patience(10)
+    while any(tracking_conns(be) for be in env.servers):
+        check(time.monotonic() < deadline, "tracking connections left")
+        time.sleep(0.02)
+    stopped = env.servers[0]
+    gone = Conn(addr, resp3=True)
+    os.kill(stopped.proc.pid, signal.SIGSTOP)
+    try:
+        wait_stopped(stopped.proc.pid)
+        gone.sock.sendall(resp_encode("CLIENT", "TRACKING", "on") + resp_encode("GET", "g:1"))
+        time.sleep(0.1)
+        gone.close()
+        time.sleep(0.1)
+    finally:
+        os.kill(stopped.proc.pid, signal.SIGCONT)
+    b = Conn(addr, resp3=True)
+    try:
+        eq(b.cmd("CLIENT", "TRACKING", "on"), "OK")
+        eq(b.cmd("GET", "g:1"), None)
+    finally:
+        b.close()
 
 
 @R.test
