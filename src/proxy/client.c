@@ -1387,6 +1387,25 @@ void client_end(struct client *c, enum proto_err code, const char *why)
     client_advance(c);
 }
 
+/* msg_client_ops.defer: CLIENT TRACKING's +OK waits with the input it held. */
+static int client_defer(struct client *c, struct msg *m)
+{
+    return c->trk != NULL && tracking_defer_reply(c, m);
+}
+
+/* msg_client_ops.again: a request a stage held (its client's input with it) goes on. */
+static void client_again(struct client *c, struct msg *m, const char *p, size_t n,
+                         const struct stage *after)
+{
+    struct proto_req req;
+    int rc = c->pool->ops->parse_req(&c->parser, p, n, &req);
+    if (rc <= 0 || (size_t)rc != n || req.body_len != 0) {
+        forward_refuse(c, m, PROTO_ERR_SERVER, "a held request did not parse again");
+        return;
+    }
+    forward_again(c, m, &req, p, after);
+}
+
 const struct msg_client_ops client_msg_ops = {
     .advance = client_advance,
     .write = client_write_bytes,
@@ -1397,4 +1416,6 @@ const struct msg_client_ops client_msg_ops = {
     .end = client_end,
     .memory_over = client_memory_over,
     .resume = client_resume_input,
+    .defer = client_defer,
+    .again = client_again,
 };

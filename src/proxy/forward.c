@@ -20,7 +20,6 @@
 #include "proxy/server.h"
 #include "proxy/snapshot.h"
 #include "proxy/stage.h"
-#include "proxy/tracking.h"
 #include "proxy/worker.h"
 #include "stats/hotkeys.h"
 #include "lib/util.h"
@@ -570,7 +569,7 @@ static void forward_local(struct client *c, struct msg *m, const struct proto_re
         m->flags |= MSG_F_CLOSE;
     if (rc == PROTO_LOCAL_RESET)
         c->mops->reset(c);          /* RESET ends every subscription (pubsub.c) */
-    if (c->in == CLIENT_IN_HOLD && c->trk != NULL && tracking_defer_reply(c, m))
+    if (c->in == CLIENT_IN_HOLD && c->mops->defer(c, m))
         return;                     /* CLIENT TRACKING: +OK once the servers track */
     forward_answer(c, m);
 }
@@ -748,6 +747,27 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
         forward_refuse(c, m, PROTO_ERR_SERVER, "subscription request not handled");
         break;
     }
+}
+
+void forward_again(struct client *c, struct msg *m, const struct proto_req *req,
+                   const char *buf, const struct stage *after)
+{
+    if (req->kind != PROTO_REQ_FANOUT) {     /* the only kind a stage sends on */
+        forward_refuse(c, m, PROTO_ERR_SERVER, "a held request did not parse again");
+        return;
+    }
+    struct route_key *rk = NULL;
+    char dec[PROTO_KEY_DECODED_MAX];
+    struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
+    if (kp == NULL)
+        return;
+    struct stage_req r = { .c = c, .pool = kp, .m = m, .req = req, .buf = buf, .rk = rk };
+    if ((kp->chain.hooks & STAGE_H_REQUEST) &&
+        stage_request_after(&kp->chain, &r, after) != STAGE_PASS)
+        return;
+    forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS, &r);
+    if (kp->chain.hooks & STAGE_H_SENT)
+        stage_sent(&kp->chain, &r, 0);
 }
 
 /* ------------------------------------------------------------------ for sessions */

@@ -11,6 +11,7 @@ struct msg;
 struct route_key;
 struct sconn;
 struct server;
+struct stage;
 struct stage_req;
 struct wpool;
 
@@ -41,6 +42,12 @@ struct msg *forward_stream(struct client *c, const struct proto_req *req, const 
  * request says so, decoded into dec, PROTO_KEY_DECODED_MAX bytes), in rk->bytes/len. */
 void forward__key(const struct wpool *pool, const struct proto_req *req, const char *buf,
                   uint32_t k, char *dec, struct route_key *rk);
+
+/* A multi-server request (FANOUT) a stage held (m, in c's reply order) goes on, parsed
+ * again from the bytes it went out as: placed, passed through the stages after `after`,
+ * and split over its servers (client.c's mops->again). */
+void forward_again(struct client *c, struct msg *m, const struct proto_req *req,
+                   const char *buf, const struct stage *after);
 
 /* ---- for sessions (session.c), which dispatch through the same steps */
 

@@ -98,6 +98,7 @@ struct worker;
 struct client;
 struct proto_env;
 struct sconn;
+struct stage;
 
 /*
  * What the request lifecycle tells a message's client, through the callbacks the client
@@ -121,8 +122,17 @@ struct msg_client_ops {
     void (*close)(struct client *c);
     void (*end)(struct client *c, enum proto_err code, const char *why);
     int  (*memory_over)(struct client *c);
-    /* input held for tracking.c (CLIENT_IN_HOLD) may be parsed again: client_resume_input */
+    /* input held (CLIENT_IN_HOLD: tracking.c, migrate.c) may be parsed again:
+     * client_resume_input */
     void (*resume)(struct client *c);
+    /* A local reply m that must wait with the input the command itself held (CLIENT
+     * TRACKING's +OK, tracking.c): 1 when kept, 0 to answer it now. */
+    int  (*defer)(struct client *c, struct msg *m);
+    /* m, the request a stage took, goes on: its bytes p[0..n) (as the servers read them,
+     * one whole request) are parsed again and pass the stages after `after`, then are
+     * sent as forward.c sends any request. The stage held c's input meanwhile. */
+    void (*again)(struct client *c, struct msg *m, const char *p, size_t n,
+                  const struct stage *after);
 };
 
 /*

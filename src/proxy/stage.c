@@ -67,7 +67,19 @@ static inline int stage_runs(const struct stage_chain *ch, const struct stage *s
 
 enum stage_verdict stage_request(const struct stage_chain *ch, struct stage_req *r)
 {
-    for (uint8_t i = 0; i < ch->n; i++) {
+    return stage_request_after(ch, r, NULL);
+}
+
+enum stage_verdict stage_request_after(const struct stage_chain *ch, struct stage_req *r,
+                                       const struct stage *after)
+{
+    uint8_t i = 0;
+    if (after != NULL) {
+        while (i < ch->n && ch->stage[i] != after)
+            i++;
+        i++;                    /* past it (past the end when the chain lost it) */
+    }
+    for (; i < ch->n; i++) {
         const struct stage *st = ch->stage[i];
         if (st->request != NULL && stage_runs(ch, st)) {
             enum stage_verdict v = st->request(r);

@@ -127,6 +127,10 @@ void stage_chain_arm(struct stage_chain *ch, int on);
 /* Run one hook of every stage of the chain in order; request and routed stop at the
  * first verdict other than STAGE_PASS and return it, write at the first non-zero. */
 enum stage_verdict stage_request(const struct stage_chain *ch, struct stage_req *r);
+/* The request hooks of the stages after `after` only (NULL: every stage): a request a
+ * stage held and sends on later (c->mops->again) passes the rest of the chain. */
+enum stage_verdict stage_request_after(const struct stage_chain *ch, struct stage_req *r,
+                                       const struct stage *after);
 enum stage_verdict stage_routed(const struct stage_chain *ch, struct stage_req *r);
 int  stage_write(const struct stage_chain *ch, struct stage_req *r, struct msg *wm,
                  struct sconn *s, size_t before);

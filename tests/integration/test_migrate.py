@@ -226,6 +226,82 @@ class Worker(threading.Thread):
     failed = False
 
 
+class MultiWorker(threading.Thread):
+    """MGET, MSET and DEL over several servers (requests split over servers) on string
+    keys of its own, one at a time, every reply checked against the truth table; one
+    answered -TRYAGAIN is sent again (counted)."""
+
+    def __init__(self, env, keys, seed):
+        super().__init__(daemon=True)
+        self.env, self.keys, self.rng = env, keys, random.Random(seed)
+        self.ops = self.false_misses = self.wrong = self.resurrected = self.tryagain = 0
+        self.errors = []
+        self.stopping = threading.Event()
+        self.failed = False
+
+    def send(self, c, cmd):
+        for _ in range(2000):
+            r = c.rd(*cmd, timeout=30)
+            if isinstance(r, RespError) and str(r).startswith("TRYAGAIN"):
+                self.tryagain += 1
+                time.sleep(0.005)
+                continue
+            check(not isinstance(r, RespError), "%s: %r" % (cmd[0], r))
+            return r
+        raise AssertionError("TRYAGAIN for 10 s: %r" % (cmd[:3],))
+
+    def step(self, c):
+        truth = self.env.truth
+        op = self.rng.random()
+        ks = self.rng.sample(self.keys, 8)
+        if op < 0.6:
+            r = self.send(c, ("MGET",) + tuple(ks))
+            for k, got in zip(ks, r):
+                v = truth[k][1]
+                if got != v:
+                    if v is not None and got is None:
+                        self.false_misses += 1
+                    elif v is None:
+                        self.resurrected += 1
+                    else:
+                        self.wrong += 1
+                    if len(self.errors) < 5:
+                        self.errors.append("MGET %r: want %r got %r" % (k, v, got))
+        elif op < 0.85:
+            vals = [(k, b"m%d" % self.rng.randrange(1 << 30)) for k in ks[:4]]
+            eq(self.send(c, ("MSET",) + tuple(x for kv in vals for x in kv)), "OK")
+            for k, v in vals:
+                truth[k][1], truth[k][2] = v, None
+        else:
+            want = sum(1 for k in ks[:3] if truth[k][1] is not None)
+            eq(self.send(c, ("DEL",) + tuple(ks[:3])), want, "DEL over servers")
+            for k in ks[:3]:
+                truth[k][1], truth[k][2] = None, None
+        self.ops += 1
+
+    def run(self):
+        try:
+            with self.env.proxy.client() as c:
+                while not self.stopping.is_set():
+                    self.step(c)
+        except Exception as e:      # noqa: BLE001 -- reported by the test
+            self.errors.append("thread failed: %r" % e)
+            self.failed = True
+
+
+def stop_multi(mw):
+    mw.stopping.set()
+    mw.join(patience(30))
+    check(not mw.is_alive(), "the multi-key thread did not stop")
+    print("  multi-key requests (MGET/MSET/DEL over servers): %d, %d -TRYAGAIN"
+          % (mw.ops, mw.tryagain))
+    check(not mw.failed, "multi-key thread failed: %s" % mw.errors[:5])
+    eq((mw.false_misses, mw.wrong, mw.resurrected), (0, 0, 0),
+       "multi-key false misses, wrong values, resurrected (%s)" % mw.errors[:5])
+    check(mw.ops > 0, "the multi-key thread ran")
+    return mw.tryagain
+
+
 def start_workers(env, keys):
     parts = [keys[i::THREADS] for i in range(THREADS)]
     ws = [Worker(env, parts[i], 1000 + i) for i in range(THREADS)]
@@ -384,8 +460,11 @@ def live_diff(env, n_from, n_to):
     check(live["moving_bytes"] > moving, "--live's bytes")
 
 
-def grow_or_shrink(env, keys, n_from, n_to, timeout):
+def grow_or_shrink(env, keys, n_from, n_to, timeout, mkeys=()):
     ws = start_workers(env, keys)
+    mw = MultiWorker(env, list(mkeys), 77) if mkeys else None
+    if mw is not None:
+        mw.start()
     t0 = time.monotonic()
     time.sleep(0.5)
     reload_to(env, n_to)
@@ -394,6 +473,8 @@ def grow_or_shrink(env, keys, n_from, n_to, timeout):
     mig_s = time.monotonic() - tr
     time.sleep(0.3)
     res = stop_workers(ws, t0)
+    if mw is not None:
+        res["tryagain_multi"] = stop_multi(mw)
     print("  migration %d -> %d: %d scanned, %d moved, %d errors, %d conflicts in %.1f s "
           "(%.0f keys/s)" % (n_from, n_to, m["scanned"], m["moved"], m["errors"],
                              m["conflicts"], mig_s, m["moved"] / max(mig_s, 1e-3)))
@@ -401,6 +482,7 @@ def grow_or_shrink(env, keys, n_from, n_to, timeout):
     live = verify(env, n_to)
     print("  %d keys verified on their owners" % live)
     m["tryagain"] = res["tryagain"]
+    m["tryagain_multi"] = res.get("tryagain_multi", 0)
     return m
 
 
@@ -439,11 +521,13 @@ def pools_that_cannot_migrate_are_refused(env):
 @R.test(ringleader=True, nutcracker_reason="moving keys is ringleader's", timeout=300)
 def grow_then_shrink_under_load(env):
     keys = [b"mk:%d:%x" % (i, random.getrandbits(32)) for i in range(NKEYS)]
+    # strings (key_type: i % 5 == 0) for the requests split over servers
+    mkeys = [b"mm:%d:%x" % (5 * i, random.getrandbits(32)) for i in range(400)]
     env.proxy = Proxy({"rd": env.pool(4)}, admin=True)
-    load(env, keys)
+    load(env, keys + mkeys)
     verify(env, 4)
     live_diff(env, 4, 5)
-    m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200)
+    m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200, mkeys)
     check(m["moved"] > 0, "the grow moved keys")
     status, text = http(env.proxy.admin_port, "GET", "/metrics")
     eq(status, 200, "/metrics")
@@ -460,7 +544,7 @@ def grow_then_shrink_under_load(env):
     status, text = http(env.proxy.admin_port, "GET", "/health")
     eq((status, text.strip()), (200, "ok"), "/health once the migration is done")
     before = env.proxy.stats()["rd"]
-    m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200)
+    m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200, mkeys)
     check(m["moved"] > 0, "the shrink moved keys")
     st = env.proxy.stats()["rd"]
     print("  migrate_key_moves %d, migrate_refused %d (shrink: %d moved first, %d refused)"
