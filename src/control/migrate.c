@@ -70,7 +70,10 @@ struct mig_server {
     uint32_t    was;            /* index in the previous ring, or UINT32_MAX */
     enum mig_sstate state;
     uint64_t    cursor;
-    uint64_t    dbsize;
+    uint64_t    dbsize;         /* keys over the databases to walk (INFO keyspace) */
+    int         db;             /* the database walked now */
+    int        *dbs;            /* the databases with keys, the pool's first; walked in turn */
+    uint32_t    ndbs, dbi;
     uint64_t    scanned, moved, errors, conflicts;
     uint32_t    failures;       /* exchanges failed in a row (down) */
     uint32_t    count_div;      /* SCAN's COUNT divided by this: doubled by a reply too
@@ -136,8 +139,8 @@ static int put_str(struct buf *b, const char *s)
     return put_bulk(b, s, strlen(s));
 }
 
-/* AUTH and SELECT for the pool's servers: the replies they add. */
-static int put_hello(struct buf *b, const struct conf_pool *cp)
+/* AUTH, and SELECT of database db: the replies they add. */
+static int put_hello(struct buf *b, const struct conf_pool *cp, int db)
 {
     int n = 0;
     if (cp->redis_auth != NULL) {
@@ -151,10 +154,10 @@ static int put_hello(struct buf *b, const struct conf_pool *cp)
         }
         n++;
     }
-    if (cp->redis_db != 0) {
-        char db[16];
-        snprintf(db, sizeof(db), "%d", cp->redis_db);
-        if (buf_append(b, "*2\r\n", 4) < 0 || put_str(b, "SELECT") < 0 || put_str(b, db) < 0)
+    if (db != 0) {
+        char d[16];
+        snprintf(d, sizeof(d), "%d", db);
+        if (buf_append(b, "*2\r\n", 4) < 0 || put_str(b, "SELECT") < 0 || put_str(b, d) < 0)
             return -1;
         n++;
     }
@@ -367,6 +370,7 @@ static void job_free(struct mig_job *j)
         free(j->srv[i].ident);
         keys_free(j->srv[i].keys);
         free(j->srv[i].bdone);
+        free(j->srv[i].dbs);
     }
     free(j->srv);
     free(j->pool);
@@ -568,8 +572,8 @@ static int srv_send_migrate(struct mig_server *s)
     const struct conf_server *d = &cp->servers[dst];
     char port[8], db[16];
     snprintf(port, sizeof(port), "%u", d->addr.port);
-    snprintf(db, sizeof(db), "%d", cp->redis_db);
-    int hello = put_hello(&cmd, cp);
+    snprintf(db, sizeof(db), "%d", s->db);
+    int hello = put_hello(&cmd, cp, s->db);
     if (hello < 0)
         goto nomem;
     size_t argc = 6 + (size_t)replace + 1 + cnt;
@@ -666,6 +670,56 @@ static void migrate_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, co
     srv_later(s, job_pace(j));
 }
 
+/*
+ * INFO keyspace's reply (`db3:keys=12,expires=0,...` per database with keys): the
+ * databases to walk after the pool's own (clients may SELECT any; the stage moves their
+ * keys first in theirs, the walk finishes them) and the keys they hold. -1: no memory.
+ */
+static int srv_keyspace(struct mig_server *s, const struct conf_pool *cp,
+                        const struct sentinel_resp *x)
+{
+    uint64_t total = 0;
+    uint32_t n = 0, cap = 0;
+    int *dbs = NULL;
+
+    if (x->type == '$' && x->str != NULL) {
+        const char *p = x->str, *end = x->str + x->len;
+        while (p < end) {
+            const char *eol = memchr(p, '\n', (size_t)(end - p));
+            const char *le = eol != NULL ? eol : end;
+            int db;
+            unsigned long long keys;
+            char line[96];
+            size_t ll = RL_MIN((size_t)(le - p), sizeof(line) - 1);
+            memcpy(line, p, ll);
+            line[ll] = '\0';
+            if (sscanf(line, "db%d:keys=%llu", &db, &keys) == 2 && db >= 0) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 8;
+                    int *nd = realloc(dbs, cap * sizeof(*nd));
+                    if (nd == NULL) {
+                        free(dbs);
+                        return -1;
+                    }
+                    dbs = nd;
+                }
+                dbs[n++] = db;
+                total += keys;
+            }
+            p = le + (eol != NULL);
+        }
+    }
+    uv_mutex_lock(&s->job->mg->mu);
+    free(s->dbs);
+    s->dbs = dbs;
+    s->ndbs = n;
+    s->dbi = 0;
+    s->db = cp->redis_db;
+    s->dbsize = total;
+    uv_mutex_unlock(&s->job->mg->mu);
+    return 0;
+}
+
 static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const char *err)
 {
     struct mig_server *s = arg;
@@ -680,10 +734,10 @@ static void scan_cb(void *arg, struct sentinel_resp *const *r, uint32_t n, const
     }
     uint32_t k = 0;
     if (s->state == MIG_S_DBSIZE) {
-        if (r[0]->type == ':') {
-            uv_mutex_lock(&j->mg->mu);
-            s->dbsize = (uint64_t)r[0]->num;
-            uv_mutex_unlock(&j->mg->mu);
+        if (srv_keyspace(s, job_cp(j), r[0]) < 0) {
+            job_fail(j, s, "out of memory");
+            srv_later(s, MIG_RETRY_MS);
+            return;
         }
         k = 1;
     }
@@ -755,6 +809,18 @@ static void srv_step(struct mig_server *s)
     }
     srv_keys_drop(s);
     if (s->state == MIG_S_DONE) {
+        /* this database is walked (its last page moved): the next one with keys */
+        while (s->dbi < s->ndbs && s->dbs[s->dbi] == cp->redis_db)
+            s->dbi++;
+        if (s->dbi < s->ndbs) {
+            uv_mutex_lock(&j->mg->mu);
+            s->db = s->dbs[s->dbi++];
+            s->cursor = 0;
+            s->state = MIG_S_SCAN;
+            uv_mutex_unlock(&j->mg->mu);
+        }
+    }
+    if (s->state == MIG_S_DONE) {
         uv_mutex_lock(&j->mg->mu);
         s->walked = 1;
         uv_mutex_unlock(&j->mg->mu);
@@ -768,7 +834,7 @@ static void srv_step(struct mig_server *s)
     /* SCAN (with DBSIZE first) */
     struct buf cmd;
     buf_init(&cmd);
-    int hello = put_hello(&cmd, cp);
+    int hello = put_hello(&cmd, cp, s->state == MIG_S_DBSIZE ? cp->redis_db : s->db);
     char cur[24], count[16];
     snprintf(cur, sizeof(cur), "%" PRIu64, s->cursor);
     uint32_t c = j->rate / 10;
@@ -776,8 +842,13 @@ static void srv_step(struct mig_server *s)
     c /= s->count_div ? s->count_div : 1;
     snprintf(count, sizeof(count), "%u", c < 10 ? 10 : c);
     int extra = s->state == MIG_S_DBSIZE;
+    if (extra) {                /* the walk starts in the pool's database */
+        s->db = cp->redis_db;
+        s->cursor = 0;
+    }
     if (hello < 0 ||
-        (extra && (buf_append(&cmd, "*1\r\n", 4) < 0 || put_str(&cmd, "DBSIZE") < 0)) ||
+        (extra && (buf_append(&cmd, "*2\r\n", 4) < 0 || put_str(&cmd, "INFO") < 0 ||
+                   put_str(&cmd, "keyspace") < 0)) ||
         buf_append(&cmd, "*4\r\n", 4) < 0 || put_str(&cmd, "SCAN") < 0 ||
         put_str(&cmd, cur) < 0 || put_str(&cmd, "COUNT") < 0 || put_str(&cmd, count) < 0) {
         buf_free(&cmd);

@@ -435,6 +435,43 @@ def verify(env, n):
     return len(live)
 
 
+def write_db(env, keys, db):
+    """keys written by a client SELECTed into database db (through the proxy)."""
+    with env.proxy.client() as c:
+        eq(c.rd("SELECT", db), "OK")
+        for r in pipeline(c, [("SET", k, b"v" + k) for k in keys]):
+            eq(r, "OK", "SET in database %d" % db)
+
+
+def verify_db(env, keys, n, db):
+    """Each of keys on its owner only, in database db, untouched since written: the walk
+    moved them in their database."""
+    owners = ring_owners(env.proxy.conf_path, "rd", sorted(keys))
+    label = {"127.0.0.1:%d" % b.port: NAMES[i] for i, b in enumerate(env.backends)}
+    where = {}
+    for b in env.backends:
+        with b.client() as c:
+            eq(c.rd("SELECT", db), "OK")
+            cursor = b"0"
+            for _ in range(100000):
+                cursor, page = c.rd("SCAN", cursor, "COUNT", 1000, timeout=30)
+                for k in page:
+                    check(k not in where, "key %r on two servers (database %d)" % (k, db))
+                    where[k] = label[b.hostport()]
+                if cursor == b"0":
+                    break
+            for k in keys:
+                if where.get(k) == label[b.hostport()]:
+                    eq(c.rd("GET", k), b"v" + k, "value of %r in database %d" % (k, db))
+    eq(sorted(set(keys) - set(where))[:5], [], "keys lost from database %d" % db)
+    misplaced = [k for k in keys if where[k] != owners[k]]
+    eq(misplaced[:5], [], "keys of database %d not on their owner (of %d)" % (db, len(misplaced)))
+    for b in env.backends[n:]:
+        with b.client() as c:
+            eq(c.rd("SELECT", db), "OK")
+            eq(c.rd("DBSIZE"), 0, "keys of database %d left on a server out of the pool" % db)
+
+
 def live_diff(env, n_from, n_to):
     """`ringleader-ring --diff NEW --live` counts, on the servers, exactly the keys whose owner
     the change moves (no client runs meanwhile)."""
@@ -525,9 +562,13 @@ def grow_then_shrink_under_load(env):
     mkeys = [b"mm:%d:%x" % (5 * i, random.getrandbits(32)) for i in range(400)]
     env.proxy = Proxy({"rd": env.pool(4)}, admin=True)
     load(env, keys + mkeys)
+    # keys of a client SELECTed into database 3, never touched again: the walk moves them
+    dkeys = [b"db3:%d:%x" % (i, random.getrandbits(32)) for i in range(300)]
+    write_db(env, dkeys, 3)
     verify(env, 4)
     live_diff(env, 4, 5)
     m = grow_or_shrink(env, keys, 4, 5, 120 if not FULL else 1200, mkeys)
+    verify_db(env, dkeys, 5, 3)
     check(m["moved"] > 0, "the grow moved keys")
     status, text = http(env.proxy.admin_port, "GET", "/metrics")
     eq(status, 200, "/metrics")
@@ -546,6 +587,7 @@ def grow_then_shrink_under_load(env):
     before = env.proxy.stats()["rd"]
     m = grow_or_shrink(env, keys, 5, 4, 120 if not FULL else 1200, mkeys)
     check(m["moved"] > 0, "the shrink moved keys")
+    verify_db(env, dkeys, 4, 3)
     st = env.proxy.stats()["rd"]
     print("  migrate_key_moves %d, migrate_refused %d (shrink: %d moved first, %d refused)"
           % (st["migrate_key_moves"], st["migrate_refused"],
