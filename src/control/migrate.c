@@ -24,7 +24,9 @@
  * plus those the reload removed (drained first, so that the workers can close the
  * connections they keep to them for their keys' moves soonest) plus, after a restart,
  * those the state file names. Each server is
- * walked with SCAN (its DBSIZE read first, for `remaining`); each key found is placed on
+ * walked with SCAN, database by database: INFO keyspace first (the databases with keys,
+ * and their keys for `remaining`), the pool's redis_db, then each other one (clients may
+ * SELECT any; MIGRATE names the database walked); each key found is placed on
  * the new ring exactly as routing places it (ring_owner: hash_tag applied) and, when its
  * owner is another server, moved there by
  *
