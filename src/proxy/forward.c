@@ -686,6 +686,25 @@ static void forward_indexed(struct client *c, struct msg *m, const struct proto_
     forward_fanout(c, pool, m, req, buf, NULL, s, NULL);
 }
 
+/* A FANOUT request: its keys placed, through the pool's stages (those after `after`, a
+ * stage that held it and sends it on; NULL: all), split over its servers. */
+static void forward_split(struct client *c, struct msg *m, const struct proto_req *req,
+                          const char *buf, const struct stage *after)
+{
+    struct route_key *rk = NULL;
+    char dec[PROTO_KEY_DECODED_MAX];
+    struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
+    if (kp == NULL)
+        return;
+    struct stage_req r = { .c = c, .pool = kp, .m = m, .req = req, .buf = buf, .rk = rk };
+    if ((kp->chain.hooks & STAGE_H_REQUEST) &&
+        stage_request_after(&kp->chain, &r, after) != STAGE_PASS)
+        return;
+    forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS, &r);
+    if (kp->chain.hooks & STAGE_H_SENT)
+        stage_sent(&kp->chain, &r, 0);
+}
+
 void forward_request(struct client *c, const struct proto_req *req, const char *buf)
 {
     struct wpool *pool = c->pool;
@@ -714,20 +733,9 @@ void forward_request(struct client *c, const struct proto_req *req, const char *
     case PROTO_REQ_SINGLE:
         forward_keyed(c, m, req, buf);
         break;
-    case PROTO_REQ_FANOUT: {
-        struct route_key *rk = NULL;
-        char dec[PROTO_KEY_DECODED_MAX];
-        struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
-        if (kp == NULL)
-            break;
-        struct stage_req r = { .c = c, .pool = kp, .m = m, .req = req, .buf = buf, .rk = rk };
-        if ((kp->chain.hooks & STAGE_H_REQUEST) && stage_request(&kp->chain, &r) != STAGE_PASS)
-            break;
-        forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS, &r);
-        if (kp->chain.hooks & STAGE_H_SENT)
-            stage_sent(&kp->chain, &r, 0);
+    case PROTO_REQ_FANOUT:
+        forward_split(c, m, req, buf, NULL);
         break;
-    }
     case PROTO_REQ_BROADCAST: {
         /* the request hooks see a broadcast too (rk NULL): a flush evicts near-cached keys */
         struct stage_req r = { .c = c, .pool = pool, .m = m, .req = req, .buf = buf };
@@ -756,18 +764,7 @@ void forward_again(struct client *c, struct msg *m, const struct proto_req *req,
         forward_refuse(c, m, PROTO_ERR_SERVER, "a held request did not parse again");
         return;
     }
-    struct route_key *rk = NULL;
-    char dec[PROTO_KEY_DECODED_MAX];
-    struct wpool *kp = forward_place(c, m, req, buf, &rk, dec);
-    if (kp == NULL)
-        return;
-    struct stage_req r = { .c = c, .pool = kp, .m = m, .req = req, .buf = buf, .rk = rk };
-    if ((kp->chain.hooks & STAGE_H_REQUEST) &&
-        stage_request_after(&kp->chain, &r, after) != STAGE_PASS)
-        return;
-    forward_fanout(c, kp, m, req, buf, rk, FANOUT_KEYS, &r);
-    if (kp->chain.hooks & STAGE_H_SENT)
-        stage_sent(&kp->chain, &r, 0);
+    forward_split(c, m, req, buf, after);
 }
 
 /* ------------------------------------------------------------------ for sessions */

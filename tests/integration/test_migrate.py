@@ -128,6 +128,21 @@ def load(env, keys):
                 check(not isinstance(r, RespError), "load: %r" % r)
 
 
+def tally(w, what, want, got):
+    """A read's outcome counted on client thread w: a false miss, a resurrected delete, a
+    wrong value (the first five described in w.errors)."""
+    if got == want:
+        return
+    if want is not None and got is None:
+        w.false_misses += 1
+    elif want is None:
+        w.resurrected += 1
+    else:
+        w.wrong += 1
+    if len(w.errors) < 5:
+        w.errors.append("%s: want %r got %r" % (what, want, got))
+
+
 class Worker(threading.Thread):
     """Reads, writes, deletes and expires its own keys through the proxy until told to stop;
     every reply is checked against the truth table (the thread is its keys' only writer)."""
@@ -148,16 +163,7 @@ class Worker(threading.Thread):
         op = self.rng.random()
         if op < 0.6:                        # read
             def read(r):
-                got = decode(t, r)
-                if got != v:
-                    if v is not None and got is None:
-                        self.false_misses += 1
-                    elif v is None:
-                        self.resurrected += 1
-                    else:
-                        self.wrong += 1
-                    if len(self.errors) < 5:
-                        self.errors.append("%r %s: want %r got %r" % (k, t, v, got))
+                tally(self, "%r %s" % (k, t), v, decode(t, r))
             return read_cmd(k, t), read
         if op < 0.85:                       # a partial write (the rest of the value stays)
             n = self.rng.randrange(1 << 30)
@@ -257,16 +263,7 @@ class MultiWorker(threading.Thread):
         if op < 0.6:
             r = self.send(c, ("MGET",) + tuple(ks))
             for k, got in zip(ks, r):
-                v = truth[k][1]
-                if got != v:
-                    if v is not None and got is None:
-                        self.false_misses += 1
-                    elif v is None:
-                        self.resurrected += 1
-                    else:
-                        self.wrong += 1
-                    if len(self.errors) < 5:
-                        self.errors.append("MGET %r: want %r got %r" % (k, v, got))
+                tally(self, "MGET %r" % k, truth[k][1], got)
         elif op < 0.85:
             vals = [(k, b"m%d" % self.rng.randrange(1 << 30)) for k in ks[:4]]
             eq(self.send(c, ("MSET",) + tuple(x for kv in vals for x in kv)), "OK")
