@@ -30,10 +30,9 @@
 int lease_map_init(struct lease_map *lm)
 {
     memset(lm, 0, sizeof(*lm));
-    lm->bucket = calloc(LEASE_BUCKETS_MIN, sizeof(*lm->bucket));
-    if (lm->bucket == NULL)
+    if (keytab_init(&lm->keys, LEASE_BUCKETS_MIN, offsetof(struct lease, key) -
+                                                  offsetof(struct lease, node)) < 0)
         return -ENOMEM;
-    lm->nbucket = LEASE_BUCKETS_MIN;
     queue_init(&lm->age);
     queue_init(&lm->holding);
     return 0;
@@ -41,54 +40,21 @@ int lease_map_init(struct lease_map *lm)
 
 void lease_map_clear(struct lease_map *lm)
 {
-    for (uint32_t i = 0; lm->bucket != NULL && i < lm->nbucket; i++) {
-        struct lease *l = lm->bucket[i];
-        while (l != NULL) {
-            struct lease *next = l->next;
-            RL_ASSERT(l->nheld == 0 && queue_empty(&l->held));
-            free(l);
-            l = next;
-        }
+    while (!queue_empty(&lm->age)) {     /* every lease is on it, in the map or not */
+        struct lease *l = QUEUE_DATA(queue_first(&lm->age), struct lease, age);
+        RL_ASSERT(l->nheld == 0 && queue_empty(&l->held));
+        queue_remove(&l->age);
+        free(l);
     }
-    free(lm->bucket);
-    lm->bucket = NULL;
-    lm->nbucket = 0;
-    lm->n = 0;
+    keytab_free(&lm->keys);
     queue_init(&lm->age);
     queue_init(&lm->holding);
 }
 
 struct lease *lease_map_find(const struct lease_map *lm, const char *key, size_t len)
 {
-    uint64_t h = XXH3_64bits(key, len);
-
-    for (struct lease *l = lm->bucket[h & (lm->nbucket - 1)]; l != NULL; l = l->next)
-        if (l->hash == h && l->klen == len && memcmp(l->key, key, len) == 0)
-            return l;
-    return NULL;
-}
-
-/* Twice the chains once there are as many leases as chains; without the memory the
- * chains just grow longer. */
-static void lease_map_grow(struct lease_map *lm)
-{
-    uint32_t nb = lm->nbucket * 2;
-    struct lease **b = nb > lm->nbucket ? calloc(nb, sizeof(*b)) : NULL;
-
-    if (b == NULL)
-        return;
-    for (uint32_t i = 0; i < lm->nbucket; i++) {
-        struct lease *l = lm->bucket[i];
-        while (l != NULL) {
-            struct lease *next = l->next;
-            l->next = b[l->hash & (nb - 1)];
-            b[l->hash & (nb - 1)] = l;
-            l = next;
-        }
-    }
-    free(lm->bucket);
-    lm->bucket = b;
-    lm->nbucket = nb;
+    struct keytab_node *e = keytab_find(&lm->keys, XXH3_64bits(key, len), key, len);
+    return e != NULL ? KEYTAB_DATA(e, struct lease, node) : NULL;
 }
 
 struct lease *lease_map_add(struct lease_map *lm, const char *key, size_t len,
@@ -99,35 +65,23 @@ struct lease *lease_map_add(struct lease_map *lm, const char *key, size_t len,
     struct lease *l = calloc(1, sizeof(*l) + len);
     if (l == NULL)
         return NULL;
-    l->hash = XXH3_64bits(key, len);
-    l->klen = (uint32_t)len;
+    l->node.hash = XXH3_64bits(key, len);
+    l->node.klen = (uint32_t)len;
     memcpy(l->key, key, len);
     l->deadline_ms = deadline_ms;
     queue_init(&l->held);
-    if (lm->n >= lm->nbucket)
-        lease_map_grow(lm);
-    uint32_t i = (uint32_t)(l->hash & (lm->nbucket - 1));
-    l->next = lm->bucket[i];
-    lm->bucket[i] = l;
+    keytab_add(&lm->keys, &l->node);
     queue_insert_tail(&lm->age, &l->age);
-    lm->n++;
     return l;
 }
 
 void lease_map_remove(struct lease_map *lm, struct lease *l)
 {
-    struct lease **p = &lm->bucket[l->hash & (lm->nbucket - 1)];
-
     RL_ASSERT(l->nheld == 0 && queue_empty(&l->held) && l->cand == NULL);
-    while (*p != NULL && *p != l)
-        p = &(*p)->next;
-    RL_ASSERT(*p == l);         /* in the map it was found in */
-    if (*p == l)
-        *p = l->next;
+    keytab_remove(&lm->keys, &l->node);
     queue_remove(&l->age);
     if (queue_linked(&l->holding))
         queue_remove(&l->holding);
-    lm->n--;
     free(l);
 }
 
@@ -533,9 +487,9 @@ static int lease_fleet_take(struct lease_table *t, struct lease *l)
     struct wpool *pool = t->pool;
     struct worker *w = pool->w;
     char lk[LEASE_KEY_MAX];
-    size_t lkl = lease_fleet_key(pool, l->key, l->klen, lk);
+    size_t lkl = lease_fleet_key(pool, l->key, l->node.klen, lk);
     struct server *srv;
-    struct sconn *s = lkl > 0 ? lease_conn(pool, l->key, l->klen, &srv) : NULL;
+    struct sconn *s = lkl > 0 ? lease_conn(pool, l->key, l->node.klen, &srv) : NULL;
     uint16_t cmd;
 
     if (s == NULL)
@@ -545,7 +499,7 @@ static int lease_fleet_take(struct lease_table *t, struct lease *l)
         return -1;
     size_t before = buf_len(&s->conn.obuf);
     if (lease_fleet_take_req(pool, lk, lkl, &s->conn.obuf, &cmd) < 0 ||
-        lease_record(om, l->key, l->klen, "", 0) < 0) {
+        lease_record(om, l->key, l->node.klen, "", 0) < 0) {
         buf_truncate(&s->conn.obuf, before);
         msg_put(w, om);
         return -1;
@@ -614,7 +568,7 @@ static void lease_end(struct lease_table *t, struct lease *l, enum lease_end_why
         queue_insert_tail(&list, &m->sq);
     }
     if (why == LEASE_END_STORE)
-        lease_fleet_release(t, l->key, l->klen);
+        lease_fleet_release(t, l->key, l->node.klen);
     lease_map_remove(&t->map, l);
     /* The list is detached from the lease before any answer: answering may close a
      * client, which touches no lease but releases nothing held either. */
@@ -646,9 +600,9 @@ static int lease_probe(struct lease_table *t, struct lease *l)
 
     if (lease_meta(pool)) {             /* `mg <key> v f c`: still the vivified item? */
         char line[300];
-        int n = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)l->klen, l->key);
+        int n = snprintf(line, sizeof(line), "mg %.*s v f c\r\n", (int)l->node.klen, l->key);
         if (n <= 0 || (size_t)n >= sizeof(line) ||
-            lease_own_send(pool, l->key, l->klen, m->rflags, line, (size_t)n, &t->probe) < 0)
+            lease_own_send(pool, l->key, l->node.klen, m->rflags, line, (size_t)n, &t->probe) < 0)
             return -1;
         l->probing = 1;
         return 0;
@@ -1148,7 +1102,7 @@ static void lease_meta_found(struct lease_table *t, struct lease *l, const struc
         queue_insert_tail(&list, &m->sq);
     }
     char key[256];
-    size_t klen = RL_MIN(l->klen, sizeof(key));
+    size_t klen = RL_MIN(l->node.klen, sizeof(key));
     memcpy(key, l->key, klen);          /* l goes with lease_end */
     lease_end(t, l, LEASE_END_STORE);
     while ((n = queue_first(&list)) != NULL) {
@@ -1199,7 +1153,7 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
         return;
     }
     if (g.win) {                        /* this client recomputes */
-        if (l == NULL && t->map.n < cl->max_waiters)
+        if (l == NULL && t->map.keys.n < cl->max_waiters)
             l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
         if (l != NULL)
             l->pcas = g.cas;
@@ -1211,7 +1165,7 @@ static void lease_meta_answer(struct lease_table *t, struct msg *m, const struct
         return;
     }
     if (g.z && !g.stale) {              /* a reader somewhere recomputes: wait for it */
-        if (l == NULL && t->map.n < cl->max_waiters)
+        if (l == NULL && t->map.keys.n < cl->max_waiters)
             l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms);
         if (l != NULL)
             l->pcas = g.cas;
@@ -1286,7 +1240,7 @@ static enum stage_verdict lease_meta_read(struct stage_req *r)
     struct lease_table *t = lease_table_get(pool);
     if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, r->buf, ll) < 0)
         return STAGE_PASS;
-    struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
+    struct lease *l = t->map.keys.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
                                    : NULL;
     if (l != NULL && t->nheld < cl->max_waiters) {
         lease_hold(t, l, m, 1, uv_now(&pool->w->loop));
@@ -1303,7 +1257,7 @@ static enum stage_verdict lease_meta_read(struct stage_req *r)
 static enum stage_verdict lease_meta_local(struct stage_req *r, const char *ans, size_t n)
 {
     struct lease_table *t = r->pool->lease;
-    struct lease *l = t != NULL && t->map.n > 0
+    struct lease *l = t != NULL && t->map.keys.n > 0
                       ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len) : NULL;
 
     if (l == NULL || l->pcas == 0 || l->storing)
@@ -1608,7 +1562,7 @@ static enum stage_verdict lease_meta_request(struct stage_req *r)
         return lease_meta_local(r, "END\r\n", 5);
     case MEMCACHE_CMD_MS:
     case MEMCACHE_CMD_MA:
-        return r->pool->lease != NULL && r->pool->lease->map.n > 0
+        return r->pool->lease != NULL && r->pool->lease->map.keys.n > 0
                ? lease_meta_client_write(r) : STAGE_PASS;
     default:
         return STAGE_PASS;
@@ -1681,7 +1635,7 @@ static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s
     struct lease_table *t = r->pool->lease;
     uint16_t cmd = r->req->cmd;
 
-    if (wm != m || m->role != MSG_REQUEST || t == NULL || t->map.n == 0 || r->rk == NULL ||
+    if (wm != m || m->role != MSG_REQUEST || t == NULL || t->map.keys.n == 0 || r->rk == NULL ||
         r->req->nkeys != 1 || (m->flags & MSG_F_NOREPLY) || m->db != 0 ||
         (cmd != MEMCACHE_CMD_ADD && cmd != MEMCACHE_CMD_DELETE && cmd != MEMCACHE_CMD_MS &&
          cmd != MEMCACHE_CMD_MD))
@@ -1910,7 +1864,7 @@ static int lease_stage_write(struct stage_req *r, struct msg *wm, struct sconn *
     if (t == NULL || lease_record(m, r->rk[0].bytes, r->rk[0].len, buf_rptr(out) + before,
                                   buf_len(out) - before) < 0)
         return 0;
-    struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
+    struct lease *l = t->map.keys.n > 0 ? lease_map_find(&t->map, r->rk[0].bytes, r->rk[0].len)
                                    : NULL;
     if (l != NULL && t->nheld < cl->max_waiters) {
         lease_hold(t, l, m, 1, uv_now(&pool->w->loop));
@@ -1935,7 +1889,7 @@ static void lease_stage_queued(struct stage_req *r, struct msg *wm, struct sconn
     struct lease_table *t = r->pool->lease;
 
     (void)s;
-    if (t == NULL || t->map.n == 0 || !(r->req->flags & PROTO_RF_WRITE) || r->rk == NULL ||
+    if (t == NULL || t->map.keys.n == 0 || !(r->req->flags & PROTO_RF_WRITE) || r->rk == NULL ||
         r->m->db != 0)                  /* another database's key of that name */
         return;
     int at_reply = r->req->nkeys == 1 && !(r->m->flags & MSG_F_NOREPLY) &&
@@ -1998,7 +1952,7 @@ static int lease_set_found(struct lease_table *t, struct lease *l, const char *r
         return -1;
     char hdr[360];
     int hn = snprintf(hdr, sizeof(hdr), "VALUE %.*s %" PRIu64 " %" PRIu64 "\r\n",
-                      (int)l->klen, l->key, flags, bytes);
+                      (int)l->node.klen, l->key, flags, bytes);
     struct buf out;
     buf_init(&out);
     if (hn <= 0 || (size_t)hn >= sizeof(hdr) || buf_append(&out, hdr, (size_t)hn) < 0 ||
@@ -2063,7 +2017,7 @@ static int lease_reply(struct worker *w, struct msg *m)
     if (t == NULL || lease_recorded(m, &key, &klen, &req, &rlen) < 0)
         return 0;
     if (m->items > 0) {
-        struct lease *l = t->map.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
+        struct lease *l = t->map.keys.n > 0 ? lease_map_find(&t->map, key, klen) : NULL;
         if (l != NULL) {
             lease_end(t, l, LEASE_END_STORE);      /* stored where this proxy did not see */
             lease_arm(t);
@@ -2076,7 +2030,7 @@ static int lease_reply(struct worker *w, struct msg *m)
     uint64_t now = uv_now(&w->loop);
     struct lease *l = lease_map_find(&t->map, key, klen);
     if (l == NULL) {
-        if (cl->ttl_ms == 0 || t->map.n >= cl->max_waiters ||
+        if (cl->ttl_ms == 0 || t->map.keys.n >= cl->max_waiters ||
             (l = lease_map_add(&t->map, key, klen, now + cl->ttl_ms)) == NULL)
             return 0;               /* no lease: the miss, as without leases */
         if (cl->prefix[0] != 0 && lease_fleet_take(t, l) == 0) {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/keytab.h"
 #include "lib/queue.h"
 
 struct msg;
@@ -53,11 +54,10 @@ enum lease_mark {
  * table below is what check_lease tests.
  */
 struct lease {
-    struct lease *next;         /* hash chain */
+    struct keytab_node node;    /* the table's keys (its klen: the key's length) */
     struct qnode  age;          /* the table's leases in the order they were won */
     struct qnode  holding;      /* in the table's list of leases with held reads */
     struct qnode  held;         /* held messages, by their sq (oldest first) */
-    uint64_t      hash;
     uint64_t      deadline_ms;  /* ttl_ms after it was won */
     uint64_t      probe_ms;     /* the next re-read while reads are held */
     uint64_t      young_ms;     /* until then re-reads back off to LEASE_PROBE_YOUNG_MS */
@@ -69,14 +69,11 @@ struct lease {
                                    placeholder: empty, never stored), 0 unknown */
     struct msg   *cand;         /* lease_prefix: the read whose miss asks the servers for the
                                    fleet-wide lease (answered with its miss if won, else held) */
-    uint32_t      klen;
     char          key[];
 };
 
 struct lease_map {
-    struct lease **bucket;      /* nbucket (a power of two) chains */
-    uint32_t       nbucket;
-    uint32_t       n;           /* leases */
+    struct keytab  keys;        /* struct lease; keys.n: how many */
     struct qnode   age;         /* oldest first: deadline order for one ttl */
     struct qnode   holding;     /* leases with held reads */
 };

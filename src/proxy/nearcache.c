@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include "conf/conf.h"
+#include "lib/keytab.h"
 #include "lib/log.h"
 #include "lib/util.h"
 #include "proto/memcache.h"
@@ -83,10 +84,9 @@ enum nc_cause { NC_EV_INVALIDATION, NC_EV_WRITE, NC_EV_RING, NC_EV_CONN, NC_EV_L
 struct nc_server;
 
 struct nc_entry {
-    struct nc_entry  *next;         /* hash chain */
+    struct keytab_node node;        /* nc->keys, by the key's XXH3 */
     struct qnode      lru;          /* nc->lru: least recently used first */
     struct nc_server *ns;           /* read from */
-    uint64_t          hash;         /* XXH3 of the key */
     uint64_t          id;           /* a fill knows its marker by it */
     uint64_t          slot_v;       /* the key's write slot when the value was read */
     uint64_t          expires_ms;   /* ttl_ms: not served from then on; 0: never */
@@ -94,7 +94,6 @@ struct nc_entry {
     uint32_t          hits_due;     /* hits not counted in the hot-key sketch yet */
     char             *rsp;          /* the reply (NC_VALID) */
     uint32_t          rsp_len;
-    uint32_t          klen;
     uint8_t           state;        /* enum nc_state */
     char              key[];
 };
@@ -119,9 +118,7 @@ struct nearcache {
     uint16_t            get_cmd;    /* Redis: GET's command id */
     uint64_t            budget;     /* bytes this worker keeps */
     uint64_t            bytes;
-    uint32_t            n;
-    uint32_t            mask;       /* tab has mask + 1 chains */
-    struct nc_entry   **tab;
+    struct keytab       keys;       /* struct nc_entry */
     struct qnode        lru;
     uint64_t            next_id;
     struct nc_server   *ns;         /* [nns]: by server index when made */
@@ -176,23 +173,21 @@ static void nc_count(struct nearcache *nc, enum nc_cause why)
 
 static size_t nc_cost(const struct nc_entry *e)
 {
-    return sizeof(*e) + e->klen + e->rsp_len;
+    return sizeof(*e) + e->node.klen + e->rsp_len;
 }
 
 static struct nc_entry *nc_find(const struct nearcache *nc, uint64_t h, const char *key,
                                 size_t len)
 {
-    for (struct nc_entry *e = nc->tab[h & nc->mask]; e != NULL; e = e->next)
-        if (e->hash == h && e->klen == len && memcmp(e->key, key, len) == 0)
-            return e;
-    return NULL;
+    struct keytab_node *e = keytab_find(&nc->keys, h, key, len);
+    return e != NULL ? KEYTAB_DATA(e, struct nc_entry, node) : NULL;
 }
 
 /* e's hits not counted in the hot-key sketch yet go there now. */
 static void nc_hot_flush(struct nearcache *nc, struct nc_entry *e)
 {
     if (e->hits_due > 0 && nc->count_hot)
-        hotkeys_touch_n(&nc->pool->hot, e->key, e->klen, e->place, uv_now(&nc->pool->w->loop),
+        hotkeys_touch_n(&nc->pool->hot, e->key, e->node.klen, e->place, uv_now(&nc->pool->w->loop),
                         e->hits_due);
     e->hits_due = 0;
 }
@@ -201,10 +196,7 @@ static void nc_hot_flush(struct nearcache *nc, struct nc_entry *e)
 static void nc_evict(struct nearcache *nc, struct nc_entry *e, enum nc_cause why)
 {
     nc_hot_flush(nc, e);
-    struct nc_entry **pp = &nc->tab[e->hash & nc->mask];
-    while (*pp != e)
-        pp = &(*pp)->next;
-    *pp = e->next;
+    keytab_remove(&nc->keys, &e->node);
     queue_remove(&e->lru);
     if (e->state == NC_VALID) {
         nc_count(nc, why);
@@ -212,7 +204,6 @@ static void nc_evict(struct nearcache *nc, struct nc_entry *e, enum nc_cause why
     }
     STATS_ADD(&nc->pool->stats, near_cache_bytes, -(int64_t)nc_cost(e));
     nc->bytes -= nc_cost(e);
-    nc->n--;
     free(e->rsp);
     free(e);
 }
@@ -231,7 +222,7 @@ static void nc_evict_server(struct nearcache *nc, const struct nc_server *ns, en
 static void nc_evict_key(struct nearcache *nc, const char *key, size_t len, enum nc_cause why)
 {
     uint64_t h = XXH3_64bits(key, len);
-    struct nc_entry *e = nc->tab[h & nc->mask] != NULL ? nc_find(nc, h, key, len) : NULL;
+    struct nc_entry *e = nc_find(nc, h, key, len);
     if (e != NULL)
         nc_evict(nc, e, why);
 }
@@ -243,26 +234,6 @@ static void nc_make_room(struct nearcache *nc, size_t need)
         nc_evict(nc, QUEUE_DATA(queue_first(&nc->lru), struct nc_entry, lru), NC_EV_LRU);
 }
 
-static int nc_grow(struct nearcache *nc)
-{
-    uint32_t cap = (nc->mask + 1) * 2;
-    struct nc_entry **t = calloc(cap, sizeof(*t));
-    if (t == NULL)
-        return -1;
-    for (uint32_t i = 0; i <= nc->mask; i++) {
-        struct nc_entry *e = nc->tab[i], *next;
-        for (; e != NULL; e = next) {
-            next = e->next;
-            e->next = t[e->hash & (cap - 1)];
-            t[e->hash & (cap - 1)] = e;
-        }
-    }
-    free(nc->tab);
-    nc->tab = t;
-    nc->mask = cap - 1;
-    return 0;
-}
-
 /* A marker for a fill of key from ns, or NULL (no memory, no room). */
 static struct nc_entry *nc_mark(struct nearcache *nc, struct nc_server *ns, uint64_t h,
                                 const char *key, size_t len)
@@ -272,20 +243,14 @@ static struct nc_entry *nc_mark(struct nearcache *nc, struct nc_server *ns, uint
         return NULL;
     memset(e, 0, sizeof(*e));
     e->ns = ns;
-    e->hash = h;
+    e->node.hash = h;
     e->id = ++nc->next_id;
-    e->klen = (uint32_t)len;
+    e->node.klen = (uint32_t)len;
     e->state = NC_FILLING;
     memcpy(e->key, key, len);
     nc_make_room(nc, nc_cost(e));
-    if (nc->n + 1 > nc->mask + 1 && nc_grow(nc) < 0) {
-        free(e);
-        return NULL;
-    }
-    e->next = nc->tab[h & nc->mask];
-    nc->tab[h & nc->mask] = e;
+    keytab_add(&nc->keys, &e->node);
     queue_insert_tail(&nc->lru, &e->lru);
-    nc->n++;
     nc->bytes += nc_cost(e);
     STATS_ADD(&nc->pool->stats, near_cache_bytes, (int64_t)nc_cost(e));
     return e;
@@ -298,7 +263,7 @@ static void nc_unref(struct nearcache *nc)
     if (--nc->refs > 0)
         return;
     free(nc->ns);
-    free(nc->tab);
+    keytab_free(&nc->keys);
     free(nc);
 }
 
@@ -318,12 +283,12 @@ static struct nearcache *nc_create(struct wpool *pool)
     nc->refs = 1;
     nc->count_hot = pool->w->snap != NULL && pool->w->snap->conf->global.hot_keys;
     nc->budget = cnc->size / workers;
-    nc->mask = NC_TAB_MIN - 1;
-    nc->tab = calloc(NC_TAB_MIN, sizeof(*nc->tab));
+    int t = keytab_init(&nc->keys, NC_TAB_MIN, offsetof(struct nc_entry, key) -
+                                               offsetof(struct nc_entry, node));
     nc->nns = pool->nservers;
     nc->ns = calloc(nc->nns ? nc->nns : 1, sizeof(*nc->ns));
-    if (nc->tab == NULL || nc->ns == NULL) {
-        free(nc->tab);
+    if (t < 0 || nc->ns == NULL) {
+        keytab_free(&nc->keys);
         free(nc->ns);
         free(nc);
         return NULL;
@@ -563,9 +528,12 @@ static void nc_fill_done(struct msg_watch *wt, struct worker *w, struct msg *m, 
     if (nc->dead)
         goto out;
     struct nc_entry *e = NULL;
-    for (e = nc->tab[f->hash & nc->mask]; e != NULL; e = e->next)
-        if (e->id == f->id)
-            break;
+    for (struct keytab_node *k = nc->keys.tab[f->hash & nc->keys.mask]; k != NULL && e == NULL;
+         k = k->next) {
+        struct nc_entry *c = KEYTAB_DATA(k, struct nc_entry, node);
+        if (c->id == f->id)
+            e = c;
+    }
     if (e == NULL || e->state != NC_FILLING) {
         STATS_ADD(&nc->pool->stats, near_cache_fill_races, 1);
         goto out;                   /* invalidated, written or evicted since the send */
@@ -580,7 +548,7 @@ static void nc_fill_done(struct msg_watch *wt, struct worker *w, struct msg *m, 
         STATS_ADD(&nc->pool->stats, near_cache_fill_races, 1);
         keep = 0;                   /* a write through the proxy began meanwhile */
     }
-    if (keep && sizeof(*e) + e->klen + n > nc->budget)
+    if (keep && sizeof(*e) + e->node.klen + n > nc->budget)
         keep = 0;                   /* larger than this worker's share */
     if (!keep || (e->rsp = malloc(n)) == NULL) {
         nc_evict(nc, e, NC_EV_LRU);

@@ -9,6 +9,7 @@
 #include <xxhash.h>
 
 #include "conf/conf.h"
+#include "lib/keytab.h"
 #include "lib/log.h"
 #include "lib/util.h"
 #include "proto/proto.h"
@@ -111,22 +112,18 @@ struct trk_client {
 };
 
 struct trk_key {
-    struct trk_key     *next;       /* hash chain */
+    struct keytab_node  node;       /* tw->keys */
     struct qnode        age;        /* tw->ages: oldest first */
-    uint64_t            hash;
     struct trk_client **who;
     uint32_t            nwho, capwho;
-    uint32_t            klen;
     char                key[];
 };
 
 struct trk_echo {
-    struct trk_echo *next;
-    struct qnode     age;
-    uint64_t         hash;
-    uint64_t         seq;           /* tw->seq when the write was forwarded */
-    uint32_t         klen;
-    char             key[];
+    struct keytab_node node;        /* tw->echoes */
+    struct qnode       age;
+    uint64_t           seq;         /* tw->seq when the write was forwarded */
+    char               key[];
 };
 
 struct trk_worker {
@@ -135,11 +132,9 @@ struct trk_worker {
     uint32_t         nclients;
     uint32_t         nbcast;        /* ... of which in BCAST mode */
     uint64_t         seq;
-    struct trk_key **tab;
-    uint32_t         mask, n;
+    struct keytab    keys;          /* struct trk_key */
     struct qnode     ages;
-    struct trk_echo **etab;
-    uint32_t         emask, en;
+    struct keytab    echoes;        /* struct trk_echo */
     struct qnode     eages;
     struct qnode     pools;         /* trk_pool.link */
     uv_mutex_t       mu;            /* the inbox: any worker posts */
@@ -455,20 +450,14 @@ static int trk_prefix_match(const struct trk_client *tc, const char *k, size_t n
 
 static struct trk_key *trk_find(const struct trk_worker *tw, uint64_t h, const char *k, size_t n)
 {
-    for (struct trk_key *e = tw->tab[h & tw->mask]; e != NULL; e = e->next)
-        if (e->hash == h && e->klen == n && memcmp(e->key, k, n) == 0)
-            return e;
-    return NULL;
+    struct keytab_node *e = keytab_find(&tw->keys, h, k, n);
+    return e != NULL ? KEYTAB_DATA(e, struct trk_key, node) : NULL;
 }
 
 static void trk_key_free(struct trk_worker *tw, struct trk_key *e)
 {
-    struct trk_key **pp = &tw->tab[e->hash & tw->mask];
-    while (*pp != e)
-        pp = &(*pp)->next;
-    *pp = e->next;
+    keytab_remove(&tw->keys, &e->node);
     queue_remove(&e->age);
-    tw->n--;
     for (uint32_t i = 0; i < e->nwho; i++)
         trk_client_unref(e->who[i]);
     free(e->who);
@@ -480,33 +469,13 @@ static void trk_key_free(struct trk_worker *tw, struct trk_key *e)
 static void trk_key_fire(struct trk_worker *tw, struct trk_key *e, const struct trk_client *skip)
 {
     const char *k = e->key;
-    uint32_t kl = e->klen;
+    uint32_t kl = e->node.klen;
     for (uint32_t i = 0; i < e->nwho; i++) {
         struct trk_client *tc = e->who[i];
         if (tc != skip && !(tc->opts & PROTO_TRK_BCAST))
             trk_send(tc, &k, &kl, 1);
     }
     trk_key_free(tw, e);
-}
-
-static int trk_grow(struct trk_worker *tw)
-{
-    uint32_t cap = (tw->mask + 1) * 2;
-    struct trk_key **t = calloc(cap, sizeof(*t));
-    if (t == NULL)
-        return -1;
-    for (uint32_t i = 0; i <= tw->mask; i++) {
-        struct trk_key *e = tw->tab[i], *next;
-        for (; e != NULL; e = next) {
-            next = e->next;
-            e->next = t[e->hash & (cap - 1)];
-            t[e->hash & (cap - 1)] = e;
-        }
-    }
-    free(tw->tab);
-    tw->tab = t;
-    tw->mask = cap - 1;
-    return 0;
 }
 
 /* tc read key: remembered. Without memory the client gets a flush instead (it may
@@ -517,20 +486,16 @@ static void trk_remember(struct trk_worker *tw, struct trk_client *tc, const cha
     struct trk_key *e = trk_find(tw, h, k, n);
 
     if (e == NULL) {
-        while (tw->n >= TRK_MAX_KEYS && !queue_empty(&tw->ages))
+        while (tw->keys.n >= TRK_MAX_KEYS && !queue_empty(&tw->ages))
             trk_key_fire(tw, QUEUE_DATA(queue_first(&tw->ages), struct trk_key, age), NULL);
-        if (tw->n + 1 > tw->mask + 1 && trk_grow(tw) < 0)
-            goto nomem;
         e = calloc(1, sizeof(*e) + n);
         if (e == NULL)
             goto nomem;
-        e->hash = h;
-        e->klen = (uint32_t)n;
+        e->node.hash = h;
+        e->node.klen = (uint32_t)n;
         memcpy(e->key, k, n);
-        e->next = tw->tab[h & tw->mask];
-        tw->tab[h & tw->mask] = e;
+        keytab_add(&tw->keys, &e->node);
         queue_insert_tail(&tw->ages, &e->age);
-        tw->n++;
     }
     for (uint32_t i = 0; i < e->nwho; i++)
         if (e->who[i] == tc)
@@ -569,50 +534,41 @@ static void trk_flush_all(struct trk_worker *tw)
 
 /* ------------------------------------------------------------------ echoes */
 
-static struct trk_echo **trk_echo_at(struct trk_worker *tw, uint64_t h, const char *k, size_t n)
+static struct trk_echo *trk_echo_find(const struct trk_worker *tw, uint64_t h, const char *k,
+                                      size_t n)
 {
-    struct trk_echo **pp = &tw->etab[h & tw->emask];
-    for (; *pp != NULL; pp = &(*pp)->next)
-        if ((*pp)->hash == h && (*pp)->klen == n && memcmp((*pp)->key, k, n) == 0)
-            return pp;
-    return pp;
+    struct keytab_node *e = keytab_find(&tw->echoes, h, k, n);
+    return e != NULL ? KEYTAB_DATA(e, struct trk_echo, node) : NULL;
 }
 
-static void trk_echo_drop(struct trk_worker *tw, struct trk_echo **pp)
+static void trk_echo_drop(struct trk_worker *tw, struct trk_echo *e)
 {
-    struct trk_echo *e = *pp;
-    *pp = e->next;
+    keytab_remove(&tw->echoes, &e->node);
     queue_remove(&e->age);
-    tw->en--;
     free(e);
 }
 
 static void trk_echo_put(struct trk_worker *tw, const char *k, size_t n, uint64_t seq)
 {
     uint64_t h = XXH3_64bits(k, n);
-    struct trk_echo **pp = trk_echo_at(tw, h, k, n);
+    struct trk_echo *e = trk_echo_find(tw, h, k, n);
 
-    if (*pp != NULL) {
-        (*pp)->seq = seq;
-        queue_remove(&(*pp)->age);
-        queue_insert_tail(&tw->eages, &(*pp)->age);
+    if (e != NULL) {
+        e->seq = seq;
+        queue_remove(&e->age);
+        queue_insert_tail(&tw->eages, &e->age);
         return;
     }
-    if (tw->en >= TRK_ECHO_MAX) {   /* a lost record costs one more invalidation, no more */
-        struct trk_echo *old = QUEUE_DATA(queue_first(&tw->eages), struct trk_echo, age);
-        trk_echo_drop(tw, trk_echo_at(tw, old->hash, old->key, old->klen));
-        pp = trk_echo_at(tw, h, k, n);
-    }
-    struct trk_echo *e = calloc(1, sizeof(*e) + n);
-    if (e == NULL)
+    if (tw->echoes.n >= TRK_ECHO_MAX)   /* a lost record costs one more invalidation, no more */
+        trk_echo_drop(tw, QUEUE_DATA(queue_first(&tw->eages), struct trk_echo, age));
+    if ((e = calloc(1, sizeof(*e) + n)) == NULL)
         return;
-    e->hash = h;
+    e->node.hash = h;
+    e->node.klen = (uint32_t)n;
     e->seq = seq;
-    e->klen = (uint32_t)n;
     memcpy(e->key, k, n);
-    *pp = e;
+    keytab_add(&tw->echoes, &e->node);
     queue_insert_tail(&tw->eages, &e->age);
-    tw->en++;
 }
 
 /* ------------------------------------------------------------------ invalidation */
@@ -629,13 +585,12 @@ static void trk_changed(struct trk_worker *tw, const char *const *k, const uint3
     uint64_t seq = local ? ++tw->seq : 0;
     uint64_t *echo = NULL;
 
-    if (!local && n > 0 && tw->en > 0 && (echo = calloc(n, sizeof(*echo))) != NULL) {
+    if (!local && n > 0 && tw->echoes.n > 0 && (echo = calloc(n, sizeof(*echo))) != NULL) {
         for (uint32_t i = 0; i < n; i++) {
-            uint64_t h = XXH3_64bits(k[i], kl[i]);
-            struct trk_echo **pp = trk_echo_at(tw, h, k[i], kl[i]);
-            if (*pp != NULL) {
-                echo[i] = (*pp)->seq;
-                trk_echo_drop(tw, pp);
+            struct trk_echo *e = trk_echo_find(tw, XXH3_64bits(k[i], kl[i]), k[i], kl[i]);
+            if (e != NULL) {
+                echo[i] = e->seq;
+                trk_echo_drop(tw, e);
             }
         }
     }
@@ -1469,17 +1424,17 @@ int tracking_worker_init(struct worker *w)
     struct trk_worker *tw = calloc(1, sizeof(*tw));
     if (tw == NULL)
         return -ENOMEM;
-    tw->tab = calloc(TRK_TAB_MIN, sizeof(*tw->tab));
-    tw->etab = calloc(TRK_TAB_MIN * 4, sizeof(*tw->etab));
-    if (tw->tab == NULL || tw->etab == NULL || uv_mutex_init(&tw->mu) != 0) {
-        free(tw->tab);
-        free(tw->etab);
+    int a = keytab_init(&tw->keys, TRK_TAB_MIN, offsetof(struct trk_key, key) -
+                                                offsetof(struct trk_key, node));
+    int b = keytab_init(&tw->echoes, TRK_TAB_MIN * 4, offsetof(struct trk_echo, key) -
+                                                      offsetof(struct trk_echo, node));
+    if (a < 0 || b < 0 || uv_mutex_init(&tw->mu) != 0) {
+        keytab_free(&tw->keys);
+        keytab_free(&tw->echoes);
         free(tw);
         return -ENOMEM;
     }
     tw->w = w;
-    tw->mask = TRK_TAB_MIN - 1;
-    tw->emask = TRK_TAB_MIN * 4 - 1;
     queue_init(&tw->clients);
     queue_init(&tw->ages);
     queue_init(&tw->eages);
@@ -1496,13 +1451,11 @@ void tracking_worker_free(struct worker *w)
         return;
     w->trk = NULL;
     trk_forget_all(tw);
-    while (!queue_empty(&tw->eages)) {
-        struct trk_echo *e = QUEUE_DATA(queue_first(&tw->eages), struct trk_echo, age);
-        trk_echo_drop(tw, trk_echo_at(tw, e->hash, e->key, e->klen));
-    }
+    while (!queue_empty(&tw->eages))
+        trk_echo_drop(tw, QUEUE_DATA(queue_first(&tw->eages), struct trk_echo, age));
     buf_free(&tw->inbox);
     uv_mutex_destroy(&tw->mu);
-    free(tw->tab);
-    free(tw->etab);
+    keytab_free(&tw->keys);
+    keytab_free(&tw->echoes);
     free(tw);
 }
