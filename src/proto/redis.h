@@ -239,6 +239,13 @@ int redis__local(struct proto_client *c, struct proto_parser *p, const struct pr
  * *err a complete static error reply (bad numkeys), -2 for an argument count
  * the command cannot take. *nokey: a script with numkeys 0, routed by its body.
  */
+/* A CLIENT TRACKING invalidation push p[0..n) as a tracking connection reads it
+ * (RESP3 `>2 $10 invalidate *N $k key ...`; redis_resp.c): 0 with its *count keys, read
+ * in turn from *off with redis_invalidation_key (0, or -1 when malformed); 1 for a
+ * flush (`_`: every key); -1 for another push or a malformed one. */
+int redis_invalidation(const char *p, size_t n, size_t *off, uint64_t *count);
+int redis_invalidation_key(const char *p, size_t n, size_t *off, const char **key, size_t *len);
+
 /* Membership safety (redis_safety.c): proto_ops.invalidate, .ttl_cap, .collapsible. */
 int redis__invalidate(const char *key, size_t len, struct buf *out, uint16_t *cmd);
 int redis__ttl_cap(uint16_t cmd, struct buf *out, size_t start, uint32_t ttl, int64_t now_s);

@@ -203,3 +203,57 @@ int64_t redis__element_end(const char *buf, size_t len, size_t pos)
         return -1;
     return (int64_t)pos;
 }
+
+/* ---------------------------------------------------------------- CLIENT TRACKING pushes */
+
+/* A `<type><integer>\r\n` line at p[*off..n): its integer (*off past the line), or -2 when
+ * it is not one. */
+static int64_t push_len(const char *p, size_t n, size_t *off, char type)
+{
+    size_t i = *off, digits = 0;
+    int neg = 0;
+    int64_t v = 0;
+
+    if (i >= n || p[i] != type)
+        return -2;
+    i++;
+    if (i < n && p[i] == '-') {
+        neg = 1;
+        i++;
+    }
+    while (i < n && p[i] >= '0' && p[i] <= '9' && digits < 12) {
+        v = v * 10 + (p[i++] - '0');
+        digits++;
+    }
+    if (digits == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n')
+        return -2;
+    *off = i + 2;
+    return neg ? -v : v;
+}
+
+int redis_invalidation(const char *p, size_t n, size_t *off, uint64_t *count)
+{
+    *off = 0;
+    if (push_len(p, n, off, '>') != 2 || push_len(p, n, off, '$') != 10 || *off + 12 > n ||
+        memcmp(p + *off, "invalidate\r\n", 12) != 0)
+        return -1;
+    *off += 12;
+    if (*off + 3 <= n && memcmp(p + *off, "_\r\n", 3) == 0)
+        return 1;
+    int64_t c = push_len(p, n, off, '*');
+    if (c < 0 || (uint64_t)c > n)
+        return -1;
+    *count = (uint64_t)c;
+    return 0;
+}
+
+int redis_invalidation_key(const char *p, size_t n, size_t *off, const char **key, size_t *len)
+{
+    int64_t l = push_len(p, n, off, '$');
+    if (l < 0 || (uint64_t)l > n - *off || n - *off - (size_t)l < 2)
+        return -1;
+    *key = p + *off;
+    *len = (size_t)l;
+    *off += (size_t)l + 2;
+    return 0;
+}

@@ -353,43 +353,6 @@ static void nc_pin_lost(struct sconn_holder *h, struct sconn *s)
         nc_evict_server(nc, ns, NC_EV_CONN);
 }
 
-/* Read a RESP length line at p[*off..n): the number after the type byte. -2: malformed. */
-static int64_t nc_resp_len(const char *p, size_t n, size_t *off, char type)
-{
-    size_t i = *off;
-    int neg = 0;
-    int64_t v = 0;
-
-    if (i >= n || p[i] != type)
-        return -2;
-    i++;
-    if (i < n && p[i] == '-') {
-        neg = 1;
-        i++;
-    }
-    size_t digits = 0;
-    while (i < n && p[i] >= '0' && p[i] <= '9' && digits < 12) {
-        v = v * 10 + (p[i++] - '0');
-        digits++;
-    }
-    if (digits == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n')
-        return -2;
-    *off = i + 2;
-    return neg ? -v : v;
-}
-
-/* A bulk string at p[*off..n): its bytes in *s, *len. 0, or -1 when malformed. */
-static int nc_resp_bulk(const char *p, size_t n, size_t *off, const char **s, size_t *len)
-{
-    int64_t l = nc_resp_len(p, n, off, '$');
-    if (l < 0 || (uint64_t)l > n - *off || n - *off - (size_t)l < 2)
-        return -1;
-    *s = p + *off;
-    *len = (size_t)l;
-    *off += (size_t)l + 2;
-    return 0;
-}
-
 /*
  * A push on the tracking connection: `>2 $10 invalidate *N $k key ...` evicts each key,
  * `>2 $10 invalidate _` (a flush on the server, or the server dropping keys from its
@@ -401,24 +364,17 @@ static void nc_unsolicited(struct sconn_holder *h, struct sconn *s, const char *
     struct nc_server *ns = nc_server_of_holder(h);
     struct nearcache *nc = ns->nc;
     size_t off = 0;
-    const char *name;
-    size_t nlen;
+    uint64_t count = 0;
 
     (void)s;
     if (nc->dead)
         return;
-    if (nc_resp_len(p, n, &off, '>') != 2 || nc_resp_bulk(p, n, &off, &name, &nlen) < 0 ||
-        nlen != 10 || memcmp(name, "invalidate", 10) != 0)
+    if (redis_invalidation(p, n, &off, &count) != 0)
         goto all;
-    if (off + 3 <= n && memcmp(p + off, "_\r\n", 3) == 0)
-        goto all;
-    int64_t count = nc_resp_len(p, n, &off, '*');
-    if (count < 0)
-        goto all;
-    for (int64_t i = 0; i < count; i++) {
+    for (uint64_t i = 0; i < count; i++) {
         const char *key;
         size_t klen;
-        if (nc_resp_bulk(p, n, &off, &key, &klen) < 0)
+        if (redis_invalidation_key(p, n, &off, &key, &klen) < 0)
             goto all;
         nc_evict_key(nc, key, klen, NC_EV_INVALIDATION);
     }

@@ -13,6 +13,7 @@
 #include "lib/log.h"
 #include "lib/util.h"
 #include "proto/proto.h"
+#include "proto/redis.h"
 #include "proxy/client.h"
 #include "proxy/hub.h"
 #include "proxy/msg.h"
@@ -738,29 +739,6 @@ static void trk_pin_lost(struct sconn_holder *h, struct sconn *s)
 }
 
 /* Read a RESP length line at p[*off..n) after `type`: the number; -2 malformed. */
-static int64_t trk_resp_len(const char *p, size_t n, size_t *off, char type)
-{
-    size_t i = *off, digits = 0;
-    int neg = 0;
-    int64_t v = 0;
-
-    if (i >= n || p[i] != type)
-        return -2;
-    i++;
-    if (i < n && p[i] == '-') {
-        neg = 1;
-        i++;
-    }
-    while (i < n && p[i] >= '0' && p[i] <= '9' && digits < 12) {
-        v = v * 10 + (p[i++] - '0');
-        digits++;
-    }
-    if (digits == 0 || i + 1 >= n || p[i] != '\r' || p[i + 1] != '\n')
-        return -2;
-    *off = i + 2;
-    return neg ? -v : v;
-}
-
 /* A push on a tracking connection: `>2 $10 invalidate *N $k key ...`, or a flush
  * (`_`); anything else, or a malformed one, is taken as a flush. */
 static void trk_unsolicited(struct sconn_holder *h, struct sconn *s, const char *p, size_t n)
@@ -770,30 +748,22 @@ static void trk_unsolicited(struct sconn_holder *h, struct sconn *s, const char 
     size_t off = 0;
     const char **k = NULL;
     uint32_t *kl = NULL;
-    int64_t count;
+    uint64_t count = 0;
 
     (void)s;
     if (ts->tp->dead)
         return;
-    if (trk_resp_len(p, n, &off, '>') != 2 || trk_resp_len(p, n, &off, '$') != 10 ||
-        off + 12 > n || memcmp(p + off, "invalidate\r\n", 12) != 0)
-        goto all;
-    off += 12;
-    if (off + 3 <= n && memcmp(p + off, "_\r\n", 3) == 0)
-        goto all;
-    if ((count = trk_resp_len(p, n, &off, '*')) < 0 || (uint64_t)count > n)
+    if (redis_invalidation(p, n, &off, &count) != 0)
         goto all;
     k = malloc((size_t)count * sizeof(*k) + 1);
     kl = malloc((size_t)count * sizeof(*kl) + 1);
     if (k == NULL || kl == NULL)
         goto all;
-    for (int64_t i = 0; i < count; i++) {
-        int64_t l = trk_resp_len(p, n, &off, '$');
-        if (l < 0 || (uint64_t)l > n - off || n - off - (size_t)l < 2)
+    for (uint64_t i = 0; i < count; i++) {
+        size_t l;
+        if (redis_invalidation_key(p, n, &off, &k[i], &l) < 0)
             goto all;
-        k[i] = p + off;
         kl[i] = (uint32_t)l;
-        off += (size_t)l + 2;
     }
     trk_changed(tw, k, kl, (uint32_t)count, NULL, 0);
     free(k);

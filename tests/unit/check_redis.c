@@ -2186,6 +2186,36 @@ START_TEST(test_request_log_key)
 }
 END_TEST
 
+/* CLIENT TRACKING invalidation pushes, as the near cache and client tracking read them. */
+START_TEST(test_invalidation_push)
+{
+    static const char keys[] = ">2\r\n$10\r\ninvalidate\r\n*2\r\n$3\r\nabc\r\n$0\r\n\r\n";
+    size_t off;
+    uint64_t count = 99;
+    const char *k;
+    size_t kl;
+
+    ck_assert_int_eq(redis_invalidation(keys, sizeof(keys) - 1, &off, &count), 0);
+    ck_assert_uint_eq(count, 2);
+    ck_assert_int_eq(redis_invalidation_key(keys, sizeof(keys) - 1, &off, &k, &kl), 0);
+    ck_assert_uint_eq(kl, 3);
+    ck_assert_int_eq(memcmp(k, "abc", 3), 0);
+    ck_assert_int_eq(redis_invalidation_key(keys, sizeof(keys) - 1, &off, &k, &kl), 0);
+    ck_assert_uint_eq(kl, 0);
+    ck_assert_uint_eq(off, sizeof(keys) - 1);
+    /* a flush; another push; a key count past the bytes; a key cut short */
+    static const char flush[] = ">2\r\n$10\r\ninvalidate\r\n_\r\n";
+    ck_assert_int_eq(redis_invalidation(flush, sizeof(flush) - 1, &off, &count), 1);
+    static const char msg[] = ">3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$1\r\nm\r\n";
+    ck_assert_int_eq(redis_invalidation(msg, sizeof(msg) - 1, &off, &count), -1);
+    static const char many[] = ">2\r\n$10\r\ninvalidate\r\n*999999\r\n";
+    ck_assert_int_eq(redis_invalidation(many, sizeof(many) - 1, &off, &count), -1);
+    static const char cut[] = ">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\nab\r\n";
+    ck_assert_int_eq(redis_invalidation(cut, sizeof(cut) - 1, &off, &count), 0);
+    ck_assert_int_eq(redis_invalidation_key(cut, sizeof(cut) - 1, &off, &k, &kl), -1);
+}
+END_TEST
+
 static Suite *redis_suite(void)
 {
     Suite *s = suite_create("redis");
@@ -2243,6 +2273,7 @@ static Suite *redis_suite(void)
     tcase_add_test(tc, test_error_reply_hello_probe);
     tcase_add_test(tc, test_slowlog_entry);
     tcase_add_test(tc, test_request_log_key);
+    tcase_add_test(tc, test_invalidation_push);
     suite_add_tcase(s, tc);
     return s;
 }
