@@ -636,12 +636,15 @@ static int lease_asked_same(const struct msg *m, const void *arg)
 }
 
 /*
- * The held reads of l that `pick` chooses get `reply` (items: the hits it holds) as
- * released by a store; the lease ends, and the others are sent again (lease_end).
+ * The held reads of l that `pick` chooses are released by a store and each answered by
+ * `answer` (a read whose client an earlier answer closed is freed); the lease ends, and
+ * the others are sent again (lease_end).
  */
-static void lease_answer_held(struct lease_table *t, struct lease *l,
-                              int (*pick)(const struct msg *m, const void *arg),
-                              const void *arg, const char *reply, size_t len, uint32_t items)
+static void lease_release_held(struct lease_table *t, struct lease *l,
+                               int (*pick)(const struct msg *m, const void *arg),
+                               const void *pick_arg,
+                               void (*answer)(struct worker *w, struct msg *m, const void *arg),
+                               const void *answer_arg)
 {
     struct worker *w = t->pool->w;
     struct qnode list, *n, *tmp;
@@ -649,7 +652,7 @@ static void lease_answer_held(struct lease_table *t, struct lease *l,
     queue_init(&list);
     QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
         struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        if (m->client == NULL || !pick(m, arg))
+        if (m->client == NULL || !pick(m, pick_arg))
             continue;
         lease_unhold(t, l, m);
         queue_insert_tail(&list, &m->sq);
@@ -666,11 +669,33 @@ static void lease_answer_held(struct lease_table *t, struct lease *l,
         }
         lease_hold_time(t, m);
         STATS_ADD(&t->pool->stats, lease_released_store, 1);
-        if (items != 0)
-            m->items = items;
-        m->state = MSG_NEW;
-        msg_answer(w, m, reply, len, 0);
+        answer(w, m, answer_arg);
     }
+}
+
+/* A reply for every released read: its bytes and the hits it holds (0: as it is). */
+struct lease_reply {
+    const char *p;
+    size_t      len;
+    uint32_t    items;
+};
+
+static void lease_answer_reply(struct worker *w, struct msg *m, const void *arg)
+{
+    const struct lease_reply *r = arg;
+    if (r->items != 0)
+        m->items = r->items;
+    m->state = MSG_NEW;
+    msg_answer(w, m, r->p, r->len, 0);
+}
+
+/* The held reads of l that `pick` chooses get `reply` (items: the hits it holds). */
+static void lease_answer_held(struct lease_table *t, struct lease *l,
+                              int (*pick)(const struct msg *m, const void *arg),
+                              const void *arg, const char *reply, size_t len, uint32_t items)
+{
+    struct lease_reply r = { reply, len, items };
+    lease_release_held(t, l, pick, arg, lease_answer_reply, &r);
 }
 
 static void lease_found(struct lease_table *t, struct lease *l, const char *preq, size_t plen,
@@ -1084,40 +1109,35 @@ static void lease_meta_value(struct worker *w, struct msg *m, const char *key, s
     msg_complete(w, m);
 }
 
+/* The key and the value a meta re-read found, for each held get (lease_meta_value). */
+struct lease_meta_hit {
+    const char            *key;
+    size_t                 klen;
+    const struct lease_mg *g;
+};
+
+static int lease_is_get_or_gets(const struct msg *m, const void *arg)
+{
+    (void)arg;
+    return m->cmd == MEMCACHE_CMD_GET || m->cmd == MEMCACHE_CMD_GETS;
+}
+
+static void lease_answer_meta(struct worker *w, struct msg *m, const void *arg)
+{
+    const struct lease_meta_hit *h = arg;
+    lease_meta_value(w, m, h->key, h->klen, h->g);
+}
+
 /*
  * meta: a re-read (`mg <key> v f c`) found l's key stored: its held gets and getses get
  * the value at once, in their shape; the others (a client's mg) read it again.
  */
 static void lease_meta_found(struct lease_table *t, struct lease *l, const struct lease_mg *g)
 {
-    struct worker *w = t->pool->w;
-    struct qnode list, *n, *tmp;
-
-    queue_init(&list);
-    QUEUE_FOREACH_SAFE(n, tmp, &l->held) {
-        struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        if (m->client == NULL || (m->cmd != MEMCACHE_CMD_GET && m->cmd != MEMCACHE_CMD_GETS))
-            continue;
-        lease_unhold(t, l, m);
-        queue_insert_tail(&list, &m->sq);
-    }
     char key[256];
-    size_t klen = RL_MIN(l->node.klen, sizeof(key));
-    memcpy(key, l->key, klen);          /* l goes with lease_end */
-    lease_end(t, l, LEASE_END_STORE);
-    while ((n = queue_first(&list)) != NULL) {
-        struct msg *m = QUEUE_DATA(n, struct msg, sq);
-        queue_remove(n);
-        m->lease = LEASE_M_NONE;
-        if (m->client == NULL) {        /* closed by an answer before it */
-            m->state = MSG_DONE;
-            msg_release(w, m);
-            continue;
-        }
-        lease_hold_time(t, m);
-        STATS_ADD(&t->pool->stats, lease_released_store, 1);
-        lease_meta_value(w, m, key, klen, g);
-    }
+    struct lease_meta_hit h = { key, RL_MIN(l->node.klen, sizeof(key)), g };
+    memcpy(key, l->key, h.klen);        /* l goes with the lease's end */
+    lease_release_held(t, l, lease_is_get_or_gets, NULL, lease_answer_meta, &h);
 }
 
 /* What m's `mg ... N` said, in m's own terms (see above). */
