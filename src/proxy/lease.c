@@ -1675,23 +1675,9 @@ static int lease_meta_write(struct stage_req *r, struct msg *wm, struct sconn *s
     /* add <key> <flags> <exptime> <bytes>\r\n */
     struct buf *out = &s->conn.obuf;
     const char *p = buf_rptr(out) + before;
-    size_t n = buf_len(out) - before, i = 0, tb[5], tl[5];
-    int nt = 0;
-    while (i < n && p[i] != '\r' && p[i] != '\n') {
-        while (i < n && p[i] == ' ')
-            i++;
-        size_t b = i;
-        while (i < n && p[i] != ' ' && p[i] != '\r' && p[i] != '\n')
-            i++;
-        if (i == b)
-            break;
-        if (nt == 5)
-            return 0;           /* not the plain form: sent as it is */
-        tb[nt] = b;
-        tl[nt++] = i - b;
-    }
-    if (nt != 5)
-        return 0;
+    size_t tb[5], tl[5];
+    if (lease_tokens(p, buf_len(out) - before, tb, tl, 5) != 5)
+        return 0;               /* not the plain form: sent as it is */
     char hdr[400];
     int hn = snprintf(hdr, sizeof(hdr), "ms %.*s %.*s F%.*s T%.*s C%" PRIu64 "\r\n",
                       (int)tl[1], p + tb[1], (int)tl[4], p + tb[4], (int)tl[2], p + tb[2],
