@@ -344,6 +344,22 @@ def reload_to(env, n):
         time.sleep(0.05)
 
 
+def reload_until_moving(env, n, rate):
+    """Reload to n servers at `rate` keys/s and return the migration's progress once it has
+    moved keys (so that a kill lands in the middle of it)."""
+    before = env.proxy.stats()["rd"]["epoch"]
+    env.proxy.rewrite({"rd": dict(env.pool(n), migrate_rate=rate)})
+    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
+    deadline = time.monotonic() + patience(20)
+    while True:
+        m = migration(env)
+        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
+                m["moved"] > 0:
+            return m
+        check(time.monotonic() < deadline, "no migration under way: %r" % m)
+        time.sleep(0.02)
+
+
 def wait_migrated(env, timeout):
     """Until the migration to the pool's current ring (its epoch: not an earlier one's,
     still shown for a moment after a reload) is done."""
@@ -610,17 +626,7 @@ def killed_mid_migration_is_finished_by_the_next_proxy(env):
     env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=max(NKEYS // 20, 100))})
     os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
     time.sleep(0.5)
-    before = env.proxy.stats()["rd"]["epoch"]
-    env.proxy.rewrite({"rd": dict(env.pool(5), migrate_rate=max(NKEYS // 20, 100))})
-    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
-    deadline = time.monotonic() + patience(20)
-    while True:
-        m = migration(env)
-        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
-                m["moved"] > 0:
-            break
-        check(time.monotonic() < deadline, "no migration under way: %r" % m)
-        time.sleep(0.02)
+    m = reload_until_moving(env, 5, max(NKEYS // 20, 100))
     state = env.proxy.conf_path + ".migrate"
     check(os.path.exists(state), "the state file %s exists while keys move" % state)
     moved_before = m["moved"]
@@ -696,17 +702,7 @@ def shrink_killed_mid_migration_keeps_the_removed_server_reachable(env):
         time.sleep(0.5)
     if migration(env) is not None:      # whatever ran before is done
         wait_migrated(env, 120)
-    before = env.proxy.stats()["rd"]["epoch"]
-    env.proxy.rewrite({"rd": dict(env.pool(4), migrate_rate=rate)})
-    os.kill(env.proxy.proc.popen.pid, signal.SIGHUP)
-    deadline = time.monotonic() + patience(20)
-    while True:
-        m = migration(env)
-        if env.proxy.stats()["rd"]["epoch"] != before and m and m["state"] == "running" and \
-                m["moved"] > 0:
-            break
-        check(time.monotonic() < deadline, "no migration under way: %r" % m)
-        time.sleep(0.02)
+    m = reload_until_moving(env, 4, rate)
     state = env.proxy.conf_path + ".migrate"
     moved_before = m["moved"]
     env.proxy.proc.kill()

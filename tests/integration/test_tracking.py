@@ -267,6 +267,15 @@ def run_both(env, scenario):
     return results["redis"], results["proxy"]
 
 
+def compare_both(env, scenario, what):
+    """run_both, each step of the two runs printed side by side, and the proxy's equal to
+    redis-server's."""
+    want, got = run_both(env, scenario)
+    for w, g in zip(want, got):
+        print("  %s: redis %r proxy %r" % (what, w, g))
+    eq(got, want, what)
+
+
 @R.test
 def default_resp3(env):
     def scenario(addr, direct):
@@ -321,10 +330,7 @@ def default_resp3(env):
             b.close()
         return seen
 
-    want, got = run_both(env, scenario)
-    for (what, w), (_, g) in zip(want, got):
-        print("  %-14s redis %r proxy %r" % (what, w, g))
-    eq(got, want, "invalidations, default mode")
+    compare_both(env, scenario, "invalidations, default mode")
 
 
 @R.test
@@ -366,10 +372,7 @@ def bcast_prefix(env):
             b.close()
         return seen
 
-    want, got = run_both(env, scenario)
-    for w, g in zip(want, got):
-        print("  redis %r proxy %r" % (w, g))
-    eq(got, want, "invalidations, BCAST")
+    compare_both(env, scenario, "invalidations, BCAST")
 
 
 def tracking_conns(be):
@@ -468,9 +471,7 @@ def optin_optout(env):
             b.close()
         return seen
 
-    want, got = run_both(env, scenario)
-    print("  redis %r proxy %r" % (want, got))
-    eq(got, want, "invalidations, OPTIN/OPTOUT")
+    compare_both(env, scenario, "invalidations, OPTIN/OPTOUT")
 
 
 @R.test
@@ -513,10 +514,7 @@ def resp2_redirect(env):
             a3.close()
         return seen
 
-    want, got = run_both(env, scenario)
-    for w, g in zip(want, got):
-        print("  redis %r proxy %r" % (w, g))
-    eq(got, want, "RESP2 REDIRECT")
+    compare_both(env, scenario, "RESP2 REDIRECT")
 
 
 @R.test(ringleader=True)
@@ -622,9 +620,7 @@ def flush_and_killed_server(env):
             a.close()
             b.close()
 
-    want, got = run_both(env, scenario)
-    print("  FLUSHALL: redis %r proxy %r" % (want, got))
-    eq(got, want, "FLUSHALL")
+    compare_both(env, scenario, "FLUSHALL")
 
     # a server of the proxy's pool dies: its tracking connection is lost, and every
     # tracking client is told to flush
