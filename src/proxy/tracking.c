@@ -350,36 +350,37 @@ static void trk_send(struct trk_client *tc, const char *const *k, const uint32_t
     /* a user sees the keys of its namespace and patterns only, by its own names (as
      * Redis filters BCAST invalidations by the tracking client's ACL key permissions) */
     int user = users_of(c) != NULL;
-    uint32_t shown = n;
-    if (k != NULL && user) {
-        const char *nm;
-        size_t nl;
-        shown = 0;
-        for (uint32_t i = 0; i < n; i++)
-            shown += (uint32_t)users_key_out(c, k[i], kl[i], &nm, &nl);
-        if (shown == 0)
-            return;
+    uint32_t shown = 0;
+    struct buf keys;
+    int rc = 0;
+    buf_init(&keys);
+    buf_init(&b);
+    for (uint32_t i = 0; k != NULL && rc == 0 && i < n; i++) {
+        const char *nm = k[i];
+        size_t nl = kl[i];
+        if (user && !users_key_out(c, k[i], kl[i], &nm, &nl))
+            continue;
+        rc = buf_appendf(&keys, "$%zu\r\n", nl);
+        if (rc == 0)
+            rc = buf_append(&keys, nm, nl);
+        if (rc == 0)
+            rc = buf_append(&keys, "\r\n", 2);
+        shown++;
+    }
+    if (k != NULL && shown == 0 && rc == 0) {
+        buf_free(&keys);
+        return;                 /* none of them is the user's */
     }
     if (k != NULL)
         STATS_ADD(&c->pool->stats, tracking_invalidations, 1);
     else
         STATS_ADD(&c->pool->stats, tracking_flushes, 1);
-    buf_init(&b);
-    int rc = 0;
-    if (k != NULL) {
+    if (k != NULL && rc == 0) {
         rc = buf_appendf(&b, "*%" PRIu32 "\r\n", shown);
-        for (uint32_t i = 0; rc == 0 && i < n; i++) {
-            const char *nm = k[i];
-            size_t nl = kl[i];
-            if (user && !users_key_out(c, k[i], kl[i], &nm, &nl))
-                continue;
-            rc = buf_appendf(&b, "$%zu\r\n", nl);
-            if (rc == 0)
-                rc = buf_append(&b, nm, nl);
-            if (rc == 0)
-                rc = buf_append(&b, "\r\n", 2);
-        }
+        if (rc == 0)
+            rc = buf_append(&b, buf_len(&keys) ? buf_rptr(&keys) : "", buf_len(&keys));
     }
+    buf_free(&keys);
     const char *arr = buf_len(&b) ? buf_rptr(&b) : "";
     if (rc < 0) {
         /* no memory for the keys: a flush says at least as much */
